@@ -1,0 +1,1 @@
+"""Benchmarks for tool-index: catalog generator, peers, harness and load run."""

@@ -1,0 +1,203 @@
+"""Word lists for the catalog generator: servers with their resources, verbs, schema keys, prose.
+
+Plain data, no logic. Lists are ordered from frequent to rare: the generator draws from them
+with Zipf weights by position, so moving a word changes how often it appears.
+"""
+
+from __future__ import annotations
+
+SERVERS: dict[str, tuple[str, ...]] = {
+    "github": ("issue", "pull request", "repository", "branch", "commit", "release",
+               "workflow run", "gist", "label", "milestone", "review comment", "tag"),
+    "gitlab": ("merge request", "pipeline", "project", "issue", "job", "runner", "snippet"),
+    "slack": ("message", "channel", "user", "reaction", "thread", "file", "reminder", "emoji"),
+    "jira": ("issue", "sprint", "board", "project", "epic", "worklog", "transition", "comment"),
+    "notion": ("page", "database", "block", "comment", "user", "property"),
+    "linear": ("issue", "cycle", "team", "project", "label", "comment"),
+    "confluence": ("page", "space", "attachment", "comment", "label"),
+    "postgres": ("table", "query", "schema", "index", "row", "view", "role", "extension"),
+    "mysql": ("table", "query", "database", "row", "user"),
+    "sqlite": ("table", "query", "row", "index"),
+    "k8s": ("pod", "deployment", "service", "namespace", "config map", "secret", "node",
+            "job", "ingress", "stateful set", "cron job"),
+    "docker": ("container", "image", "volume", "network", "compose stack"),
+    "terraform": ("workspace", "plan", "state", "module", "variable", "run"),
+    "aws_s3": ("bucket", "object", "presigned url", "lifecycle rule"),
+    "aws_lambda": ("function", "alias", "layer", "invocation", "event source mapping"),
+    "cloudflare": ("zone", "dns record", "worker", "kv namespace", "firewall rule"),
+    "vercel": ("deployment", "project", "domain", "env var", "log"),
+    "sentry": ("issue", "event", "project", "release", "alert rule"),
+    "datadog": ("monitor", "dashboard", "metric", "log", "incident", "trace"),
+    "pagerduty": ("incident", "schedule", "service", "escalation policy", "on call"),
+    "grafana": ("dashboard", "panel", "datasource", "alert", "annotation"),
+    "google_drive": ("file", "folder", "permission", "revision", "shared drive"),
+    "gmail": ("message", "draft", "label", "thread", "attachment", "filter"),
+    "google_calendar": ("event", "calendar", "attendee", "reminder", "free busy"),
+    "outlook": ("mail", "event", "contact", "folder", "attachment"),
+    "stripe": ("customer", "payment intent", "invoice", "subscription", "refund", "price",
+               "product", "payout"),
+    "shopify": ("product", "order", "customer", "inventory level", "collection", "fulfillment"),
+    "salesforce": ("account", "opportunity", "lead", "contact", "case", "report"),
+    "hubspot": ("contact", "deal", "company", "ticket", "engagement"),
+    "zendesk": ("ticket", "user", "organization", "macro", "article"),
+    "airtable": ("base", "table", "record", "field", "view"),
+    "asana": ("task", "project", "section", "tag", "workspace"),
+    "trello": ("card", "board", "list", "checklist", "member"),
+    "figma": ("file", "component", "comment", "frame", "style"),
+    "discord": ("message", "channel", "guild", "role", "member"),
+    "teams": ("message", "channel", "team", "meeting", "chat"),
+    "zoom": ("meeting", "recording", "webinar", "participant"),
+    "twilio": ("message", "call", "phone number", "conversation"),
+    "sendgrid": ("email", "template", "contact list", "suppression"),
+    "dropbox": ("file", "folder", "shared link", "paper doc"),
+    "redis": ("key", "hash", "stream", "list", "set"),
+    "mongodb": ("collection", "document", "index", "aggregation", "database"),
+    "elasticsearch": ("index", "document", "mapping", "alias", "snapshot"),
+    "snowflake": ("warehouse", "table", "query", "stage", "task"),
+    "bigquery": ("dataset", "table", "query", "job", "routine"),
+    "playwright": ("page", "screenshot", "element", "tab", "console message", "network request"),
+    "filesystem": ("file", "directory", "path", "file info"),
+    "git": ("commit", "branch", "diff", "status", "log", "stash"),
+    "fetch": ("url", "web page", "markdown"),
+    "memory": ("entity", "relation", "observation", "graph"),
+    "time": ("time", "timezone", "conversion"),
+    "weather": ("forecast", "alert", "current conditions"),
+    "maps": ("place", "route", "geocode", "distance matrix", "elevation"),
+    "spotify": ("track", "playlist", "album", "artist", "playback"),
+    "youtube": ("video", "channel", "playlist", "caption", "comment"),
+    "reddit": ("post", "comment", "subreddit", "user"),
+    "arxiv": ("paper", "author", "category"),
+    "wikipedia": ("article", "summary", "section"),
+    "huggingface": ("model", "dataset", "space", "inference"),
+    "openai": ("completion", "embedding", "file", "fine tune", "assistant"),
+}
+
+SERVER_QUALIFIERS: tuple[str, ...] = (
+    "prod", "staging", "eu", "us", "internal", "acme", "team", "enterprise", "legacy", "beta",
+    "v2", "mirror", "sandbox", "ops", "data", "platform", "cloud", "self_hosted", "lab", "edge",
+)
+
+VERBS: tuple[str, ...] = (
+    "get", "list", "create", "update", "delete", "search", "add", "remove", "set", "fetch",
+    "find", "run", "move", "close", "archive", "export", "upload", "download", "assign",
+    "merge", "copy", "start", "stop", "restart", "cancel", "approve", "publish", "query",
+    "describe", "sync", "import", "restore", "rename", "share", "invite", "subscribe",
+    "schedule", "tag", "watch", "scale", "rollback", "validate", "preview", "summarize",
+)
+
+MODIFIERS: tuple[str, ...] = (
+    "by id", "batch", "all", "details", "info", "bulk", "v2", "recent", "by name", "async",
+    "stats", "metadata", "history", "status", "count", "by query", "raw", "summary", "page",
+    "tree", "diff", "url", "config", "permissions", "members", "settings", "usage", "events",
+)
+
+SCHEMA_KEYS: tuple[str, ...] = (
+    "id", "query", "limit", "owner", "repo", "name", "page", "title", "body", "path",
+    "per_page", "cursor", "url", "description", "channel", "text", "user_id", "project_id",
+    "status", "pageSize", "pageToken", "content", "message", "filter", "sort", "order",
+    "labels", "assignees", "state", "branch", "since", "until", "fields", "email", "tags",
+    "timeout", "format", "include_archived", "workspaceId", "parent_id", "type", "namespace",
+    "region", "start_date", "end_date", "timezone", "language", "recursive", "dry_run",
+    "force", "metadata", "priority", "due_date", "team_id", "organization", "sha", "ref",
+    "issue_number", "pull_number", "thread_ts", "blocks", "properties", "databaseId",
+    "pageId", "startCursor", "max_results", "offset", "selector", "element", "width",
+    "height", "fullPage", "encoding", "headers", "method", "payload", "webhook_url",
+    "secret_name", "replicas", "image", "container", "command", "args", "env", "port",
+    "bucket", "key", "prefix", "region_code", "amount", "currency", "customer_id",
+    "invoice_id", "price_id", "quantity", "sku", "location", "latitude", "longitude",
+    "radius", "zoom", "unit", "playlistId", "trackUri", "videoId", "maxTokens",
+    "temperature", "model", "prompt", "embedding_model", "dimensions", "checksum",
+    "idempotency_key", "retention_days", "kubeconfig", "cron_expression", "geofence_id",
+)
+
+STOPWORDS: tuple[str, ...] = (
+    "the", "a", "to", "and", "of", "for", "in", "or", "with", "this", "an", "from", "on",
+    "by", "is", "as", "all", "that", "be", "it", "are", "at", "if", "not", "can", "your",
+    "its", "into", "when", "which", "any", "one", "will", "only", "each", "more", "than",
+)
+
+WORDS: tuple[str, ...] = (
+    # frequent in tool descriptions
+    "get", "list", "specific", "returns", "use", "data", "information", "tool", "file", "new",
+    "search", "create", "user", "details", "page", "text", "content", "results", "given",
+    "name", "request", "id", "optional", "existing", "current", "multiple", "items", "value",
+    "provided", "available", "query", "updates", "resource", "api", "account", "response",
+    "format", "default", "number", "url", "type", "status", "field", "fields", "object",
+    "string", "support", "including", "based", "list", "set", "time", "date", "filter",
+    "matching", "selected", "target", "source", "output", "input", "parameters", "access",
+    "token", "project", "team", "workspace", "organization", "owner", "records", "entries",
+    "metadata", "properties", "version", "path", "directory", "message", "comment", "event",
+    "report", "summary", "history", "changes", "state", "settings", "configuration", "run",
+    # everyday English
+    "quickly", "easily", "automatically", "directly", "securely", "fully", "partially",
+    "recent", "latest", "previous", "next", "first", "last", "public", "private", "shared",
+    "active", "inactive", "pending", "completed", "failed", "open", "closed", "draft",
+    "archived", "deleted", "visible", "hidden", "large", "small", "single", "custom",
+    "standard", "advanced", "basic", "simple", "complex", "local", "remote", "global",
+    "internal", "external", "primary", "secondary", "parent", "child", "related", "linked",
+    "nested", "raw", "structured", "formatted", "plain", "rich", "binary", "encoded",
+    "paginated", "sorted", "grouped", "filtered", "aggregated", "cached", "streamed",
+    "scheduled", "recurring", "temporary", "permanent", "manual", "automatic", "optional",
+    "required", "valid", "invalid", "unique", "duplicate", "missing", "empty", "full",
+    "entire", "partial", "total", "average", "maximum", "minimum", "exact", "approximate",
+    "useful", "helpful", "relevant", "important", "common", "typical", "specific", "general",
+    # domain nouns
+    "repository", "issue", "branch", "commit", "pull", "merge", "release", "workflow",
+    "pipeline", "deployment", "container", "cluster", "node", "pod", "service", "namespace",
+    "database", "table", "row", "column", "index", "schema", "view", "record", "document",
+    "collection", "bucket", "object", "folder", "attachment", "image", "video", "audio",
+    "channel", "thread", "reaction", "mention", "notification", "reminder", "calendar",
+    "meeting", "invite", "contact", "customer", "invoice", "payment", "subscription",
+    "refund", "order", "product", "inventory", "price", "discount", "shipment", "address",
+    "location", "route", "map", "weather", "forecast", "temperature", "timezone",
+    "browser", "screenshot", "element", "click", "navigate", "form", "cookie", "session",
+    "network", "console", "log", "metric", "alert", "incident", "dashboard", "monitor",
+    "trace", "span", "error", "exception", "warning", "label", "tag", "milestone", "sprint",
+    "board", "card", "task", "ticket", "epic", "story", "backlog", "assignee", "reviewer",
+    "approval", "permission", "role", "group", "member", "admin", "credential", "secret",
+    "key", "certificate", "domain", "record", "webhook", "endpoint", "request", "payload",
+    "header", "body", "query", "parameter", "variable", "environment", "config", "template",
+    "snippet", "script", "function", "job", "queue", "worker", "cache", "stream", "topic",
+    "partition", "offset", "snapshot", "backup", "restore", "migration", "volume", "disk",
+    "memory", "cpu", "usage", "quota", "limit", "billing", "plan", "tier", "license",
+    "embedding", "model", "prompt", "completion", "token", "vector", "dataset", "paper",
+    "article", "author", "citation", "chart", "graph", "diagram", "slide", "presentation",
+    "spreadsheet", "cell", "formula", "sheet", "markdown", "html", "json", "csv", "yaml",
+    "pdf", "archive", "zip", "upload", "download", "import", "export", "sync", "mirror",
+    # less common
+    "idempotent", "webhook", "throttle", "backoff", "retry", "deduplicate", "paginate",
+    "serialize", "deserialize", "normalize", "tokenize", "transcribe", "translate",
+    "geocode", "geofence", "kubeconfig", "rollout", "canary", "blue", "green", "failover",
+    "replica", "shard", "quorum", "consensus", "ledger", "reconcile", "chargeback",
+    "dunning", "proration", "escrow", "fulfillment", "warehouse", "manifest", "customs",
+    "tariff", "invoice", "receipt", "audit", "compliance", "gdpr", "retention", "redact",
+    "anonymize", "encrypt", "decrypt", "signature", "checksum", "hash", "digest", "nonce",
+    "lockfile", "dependency", "vulnerability", "advisory", "sbom", "license", "provenance",
+    "attestation", "quarantine", "sandbox", "honeypot", "phishing", "malware", "firewall",
+    "subnet", "vpc", "peering", "latency", "jitter", "throughput", "bandwidth", "uptime",
+    "heartbeat", "watchdog", "cron", "debounce", "coalesce", "tombstone", "compaction",
+    "vacuum", "reindex", "tablespace", "sharding", "sharded", "replication", "changelog",
+    "semver", "monorepo", "submodule", "rebase", "cherry", "bisect", "blame", "stash",
+    "lint", "formatter", "transpile", "minify", "bundle", "treeshake", "sourcemap",
+    "flamegraph", "profiler", "heapdump", "coredump", "syscall", "ebpf", "kprobe",
+    "spectrogram", "waveform", "phoneme", "lyrics", "karaoke", "podcast", "episode",
+    "itinerary", "layover", "boarding", "visa", "passport", "currency", "exchange", "stock",
+    "dividend", "portfolio", "ticker", "candlestick", "volatility", "hedge", "arbitrage",
+    "recipe", "ingredient", "calorie", "nutrition", "allergen", "sommelier", "vintage",
+    "telescope", "exoplanet", "nebula", "asteroid", "eclipse", "constellation", "orbit",
+)
+
+SYLLABLES: tuple[str, ...] = (
+    "ka", "lo", "mi", "zu", "ren", "tor", "vex", "qua", "dil", "bro", "sen", "pha", "gri",
+    "nox", "tel", "vin", "sul", "mor", "pex", "dra", "fen", "jul", "kor", "lyn", "zan",
+)
+"""Building blocks of the long tail: made-up product and codename words, as real catalogs have."""
+
+CJK_DESCRIPTIONS: tuple[str, ...] = (
+    "获取指定仓库的最新提交记录",
+    "搜索文档并返回相关结果",
+    "创建新的任务并分配给团队成员",
+    "查询天气预报和空气质量",
+    "生成图表并导出为图片",
+    "读取文件内容并返回文本",
+)

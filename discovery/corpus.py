@@ -1,0 +1,31 @@
+"""Which tools can ever be searched (SPEC §5): corpus groups and the names with special roles."""
+
+from __future__ import annotations
+
+from discovery.models import MCP_PREFIX, ToolRecord
+from store import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP
+
+SEARCH_TOOL_NAME = "search_tool_bm25"
+INTERNAL_NAMES = frozenset({SEARCH_TOOL_NAME, "resolve", "yield", "report_finding", "report_tool_issue"})
+"""Never enter a corpus, whatever their record says [fixed]."""
+DEFAULT_ESSENTIAL_NAMES = ("read", "bash", "edit", "write", "glob", "eval")
+"""Always active unless a session overrides the list [fixed]."""
+
+MODE_GROUPS: dict[str, tuple[int, ...]] = {
+    "mcp-only": (GROUP_MCP,),
+    "all": (GROUP_LOCAL, GROUP_MCP),
+}
+"""The corpus groups each effective discovery mode searches."""
+
+
+def is_mcp_name(name: str) -> bool:
+    return name.startswith(MCP_PREFIX)
+
+
+def corpus_group(record: ToolRecord) -> int:
+    """The group a tool is stored in; a session corpus is drawn from whole groups."""
+    if record.name in INTERNAL_NAMES or record.load_mode == "essential":
+        return GROUP_FIXED
+    if record.is_mcp:
+        return GROUP_MCP
+    return GROUP_LOCAL if record.load_mode == "discoverable" else GROUP_FIXED

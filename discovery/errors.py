@@ -1,0 +1,53 @@
+"""Errors of the discovery layer. Messages of the search tool are exactly those of SPEC §6."""
+
+from __future__ import annotations
+
+
+class ToolIndexError(Exception):
+    """Base class of every error tool-index raises on purpose outside the store."""
+
+
+class InvalidRecord(ToolIndexError):
+    """A tool record failed validation; the message names the file, line and field."""
+
+
+class ToolCallError(ToolIndexError):
+    """The search tool refused a call; the message is what the model sees."""
+
+
+class DiscoveryUnavailable(ToolCallError):
+    """The session cannot run discovery (it no longer exists in the store)."""
+
+    def __init__(self) -> None:
+        super().__init__("Tool discovery is unavailable in this session.")
+
+
+class DiscoveryDisabled(ToolCallError):
+    """The session's effective discovery mode is ``off``."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "Tool discovery is disabled. Enable tools.discoveryMode or mcp.discoveryMode "
+            "to use search_tool_bm25."
+        )
+
+
+class EmptyQuery(ToolCallError):
+    """The query is missing or blank."""
+
+    def __init__(self) -> None:
+        super().__init__("Query is required and must not be empty.")
+
+
+class InvalidLimit(ToolCallError):
+    """The limit is not a positive integer."""
+
+    def __init__(self) -> None:
+        super().__init__("Limit must be a positive integer.")
+
+
+class QueryWithoutTerms(ToolCallError):
+    """The query has no letter or number, so it has no tokens."""
+
+    def __init__(self) -> None:
+        super().__init__("Query must contain at least one letter or number.")

@@ -1,0 +1,198 @@
+"""ToolIndex: the catalog in a database, searched with exact BM25+."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import Engine
+
+from discovery.corpus import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES, MODE_GROUPS
+from discovery.errors import InvalidLimit, InvalidRecord, QueryWithoutTerms, ToolIndexError
+from discovery.indexing import indexed_tool
+from discovery.models import SearchHit, ToolRecord
+from discovery.ranking import Corpus, Ranker, Ranking
+from discovery.scoring import query_term_counts
+from store import (
+    GROUP_FIXED,
+    GROUP_LOCAL,
+    GROUP_MCP,
+    StoredTool,
+    ToolNotFound,
+    WriteReport,
+    catalog,
+    display_url,
+    make_engine,
+    migrate,
+    reads,
+)
+from store.engine import default_url, read_transaction, write_transaction
+
+DEFAULT_LIMIT = 8
+"""Matches returned when a search names no limit [fixed]."""
+
+Progress = Callable[[int], None]
+"""Called with the number of records just prepared, so a caller can draw a progress bar."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """Names added, updated, unchanged and removed by one catalog write."""
+
+    added: list[str]
+    updated: list[str]
+    unchanged: list[str]
+    removed: list[str]
+
+    @classmethod
+    def of(cls, report: WriteReport) -> ImportReport:
+        return cls(report.added, report.updated, report.unchanged, report.removed)
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "added": len(self.added),
+            "updated": len(self.updated),
+            "unchanged": len(self.unchanged),
+            "removed": len(self.removed),
+        }
+
+
+def validate_limit(limit: object) -> int:
+    """A positive integer (booleans, floats and strings are not), as SPEC §6 requires."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidLimit()
+    return limit
+
+
+def read_only_corpus(mode: str) -> Corpus:
+    """What a fresh session with default settings and nothing requested would search in ``mode``."""
+    if mode not in MODE_GROUPS:
+        raise ToolIndexError(f"unknown search mode {mode!r}: use 'all' or 'mcp-only'")
+    return Corpus(MODE_GROUPS[mode], frozenset(DEFAULT_ESSENTIAL_NAMES) | INTERNAL_NAMES)
+
+
+class ToolIndex:
+    """A persistent tool catalog and its search; open one per process and database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._ranker = Ranker()
+
+    @classmethod
+    def open(cls, url: str | None = None, *, upgrade: bool = True) -> ToolIndex:
+        """Open the database at ``url`` (default: ``TOOL_INDEX_DB`` or the user data file).
+
+        An empty database gets the schema; an older one is upgraded unless ``upgrade`` is false.
+        """
+        engine = make_engine(url or default_url())
+        try:
+            from store.engine import translated_errors
+
+            with translated_errors(engine):
+                migrate.ensure_schema(engine, upgrade_if_old=upgrade)
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine)
+
+    @property
+    def url(self) -> str:
+        """The database URL with any password hidden."""
+        return display_url(self.engine.url)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> ToolIndex:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def upsert_tools(
+        self,
+        records: Iterable[Mapping[str, Any] | ToolRecord],
+        *,
+        replace: bool = False,
+        server: str | None = None,
+        progress: Progress | None = None,
+    ) -> ImportReport:
+        """Add or update tools by name in one transaction; unchanged records are not rewritten.
+
+        With ``replace``, tools the input does not name are removed: those of ``server`` when
+        given, else every other tool of the catalog.
+        """
+        prepared = []
+        for position, record in enumerate(records):
+            prepared.append(indexed_tool(_as_record(record, position)))
+            if progress is not None:
+                progress(1)
+        scope = catalog.ReplaceScope(server) if replace else None
+        with write_transaction(self.engine) as connection:
+            report = catalog.write_tools(connection, prepared, replace=scope)
+        return ImportReport.of(report)
+
+    def remove_tools(self, names: Iterable[str]) -> list[str]:
+        """Remove tools by name; returns the names that were in the catalog."""
+        with write_transaction(self.engine) as connection:
+            return catalog.write_tools(connection, [], remove=list(names)).removed
+
+    def search(self, query: str, limit: int = DEFAULT_LIMIT, *, mode: str = "all") -> list[SearchHit]:
+        """Read-only search of the whole catalog in ``mode`` with nothing active."""
+        ranking = self.rank(query, read_only_corpus(mode), validate_limit(limit))
+        return [SearchHit(name=hit.name, score=hit.score) for hit in ranking.hits]
+
+    def rank(self, query: str, corpus: Corpus, limit: int | None) -> Ranking:
+        """Rank ``corpus`` for ``query`` (library internals and the session tool use this)."""
+        terms = query_term_counts(query)
+        if not terms:
+            raise QueryWithoutTerms()
+        with read_transaction(self.engine) as connection:
+            return self._ranker.rank(connection, terms, corpus, limit)
+
+    def tool(self, name: str) -> StoredTool:
+        with read_transaction(self.engine) as connection:
+            found = reads.tools_by_names(connection, [name])
+        if name not in found:
+            raise ToolNotFound(f"no tool named {name!r} in the catalog")
+        return found[name]
+
+    def tools_by_names(self, names: Sequence[str]) -> dict[str, StoredTool]:
+        with read_transaction(self.engine) as connection:
+            return reads.tools_by_names(connection, names)
+
+    def tools_by_ids(self, ids: Sequence[int]) -> dict[int, StoredTool]:
+        with read_transaction(self.engine) as connection:
+            return reads.tools_by_ids(connection, ids)
+
+    def tools(self, *, server: str | None = None, source: str | None = None) -> list[StoredTool]:
+        with read_transaction(self.engine) as connection:
+            return reads.all_tools(connection, server=server, source=source)
+
+    def stats(self) -> dict[str, Any]:
+        """Catalog size, terms, postings, average length, and counts per source and server."""
+        with read_transaction(self.engine) as connection:
+            return reads.catalog_summary(connection)
+
+
+GROUP_NAMES = {GROUP_FIXED: "fixed", GROUP_LOCAL: "local", GROUP_MCP: "mcp"}
+
+
+def _as_record(record: Mapping[str, Any] | ToolRecord, position: int) -> ToolRecord:
+    if isinstance(record, ToolRecord):
+        return record
+    try:
+        return ToolRecord.model_validate(record)
+    except ValidationError as exc:
+        raise InvalidRecord(f"record {position + 1}: {describe_validation_error(exc)}") from exc
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line a person can act on: each failing field and what is wrong with it."""
+    parts = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "record"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,48 @@
+"""Tool records to what the store indexes: weighted term counts, length, group, content hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from discovery.corpus import corpus_group
+from discovery.models import ToolRecord
+from discovery.scoring import document_term_frequencies, field_texts
+from store import IndexedTool
+
+
+def record_fields(record: ToolRecord) -> list[tuple[str, str]]:
+    return field_texts(
+        name=record.name,
+        label=record.label,
+        mcp_tool_name=record.mcp_tool_name,
+        server_name=record.server_name,
+        summary=record.summary,
+        schema_keys=record.schema_keys,
+    )
+
+
+def content_hash(record: ToolRecord) -> str:
+    """A digest of the whole record: equal digests mean an upsert has nothing to rewrite."""
+    canonical = json.dumps(record.model_dump(mode="json"), sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def indexed_tool(record: ToolRecord) -> IndexedTool:
+    terms = document_term_frequencies(record_fields(record))
+    return IndexedTool(
+        name=record.name,
+        label=record.label,
+        description=record.description,
+        summary=record.summary,
+        source=record.source,
+        server_name=record.server_name,
+        mcp_tool_name=record.mcp_tool_name,
+        schema_keys=list(record.schema_keys),
+        input_schema=record.input_schema,
+        load_mode=record.load_mode,
+        grp=corpus_group(record),
+        doc_len=sum(terms.values()),
+        content_hash=content_hash(record),
+        terms=terms,
+    )

@@ -1,0 +1,120 @@
+"""Pydantic models for every value that crosses a boundary: tool records, tool parameters, hits."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SUMMARY_UTF16_UNITS = 200
+"""The reference indexes the first 200 UTF-16 code units of a description [fixed]."""
+
+Source = Literal["builtin", "mcp", "extension", "custom"]
+LoadMode = Literal["essential", "discoverable", "none"]
+MCP_PREFIX = "mcp__"
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+"""NUL and lone surrogates: no backend stores them as text. Both tokenize as separators, as
+U+FFFD does, so replacing them keeps every UTF-16 length and every ranking unchanged."""
+
+
+def storable_text(text: str) -> str:
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
+def utf16_prefix(text: str, units: int) -> str:
+    """The first ``units`` UTF-16 code units of ``text``, as JavaScript's ``slice`` cuts them.
+
+    A cut through a surrogate pair leaves a lone high surrogate, which the tokenizer treats as a
+    separator, as the reference does.
+    """
+    encoded = text.encode("utf-16-le", "surrogatepass")
+    if len(encoded) <= units * 2:
+        return text
+    return encoded[: units * 2].decode("utf-16-le", "surrogatepass")
+
+
+def utf16_sort_key(text: str) -> bytes:
+    """JavaScript's default ``Array.prototype.sort`` order: UTF-16 code units."""
+    return text.encode("utf-16-be", "surrogatepass")
+
+
+def schema_keys_of(schema: Any) -> list[str]:
+    """Top-level ``properties`` keys of a JSON schema, sorted; ``[]`` for anything else."""
+    if not isinstance(schema, dict):
+        return []
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return []
+    return sorted(properties, key=utf16_sort_key)
+
+
+class ToolRecord(BaseModel):
+    """One tool of the catalog (SPEC §2), with every default resolved."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+
+    name: str = Field(min_length=1)
+    label: str = ""
+    description: str = ""
+    summary: str = ""
+    source: Source = "builtin"
+    server_name: str | None = None
+    mcp_tool_name: str | None = None
+    schema_keys: tuple[str, ...] = ()
+    input_schema: dict[str, Any] | None = None
+    load_mode: LoadMode = "discoverable"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        name = data.get("name")
+        if isinstance(name, str):
+            if data.get("label") in (None, ""):
+                data["label"] = name
+            if data.get("source") is None:
+                data["source"] = "mcp" if name.startswith(MCP_PREFIX) else "builtin"
+        if data.get("description") is None:
+            data["description"] = ""
+        if data.get("summary") is None and isinstance(data["description"], str):
+            data["summary"] = utf16_prefix(data["description"], SUMMARY_UTF16_UNITS)
+        if data.get("schema_keys") is None:
+            data["schema_keys"] = schema_keys_of(data.get("input_schema"))
+        if data.get("load_mode") is None:
+            data["load_mode"] = "discoverable"
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _usable_name(cls, name: str) -> str:
+        if not name.strip():
+            raise ValueError("name must not be blank")
+        if _UNSTORABLE.search(name):
+            raise ValueError("name must not contain NUL or unpaired surrogate characters")
+        return name
+
+    @field_validator("label", "description", "summary", "server_name", "mcp_tool_name")
+    @classmethod
+    def _storable(cls, text: str | None) -> str | None:
+        return None if text is None else storable_text(text)
+
+    @field_validator("schema_keys")
+    @classmethod
+    def _sorted_keys(cls, keys: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(sorted((storable_text(key) for key in keys), key=utf16_sort_key))
+
+    @property
+    def is_mcp(self) -> bool:
+        return self.name.startswith(MCP_PREFIX)
+
+
+class SearchHit(BaseModel):
+    """A ranked tool: ``score`` is the unrounded double of SPEC §4."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    score: float

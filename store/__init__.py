@@ -1,0 +1,43 @@
+"""Everything that touches SQL: schema, engines, migrations, catalog and session storage."""
+
+from store import catalog, migrate, reads
+from store.engine import default_url, display_url, make_engine, parse_url
+from store.errors import (
+    ConcurrentUpdate,
+    DatabaseUnavailable,
+    ReadOnlyDatabase,
+    SchemaOutdated,
+    SchemaTooNew,
+    SessionNotFound,
+    StoreError,
+    ToolNotFound,
+)
+from store.records import GroupStats, IndexedTool, StoredTool, TermStats, WriteReport
+from store.schema import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, GROUPS
+
+__all__ = [
+    "GROUPS",
+    "GROUP_FIXED",
+    "GROUP_LOCAL",
+    "GROUP_MCP",
+    "ConcurrentUpdate",
+    "DatabaseUnavailable",
+    "GroupStats",
+    "IndexedTool",
+    "ReadOnlyDatabase",
+    "SchemaOutdated",
+    "SchemaTooNew",
+    "SessionNotFound",
+    "StoreError",
+    "StoredTool",
+    "TermStats",
+    "ToolNotFound",
+    "WriteReport",
+    "catalog",
+    "default_url",
+    "display_url",
+    "make_engine",
+    "migrate",
+    "parse_url",
+    "reads",
+]

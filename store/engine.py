@@ -1,0 +1,138 @@
+"""Engines: URL defaults, SQLite pragmas (WAL, busy timeout, foreign keys) and safe URL display."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from platformdirs import user_data_dir
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+
+from store.errors import ConcurrentUpdate, DatabaseUnavailable, ReadOnlyDatabase
+
+ENV_VAR = "TOOL_INDEX_DB"
+BUSY_TIMEOUT_MS = 30_000
+"""How long a SQLite writer waits for another process's lock before giving up."""
+
+
+def default_url() -> str:
+    """``TOOL_INDEX_DB`` if set, else a SQLite file in the user's data directory."""
+    from_env = os.environ.get(ENV_VAR)
+    if from_env:
+        return from_env
+    directory = Path(user_data_dir("tool-index", appauthor=False))
+    return f"sqlite:///{directory / 'tool-index.db'}"
+
+
+def parse_url(url: str | URL) -> URL:
+    """Parse a SQLAlchemy URL; a bare path means a SQLite file; ``postgresql://`` uses psycopg 3."""
+    if isinstance(url, URL):
+        return url
+    if "://" not in url:
+        url = f"sqlite:///{url}"
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise DatabaseUnavailable(f"not a database URL: {url!r}") from exc
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def display_url(url: str | URL) -> str:
+    """The URL as people may see it: the password is always hidden."""
+    return parse_url(url).render_as_string(hide_password=True)
+
+
+def make_engine(url: str | URL) -> Engine:
+    """An engine with the settings tool-index relies on for each backend."""
+    parsed = parse_url(url)
+    try:
+        if parsed.get_backend_name() == "sqlite":
+            return _sqlite_engine(parsed)
+        return create_engine(parsed, isolation_level="READ COMMITTED", pool_pre_ping=True)
+    except (NoSuchModuleError, ImportError) as exc:
+        raise DatabaseUnavailable(
+            f"no driver for {display_url(parsed)}: use sqlite:///PATH or postgresql+psycopg://…"
+        ) from exc
+    except OSError as exc:
+        raise DatabaseUnavailable(f"cannot create the database at {display_url(parsed)}: {exc}") from exc
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    """One write transaction (SQLite: ``BEGIN IMMEDIATE``); database errors become store errors."""
+    with translated_errors(engine), engine.begin() as connection:
+        yield connection
+
+
+@contextmanager
+def read_transaction(engine: Engine) -> Iterator[Connection]:
+    """One consistent snapshot for reading several statements, without taking a write lock."""
+    with translated_errors(engine), engine.connect() as connection:
+        if engine.dialect.name == "sqlite":
+            connection = connection.execution_options(sqlite_begin="DEFERRED")
+        else:
+            connection = connection.execution_options(isolation_level="REPEATABLE READ")
+        with connection.begin():
+            yield connection
+
+
+@contextmanager
+def translated_errors(engine: Engine) -> Iterator[None]:
+    """Turn driver errors people can act on into one clear store error."""
+    where = display_url(engine.url)
+    try:
+        yield
+    except DBAPIError as exc:
+        message = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+        lowered = message.lower()
+        if "readonly" in lowered or "read-only" in lowered or "read only" in lowered:
+            raise ReadOnlyDatabase(f"{where} is read-only: {message}") from exc
+        if "locked" in lowered or "busy" in lowered:
+            raise ConcurrentUpdate(f"{where} stayed locked by another writer: {message}") from exc
+        if "not a database" in lowered or "malformed" in lowered or "unable to open" in lowered:
+            raise DatabaseUnavailable(
+                f"{where} is not a usable SQLite database ({message}); point --db at another file"
+            ) from exc
+        if exc.connection_invalidated or "connection" in lowered or "could not" in lowered:
+            raise DatabaseUnavailable(
+                f"cannot reach {where} ({message}); check that the server runs and the URL is right"
+            ) from exc
+        raise
+
+
+def _sqlite_engine(url: URL) -> Engine:
+    database = url.database or ""
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's BEGIN drive transactions (pysqlite's implicit ones are unreliable).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        # A read-only file keeps the mode it has; reading it still works.
+        with contextlib.suppress(sqlite3.Error):
+            cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        # IMMEDIATE takes the write lock up front, so read-then-write transactions never
+        # deadlock on a lock upgrade; readers use plain BEGIN through ``read_only``.
+        mode = connection.get_execution_options().get("sqlite_begin", "IMMEDIATE")
+        connection.exec_driver_sql(f"BEGIN {mode}")
+
+    return engine

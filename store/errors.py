@@ -1,0 +1,35 @@
+"""Errors raised by the store; each names the problem and, where there is one, the fix."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class of every error the store raises on purpose."""
+
+
+class DatabaseUnavailable(StoreError):
+    """The database cannot be opened: not a database, unreadable, or the server is unreachable."""
+
+
+class SchemaOutdated(StoreError):
+    """The database schema is older than this version of tool-index: run ``tool-index db upgrade``."""
+
+
+class SchemaTooNew(StoreError):
+    """The database was written by a newer tool-index: upgrade tool-index to use it."""
+
+
+class ReadOnlyDatabase(StoreError):
+    """A write was refused because the database file or server is read-only."""
+
+
+class ToolNotFound(StoreError):
+    """No tool with that name is in the catalog."""
+
+
+class SessionNotFound(StoreError):
+    """No session with that id is in the store."""
+
+
+class ConcurrentUpdate(StoreError):
+    """Another writer kept the database busy for longer than the retry budget."""

@@ -1,0 +1,148 @@
+"""Catalog reads: statistics, postings of query terms, tool rows. All take an open connection,
+so a caller can read several of them from one snapshot."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Connection, Row, func, select
+
+from store.catalog import chunks
+from store.records import GroupStats, StoredTool, TermStats
+from store.schema import CatalogState, GroupStat, Posting, Term, TermStat, Tool
+
+POSTING_DTYPE = np.dtype([("tool_id", np.int64), ("tf", np.int32), ("doc_len", np.int32), ("grp", np.int8)])
+"""One posting as the scorer reads it."""
+
+
+def generation(connection: Connection) -> int:
+    return int(connection.execute(select(CatalogState.generation).where(CatalogState.id == 1)).scalar_one())
+
+
+def group_stats(connection: Connection) -> dict[int, GroupStats]:
+    rows = connection.execute(select(GroupStat.grp, GroupStat.doc_count, GroupStat.total_len))
+    return {grp: GroupStats(int(count), int(total)) for grp, count, total in rows}
+
+
+def term_stats(connection: Connection, terms: Sequence[str]) -> dict[str, tuple[int, dict[int, TermStats]]]:
+    """``{term: (term_id, {group: stats})}`` for the terms that are in the catalog."""
+    found: dict[str, tuple[int, dict[int, TermStats]]] = {}
+    for part in chunks(list(terms)):
+        rows = connection.execute(
+            select(Term.text, Term.id, TermStat.grp, TermStat.df, TermStat.max_tf)
+            .join(TermStat, TermStat.term_id == Term.id)
+            .where(Term.text.in_(part))
+        )
+        for text, term_id, grp, df, max_tf in rows:
+            found.setdefault(text, (term_id, {}))[1][grp] = TermStats(int(df), int(max_tf))
+    return found
+
+
+def postings(connection: Connection, term_id: int) -> np.ndarray:
+    """Every posting of one term, ordered by (group, tool id): one index range.
+
+    The hot path of a search, so it goes to the DB-API cursor of the same connection (and
+    snapshot) and hands its tuples straight to numpy.
+    """
+    marker = "?" if connection.dialect.name == "sqlite" else "%s"
+    cursor = connection.connection.cursor()
+    try:
+        cursor.execute(
+            f"SELECT tool_id, tf, doc_len, grp FROM postings WHERE term_id = {marker} ORDER BY grp, tool_id",
+            (term_id,),
+        )
+        return np.array(cursor.fetchall(), dtype=POSTING_DTYPE)
+    finally:
+        cursor.close()
+
+
+def tool_count(connection: Connection) -> int:
+    return int(connection.execute(select(func.count()).select_from(Tool)).scalar_one())
+
+
+_TOOL_COLUMNS = (
+    Tool.id,
+    Tool.name,
+    Tool.label,
+    Tool.description,
+    Tool.summary,
+    Tool.source,
+    Tool.server_name,
+    Tool.mcp_tool_name,
+    Tool.schema_keys,
+    Tool.input_schema,
+    Tool.load_mode,
+    Tool.grp,
+    Tool.doc_len,
+)
+
+
+def _stored(row: Row[Any]) -> StoredTool:
+    return StoredTool(*row)
+
+
+def tools_by_ids(connection: Connection, ids: Sequence[int]) -> dict[int, StoredTool]:
+    found: dict[int, StoredTool] = {}
+    for part in chunks(list(ids)):
+        for row in connection.execute(select(*_TOOL_COLUMNS).where(Tool.id.in_(part))):
+            found[row.id] = _stored(row)
+    return found
+
+
+def tools_by_names(connection: Connection, names: Sequence[str]) -> dict[str, StoredTool]:
+    found: dict[str, StoredTool] = {}
+    for part in chunks(list(dict.fromkeys(names))):
+        for row in connection.execute(select(*_TOOL_COLUMNS).where(Tool.name.in_(part))):
+            found[row.name] = _stored(row)
+    return found
+
+
+def names_by_ids(connection: Connection, ids: Sequence[int]) -> dict[int, str]:
+    found: dict[int, str] = {}
+    for part in chunks(list(ids)):
+        found.update(dict(connection.execute(select(Tool.id, Tool.name).where(Tool.id.in_(part))).all()))
+    return found
+
+
+def all_tools(
+    connection: Connection, *, server: str | None = None, source: str | None = None
+) -> list[StoredTool]:
+    """Catalog tools in catalog order (the order they were first added)."""
+    query = select(*_TOOL_COLUMNS).order_by(Tool.id)
+    if server is not None:
+        query = query.where(Tool.server_name == server)
+    if source is not None:
+        query = query.where(Tool.source == source)
+    return [_stored(row) for row in connection.execute(query)]
+
+
+def catalog_entries(connection: Connection) -> list[tuple[int, str, int, str | None]]:
+    """``(id, name, group, server_name)`` of every tool, in catalog order: what session rules need."""
+    rows = connection.execute(select(Tool.id, Tool.name, Tool.grp, Tool.server_name).order_by(Tool.id))
+    return [(int(i), name, int(grp), server) for i, name, grp, server in rows]
+
+
+def catalog_summary(connection: Connection) -> dict[str, Any]:
+    """What ``tool-index stats`` shows: sizes, average length, per-source and per-server counts."""
+    groups = group_stats(connection)
+    tools = sum(g.doc_count for g in groups.values())
+    total_len = sum(g.total_len for g in groups.values())
+    by_source = dict(connection.execute(select(Tool.source, func.count()).group_by(Tool.source)).all())
+    by_server = dict(
+        connection.execute(
+            select(Tool.server_name, func.count())
+            .where(Tool.server_name.is_not(None))
+            .group_by(Tool.server_name)
+        ).all()
+    )
+    return {
+        "tools": tools,
+        "terms": int(connection.execute(select(func.count()).select_from(Term)).scalar_one()),
+        "postings": int(connection.execute(select(func.count()).select_from(Posting)).scalar_one()),
+        "avgdl": total_len / tools if tools else 0.0,
+        "generation": generation(connection),
+        "sources": dict(sorted(by_source.items())),
+        "servers": dict(sorted(by_server.items())),
+    }
