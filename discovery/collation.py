@@ -17,4 +17,5 @@ _COLLATOR = Collator()
 @lru_cache(maxsize=65536)
 def collation_key(name: str) -> tuple[int, ...]:
     """A key whose tuple order is the collation order of ``name``; equal names tie on name."""
-    return _COLLATOR.sort_key(name)
+    key: tuple[int, ...] = _COLLATOR.sort_key(name)
+    return key

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from discovery.corpus import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES, MODE_GROUPS
 from discovery.errors import InvalidLimit, InvalidRecord, QueryWithoutTerms, ToolIndexError
@@ -15,10 +15,12 @@ from discovery.indexing import indexed_tool
 from discovery.models import SearchHit, ToolRecord
 from discovery.ranking import Corpus, Ranker, Ranking
 from discovery.scoring import query_term_counts
+from discovery.session import Session
 from store import (
     GROUP_FIXED,
     GROUP_LOCAL,
     GROUP_MCP,
+    SessionNotFound,
     StoredTool,
     ToolNotFound,
     WriteReport,
@@ -28,6 +30,7 @@ from store import (
     migrate,
     reads,
 )
+from store import sessions as store_sessions
 from store.engine import default_url, read_transaction, write_transaction
 
 DEFAULT_LIMIT = 8
@@ -152,6 +155,76 @@ class ToolIndex:
         with read_transaction(self.engine) as connection:
             return self._ranker.rank(connection, terms, corpus, limit)
 
+    def corpus_size(self, connection: Connection, corpus: Corpus) -> int:
+        return self._ranker.corpus_size(connection, corpus)
+
+    def excluded_documents(self, connection: Connection, corpus: Corpus) -> list[StoredTool]:
+        return self._ranker.excluded_documents(connection, corpus)
+
+    def rank_in(
+        self, connection: Connection, terms: dict[str, int], corpus: Corpus, limit: int | None
+    ) -> Ranking:
+        """Rank inside the caller's transaction (a session search holds its session lock)."""
+        return self._ranker.rank(connection, terms, corpus, limit)
+
+    def session(
+        self,
+        session_id: str | None = None,
+        *,
+        discovery_mode: str | None = None,
+        mcp_discovery: bool | None = None,
+        essential_override: Sequence[str] | None = None,
+        default_servers: Sequence[str] | None = None,
+        requested: Sequence[str] | None = None,
+    ) -> Session:
+        """Create a session, or resume it by id (then the settings may be omitted)."""
+        given = {
+            "discovery_mode": discovery_mode,
+            "mcp_discovery": mcp_discovery,
+            "essential_override": essential_override,
+            "default_servers": default_servers,
+            "requested": requested,
+        }
+        settings = {key: value for key, value in given.items() if value is not None}
+        return Session.open(self, session_id, settings or None)
+
+    def sessions(self) -> list[SessionSummary]:
+        """Every stored session with its sizes and number of search calls."""
+        with read_transaction(self.engine) as connection:
+            counts = store_sessions.search_counts(connection)
+            return [
+                SessionSummary(
+                    id=state.id,
+                    settings=state.settings,
+                    active=len(state.active),
+                    selected=len(state.selected),
+                    calls=counts.get(state.id, 0),
+                    created_at=state.created_at.isoformat(),
+                    updated_at=state.updated_at.isoformat(),
+                )
+                for state in store_sessions.all_sessions(connection)
+            ]
+
+    def session_record(self, session_id: str) -> dict[str, Any]:
+        """``{"id", "settings", "active", "selected", "calls"}`` with every logged event."""
+        with read_transaction(self.engine) as connection:
+            state = store_sessions.load(connection, session_id)
+            if state is None:
+                raise SessionNotFound(f"no session {session_id!r} in the store")
+            logged = store_sessions.events(connection, session_id)
+        return {
+            "id": state.id,
+            "settings": state.settings,
+            "active": state.active,
+            "selected": state.selected,
+            "calls": [event_record(entry) for entry in logged],
+        }
+
+    def delete_session(self, session_id: str) -> None:
+        with write_transaction(self.engine) as connection:
+            if not store_sessions.remove(connection, session_id):
+                raise SessionNotFound(f"no session {session_id!r} in the store")
+
     def tool(self, name: str) -> StoredTool:
         with read_transaction(self.engine) as connection:
             found = reads.tools_by_names(connection, [name])
@@ -178,6 +251,37 @@ class ToolIndex:
 
 
 GROUP_NAMES = {GROUP_FIXED: "fixed", GROUP_LOCAL: "local", GROUP_MCP: "mcp"}
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    id: str
+    settings: dict[str, Any]
+    active: int
+    selected: int
+    calls: int
+    created_at: str
+    updated_at: str
+
+
+def event_record(entry: store_sessions.LoggedEvent) -> dict[str, Any]:
+    """A logged event as JSON: searches under the tool's wire name, other changes by kind."""
+    event = entry.event
+    record: dict[str, Any] = {"seq": entry.seq, "kind": event.kind}
+    if event.kind == "search":
+        record.update(
+            tool=event.tool_name,
+            call_id=event.call_id,
+            params=event.params,
+            content=event.content,
+            details=event.details,
+            error=event.error,
+        )
+    else:
+        record["params"] = event.params
+    record["activated"] = list(event.activated)
+    record["time"] = entry.created_at.isoformat()
+    return record
 
 
 def _as_record(record: Mapping[str, Any] | ToolRecord, position: int) -> ToolRecord:

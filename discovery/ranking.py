@@ -114,6 +114,17 @@ class Ranker:
             return Ranking(total_tools=n_docs, hits=[])
         return Ranking(total_tools=n_docs, hits=self._top(connection, scores, limit))
 
+    def corpus_size(self, connection: Connection, corpus: Corpus) -> int:
+        """``N`` of a corpus, from the group aggregates less its excluded documents."""
+        self._sync(connection)
+        excluded = self._excluded_documents(connection, corpus)
+        return sum(self._group_stats[g].doc_count for g in corpus.groups) - len(excluded)
+
+    def excluded_documents(self, connection: Connection, corpus: Corpus) -> list[StoredTool]:
+        """The catalog documents of ``corpus.groups`` that the corpus leaves out."""
+        self._sync(connection)
+        return self._excluded_documents(connection, corpus)
+
     def _sync(self, connection: Connection) -> None:
         current = reads.generation(connection)
         if current != self._generation:

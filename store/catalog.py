@@ -207,8 +207,8 @@ def _store_tools(
             postings.append(
                 {"term_id": term_id, "grp": tool.grp, "tool_id": tool_id, "tf": tf, "doc_len": tool.doc_len}
             )
-    for part in chunks(postings, 5000):
-        connection.execute(insert(Posting), list(part))
+    for start in range(0, len(postings), 5000):
+        connection.execute(insert(Posting), postings[start : start + 5000])
 
 
 def _term_ids(connection: Connection, terms: set[str]) -> dict[str, int]:

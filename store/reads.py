@@ -80,7 +80,7 @@ _TOOL_COLUMNS = (
 
 
 def _stored(row: Row[Any]) -> StoredTool:
-    return StoredTool(*row)
+    return StoredTool(**row._asdict())
 
 
 def tools_by_ids(connection: Connection, ids: Sequence[int]) -> dict[int, StoredTool]:
@@ -146,3 +146,40 @@ def catalog_summary(connection: Connection) -> dict[str, Any]:
         "sources": dict(sorted(by_source.items())),
         "servers": dict(sorted(by_server.items())),
     }
+
+
+def opening_candidates(
+    connection: Connection, *, everything: bool, servers: Sequence[str], names: Sequence[str]
+) -> list[tuple[str, int, str]]:
+    """``(name, group, load_mode)`` in catalog order of the tools a new session may start with:
+    every tool, or the non-MCP tools plus the MCP tools of ``servers`` or named in ``names``."""
+    query = select(Tool.name, Tool.grp, Tool.load_mode).order_by(Tool.id)
+    if not everything:
+        mcp = Tool.name.startswith("mcp__", autoescape=True)
+        chosen = ~mcp
+        if servers:
+            chosen = chosen | Tool.server_name.in_(list(servers))
+        if names:
+            chosen = chosen | Tool.name.in_(list(names))
+        query = query.where(chosen)
+    return [(name, int(grp), load_mode) for name, grp, load_mode in connection.execute(query)]
+
+
+def existing_names(connection: Connection, names: Sequence[str]) -> set[str]:
+    found: set[str] = set()
+    for part in chunks(list(dict.fromkeys(names))):
+        found.update(connection.execute(select(Tool.name).where(Tool.name.in_(part))).scalars())
+    return found
+
+
+def group_members(connection: Connection, grp: int) -> list[tuple[str, str | None]]:
+    """``(name, server_name)`` of every tool in a corpus group."""
+    rows = connection.execute(select(Tool.name, Tool.server_name).where(Tool.grp == grp))
+    return [(name, server) for name, server in rows]
+
+
+def group_server_counts(connection: Connection, grp: int) -> dict[str | None, int]:
+    rows = connection.execute(
+        select(Tool.server_name, func.count()).where(Tool.grp == grp).group_by(Tool.server_name)
+    )
+    return {server: int(count) for server, count in rows}

@@ -136,7 +136,7 @@ class Session(Base):
     settings: Mapped[dict[str, Any]] = mapped_column(JSON)
     active: Mapped[list[str]] = mapped_column(JSON)
     selected: Mapped[list[str]] = mapped_column(JSON)
-    call_count: Mapped[int] = mapped_column(Integer)
+    event_count: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
@@ -162,3 +162,6 @@ class SessionEvent(Base):
     error: Mapped[str | None] = mapped_column(Text)
     activated: Mapped[list[str]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    # A retried call id is answered from the log instead of running twice.
+    __table_args__ = (Index("ix_session_events_call", "session_id", "call_id"),)

@@ -38,7 +38,7 @@ def upgrade() -> None:
         sa.Column("settings", sa.JSON(), nullable=False),
         sa.Column("active", sa.JSON(), nullable=False),
         sa.Column("selected", sa.JSON(), nullable=False),
-        sa.Column("call_count", sa.Integer(), nullable=False),
+        sa.Column("event_count", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_sessions")),
@@ -112,6 +112,8 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("session_id", "seq", name=op.f("pk_session_events")),
     )
+    with op.batch_alter_table("session_events", schema=None) as batch_op:
+        batch_op.create_index("ix_session_events_call", ["session_id", "call_id"], unique=False)
     op.create_table(
         "term_stats",
         sa.Column("term_id", sa.Integer(), nullable=False),
@@ -143,6 +145,9 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("term_stats")
+    with op.batch_alter_table("session_events", schema=None) as batch_op:
+        batch_op.drop_index("ix_session_events_call")
+
     op.drop_table("session_events")
     with op.batch_alter_table("postings", schema=None) as batch_op:
         batch_op.drop_index("ix_postings_tool_id")

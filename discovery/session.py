@@ -1,0 +1,304 @@
+"""Sessions (SPEC §5): settings, effective mode, essential tools, corpus rules and activation.
+
+A session's state lives in the store; every method reads or changes it in one transaction, so
+any number of processes can hold the same session and see each other's changes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from sqlalchemy import Connection
+
+from discovery.collation import collation_key
+from discovery.corpus import (
+    DEFAULT_ESSENTIAL_NAMES,
+    INTERNAL_NAMES,
+    MODE_GROUPS,
+    SEARCH_TOOL_NAME,
+    is_mcp_name,
+)
+from discovery.errors import ToolIndexError
+from discovery.models import utf16_sort_key
+from discovery.ranking import Corpus
+from store import GROUP_LOCAL, GROUP_MCP, SessionNotFound, StoredTool, reads, sessions
+from store.engine import read_transaction, write_transaction
+
+if TYPE_CHECKING:
+    from discovery.index import ToolIndex
+    from discovery.tool import SearchTool
+
+AUTO_THRESHOLD = 40
+"""``auto`` turns discovery on when a session registers more tools than this [fixed]."""
+
+DiscoveryMode = Literal["auto", "off", "mcp-only", "all"]
+EffectiveMode = Literal["off", "mcp-only", "all"]
+
+
+class SessionSettings(BaseModel):
+    """How a session discovers tools (SPEC §5); ``requested`` names start active."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    discovery_mode: DiscoveryMode = "auto"
+    mcp_discovery: bool = False
+    essential_override: tuple[str, ...] = ()
+    default_servers: tuple[str, ...] = ()
+    requested: tuple[str, ...] = ()
+
+    @field_validator("essential_override", "default_servers", "requested", mode="before")
+    @classmethod
+    def _list_of_strings(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError("must be a list of names, not a single string")
+        return value
+
+
+def effective_mode(settings: SessionSettings, registered_tools: int) -> EffectiveMode:
+    """``all``/``mcp-only`` as set win; the legacy flag means ``mcp-only``; ``auto`` is
+    ``mcp-only`` above the threshold; everything else is ``off``."""
+    if settings.discovery_mode in ("all", "mcp-only"):
+        return settings.discovery_mode
+    if settings.mcp_discovery:
+        return "mcp-only"
+    if settings.discovery_mode == "auto" and registered_tools > AUTO_THRESHOLD:
+        return "mcp-only"
+    return "off"
+
+
+def essential_names(connection: Connection, settings: SessionSettings) -> list[str]:
+    """The override (trimmed, blanks and unknown names dropped — possibly empty) or the default."""
+    if not settings.essential_override:
+        return list(DEFAULT_ESSENTIAL_NAMES)
+    trimmed = [name.strip() for name in settings.essential_override]
+    known = reads.existing_names(connection, [name for name in trimmed if name])
+    return list(dict.fromkeys(name for name in trimmed if name in known))
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    """A session as one transaction sees it: the rules of SPEC §5 applied to the live catalog."""
+
+    state: sessions.SessionState
+    settings: SessionSettings
+    mode: EffectiveMode
+    essentials: list[str]
+    live_active: list[str]
+    live_selected: list[str]
+
+    @property
+    def corpus(self) -> Corpus:
+        groups = MODE_GROUPS.get(self.mode, ())
+        return Corpus(groups, frozenset(self.state.active) | frozenset(self.essentials) | INTERNAL_NAMES)
+
+
+def registered_tool_count(connection: Connection) -> int:
+    """Catalog tools, not counting a catalog entry named like the search tool itself."""
+    total = sum(stats.doc_count for stats in reads.group_stats(connection).values())
+    return total - len(reads.existing_names(connection, [SEARCH_TOOL_NAME]))
+
+
+def view_of(connection: Connection, state: sessions.SessionState) -> SessionView:
+    settings = SessionSettings.model_validate(state.settings)
+    mode = effective_mode(settings, registered_tool_count(connection))
+    known = reads.existing_names(connection, [*state.active, *state.selected])
+    live = known | {SEARCH_TOOL_NAME}
+    return SessionView(
+        state=state,
+        settings=settings,
+        mode=mode,
+        essentials=essential_names(connection, settings),
+        live_active=[name for name in state.active if name in live],
+        live_selected=[name for name in state.selected if name in known],
+    )
+
+
+def opening_active(connection: Connection, settings: SessionSettings) -> list[str]:
+    """The active list of a new (or reset) session, in catalog order (SPEC §5)."""
+    mode = effective_mode(settings, registered_tool_count(connection))
+    if mode == "off":
+        candidates = reads.opening_candidates(connection, everything=True, servers=(), names=())
+        return [name for name, _, _ in candidates]
+    requested = set(settings.requested)
+    candidates = reads.opening_candidates(
+        connection, everything=False, servers=settings.default_servers, names=settings.requested
+    )
+    essentials = set(essential_names(connection, settings))
+    active = []
+    for name, _grp, load_mode in candidates:
+        if is_mcp_name(name) or not (
+            mode == "all" and load_mode == "discoverable" and name not in essentials and name not in requested
+        ):
+            active.append(name)
+    return [*dict.fromkeys(name for name in active if name != SEARCH_TOOL_NAME), SEARCH_TOOL_NAME]
+
+
+def activation_order(names: Sequence[str]) -> list[str]:
+    """MCP names first, then the others, each once, rank order kept within each part."""
+    unique = list(dict.fromkeys(names))
+    return [name for name in unique if is_mcp_name(name)] + [name for name in unique if not is_mcp_name(name)]
+
+
+class Session:
+    """A handle on one stored session. Cheap: it holds only the id and the index."""
+
+    def __init__(self, index: ToolIndex, session_id: str) -> None:
+        self.index = index
+        self.id = session_id
+
+    @classmethod
+    def open(cls, index: ToolIndex, session_id: str | None, settings: dict[str, Any] | None) -> Session:
+        """Create the session, or resume it (settings, when given, must match the stored ones)."""
+        session_id = session_id if session_id is not None else uuid.uuid4().hex
+        if not session_id.strip():
+            raise ToolIndexError("a session id must not be blank")
+        wanted = _settings(settings or {})
+        with write_transaction(index.engine) as connection:
+            state = sessions.lock(connection, session_id)
+            if state is None:
+                stored = wanted.model_dump(mode="json")
+                sessions.create(connection, session_id, stored, opening_active(connection, wanted))
+            elif settings is not None and SessionSettings.model_validate(state.settings) != wanted:
+                raise ToolIndexError(
+                    f"session {session_id!r} exists with other settings; resume it without settings "
+                    "or delete it first"
+                )
+        return cls(index, session_id)
+
+    def view(self) -> SessionView:
+        with read_transaction(self.index.engine) as connection:
+            return self._view(connection)
+
+    def _view(self, connection: Connection) -> SessionView:
+        state = sessions.load(connection, self.id)
+        if state is None:
+            raise SessionNotFound(f"no session {self.id!r} in the store")
+        return view_of(connection, state)
+
+    @property
+    def settings(self) -> SessionSettings:
+        return self.view().settings
+
+    @property
+    def effective_mode(self) -> EffectiveMode:
+        return self.view().mode
+
+    @property
+    def active(self) -> list[str]:
+        """The active tools the host exposes, in order (tools gone from the catalog skipped)."""
+        return self.view().live_active
+
+    @property
+    def selected(self) -> list[str]:
+        """The tools discovery activated, in order (tools gone from the catalog skipped)."""
+        return self.view().live_selected
+
+    @property
+    def total_tools(self) -> int:
+        """The size of the corpus a search would rank now."""
+        with read_transaction(self.index.engine) as connection:
+            view = self._view(connection)
+            return self.index.corpus_size(connection, view.corpus) if view.corpus.groups else 0
+
+    @property
+    def search_tool(self) -> SearchTool:
+        from discovery.tool import SearchTool
+
+        return SearchTool(self)
+
+    def active_tools(self) -> list[StoredTool]:
+        """Full records of the active catalog tools, in active order, input schemas included."""
+        with read_transaction(self.index.engine) as connection:
+            view = self._view(connection)
+            found = reads.tools_by_names(connection, view.live_active)
+        return [found[name] for name in view.live_active if name in found]
+
+    def set_active(self, names: Iterable[str]) -> list[str]:
+        """Replace the active list; selected tools left out are unselected (SPEC §5)."""
+        requested = list(names)
+        with write_transaction(self.index.engine) as connection:
+            state = self._lock(connection)
+            known = reads.existing_names(connection, requested) | {SEARCH_TOOL_NAME}
+            active = [name for name in dict.fromkeys(requested) if name in known]
+            selected = [name for name in state.selected if name in active]
+            event = sessions.Event(kind="set_active", params={"names": requested, "active": active})
+            sessions.record(connection, state, event, active, selected)
+        return active
+
+    def reset(self) -> list[str]:
+        """Back to a new session's state with the same settings; the selection is emptied."""
+        with write_transaction(self.index.engine) as connection:
+            state = self._lock(connection)
+            active = opening_active(connection, SessionSettings.model_validate(state.settings))
+            sessions.record(
+                connection, state, sessions.Event(kind="reset", params={"active": active}), active, []
+            )
+        return active
+
+    def restore_selection(self, names: Sequence[str], *, source: str) -> tuple[list[str], list[str]]:
+        """Make ``names`` the selection (and active), as a resumed host session had it.
+
+        Returns ``(restored, missing)``: names not in the catalog are reported and skipped.
+        """
+        with write_transaction(self.index.engine) as connection:
+            state = self._lock(connection)
+            known = reads.existing_names(connection, names)
+            restored = [name for name in dict.fromkeys(names) if name in known]
+            missing = [name for name in dict.fromkeys(names) if name not in known]
+            settings = SessionSettings.model_validate(state.settings)
+            opening = opening_active(connection, settings)
+            active = [*opening, *(name for name in restored if name not in opening)]
+            event = sessions.Event(
+                kind="restore",
+                params={"source": source, "names": list(names), "active": active, "selected": restored},
+            )
+            sessions.record(connection, state, event, active, restored)
+        return restored, missing
+
+    def _lock(self, connection: Connection) -> sessions.SessionState:
+        state = sessions.lock(connection, self.id)
+        if state is None:
+            raise SessionNotFound(f"no session {self.id!r} in the store")
+        return state
+
+    def describe_corpus(self) -> tuple[list[tuple[str, int]], list[str], int]:
+        """``(servers with counts, built-in names, corpus size)`` for the tool description."""
+        with read_transaction(self.index.engine) as connection:
+            view = self._view(connection)
+            return corpus_overview(self.index, connection, view)
+
+
+def corpus_overview(
+    index: ToolIndex, connection: Connection, view: SessionView
+) -> tuple[list[tuple[str, int]], list[str], int]:
+    corpus = view.corpus
+    if not corpus.groups:
+        return [], [], 0
+    excluded = corpus.excluded
+    servers: dict[str, int] = {}
+    builtins: list[str] = []
+    total = 0
+    if GROUP_MCP in corpus.groups:
+        counts = reads.group_server_counts(connection, GROUP_MCP)
+        for doc in index.excluded_documents(connection, Corpus((GROUP_MCP,), excluded)):
+            counts[doc.server_name] -= 1
+        total += sum(counts.values())
+        servers = {server: n for server, n in counts.items() if server is not None and n > 0}
+    if GROUP_LOCAL in corpus.groups:
+        builtins = [name for name, _ in reads.group_members(connection, GROUP_LOCAL) if name not in excluded]
+        total += len(builtins)
+    ordered_servers = sorted(servers.items(), key=lambda item: (collation_key(item[0]), item[0]))
+    return ordered_servers, sorted(builtins, key=utf16_sort_key), total
+
+
+def _settings(values: dict[str, Any]) -> SessionSettings:
+    try:
+        return SessionSettings.model_validate(values)
+    except ValidationError as exc:
+        from discovery.index import describe_validation_error
+
+        raise ToolIndexError(f"invalid session settings: {describe_validation_error(exc)}") from exc
