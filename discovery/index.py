@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -14,6 +15,7 @@ from discovery.errors import InvalidLimit, InvalidRecord, QueryWithoutTerms, Too
 from discovery.indexing import indexed_tool
 from discovery.models import SearchHit, ToolRecord
 from discovery.ranking import Corpus, Ranker, Ranking
+from discovery.resume import selection_from_file
 from discovery.scoring import query_term_counts
 from discovery.session import Session
 from store import (
@@ -147,6 +149,27 @@ class ToolIndex:
         ranking = self.rank(query, read_only_corpus(mode), validate_limit(limit))
         return [SearchHit(name=hit.name, score=hit.score) for hit in ranking.hits]
 
+    def search_details(self, query: str, limit: int = DEFAULT_LIMIT, *, mode: str = "all") -> dict[str, Any]:
+        """The SPEC §6 details of a read-only search: ``search`` with each match's tool row."""
+        from discovery.tool import checked_limit, checked_query, tool_details  # tool imports this module
+
+        trimmed = checked_query({"query": query})
+        limit = checked_limit({"limit": limit})
+        terms = query_term_counts(trimmed)
+        if not terms:
+            raise QueryWithoutTerms()
+        with read_transaction(self.engine) as connection:
+            ranking = self._ranker.rank(connection, terms, read_only_corpus(mode), limit)
+            tools = reads.tools_by_ids(connection, [hit.tool_id for hit in ranking.hits])
+        return {
+            "query": trimmed,
+            "limit": limit,
+            "total_tools": ranking.total_tools,
+            "activated_tools": [],
+            "active_selected_tools": [],
+            "tools": [tool_details(tools[hit.tool_id], hit.score) for hit in ranking.hits],
+        }
+
     def rank(self, query: str, corpus: Corpus, limit: int | None) -> Ranking:
         """Rank ``corpus`` for ``query`` (library internals and the session tool use this)."""
         terms = query_term_counts(query)
@@ -220,6 +243,16 @@ class ToolIndex:
             "calls": [event_record(entry) for entry in logged],
         }
 
+    def import_session_file(self, path: Path, session_id: str, **settings: Any) -> RestoredSelection:
+        """Restore the selection in force in a host's JSONL session file into a session.
+
+        Names the catalog does not have are reported and skipped, as on resume.
+        """
+        names = selection_from_file(path)
+        session = self.session(session_id, **settings)
+        restored, missing = session.restore_selection(names or [], source=str(path))
+        return RestoredSelection(session_id, found=names is not None, restored=restored, missing=missing)
+
     def delete_session(self, session_id: str) -> None:
         with write_transaction(self.engine) as connection:
             if not store_sessions.remove(connection, session_id):
@@ -251,6 +284,16 @@ class ToolIndex:
 
 
 GROUP_NAMES = {GROUP_FIXED: "fixed", GROUP_LOCAL: "local", GROUP_MCP: "mcp"}
+
+
+@dataclass(frozen=True, slots=True)
+class RestoredSelection:
+    """What ``import_session_file`` restored; ``found`` is false when the file had no selection."""
+
+    session_id: str
+    found: bool
+    restored: list[str]
+    missing: list[str]
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,25 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 U+FFFD does, so replacing them keeps every UTF-16 length and every ranking unchanged."""
 
 
+MAX_SCHEMA_DEPTH = 128
+"""Deeper input schemas are refused: JSON encoders recurse, and no real tool nests this deep."""
+
+
+def nesting_depth(value: Any) -> int:
+    """How deeply lists and objects nest in ``value`` (iterative: safe on hostile input)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_SCHEMA_DEPTH:
+            break
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+    return deepest
+
+
 def storable_text(text: str) -> str:
     return _UNSTORABLE.sub("\ufffd", text)
 
@@ -100,6 +119,13 @@ class ToolRecord(BaseModel):
     @classmethod
     def _storable(cls, text: str | None) -> str | None:
         return None if text is None else storable_text(text)
+
+    @field_validator("input_schema")
+    @classmethod
+    def _shallow_enough(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is not None and nesting_depth(schema) > MAX_SCHEMA_DEPTH:
+            raise ValueError(f"input schema nests deeper than {MAX_SCHEMA_DEPTH} levels")
+        return schema
 
     @field_validator("schema_keys")
     @classmethod

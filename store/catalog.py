@@ -8,6 +8,7 @@ one writer at a time and stay exact.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,23 @@ T = TypeVar("T")
 def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def matchable(text: str) -> bool:
+    """Whether stored text could equal ``text``: stored text never holds NUL or a lone surrogate.
+
+    Such a value matches nothing, and it cannot even be sent (PostgreSQL refuses NUL in a
+    parameter, neither driver encodes a lone surrogate), so lookups drop it instead.
+    """
+    return _UNSTORABLE.search(text) is None
+
+
+def lookup_keys(names: Iterable[str]) -> list[str]:
+    """Distinct names to look up, in first-seen order, less those that cannot match."""
+    return [name for name in dict.fromkeys(names) if matchable(name)]
 
 
 def lock_catalog(connection: Connection) -> int:
@@ -114,7 +132,7 @@ def _last_per_name(tools: Sequence[IndexedTool]) -> list[IndexedTool]:
 
 def _existing(connection: Connection, names: Sequence[str]) -> dict[str, tuple[int, str]]:
     found: dict[str, tuple[int, str]] = {}
-    for part in chunks(list(dict.fromkeys(names))):
+    for part in chunks(lookup_keys(names)):
         rows = connection.execute(select(Tool.name, Tool.id, Tool.content_hash).where(Tool.name.in_(part)))
         found.update({name: (tool_id, digest) for name, tool_id, digest in rows})
     return found

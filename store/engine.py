@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,11 +40,19 @@ def parse_url(url: str | URL) -> URL:
         url = f"sqlite:///{url}"
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
-        raise DatabaseUnavailable(f"not a database URL: {url!r}") from exc
+    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
+        raise DatabaseUnavailable(
+            f"not a database URL: {_hide_password(url)!r}; "
+            "use sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DATABASE"
+        ) from exc
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed
+
+
+def _hide_password(text: str) -> str:
+    """A URL that did not parse, for a message: everything from ``user:`` to the last ``@`` is hidden."""
+    return re.sub(r"(://[^:/@]*):.*@", r"\1:***@", text)
 
 
 def display_url(url: str | URL) -> str:

@@ -9,7 +9,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, inspect
+from sqlalchemy import Connection, Engine, inspect, text
 
 from store.errors import DatabaseUnavailable, SchemaOutdated, SchemaTooNew
 from store.schema import Base
@@ -40,12 +40,25 @@ def known_revisions() -> set[str]:
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Bring the schema to ``revision`` in one transaction."""
     with engine.begin() as connection:
+        _lock_schema(connection)
         command.upgrade(alembic_config(connection), revision)
 
 
 def downgrade(engine: Engine, revision: str) -> None:
     with engine.begin() as connection:
+        _lock_schema(connection)
         command.downgrade(alembic_config(connection), revision)
+
+
+def _lock_schema(connection: Connection) -> None:
+    """Serialize migrations of one schema, so processes opening an empty database at once do not
+    both create its tables: the second waits, then alembic finds the schema at head.
+
+    SQLite's ``BEGIN IMMEDIATE`` already does this; PostgreSQL takes a transaction-level
+    advisory lock keyed by the schema the connection works in.
+    """
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(hashtext('tool-index:' || current_schema()))"))
 
 
 def pending_model_changes(engine: Engine) -> list[object]:
@@ -62,8 +75,10 @@ def ensure_schema(engine: Engine, *, upgrade_if_old: bool) -> None:
     other tables than ours.
     """
     with engine.connect() as connection:
-        revision = current_revision(connection)
+        # Tables before revision: a concurrent first migration commits both at once, so this
+        # order never sees its tables without its revision.
         tables = set(inspect(connection).get_table_names())
+        revision = current_revision(connection)
     head = head_revision()
     if revision == head:
         return

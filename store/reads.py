@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, Row, func, select
 
-from store.catalog import chunks
+from store.catalog import chunks, lookup_keys, matchable
 from store.records import GroupStats, StoredTool, TermStats
 from store.schema import CatalogState, GroupStat, Posting, Term, TermStat, Tool
 
@@ -93,7 +93,7 @@ def tools_by_ids(connection: Connection, ids: Sequence[int]) -> dict[int, Stored
 
 def tools_by_names(connection: Connection, names: Sequence[str]) -> dict[str, StoredTool]:
     found: dict[str, StoredTool] = {}
-    for part in chunks(list(dict.fromkeys(names))):
+    for part in chunks(lookup_keys(names)):
         for row in connection.execute(select(*_TOOL_COLUMNS).where(Tool.name.in_(part))):
             found[row.name] = _stored(row)
     return found
@@ -110,6 +110,8 @@ def all_tools(
     connection: Connection, *, server: str | None = None, source: str | None = None
 ) -> list[StoredTool]:
     """Catalog tools in catalog order (the order they were first added)."""
+    if not all(matchable(value) for value in (server, source) if value is not None):
+        return []
     query = select(*_TOOL_COLUMNS).order_by(Tool.id)
     if server is not None:
         query = query.where(Tool.server_name == server)

@@ -175,7 +175,7 @@ def update_settings(connection: Connection, session_id: str, settings: dict[str,
 def find_call(connection: Connection, session_id: str, call_id: str) -> LoggedEvent | None:
     """The logged search with this call id, if the session already answered it."""
     row = connection.execute(
-        select(SessionEvent)
+        select(*SessionEvent.__table__.c)
         .where(
             SessionEvent.session_id == session_id,
             SessionEvent.call_id == call_id,
@@ -183,18 +183,20 @@ def find_call(connection: Connection, session_id: str, call_id: str) -> LoggedEv
         )
         .order_by(SessionEvent.seq)
         .limit(1)
-    ).scalar_one_or_none()
+    ).one_or_none()
     return None if row is None else _logged(row)
 
 
 def events(connection: Connection, session_id: str) -> list[LoggedEvent]:
     rows = connection.execute(
-        select(SessionEvent).where(SessionEvent.session_id == session_id).order_by(SessionEvent.seq)
-    ).scalars()
+        select(*SessionEvent.__table__.c)
+        .where(SessionEvent.session_id == session_id)
+        .order_by(SessionEvent.seq)
+    )
     return [_logged(row) for row in rows]
 
 
-def _logged(row: SessionEvent) -> LoggedEvent:
+def _logged(row: Any) -> LoggedEvent:
     return LoggedEvent(
         seq=row.seq,
         event=Event(

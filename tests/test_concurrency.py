@@ -1,0 +1,90 @@
+"""Real processes writing to one database at once, on each backend."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from discovery import ToolIndex
+from store import sessions
+from tests.catalogs import SERVERS, generated_catalog
+
+REPO = Path(__file__).resolve().parent.parent
+QUERIES = ["create issue", "list message", "search page", "delete branch", "sync user report", "watch pod"]
+
+
+def run_workers(job: str, url: str, arguments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Start one process per argument set at once; wait for all; every one must succeed."""
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.workers", job, url, json.dumps(args)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for args in arguments
+    ]
+    results = []
+    for process in processes:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+def test_eight_processes_share_sessions_without_losing_anything(index: ToolIndex, db_url: str) -> None:
+    index.upsert_tools(generated_catalog(400))
+    session_ids = ["shared-a", "shared-b", "shared-c"]
+    for session_id in session_ids:
+        index.session(session_id, discovery_mode="mcp-only")
+    arguments = [
+        {"worker": worker, "sessions": session_ids, "count": 25, "queries": QUERIES, "limit": 2}
+        for worker in range(8)
+    ]
+    results = run_workers("search_many", db_url, arguments)
+    assert all(result["errors"] == [] for result in results)
+    activated_by_workers = {name for result in results for names in result["activated"] for name in names}
+    searches = 0
+    selected_everywhere: set[str] = set()
+    for session_id in session_ids:
+        record = index.session_record(session_id)
+        calls = [call for call in record["calls"] if call["kind"] == "search"]
+        searches += len(calls)
+        assert len({call["call_id"] for call in calls}) == len(calls)
+        assert len(record["selected"]) == len(set(record["selected"])), "a selection was recorded twice"
+        assert len(record["active"]) == len(set(record["active"]))
+        logged = [name for call in calls for name in call["activated"]]
+        assert record["selected"] == logged, "every activation is kept, in log order"
+        with index.engine.connect() as connection:
+            assert sessions.replay(sessions.events(connection, session_id)) == (
+                record["active"],
+                record["selected"],
+            )
+        selected_everywhere |= set(record["selected"])
+    assert searches == 8 * 25
+    assert selected_everywhere == activated_by_workers
+
+
+def test_four_importers_equal_one_sequential_import(index: ToolIndex, db_url: str, tmp_path: Path) -> None:
+    plans = [[SERVERS[i], SERVERS[(i + 1) % 4], SERVERS[4 + i]] for i in range(4)]
+    run_workers("import_servers", db_url, [{"servers": plan, "per_server": 60, "seed": 3} for plan in plans])
+    with ToolIndex.open(f"sqlite:///{tmp_path / 'sequential.db'}") as sequential:
+        for server in dict.fromkeys(server for plan in plans for server in plan):
+            sequential.upsert_tools(generated_catalog(60, seed=3, servers=[server]))
+        assert _comparable(index) == _comparable(sequential)
+    from discovery.verify import verify
+
+    report = verify(index)
+    assert report.ok, report.problems
+
+
+def _comparable(index: ToolIndex) -> dict[str, Any]:
+    stats = index.stats()
+    stats.pop("generation")
+    records = sorted((tool.as_record() for tool in index.tools()), key=lambda record: record["name"])
+    searches = {query: [(hit.name, hit.score) for hit in index.search(query, limit=20)] for query in QUERIES}
+    return {"stats": stats, "records": records, "searches": searches}

@@ -1,0 +1,51 @@
+"""A writer killed with SIGKILL at random instants leaves a database that is whole: the
+interrupted import is entirely present or entirely absent, and every aggregate still agrees."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from discovery import ToolIndex
+from tests.catalogs import generated_catalog
+
+REPO = Path(__file__).resolve().parent.parent
+KILLS = 20
+BATCH = 1500
+
+
+def test_sigkill_during_import_leaves_all_or_nothing(sqlite_url: str) -> None:
+    from discovery.verify import verify
+
+    with ToolIndex.open(sqlite_url) as index:
+        index.upsert_tools(generated_catalog(200, seed=1, servers=["base"]))
+    rng = random.Random(20)
+    outcomes = {"present": 0, "absent": 0}
+    for attempt in range(KILLS):
+        server = f"batch{attempt}"
+        args = json.dumps({"count": BATCH, "seed": attempt, "server": server})
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.workers", "import_batch", sqlite_url, args],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "started"
+        # The write itself (tokenizing, then one transaction) takes a few hundred milliseconds.
+        time.sleep(rng.uniform(0.0, 1.2))
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=60)
+        with ToolIndex.open(sqlite_url) as index:
+            present = len(index.tools(server=server))
+            assert present in (0, BATCH), f"kill {attempt}: {present} of {BATCH} tools survived"
+            outcomes["present" if present else "absent"] += 1
+            report = verify(index)
+            assert report.ok, (attempt, report.problems)
+    assert outcomes["absent"] > 0, outcomes  # some kills did land inside the write

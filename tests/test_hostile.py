@@ -1,0 +1,127 @@
+"""Hostile input: every record and query gives a correct result or a typed error, never a crash,
+and a refused write leaves the database exactly as it was."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from discovery import InvalidLimit, InvalidRecord, QueryWithoutTerms, ToolIndex, ToolIndexError
+from discovery.models import MAX_SCHEMA_DEPTH
+from tests.catalogs import WORKED_EXAMPLE
+
+ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=60)
+SQLISH = st.sampled_from(["'", '"', ";", "--", "/*", "*/", "%", "_", "\\", "' OR 1=1 --", "\x00", "\ud800"])
+NAMES = st.one_of(ANY_TEXT, st.lists(st.one_of(SQLISH, ANY_TEXT), min_size=1, max_size=5).map("".join))
+HOSTILE = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+records = st.fixed_dictionaries(
+    {"name": NAMES},
+    optional={
+        "label": st.one_of(st.none(), NAMES),
+        "description": st.one_of(st.none(), ANY_TEXT),
+        "server_name": st.one_of(st.none(), NAMES),
+        "mcp_tool_name": st.one_of(st.none(), NAMES),
+        "source": st.sampled_from(["builtin", "mcp", "extension", "custom", "bogus", 3]),
+        "load_mode": st.sampled_from(["essential", "discoverable", "none", None, "sometimes"]),
+        "input_schema": st.one_of(
+            st.none(),
+            st.dictionaries(NAMES, st.just({"type": "string"}), max_size=5).map(lambda p: {"properties": p}),
+            st.integers(),
+            st.text(max_size=5),
+        ),
+    },
+)
+
+
+def _snapshot(index: ToolIndex) -> dict[str, Any]:
+    return {"stats": index.stats(), "tools": [tool.as_record() for tool in index.tools()]}
+
+
+@HOSTILE
+@given(batch=st.lists(records, min_size=1, max_size=5))
+def test_any_record_batch_is_stored_or_refused_whole(index: ToolIndex, batch: list[dict[str, Any]]) -> None:
+    before = _snapshot(index)
+    try:
+        index.upsert_tools(batch)
+    except InvalidRecord:
+        assert _snapshot(index) == before
+        return
+    for record in batch:
+        stored = index.tool(record["name"])
+        assert stored.name == record["name"]
+    from discovery.verify import verify
+
+    assert verify(index).ok
+
+
+@HOSTILE
+@given(query=st.one_of(ANY_TEXT, NAMES), limit=st.integers(min_value=1, max_value=10**40))
+def test_any_query_gives_a_ranking_or_a_typed_error(index: ToolIndex, query: str, limit: int) -> None:
+    if not index.stats()["tools"]:
+        index.upsert_tools(WORKED_EXAMPLE)
+    try:
+        hits = index.search(query, limit=limit)
+    except QueryWithoutTerms:
+        return
+    assert all(hit.score > 0 and math.isfinite(hit.score) for hit in hits)
+    assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+
+
+@pytest.mark.parametrize("limit", [0, -5, 1.5, float("nan"), float("inf"), -float("inf"), True, False, "3"])
+def test_bad_limits_are_refused(index: ToolIndex, limit: Any) -> None:
+    with pytest.raises(InvalidLimit):
+        index.search("github", limit=limit)
+
+
+def test_megabyte_fields_and_many_keys(index: ToolIndex) -> None:
+    huge = "lorem ipsum dolor " * 300_000  # about 5 MB, stored whole, its first 200 units indexed
+    properties = {f"key_{number}": {"type": "string"} for number in range(10_000)}
+    index.upsert_tools(
+        [
+            {"name": "big_description", "description": huge},
+            {"name": "many_keys", "description": "wide schema", "input_schema": {"properties": properties}},
+            {"name": "big_summary", "summary": "needle " + "hay " * 200_000},
+        ]
+    )
+    assert index.tool("big_description").description == huge
+    assert len(index.tool("many_keys").schema_keys) == 10_000
+    assert index.search("key_9999")[0].name == "many_keys"
+    assert index.search("needle")[0].name == "big_summary"
+    from discovery.verify import verify
+
+    assert verify(index).ok
+
+
+def test_deep_schemas_are_refused_with_a_reason(index: ToolIndex) -> None:
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(MAX_SCHEMA_DEPTH + 5):
+        node["properties"] = {}
+        node = node["properties"]
+    with pytest.raises(InvalidRecord, match="nests deeper"):
+        index.upsert_tools([{"name": "ok"}, {"name": "deep", "input_schema": deep}])
+    assert index.stats()["tools"] == 0
+
+
+def test_a_schema_at_the_depth_limit_is_stored(index: ToolIndex) -> None:
+    schema: dict[str, Any] = {"type": "object"}
+    node = schema
+    for _ in range(MAX_SCHEMA_DEPTH // 2 - 1):
+        node["items"] = {}
+        node = node["items"]
+    index.upsert_tools([{"name": "nested", "input_schema": schema}])
+    assert index.tool("nested").input_schema == schema
+
+
+def test_names_that_cannot_be_stored_are_refused(index: ToolIndex) -> None:
+    for name in ["bad\x00name", "lone\ud800", "   ", ""]:
+        with pytest.raises(ToolIndexError):
+            index.upsert_tools([{"name": name}])
+    assert index.stats()["tools"] == 0

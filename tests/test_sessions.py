@@ -1,0 +1,232 @@
+"""Sessions on each backend: the worked example of SPEC §6, persistence, resume, the log."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from discovery import DiscoveryUnavailable, ToolCallError, ToolIndex, ToolIndexError
+from discovery.session import SessionSettings, effective_mode
+from discovery.tool import compact_json
+from store import SessionNotFound, sessions
+from tests.catalogs import WORKED_EXAMPLE, generated_catalog
+
+REPO = Path(__file__).resolve().parent.parent
+CALLS = itertools.count()
+
+
+@pytest.fixture
+def example(index: ToolIndex) -> ToolIndex:
+    index.upsert_tools(WORKED_EXAMPLE)
+    return index
+
+
+def search(index: ToolIndex, session_id: str, query: str, **params: Any) -> dict[str, Any]:
+    call_id = f"call-{next(CALLS)}"
+    return index.session(session_id).search_tool.execute(call_id, {"query": query, **params}).details
+
+
+def test_worked_example_first_call(example: ToolIndex) -> None:
+    session = example.session("s", discovery_mode="mcp-only")
+    result = session.search_tool.execute("c1", {"query": "github"})
+    assert result.content == (
+        '{"query":"github","activated_tools":["mcp__github_create_issue","mcp__github_list_pull_requests"],'
+        '"match_count":2,"total_tools":3}'
+    )
+    assert [tool["score"] for tool in result.details["tools"]] == [1.410324, 1.403799]
+    assert session.total_tools == 1
+
+
+def test_worked_example_exhausts_the_corpus(example: ToolIndex) -> None:
+    example.session("s", discovery_mode="mcp-only")
+    first = search(example, "s", "github", limit=1)
+    second = search(example, "s", "github", limit=1)
+    third = search(example, "s", "github", limit=1)
+    assert [t["score"] for t in first["tools"]] == [1.410324] and first["total_tools"] == 3
+    assert [t["score"] for t in second["tools"]] == [2.07053] and second["total_tools"] == 2
+    assert third["tools"] == [] and third["total_tools"] == 1 and third["activated_tools"] == []
+    assert example.session("s").selected == ["mcp__github_create_issue", "mcp__github_list_pull_requests"]
+
+
+def test_selection_survives_a_new_process(example: ToolIndex, db_url: str) -> None:
+    example.session("kept", discovery_mode="mcp-only").search_tool.execute("c1", {"query": "slack"})
+    code = (
+        "import json, sys\n"
+        "from discovery import ToolIndex\n"
+        "s = ToolIndex.open(sys.argv[1]).session('kept')\n"
+        "print(json.dumps({'active': s.active, 'selected': s.selected, 'mode': s.effective_mode}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, db_url], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    assert json.loads(out.stdout) == {
+        "active": ["search_tool_bm25", "mcp__slack_post_message"],
+        "selected": ["mcp__slack_post_message"],
+        "mode": "mcp-only",
+    }
+
+
+def test_tools_that_leave_are_skipped_and_come_back(example: ToolIndex) -> None:
+    session = example.session("s", discovery_mode="mcp-only")
+    session.search_tool.execute("c1", {"query": "slack"})
+    example.remove_tools(["mcp__slack_post_message"])
+    assert session.selected == [] and session.active == ["search_tool_bm25"]
+    with example.engine.connect() as connection:
+        stored = sessions.load(connection, "s")
+    assert stored is not None and stored.selected == ["mcp__slack_post_message"]  # storage untouched
+    example.upsert_tools([WORKED_EXAMPLE[2]])
+    assert session.selected == ["mcp__slack_post_message"]
+    assert session.total_tools == 2
+
+
+def test_log_replays_to_the_stored_lists(example: ToolIndex) -> None:
+    session = example.session("s", discovery_mode="all", essential_override=["nothing"])
+    session.search_tool.execute("c1", {"query": "github", "limit": 1})
+    session.set_active(["search_tool_bm25", "mcp__github_create_issue", "unknown"])
+    session.search_tool.execute("c2", {"query": "message"})
+    with pytest.raises(ToolCallError):
+        session.search_tool.execute("c3", {"query": "   "})
+    record = example.session_record("s")
+    assert [call["kind"] for call in record["calls"]] == [
+        "create",
+        "search",
+        "set_active",
+        "search",
+        "search",
+    ]
+    assert record["calls"][-1]["error"] == "Query is required and must not be empty."
+    assert record["calls"][1]["tool"] == "search_tool_bm25"
+    with example.engine.connect() as connection:
+        logged = sessions.events(connection, "s")
+    assert sessions.replay(logged) == (record["active"], record["selected"])
+    assert record["selected"] == ["mcp__github_create_issue", "mcp__slack_post_message"]
+
+
+def test_reset_restores_the_opening_state(example: ToolIndex) -> None:
+    session = example.session("s", discovery_mode="mcp-only", default_servers=["slack"])
+    assert session.active == ["mcp__slack_post_message", "search_tool_bm25"]
+    session.search_tool.execute("c1", {"query": "github"})
+    session.reset()
+    assert session.active == ["mcp__slack_post_message", "search_tool_bm25"] and session.selected == []
+
+
+def test_a_retried_call_id_is_answered_from_the_log(example: ToolIndex) -> None:
+    session = example.session("s", discovery_mode="mcp-only")
+    first = session.search_tool.execute("same", {"query": "github", "limit": 1})
+    again = session.search_tool.execute("same", {"query": "github", "limit": 1})
+    assert again == first
+    assert len(example.session_record("s")["calls"]) == 2
+    with pytest.raises(ToolCallError, match="already used"):
+        session.search_tool.execute("same", {"query": "slack"})
+
+
+def test_deleted_session_is_unavailable(example: ToolIndex) -> None:
+    session = example.session("gone", discovery_mode="mcp-only")
+    example.delete_session("gone")
+    with pytest.raises(DiscoveryUnavailable):
+        session.search_tool.execute("c1", {"query": "github"})
+    with pytest.raises(SessionNotFound):
+        example.delete_session("gone")
+
+
+def test_resume_with_other_settings_is_refused(example: ToolIndex) -> None:
+    example.session("s", discovery_mode="mcp-only")
+    assert example.session("s").settings.discovery_mode == "mcp-only"
+    assert example.session("s", discovery_mode="mcp-only").id == "s"
+    with pytest.raises(ToolIndexError, match="other settings"):
+        example.session("s", discovery_mode="all")
+
+
+@pytest.mark.parametrize(
+    ("mode", "legacy", "count", "expected"),
+    [
+        ("auto", False, 40, "off"),
+        ("auto", False, 41, "mcp-only"),
+        ("off", True, 0, "mcp-only"),
+        ("all", True, 0, "all"),
+        ("mcp-only", False, 0, "mcp-only"),
+        ("off", False, 1000, "off"),
+    ],
+)
+def test_effective_mode(mode: str, legacy: bool, count: int, expected: str) -> None:
+    assert effective_mode(SessionSettings(discovery_mode=mode, mcp_discovery=legacy), count) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "limit", [0, -1, 1.5, True, "2", float("nan"), float("inf"), None.__class__], ids=repr
+)
+def test_bad_limits_are_refused_and_logged(example: ToolIndex, limit: Any) -> None:
+    session = example.session("s", discovery_mode="mcp-only")
+    with pytest.raises(ToolCallError, match="^Limit must be a positive integer.$"):
+        session.search_tool.execute("c", {"query": "github", "limit": limit})
+    assert example.session_record("s")["calls"][-1]["error"] == "Limit must be a positive integer."
+
+
+def test_huge_and_integral_float_limits_work(example: ToolIndex) -> None:
+    session = example.session("s", discovery_mode="mcp-only")
+    assert session.search_tool.execute("c1", {"query": "github", "limit": 10**30}).details["limit"] == 10**30
+    assert session.search_tool.execute("c2", {"query": "slack", "limit": 2.0}).details["limit"] == 2
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["'; DROP TABLE tools; --", "\x00github", "github\ud800", "ΣΑΣ 🚀 github", "100%_github", "a" * 100_000],
+)
+def test_hostile_queries_search_and_log(example: ToolIndex, query: str) -> None:
+    session = example.session("s", discovery_mode="mcp-only")
+    result = session.search_tool.execute("c", {"query": query})
+    assert json.loads(result.content)["total_tools"] == 3
+    assert example.session_record("s")["calls"][-1]["content"] == result.content
+    assert example.stats()["tools"] == 3
+
+
+def test_content_json_matches_javascript_stringify() -> None:
+    assert compact_json({"q": 'é\ud800\n"', "n": 1}) == '{"q":"é\\ud800\\n\\"","n":1}'
+
+
+def test_session_search_matches_a_fresh_corpus(index: ToolIndex) -> None:
+    """Statistics from aggregates minus exclusions equal those of the materialized corpus."""
+    tools = generated_catalog(120)
+    index.upsert_tools(tools)
+    session = index.session("s", discovery_mode="mcp-only")
+    session.search_tool.execute("c1", {"query": "create issue", "limit": 7})
+    active = set(session.active)
+    details = session.search_tool.execute("c2", {"query": "repository channel", "limit": 5}).details
+    remaining = [tool for tool in tools if tool["name"] not in active]
+    with ToolIndex.open(
+        str(index.engine.url.set(database=index.engine.url.database + "-fresh"))
+        if index.engine.dialect.name == "sqlite"
+        else "sqlite://"
+    ) as fresh:
+        fresh.upsert_tools(remaining)
+        expected = fresh.search("repository channel", limit=5, mode="mcp-only")
+    assert [(t["name"], t["score"]) for t in details["tools"]] == [
+        (hit.name, round(hit.score, 6)) for hit in expected
+    ]
+    assert details["total_tools"] == len(remaining)
+
+
+def test_import_session_file_restores_the_selection_in_force(example: ToolIndex, tmp_path: Path) -> None:
+    entries = [
+        {"id": "a", "parentId": None, "timestamp": "t0", "type": "message"},
+        {"id": "b", "parentId": "a", "timestamp": "t1", "type": "mcp_tool_selection",
+         "selectedToolNames": ["mcp__github_create_issue", "mcp__missing"]},
+        {"id": "c", "parentId": "b", "timestamp": "t2", "type": "mcp_tool_selection",
+         "selectedToolNames": ["mcp__slack_post_message"]},  # on a branch that is not in force
+        {"id": "d", "parentId": "b", "timestamp": "t3", "type": "message"},
+    ]  # fmt: skip
+    path = tmp_path / "session.jsonl"
+    path.write_text("\n".join(json.dumps(entry) for entry in entries) + "\n", encoding="utf-8")
+    restored = example.import_session_file(path, "r", discovery_mode="mcp-only")
+    assert restored.restored == ["mcp__github_create_issue"] and restored.missing == ["mcp__missing"]
+    session = example.session("r")
+    assert session.selected == ["mcp__github_create_issue"]
+    assert session.active == ["search_tool_bm25", "mcp__github_create_issue"]
+    with example.engine.connect() as connection:
+        assert sessions.replay(sessions.events(connection, "r")) == (session.active, session.selected)
