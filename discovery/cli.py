@@ -7,10 +7,12 @@ errors (exit status 2).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
 import unicodedata
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from discovery.index import DEFAULT_LIMIT, ToolIndex, describe_validation_error
 from discovery.ingest import read_catalog
 from discovery.render import render_result, truncate
 from discovery.scoring import round6
+from discovery.tool import json_text
 from discovery.verify import verify as verify_index
 from store import StoreError, make_engine, migrate, parse_url
 from store.engine import ENV_VAR, default_url, translated_errors
@@ -173,6 +176,7 @@ def import_(app: App, paths: tuple[str, ...], server: str | None, replace: bool,
     epilog=example(
         "tool-index search 'create issue' --limit 5",
         "tool-index search 'post a message' --mode mcp-only --json",
+        "tool-index search 'open a pull request' --session chat-42 --mode all",
     )
 )
 @click.argument("query")
@@ -182,19 +186,63 @@ def import_(app: App, paths: tuple[str, ...], server: str | None, replace: bool,
 @click.option(
     "--mode",
     type=click.Choice(["all", "mcp-only"]),
-    default="all",
-    show_default=True,
-    help="Search every discoverable tool, or the MCP tools only.",
+    default=None,
+    help="Search every discoverable tool, or the MCP tools only [default: all; with --session, the "
+    "mode of a new session, default auto].",
+)
+@click.option("--session", "session_id", metavar="ID", help="Run search_tool_bm25 in this session.")
+@click.option(
+    "--default-server",
+    "default_servers",
+    multiple=True,
+    metavar="NAME",
+    help=("New session: an MCP server whose tools stay active (repeatable)."),
+)
+@click.option(
+    "--request",
+    "requested",
+    multiple=True,
+    metavar="NAME",
+    help=("New session: a tool to start active (repeatable)."),
+)
+@click.option(
+    "--essential",
+    "essential_override",
+    multiple=True,
+    metavar="NAME",
+    help=("New session: replace the essential tool names (repeatable)."),
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the details object as one JSON document.")
 @click.option("--expanded", is_flag=True, help="Show every match, not only the first five.")
 @pass_app
-def search(app: App, query: str, limit: int, mode: str, as_json: bool, expanded: bool) -> None:
+def search(
+    app: App,
+    query: str,
+    limit: int,
+    mode: str | None,
+    session_id: str | None,
+    default_servers: tuple[str, ...],
+    requested: tuple[str, ...],
+    essential_override: tuple[str, ...],
+    as_json: bool,
+    expanded: bool,
+) -> None:
     """Rank the catalog's tools for QUERY.
 
-    Read-only: a search of the whole catalog in MODE with nothing active and nothing activated.
+    Without --session: read-only, the whole catalog in MODE with nothing active. With --session:
+    the search_tool_bm25 call of that session (created when new), which activates the matches
+    and persists them.
     """
-    details = _read_only_search(app, query, limit, mode)
+    if session_id is None:
+        details = _read_only_search(app, query, limit, mode or "all")
+    else:
+        settings = {
+            "discovery_mode": mode,
+            "default_servers": list(default_servers) or None,
+            "requested": list(requested) or None,
+            "essential_override": list(essential_override) or None,
+        }
+        details = _session_search(app, session_id, query, limit, settings)
     if as_json:
         _echo_json(details)
     else:
@@ -204,6 +252,129 @@ def search(app: App, query: str, limit: int, mode: str, as_json: bool, expanded:
 def _read_only_search(app: App, query: str, limit: int, mode: str) -> dict[str, Any]:
     with app.index() as index:
         return index.search_details(query, limit, mode=mode)
+
+
+def _session_search(
+    app: App, session_id: str, query: str, limit: int, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """One search_tool_bm25 call; the session is created with ``settings`` when it is new."""
+    given = {key: value for key, value in settings.items() if value is not None}
+    with app.index() as index:
+        # Settings given for an existing session must match its own (else a clear error).
+        session = index.session(session_id, **given)
+        call_id = f"cli-{uuid.uuid4().hex[:12]}"
+        return session.search_tool.execute(call_id, {"query": query, "limit": limit}).details
+
+
+@main.command(epilog=example("tool-index sessions", "tool-index sessions --json"))
+@click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
+@pass_app
+def sessions(app: App, as_json: bool) -> None:
+    """List the stored sessions with their sizes and search calls."""
+    with app.index() as index:
+        summaries = index.sessions()
+    if as_json:
+        _echo_json([dataclasses.asdict(summary) for summary in summaries])
+        return
+    if not summaries:
+        click.echo("No sessions.")
+        return
+    rows: list[tuple[str, ...]] = [("id", "mode", "active", "selected", "calls", "updated")]
+    rows += [
+        (
+            s.id,
+            str(s.settings.get("discovery_mode", "auto")),
+            str(s.active),
+            str(s.selected),
+            str(s.calls),
+            s.updated_at,
+        )
+        for s in summaries
+    ]
+    click.echo(_table(rows, _stdout_width()))
+
+
+@main.group(
+    cls=ToolIndexGroup, epilog=example("tool-index session show chat-42", "tool-index session reset chat-42")
+)
+def session() -> None:
+    """Show, reset, delete or import one session."""
+
+
+@session.command("show", epilog=example("tool-index session show chat-42 --json"))
+@click.argument("session_id", metavar="ID")
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"id", "settings", "active", "selected", "calls"}.'
+)
+@pass_app
+def session_show(app: App, session_id: str, as_json: bool) -> None:
+    """Show a session's settings, tools and logged calls."""
+    with app.index() as index:
+        record = index.session_record(session_id)
+    if as_json:
+        _echo_json(record)
+        return
+    click.echo(f"Session {_one_line(record['id'])}")
+    click.echo(f"  settings: {_one_line(json.dumps(record['settings'], ensure_ascii=False))}")
+    click.echo(f"  active ({len(record['active'])}): {_one_line(', '.join(record['active']))}")
+    click.echo(f"  selected ({len(record['selected'])}): {_one_line(', '.join(record['selected']))}")
+    click.echo(f"  log ({len(record['calls'])} events):")
+    for call in record["calls"]:
+        click.echo(_indented(_indented(_one_line(_event_line(call)))))
+
+
+def _event_line(call: dict[str, Any]) -> str:
+    head = f"{call['seq']:>4} {call['time']} {call['kind']}"
+    if call["kind"] != "search":
+        return head
+    query = (call.get("params") or {}).get("query")
+    outcome = call["error"] or f"activated {', '.join(call['activated']) or 'nothing'}"
+    return f"{head} {call['tool']} {json.dumps(query, ensure_ascii=False)}: {outcome}"
+
+
+@session.command("reset", epilog=example("tool-index session reset chat-42"))
+@click.argument("session_id", metavar="ID")
+@pass_app
+def session_reset(app: App, session_id: str) -> None:
+    """Reset a session to its opening tools, nothing selected."""
+    with app.index() as index:
+        active = index.session(session_id).reset()
+    click.echo(f"reset {session_id}: {len(active)} active, 0 selected")
+
+
+@session.command("delete", epilog=example("tool-index session delete chat-42"))
+@click.argument("session_id", metavar="ID")
+@pass_app
+def session_delete(app: App, session_id: str) -> None:
+    """Delete a session and its log."""
+    with app.index() as index:
+        index.delete_session(session_id)
+    click.echo(f"deleted {session_id}")
+
+
+@session.command(
+    "import-jsonl", epilog=example("tool-index session import-jsonl ~/.agent/sessions/42.jsonl --id chat-42")
+)
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--id", "session_id", required=True, metavar="ID", help="The session to restore into.")
+@click.option(
+    "--mode", type=click.Choice(["auto", "off", "mcp-only", "all"]), help="New session: discovery mode."
+)
+@pass_app
+def session_import_jsonl(app: App, path: Path, session_id: str, mode: str | None) -> None:
+    """Restore the selection of a host's JSONL session file.
+
+    The selection is the last mcp_tool_selection entry on the path from the file's last entry
+    back to its root; names missing from the catalog are reported and skipped.
+    """
+    settings = {"discovery_mode": mode} if mode else {}
+    with app.index() as index:
+        restored = index.import_session_file(path, session_id, **settings)
+    if not restored.found:
+        click.echo(f"{path}: no tool selection in force; {session_id} has nothing selected", err=True)
+    for name in restored.missing:
+        click.echo(f"warning: {_one_line(name)} is not in the catalog; skipped", err=True)
+    click.echo(f"restored {len(restored.restored)} selected tools into {session_id}")
 
 
 @main.command(epilog=example("tool-index tools --server github", "tool-index tools --json > catalog.json"))
@@ -475,7 +646,7 @@ def _table(rows: list[tuple[str, ...]], width: int) -> str:
 
 
 def _echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+    click.echo(json_text(value, indent=2))
 
 
 def _one_line(text: str) -> str:

@@ -24,7 +24,7 @@ def record_fields(record: ToolRecord) -> list[tuple[str, str]]:
 
 def content_hash(record: ToolRecord) -> str:
     """A digest of the whole record: equal digests mean an upsert has nothing to rewrite."""
-    canonical = json.dumps(record.model_dump(mode="json"), sort_keys=True, ensure_ascii=True)
+    canonical = json.dumps(record.model_dump(), sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 

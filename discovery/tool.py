@@ -68,10 +68,15 @@ Returns JSON with:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def compact_json(value: Any) -> str:
-    """``JSON.stringify`` output: no spaces, non-ASCII kept, lone surrogates escaped."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+def json_text(value: Any, *, indent: int | None = None) -> str:
+    """``JSON.stringify`` output: non-ASCII kept, lone surrogates escaped, compact by default."""
+    separators = (",", ":") if indent is None else (",", ": ")
+    text = json.dumps(value, ensure_ascii=False, separators=separators, indent=indent, allow_nan=False)
     return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+def compact_json(value: Any) -> str:
+    return json_text(value)
 
 
 def plural(count: int, word: str) -> str:

@@ -215,18 +215,35 @@ def _store_tools(
         )
         ids.update({name: tool_id for name, tool_id in rows})
     term_ids = _term_ids(connection, {term for tool in tools for term in tool.terms})
-    postings: list[dict[str, int]] = []
+    postings: list[tuple[int, int, int, int, int]] = []
     for tool in tools:
         delta.add_document(tool.grp, tool.doc_len, +1)
         tool_id = ids[tool.name]
         for term, tf in tool.terms.items():
             term_id = term_ids[term]
             delta.add_posting(term_id, tool.grp, tf, +1)
-            postings.append(
-                {"term_id": term_id, "grp": tool.grp, "tool_id": tool_id, "tf": tf, "doc_len": tool.doc_len}
-            )
-    for start in range(0, len(postings), 5000):
-        connection.execute(insert(Posting), postings[start : start + 5000])
+            postings.append((term_id, tool.grp, tool_id, tf, tool.doc_len))
+    insert_postings(connection, postings)
+
+
+def insert_postings(connection: Connection, postings: list[tuple[int, int, int, int, int]]) -> None:
+    """Bulk insert ``(term_id, grp, tool_id, tf, doc_len)`` rows: the bulk of every import.
+
+    Straight to the driver: SQLite's ``executemany`` in key order, so each row appends to the
+    clustered index instead of landing at random; PostgreSQL's ``COPY``.
+    """
+    postings.sort()
+    columns = "term_id, grp, tool_id, tf, doc_len"
+    cursor = connection.connection.cursor()
+    try:
+        if connection.dialect.name == "postgresql":
+            with cursor.copy(f"COPY postings ({columns}) FROM STDIN") as copy:  # type: ignore[attr-defined]
+                for row in postings:
+                    copy.write_row(row)
+        else:
+            cursor.executemany(f"INSERT INTO postings ({columns}) VALUES (?, ?, ?, ?, ?)", postings)
+    finally:
+        cursor.close()
 
 
 def _term_ids(connection: Connection, terms: set[str]) -> dict[str, int]:

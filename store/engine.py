@@ -21,6 +21,8 @@ from store.errors import ConcurrentUpdate, DatabaseUnavailable, ReadOnlyDatabase
 ENV_VAR = "TOOL_INDEX_DB"
 BUSY_TIMEOUT_MS = 30_000
 """How long a SQLite writer waits for another process's lock before giving up."""
+SQLITE_CACHE_KIB = 65_536
+"""Page cache per connection: large imports touch the postings index all over."""
 
 
 def default_url() -> str:
@@ -132,6 +134,7 @@ def _sqlite_engine(url: URL) -> Engine:
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}")
         # A read-only file keeps the mode it has; reading it still works.
         with contextlib.suppress(sqlite3.Error):
             cursor.execute("PRAGMA journal_mode = WAL")

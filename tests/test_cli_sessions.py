@@ -1,0 +1,93 @@
+"""Session commands of the CLI: search --session, sessions, session show|reset|delete|import-jsonl."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.test_cli import DEMO, REPO, fails, ok
+
+
+def test_search_in_a_session_activates_and_persists(db_url: str) -> None:
+    ok(db_url, "import", str(DEMO))
+    first = json.loads(
+        ok(db_url, "search", "create an issue", "--session", "s1", "--mode", "mcp-only", "--json")
+    )
+    assert first["activated_tools"] and first["activated_tools"] == first["active_selected_tools"]
+    second = json.loads(ok(db_url, "search", "create an issue", "--session", "s1", "--json"))
+    assert not set(first["activated_tools"]) & set(second["activated_tools"])
+    assert second["total_tools"] == first["total_tools"] - len(first["activated_tools"])
+    shown = json.loads(ok(db_url, "session", "show", "s1", "--json"))
+    assert list(shown) == ["id", "settings", "active", "selected", "calls"]
+    assert shown["selected"] == second["active_selected_tools"]
+    searches = [call for call in shown["calls"] if call["kind"] == "search"]
+    assert [call["tool"] for call in searches] == ["search_tool_bm25", "search_tool_bm25"]
+    assert [call["params"]["query"] for call in searches] == ["create an issue", "create an issue"]
+
+
+def test_other_settings_for_an_existing_session_are_an_error(db_url: str) -> None:
+    ok(db_url, "import", str(DEMO))
+    ok(db_url, "search", "note", "--session", "s1", "--mode", "mcp-only")
+    assert fails(db_url, "search", "note", "--session", "s1", "--mode", "all") == (
+        "Error: session 's1' exists with other settings; resume it without settings or delete it first\n"
+    )
+
+
+def test_sessions_list_reset_and_delete(db_url: str) -> None:
+    ok(db_url, "import", str(DEMO))
+    ok(db_url, "search", "calendar event", "--session", "a", "--mode", "all")
+    listed = json.loads(ok(db_url, "sessions", "--json"))
+    assert [(entry["id"], entry["calls"]) for entry in listed] == [("a", 1)]
+    assert ok(db_url, "session", "reset", "a").startswith("reset a: ")
+    assert json.loads(ok(db_url, "session", "show", "a", "--json"))["selected"] == []
+    assert ok(db_url, "session", "delete", "a") == "deleted a\n"
+    assert fails(db_url, "session", "show", "a") == "Error: no session 'a' in the store\n"
+    assert ok(db_url, "sessions") == "No sessions.\n"
+
+
+def test_discovery_errors_are_errors(db_url: str) -> None:
+    ok(db_url, "import", str(DEMO))
+    assert fails(db_url, "search", "   ", "--session", "e", "--mode", "all") == (
+        "Error: Query is required and must not be empty.\n"
+    )
+    assert fails(db_url, "search", "!!!", "--session", "e") == (
+        "Error: Query must contain at least one letter or number.\n"
+    )
+
+
+def test_import_jsonl_restores_the_selection(db_url: str, tmp_path: Path) -> None:
+    ok(db_url, "import", str(DEMO))
+    path = tmp_path / "host.jsonl"
+    entries = [
+        {"id": "1", "parentId": None, "timestamp": "2026-01-01T00:00:00Z", "type": "session"},
+        {"id": "2", "parentId": "1", "timestamp": "2026-01-01T00:00:01Z", "type": "mcp_tool_selection",
+         "selectedToolNames": ["mcp__gitforge__create_issue", "mcp__gone__tool"]},
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(entry) + "\n" for entry in entries), encoding="utf-8")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "discovery.cli",
+            "--db",
+            db_url,
+            "session",
+            "import-jsonl",
+            str(path),
+            "--id",
+            "h",
+            "--mode",
+            "mcp-only",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "restored 1 selected tools into h\n"
+    assert result.stderr == "warning: mcp__gone__tool is not in the catalog; skipped\n"
+    shown = json.loads(ok(db_url, "session", "show", "h", "--json"))
+    assert shown["selected"] == ["mcp__gitforge__create_issue"]
+    assert shown["active"][-2:] == ["search_tool_bm25", "mcp__gitforge__create_issue"]
