@@ -35,6 +35,8 @@ DEFAULT_SEED = 20240601
 TAIL_WORDS = 20_000
 """Made-up words after the real ones: the long tail that makes rare query terms rare."""
 ZIPF_EXPONENT = 1.0
+TAIL_DAMPING = 0.25
+"""Tail words are drawn this much less often than Zipf alone would: ~10% of prose words."""
 CORE_BUILTINS = ("read", "bash", "edit", "write", "glob", "eval")
 
 
@@ -44,6 +46,8 @@ def _dedupe(words: Sequence[str]) -> list[str]:
 
 def tail_words(count: int) -> list[str]:
     """``count`` distinct made-up words of two or three syllables, always the same ones."""
+    if count > len(SYLLABLES) ** 3 // 2:
+        raise ValueError(f"{count} tail words need more syllables than {len(SYLLABLES)}")
     rng = random.Random(0)
     seen: dict[str, None] = {}
     while len(seen) < count:
@@ -52,16 +56,27 @@ def tail_words(count: int) -> list[str]:
     return list(seen)
 
 
-def vocabulary() -> list[str]:
-    """Description words from most to least frequent: stopwords, real words, then the tail."""
+def vocabulary() -> tuple[list[str], int]:
+    """Description words from most to least frequent (stopwords, real words, then the tail),
+    and how many of them are real words."""
     real = _dedupe([*STOPWORDS, *WORDS])
-    return real + [w for w in tail_words(TAIL_WORDS) if w not in set(real)]
+    known = set(real)
+    return real + [w for w in tail_words(TAIL_WORDS) if w not in known], len(real)
 
 
 def zipf_weights(size: int, exponent: float = ZIPF_EXPONENT) -> np.ndarray:
     """Probabilities proportional to ``1 / rank**exponent`` for ranks ``1..size``."""
-    weights = 1.0 / np.arange(1, size + 1, dtype=np.float64) ** exponent
-    return weights / weights.sum()
+    weights: np.ndarray = 1.0 / np.arange(1, size + 1, dtype=np.float64) ** exponent
+    normalized: np.ndarray = weights / weights.sum()
+    return normalized
+
+
+def word_weights(size: int, real: int) -> np.ndarray:
+    """Zipf over all words, with the made-up tail after ``real`` damped by ``TAIL_DAMPING``."""
+    weights = zipf_weights(size)
+    weights[real:] *= TAIL_DAMPING
+    normalized: np.ndarray = weights / weights.sum()
+    return normalized
 
 
 def _style(words: Sequence[str], style: str) -> str:
@@ -79,8 +94,8 @@ class _Generator:
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
         self.np_rng = np.random.default_rng(seed)
-        self.words = vocabulary()
-        self.word_p = zipf_weights(len(self.words))
+        self.words, real = vocabulary()
+        self.word_p = word_weights(len(self.words), real)
         self.verb_w = list(zipf_weights(len(VERBS), 0.8))
         self.key_w = list(zipf_weights(len(SCHEMA_KEYS), 0.9))
         self.word_buffer: list[str] = []
@@ -130,7 +145,7 @@ class _Generator:
             return ""
         if roll < 0.05:
             return self.rng.choice(CJK_DESCRIPTIONS)
-        article = "an" if resource[0] in "aeiou" else "a"
+        article = "an" if resource[0] in "aeio" else "a"
         head = f"{verb.capitalize()}s {article} {resource} in {server.replace('_', ' ')}."
         count = min(int(self.rng.lognormvariate(2.4, 0.7)), 80)
         sentences = [head]

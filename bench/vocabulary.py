@@ -190,6 +190,8 @@ WORDS: tuple[str, ...] = (
 SYLLABLES: tuple[str, ...] = (
     "ka", "lo", "mi", "zu", "ren", "tor", "vex", "qua", "dil", "bro", "sen", "pha", "gri",
     "nox", "tel", "vin", "sul", "mor", "pex", "dra", "fen", "jul", "kor", "lyn", "zan",
+    "bex", "cor", "dun", "fal", "gor", "hax", "ix", "jor", "kel", "lum", "mav", "nel", "ost",
+    "pru", "rix", "sta", "tun", "ulm", "var", "wex",
 )
 """Building blocks of the long tail: made-up product and codename words, as real catalogs have."""
 

@@ -181,6 +181,13 @@ class ToolIndex:
     def corpus_size(self, connection: Connection, corpus: Corpus) -> int:
         return self._ranker.corpus_size(connection, corpus)
 
+    def known_names(self, connection: Connection, names: Sequence[str]) -> set[str]:
+        """Which of ``names`` are in the catalog, from a per-process cache keyed by generation."""
+        return self._ranker.known_names(connection, names)
+
+    def catalog_size(self, connection: Connection) -> int:
+        return self._ranker.catalog_size(connection)
+
     def excluded_documents(self, connection: Connection, corpus: Corpus) -> list[StoredTool]:
         return self._ranker.excluded_documents(connection, corpus)
 

@@ -19,27 +19,47 @@ from discovery.collation import collation_key
 from discovery.scoring import DELTA, K1, B, average_length, idf
 from store import GroupStats, StoredTool, TermStats, reads
 
-CACHED_POSTINGS_LIMIT = 4_000_000
-"""Postings kept in memory per process (16 bytes each), least recently used first out."""
+CACHED_POSTINGS_LIMIT = 2_000_000
+"""Postings kept in memory per process (40 bytes each with their saturation), least recently used
+first out."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TermPostings:
-    """A term's postings sorted by (group, tool id), with where each group's run starts."""
+    """A term's postings sorted by (group, tool id), with where each group's run starts.
 
+    ``tf_k1`` is ``tf · (k1 + 1)``, the part of every contribution that no corpus changes;
+    ``saturation`` keeps, for the last average length seen, ``tf·(k1+1) / (tf + norm) + δ``,
+    so repeated searches of one corpus only multiply by the query weight.
+    """
+
+    term_id: int
     stats: dict[int, TermStats]
     tool_ids: np.ndarray
     tf: np.ndarray
+    tf_k1: np.ndarray
     doc_len: np.ndarray
     group_starts: dict[int, tuple[int, int]]
+    max_id: int
+    saturation: tuple[float, tuple[int, ...], np.ndarray] | None = None
 
-    def for_groups(self, groups: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The postings of ``groups``: one contiguous slice, since groups are adjacent."""
+    def span(self, groups: Sequence[int]) -> slice:
+        """The postings of ``groups``: one contiguous run, since corpus groups are adjacent."""
         spans = [self.group_starts[g] for g in groups if g in self.group_starts]
         if not spans:
-            return self.tool_ids[:0], self.tf[:0], self.doc_len[:0]
-        start, end = min(s for s, _ in spans), max(e for _, e in spans)
-        return self.tool_ids[start:end], self.tf[start:end], self.doc_len[start:end]
+            return slice(0, 0)
+        return slice(min(s for s, _ in spans), max(e for _, e in spans))
+
+    def saturated(self, groups: tuple[int, ...], avgdl: float, norms: np.ndarray | None) -> np.ndarray:
+        """``tf·(k1+1) / (tf + norm) + δ`` for the postings of ``groups`` at ``avgdl``."""
+        if self.saturation is not None and self.saturation[:2] == (avgdl, groups):
+            return self.saturation[2]
+        run = self.span(groups)
+        tf, doc_len = self.tf[run], self.doc_len[run]
+        norm = norms[doc_len] if norms is not None else K1 * (1 - B + B * (doc_len / avgdl))
+        values = self.tf_k1[run] / (tf + norm) + DELTA
+        self.saturation = (avgdl, groups, values)
+        return values
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +93,7 @@ class Ranker:
         self._cached_postings = 0
         self._documents: dict[str, StoredTool | None] = {}
         self._names: dict[int, str] = {}
+        self._document_terms: dict[int, frozenset[int]] = {}
 
     def rank(
         self,
@@ -81,7 +102,11 @@ class Ranker:
         corpus: Corpus,
         limit: int | None,
     ) -> Ranking:
-        """The best ``limit`` documents (all when ``None``) by score, then name collation."""
+        """The best ``limit`` documents (all when ``None``) by score, then name collation.
+
+        Excluded documents are scored with the rest and dropped at the end; their effect on
+        ``N``, the average length and each ``df`` is subtracted from the stored aggregates.
+        """
         self._sync(connection)
         excluded = self._excluded_documents(connection, corpus)
         n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(excluded)
@@ -89,29 +114,26 @@ class Ranker:
             doc.doc_len for doc in excluded
         )
         avgdl = average_length(n_docs, total_len)
-        excluded_ids = np.array(sorted(doc.id for doc in excluded), dtype=np.int64)
+        excluded_terms = self._terms_of(connection, [doc.id for doc in excluded])
         entries = self._term_postings(connection, list(query_terms))
-        scores: np.ndarray | None = None
+        present = [entry for entry in entries.values() if entry is not None]
+        norms = _norm_table(present, avgdl)
+        if not present:
+            return Ranking(total_tools=n_docs, hits=[])
+        scores = np.zeros(max(entry.max_id for entry in present) + 1, dtype=np.float64)
         for term, qtf in query_terms.items():
             entry = entries.get(term)
             if entry is None:
                 continue
-            ids, tf, doc_len = entry.for_groups(corpus.groups)
+            ids = entry.tool_ids[entry.span(corpus.groups)]
             df = sum(entry.stats[g].df for g in corpus.groups if g in entry.stats)
-            if excluded_ids.size and ids.size:
-                keep = ~_members(ids, excluded_ids)
-                ids, tf, doc_len = ids[keep], tf[keep], doc_len[keep]
-                df -= int(keep.size - ids.size)
-            if not ids.size:
+            df -= sum(1 for terms in excluded_terms if entry.term_id in terms)
+            if df <= 0:
                 continue
             weight = qtf * idf(n_docs, df)
-            norm = K1 * (1 - B + B * (doc_len / avgdl))
-            contribution = weight * ((tf * (K1 + 1)) / (tf + norm) + DELTA)
-            if scores is None or scores.size <= int(ids.max()):
-                scores = _grown(scores, int(ids.max()) + 1)
-            scores[ids] += contribution
-        if scores is None:
-            return Ranking(total_tools=n_docs, hits=[])
+            scores[ids] += weight * entry.saturated(corpus.groups, avgdl, norms)
+        dropped = [doc.id for doc in excluded if doc.id < scores.size]
+        scores[dropped] = 0.0
         return Ranking(total_tools=n_docs, hits=self._top(connection, scores, limit))
 
     def corpus_size(self, connection: Connection, corpus: Corpus) -> int:
@@ -134,19 +156,39 @@ class Ranker:
             self._cached_postings = 0
             self._documents.clear()
             self._names.clear()
+            self._document_terms.clear()
 
     def _excluded_documents(self, connection: Connection, corpus: Corpus) -> list[StoredTool]:
-        missing = [name for name in corpus.excluded if name not in self._documents]
-        if missing:
-            found = reads.tools_by_names(connection, missing)
-            for name in missing:
-                self._documents[name] = found.get(name)
+        self._remember_documents(connection, list(corpus.excluded))
         groups = set(corpus.groups)
         return [
             doc
             for name in corpus.excluded
             if (doc := self._documents[name]) is not None and doc.grp in groups
         ]
+
+    def known_names(self, connection: Connection, names: Sequence[str]) -> set[str]:
+        """Which of ``names`` are catalog tools (cached until the catalog changes)."""
+        self._sync(connection)
+        self._remember_documents(connection, names)
+        return {name for name in names if self._documents.get(name) is not None}
+
+    def catalog_size(self, connection: Connection) -> int:
+        self._sync(connection)
+        return sum(stats.doc_count for stats in self._group_stats.values())
+
+    def _remember_documents(self, connection: Connection, names: Sequence[str]) -> None:
+        missing = [name for name in dict.fromkeys(names) if name not in self._documents]
+        if missing:
+            found = reads.tools_by_names(connection, missing)
+            for name in missing:
+                self._documents[name] = found.get(name)
+
+    def _terms_of(self, connection: Connection, tool_ids: list[int]) -> list[frozenset[int]]:
+        missing = [i for i in tool_ids if i not in self._document_terms]
+        if missing:
+            self._document_terms.update(reads.term_ids_of_tools(connection, missing))
+        return [self._document_terms[i] for i in tool_ids]
 
     def _term_postings(self, connection: Connection, terms: Sequence[str]) -> dict[str, TermPostings | None]:
         missing = [term for term in terms if term not in self._postings]
@@ -172,16 +214,32 @@ class Ranker:
             self._cached_postings -= 0 if evicted is None else evicted.tool_ids.size
 
     def _top(self, connection: Connection, scores: np.ndarray, limit: int | None) -> list[RankedTool]:
+        """Documents by score, descending; names are read (and collated) only where they decide."""
         candidates = np.flatnonzero(scores > 0)
         if limit is not None and candidates.size > limit:
             # Everything scoring at least the limit-th best score may place: ties included.
             threshold = np.partition(scores[candidates], candidates.size - limit)[candidates.size - limit]
             candidates = candidates[scores[candidates] >= threshold]
-        names = self._names_of(connection, candidates.tolist())
-        ranked = sorted(
-            (RankedTool(int(i), names[int(i)], float(scores[i])) for i in candidates),
-            key=lambda hit: (-hit.score, collation_key(hit.name), hit.name),
-        )
+        ordered = candidates[np.argsort(-scores[candidates], kind="stable")]
+        values = scores[ordered]
+        # Runs of equal scores: only inside a run does the collation of names matter.
+        breaks = np.flatnonzero(values[1:] != values[:-1]) + 1
+        runs = np.split(ordered, breaks) if ordered.size else []
+        taken: list[np.ndarray] = []
+        count = 0
+        for run in runs:
+            if limit is not None and count >= limit:
+                break
+            taken.append(run)
+            count += run.size
+        ids = [int(i) for run in taken for i in run]
+        names = self._names_of(connection, ids)
+        ranked: list[RankedTool] = []
+        for run in taken:
+            hits = [RankedTool(int(i), names[int(i)], float(scores[i])) for i in run]
+            if len(hits) > 1:
+                hits.sort(key=lambda hit: (collation_key(hit.name), hit.name))
+            ranked.extend(hits)
         return ranked if limit is None else ranked[:limit]
 
     def _names_of(self, connection: Connection, ids: list[int]) -> dict[int, str]:
@@ -198,24 +256,31 @@ def _load(connection: Connection, term_id: int, stats: dict[int, TermStats]) -> 
     for grp in np.unique(groups).tolist():
         run = np.flatnonzero(groups == grp)
         starts[int(grp)] = (int(run[0]), int(run[-1]) + 1)
+    tf = rows["tf"].astype(np.float64)
     return TermPostings(
+        term_id=term_id,
         stats=stats,
-        # Integers in memory; every arithmetic step promotes them to doubles exactly.
         tool_ids=rows["tool_id"].astype(np.int64),
-        tf=rows["tf"].astype(np.int32),
-        doc_len=rows["doc_len"].astype(np.int32),
+        tf=tf,
+        tf_k1=tf * (K1 + 1),
+        doc_len=rows["doc_len"].astype(np.int64),
         group_starts=starts,
+        max_id=int(rows["tool_id"].max()) if rows.size else 0,
     )
 
 
-def _members(ids: np.ndarray, sorted_small: np.ndarray) -> np.ndarray:
-    """Which of ``ids`` are in ``sorted_small``: a binary search per id, not a scan per member."""
-    at = np.searchsorted(sorted_small, ids).clip(max=sorted_small.size - 1)
-    return np.asarray(sorted_small[at] == ids)
+NORM_TABLE_LIMIT = 1 << 16
+"""Longest document for which length norms come from a table rather than per posting."""
 
 
-def _grown(scores: np.ndarray | None, size: int) -> np.ndarray:
-    grown = np.zeros(size, dtype=np.float64)
-    if scores is not None:
-        grown[: scores.size] = scores
-    return grown
+def _norm_table(entries: list[TermPostings], avgdl: float) -> np.ndarray | None:
+    """``k1 · (1 − b + b · (len / avgdl))`` for every length up to the longest posting's.
+
+    Lengths are small integers shared by many postings; the table holds exactly the doubles the
+    formula gives each of them, so looking them up changes no bit of any score.
+    """
+    longest = max((int(entry.doc_len.max()) for entry in entries if entry.doc_len.size), default=0)
+    if longest > NORM_TABLE_LIMIT:
+        return None
+    lengths = np.arange(longest + 1, dtype=np.float64)
+    return np.asarray(K1 * (1 - B + B * (lengths / avgdl)))

@@ -70,12 +70,12 @@ def effective_mode(settings: SessionSettings, registered_tools: int) -> Effectiv
     return "off"
 
 
-def essential_names(connection: Connection, settings: SessionSettings) -> list[str]:
+def essential_names(index: ToolIndex, connection: Connection, settings: SessionSettings) -> list[str]:
     """The override (trimmed, blanks and unknown names dropped — possibly empty) or the default."""
     if not settings.essential_override:
         return list(DEFAULT_ESSENTIAL_NAMES)
     trimmed = [name.strip() for name in settings.essential_override]
-    known = reads.existing_names(connection, [name for name in trimmed if name])
+    known = index.known_names(connection, [name for name in trimmed if name])
     return list(dict.fromkeys(name for name in trimmed if name in known))
 
 
@@ -96,30 +96,29 @@ class SessionView:
         return Corpus(groups, frozenset(self.state.active) | frozenset(self.essentials) | INTERNAL_NAMES)
 
 
-def registered_tool_count(connection: Connection) -> int:
+def registered_tool_count(index: ToolIndex, connection: Connection) -> int:
     """Catalog tools, not counting a catalog entry named like the search tool itself."""
-    total = sum(stats.doc_count for stats in reads.group_stats(connection).values())
-    return total - len(reads.existing_names(connection, [SEARCH_TOOL_NAME]))
+    return index.catalog_size(connection) - len(index.known_names(connection, [SEARCH_TOOL_NAME]))
 
 
-def view_of(connection: Connection, state: sessions.SessionState) -> SessionView:
+def view_of(index: ToolIndex, connection: Connection, state: sessions.SessionState) -> SessionView:
     settings = SessionSettings.model_validate(state.settings)
-    mode = effective_mode(settings, registered_tool_count(connection))
-    known = reads.existing_names(connection, [*state.active, *state.selected])
+    mode = effective_mode(settings, registered_tool_count(index, connection))
+    known = index.known_names(connection, [*state.active, *state.selected])
     live = known | {SEARCH_TOOL_NAME}
     return SessionView(
         state=state,
         settings=settings,
         mode=mode,
-        essentials=essential_names(connection, settings),
+        essentials=essential_names(index, connection, settings),
         live_active=[name for name in state.active if name in live],
         live_selected=[name for name in state.selected if name in known],
     )
 
 
-def opening_active(connection: Connection, settings: SessionSettings) -> list[str]:
+def opening_active(index: ToolIndex, connection: Connection, settings: SessionSettings) -> list[str]:
     """The active list of a new (or reset) session, in catalog order (SPEC §5)."""
-    mode = effective_mode(settings, registered_tool_count(connection))
+    mode = effective_mode(settings, registered_tool_count(index, connection))
     if mode == "off":
         candidates = reads.opening_candidates(connection, everything=True, servers=(), names=())
         return [name for name, _, _ in candidates]
@@ -127,7 +126,7 @@ def opening_active(connection: Connection, settings: SessionSettings) -> list[st
     candidates = reads.opening_candidates(
         connection, everything=False, servers=settings.default_servers, names=settings.requested
     )
-    essentials = set(essential_names(connection, settings))
+    essentials = set(essential_names(index, connection, settings))
     active = []
     for name, _grp, load_mode in candidates:
         if is_mcp_name(name) or not (
@@ -161,7 +160,7 @@ class Session:
             state = sessions.lock(connection, session_id)
             if state is None:
                 stored = wanted.model_dump(mode="json")
-                sessions.create(connection, session_id, stored, opening_active(connection, wanted))
+                sessions.create(connection, session_id, stored, opening_active(index, connection, wanted))
             elif settings is not None and SessionSettings.model_validate(state.settings) != wanted:
                 raise ToolIndexError(
                     f"session {session_id!r} exists with other settings; resume it without settings "
@@ -177,7 +176,7 @@ class Session:
         state = sessions.load(connection, self.id)
         if state is None:
             raise SessionNotFound(f"no session {self.id!r} in the store")
-        return view_of(connection, state)
+        return view_of(self.index, connection, state)
 
     @property
     def settings(self) -> SessionSettings:
@@ -222,7 +221,7 @@ class Session:
         requested = list(names)
         with write_transaction(self.index.engine) as connection:
             state = self._lock(connection)
-            known = reads.existing_names(connection, requested) | {SEARCH_TOOL_NAME}
+            known = self.index.known_names(connection, requested) | {SEARCH_TOOL_NAME}
             active = [name for name in dict.fromkeys(requested) if name in known]
             selected = [name for name in state.selected if name in active]
             event = sessions.Event(kind="set_active", params={"names": requested, "active": active})
@@ -233,7 +232,7 @@ class Session:
         """Back to a new session's state with the same settings; the selection is emptied."""
         with write_transaction(self.index.engine) as connection:
             state = self._lock(connection)
-            active = opening_active(connection, SessionSettings.model_validate(state.settings))
+            active = opening_active(self.index, connection, SessionSettings.model_validate(state.settings))
             sessions.record(
                 connection, state, sessions.Event(kind="reset", params={"active": active}), active, []
             )
@@ -246,11 +245,11 @@ class Session:
         """
         with write_transaction(self.index.engine) as connection:
             state = self._lock(connection)
-            known = reads.existing_names(connection, names)
+            known = self.index.known_names(connection, list(names))
             restored = [name for name in dict.fromkeys(names) if name in known]
             missing = [name for name in dict.fromkeys(names) if name not in known]
             settings = SessionSettings.model_validate(state.settings)
-            opening = opening_active(connection, settings)
+            opening = opening_active(self.index, connection, settings)
             active = [*opening, *(name for name in restored if name not in opening)]
             event = sessions.Event(
                 kind="restore",

@@ -165,7 +165,7 @@ class SearchTool:
                 raise DiscoveryUnavailable()
             if call_id and (done := sessions.find_call(connection, state.id, call_id)) is not None:
                 return _replayed(done, params)
-            view = view_of(connection, state)
+            view = view_of(index, connection, state)
             try:
                 outcome = self._search(connection, view, params)
             except ToolCallError as error:
@@ -185,7 +185,10 @@ class SearchTool:
             raise QueryWithoutTerms()
         index = self.session.index
         selected = set(view.state.selected)
-        ranking = index.rank_in(connection, terms, view.corpus, limit + len(selected))
+        corpus = view.corpus
+        # Selected tools are active, so outside the corpus; rank more only for any that are not.
+        rankable_selected = len(selected - corpus.excluded)
+        ranking = index.rank_in(connection, terms, corpus, limit + rankable_selected)
         matches = [hit for hit in ranking.hits if hit.name not in selected][:limit]
         activated = activation_order([hit.name for hit in matches])
         active_selected = [*view.live_selected, *(n for n in activated if n not in view.live_selected)]

@@ -237,7 +237,7 @@ def insert_postings(connection: Connection, postings: list[tuple[int, int, int, 
     cursor = connection.connection.cursor()
     try:
         if connection.dialect.name == "postgresql":
-            with cursor.copy(f"COPY postings ({columns}) FROM STDIN") as copy:  # type: ignore[attr-defined]
+            with cursor.copy(f"COPY postings ({columns}) FROM STDIN") as copy:
                 for row in postings:
                     copy.write_row(row)
         else:

@@ -185,3 +185,14 @@ def group_server_counts(connection: Connection, grp: int) -> dict[str | None, in
         select(Tool.server_name, func.count()).where(Tool.grp == grp).group_by(Tool.server_name)
     )
     return {server: int(count) for server, count in rows}
+
+
+def term_ids_of_tools(connection: Connection, tool_ids: Sequence[int]) -> dict[int, frozenset[int]]:
+    """The terms each tool's postings hold (through the postings' tool index)."""
+    found: dict[int, set[int]] = {tool_id: set() for tool_id in tool_ids}
+    for part in chunks(list(tool_ids)):
+        for tool_id, term_id in connection.execute(
+            select(Posting.tool_id, Posting.term_id).where(Posting.tool_id.in_(part))
+        ):
+            found[tool_id].add(term_id)
+    return {tool_id: frozenset(terms) for tool_id, terms in found.items()}

@@ -1,0 +1,377 @@
+"""The engines the harness compares, each behind the same small interface.
+
+``prepare`` turns raw SPEC §2 dicts into what ``build`` takes and is not timed; ``build`` (timed)
+creates the index and persists it under ``directory``; ``open`` loads it in a fresh process (the
+cold start); ``search`` returns ``(name, score)`` pairs, best first. Engines import their
+libraries in ``__init__`` so that a cold start pays only for its own imports.
+
+- ``tool-index``: this project, through ``discovery.ToolIndex`` on a SQLite file.
+- ``fts5``: SQLite FTS5 ``bm25()`` with weights 6,4,4,2,2,1 over the raw fields (unicode61
+  tokenizer: ``createIssue`` is one token there); queries are our tokens, quoted and OR-ed.
+- ``fts5-ourtok``: the same, over fields pre-split by our tokenizer (same tokens as ours).
+- ``rank_bm25``, ``bm25s``: BM25+ (k1 1.2, b 0.75, δ 1) over token lists where each field's
+  tokens are repeated by the field weight; their idf differs from ours and both add δ·idf to
+  documents that lack the term. Persisted with pickle and ``bm25s.save``.
+- ``memory``: our own scoring in Python dicts, rebuilt from the catalog on every open (what a
+  host without a persistent index does at every session start).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pickle
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+Hit = tuple[str, float]
+Raw = dict[str, Any]
+
+
+class Peer(Protocol):
+    name: str
+    incremental: bool
+    """Whether ``upsert``/``remove`` change the index in place (else they raise)."""
+    persistent: bool
+    """Whether ``build`` leaves files that ``open`` loads (else ``open`` rebuilds)."""
+
+    def prepare(self, raw: Sequence[Raw]) -> Any: ...
+    def build(self, prepared: Any) -> None: ...
+    def open(self) -> None: ...
+    def search(self, query: str, k: int) -> list[Hit]: ...
+    def upsert(self, raw: Raw) -> None: ...
+    def remove(self, name: str) -> None: ...
+    def close(self) -> None: ...
+
+
+def standalone_tokenizer() -> Callable[[str], list[str]]:
+    """``discovery/tokenize.py`` loaded on its own.
+
+    Importing it as ``discovery.tokenize`` runs ``discovery/__init__`` and loads the whole
+    library (SQLAlchemy, pydantic, ...); the peers need only the tokenizer at query time, so
+    their cold start and serving RSS should not pay for the rest. The module is pure (it imports
+    nothing of ours), which is what makes this safe.
+    """
+    path = Path(__file__).resolve().parent.parent / "discovery" / "tokenize.py"
+    spec = importlib.util.spec_from_file_location("bench_standalone_tokenize", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tokenize: Callable[[str], list[str]] = module.tokenize
+    return tokenize
+
+
+def tool_records(raw: Sequence[Raw]) -> list[Any]:
+    from discovery.models import ToolRecord
+
+    return [ToolRecord.model_validate(item) for item in raw]
+
+
+def weighted_tokens(record: Any) -> list[str]:
+    """A token list whose counts are our weighted term frequencies (each token × field weight)."""
+    from discovery.scoring import FIELD_WEIGHTS, field_texts
+    from discovery.tokenize import tokenize
+
+    tokens: list[str] = []
+    for field, text in _fields(record, field_texts):
+        tokens.extend(tokenize(text) * FIELD_WEIGHTS[field])
+    return tokens
+
+
+def _fields(record: Any, field_texts: Callable[..., list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    return field_texts(
+        name=record.name,
+        label=record.label,
+        mcp_tool_name=record.mcp_tool_name,
+        server_name=record.server_name,
+        summary=record.summary,
+        schema_keys=record.schema_keys,
+    )
+
+
+def read_catalog(path: Path) -> list[Raw]:
+    with path.open(encoding="utf-8") as src:
+        return [json.loads(line) for line in src if line.strip()]
+
+
+def top_k(names: Sequence[str], scores: Any, k: int) -> list[Hit]:
+    """The ``k`` best of a numpy score vector, best first."""
+    import numpy as np
+
+    k = min(k, len(scores))
+    if k <= 0:
+        return []
+    best = np.argpartition(-scores, k - 1)[:k]
+    best = best[np.argsort(-scores[best], kind="stable")]
+    return [(names[i], float(scores[i])) for i in best]
+
+
+class ToolIndexPeer:
+    """This project: ``ToolIndex`` over a SQLite file."""
+
+    name = "tool-index"
+    incremental = True
+    persistent = True
+
+    def __init__(self, directory: Path, catalog: Path) -> None:
+        from discovery import ToolIndex
+
+        self._open_index = ToolIndex.open
+        self.url = f"sqlite:///{directory / 'tools.db'}"
+        self.index: Any = None
+
+    def prepare(self, raw: Sequence[Raw]) -> Any:
+        return raw
+
+    def build(self, prepared: Any) -> None:
+        self.open()
+        self.index.upsert_tools(prepared)
+
+    def open(self) -> None:
+        self.index = self._open_index(self.url)
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        return [(hit.name, hit.score) for hit in self.index.search(query, limit=k)]
+
+    def upsert(self, raw: Raw) -> None:
+        self.index.upsert_tools([raw])
+
+    def remove(self, name: str) -> None:
+        self.index.remove_tools([name])
+
+    def close(self) -> None:
+        if self.index is not None:
+            self.index.close()
+            self.index = None
+
+
+_FTS_COLUMNS = ("name", "label", "mcp_tool_name", "server_name", "summary", "schema_keys")
+_FTS_WEIGHTS = "6, 4, 4, 2, 2, 1"
+
+
+class Fts5Peer:
+    """A ``tools`` table holding whole records plus an FTS5 index ranked by weighted ``bm25()``.
+
+    Raw fields use an external-content FTS5 table (the text is stored once); pre-tokenized
+    fields need their own copy of the split text, so that variant stores it in the FTS table.
+    """
+
+    incremental = True
+    persistent = True
+
+    def __init__(self, directory: Path, catalog: Path, *, our_tokens: bool = False) -> None:
+        self.tokenize = standalone_tokenizer()
+        self.our_tokens = our_tokens
+        self.name = "fts5-ourtok" if our_tokens else "fts5"
+        self.path = directory / "fts5.db"
+        self.db: sqlite3.Connection | None = None
+
+    def prepare(self, raw: Sequence[Raw]) -> Any:
+        return tool_records(raw)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        return db
+
+    def _row(self, record: Any) -> tuple[Any, ...]:
+        return (
+            record.name, record.label, record.description, record.summary, record.source,
+            record.server_name, record.mcp_tool_name, " ".join(record.schema_keys),
+            json.dumps(record.input_schema), record.load_mode,
+        )
+
+    def _fts_values(self, record: Any) -> tuple[str, ...]:
+        keys = " ".join(record.schema_keys)
+        values = (record.name, record.label, record.mcp_tool_name or "",
+                  record.server_name or "", record.summary, keys)
+        if self.our_tokens:
+            return tuple(" ".join(self.tokenize(value)) for value in values)
+        return values
+
+    def build(self, prepared: Any) -> None:
+        self.db = db = self._connect()
+        content = "" if self.our_tokens else ", content='tools', content_rowid='id'"
+        db.executescript(f"""
+            CREATE TABLE tools (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, label TEXT,
+                description TEXT, summary TEXT, source TEXT, server_name TEXT,
+                mcp_tool_name TEXT, schema_keys TEXT, input_schema TEXT, load_mode TEXT);
+            CREATE VIRTUAL TABLE tools_fts USING fts5({", ".join(_FTS_COLUMNS)}{content});
+        """)
+        db.execute("BEGIN")
+        db.executemany("INSERT INTO tools (name, label, description, summary, source, server_name,"
+                       " mcp_tool_name, schema_keys, input_schema, load_mode)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", map(self._row, prepared))
+        if self.our_tokens:
+            db.executemany(f"INSERT INTO tools_fts (rowid, {', '.join(_FTS_COLUMNS)})"
+                           " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           ((i, *self._fts_values(r)) for i, r in enumerate(prepared, 1)))
+        else:
+            db.execute("INSERT INTO tools_fts (tools_fts) VALUES ('rebuild')")
+        db.execute("COMMIT")
+
+    def open(self) -> None:
+        self.db = self._connect()
+
+    def match_expression(self, query: str) -> str:
+        return " OR ".join(f'"{token}"' for token in dict.fromkeys(self.tokenize(query)))
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        assert self.db is not None
+        rows = self.db.execute(
+            "SELECT t.name, r.score FROM (SELECT rowid AS id, bm25(tools_fts, "
+            f"{_FTS_WEIGHTS}) AS score FROM tools_fts WHERE tools_fts MATCH ? ORDER BY score"
+            " LIMIT ?) AS r JOIN tools AS t ON t.id = r.id ORDER BY r.score",
+            (self.match_expression(query), k),
+        )
+        return [(name, -score) for name, score in rows]
+
+    def _delete(self, db: sqlite3.Connection, name: str) -> None:
+        row = db.execute("SELECT id, name, label, mcp_tool_name, server_name, summary, schema_keys"
+                         " FROM tools WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return
+        if self.our_tokens:
+            db.execute("DELETE FROM tools_fts WHERE rowid = ?", (row[0],))
+        else:
+            db.execute(f"INSERT INTO tools_fts (tools_fts, rowid, {', '.join(_FTS_COLUMNS)})"
+                       " VALUES ('delete', ?, ?, ?, ?, ?, ?, ?)", row)
+        db.execute("DELETE FROM tools WHERE id = ?", (row[0],))
+
+    def upsert(self, raw: Raw) -> None:
+        assert self.db is not None
+        record = tool_records([raw])[0]
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        self._delete(db, record.name)
+        cursor = db.execute("INSERT INTO tools (name, label, description, summary, source,"
+                            " server_name, mcp_tool_name, schema_keys, input_schema, load_mode)"
+                            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self._row(record))
+        db.execute(f"INSERT INTO tools_fts (rowid, {', '.join(_FTS_COLUMNS)})"
+                   " VALUES (?, ?, ?, ?, ?, ?, ?)", (cursor.lastrowid, *self._fts_values(record)))
+        db.execute("COMMIT")
+
+    def remove(self, name: str) -> None:
+        assert self.db is not None
+        self.db.execute("BEGIN IMMEDIATE")
+        self._delete(self.db, name)
+        self.db.execute("COMMIT")
+
+    def close(self) -> None:
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+
+
+class RankBm25Peer:
+    """``rank_bm25.BM25Plus``: scores every document in Python for every query term."""
+
+    name = "rank_bm25"
+    incremental = False
+    persistent = True
+
+    def __init__(self, directory: Path, catalog: Path) -> None:
+        from rank_bm25 import BM25Plus
+
+        self.tokenize = standalone_tokenizer()
+        self.bm25_class = BM25Plus
+        self.path = directory / "rank_bm25.pickle"
+        self.model: Any = None
+        self.names: list[str] = []
+
+    def prepare(self, raw: Sequence[Raw]) -> Any:
+        return tool_records(raw)
+
+    def build(self, prepared: Any) -> None:
+        self.names = [record.name for record in prepared]
+        corpus = [weighted_tokens(record) for record in prepared]
+        self.model = self.bm25_class(corpus, k1=1.2, b=0.75, delta=1.0)
+        with self.path.open("wb") as out:
+            pickle.dump((self.names, self.model), out, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def open(self) -> None:
+        with self.path.open("rb") as src:
+            self.names, self.model = pickle.load(src)
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        return top_k(self.names, self.model.get_scores(self.tokenize(query)), k)
+
+    def upsert(self, raw: Raw) -> None:
+        raise NotImplementedError
+
+    def remove(self, name: str) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.model = None
+
+
+class Bm25sPeer:
+    """``bm25s`` with ``method="bm25+"``: eager sparse scores, numpy at query time."""
+
+    name = "bm25s"
+    incremental = False
+    persistent = True
+
+    def __init__(self, directory: Path, catalog: Path) -> None:
+        import bm25s
+
+        self.tokenize = standalone_tokenizer()
+        self.bm25s = bm25s
+        self.path = directory / "bm25s"
+        self.model: Any = None
+        self.names: list[str] = []
+
+    def prepare(self, raw: Sequence[Raw]) -> Any:
+        return tool_records(raw)
+
+    def build(self, prepared: Any) -> None:
+        self.names = [record.name for record in prepared]
+        corpus = [weighted_tokens(record) for record in prepared]
+        self.model = self.bm25s.BM25(method="bm25+", k1=1.2, b=0.75, delta=1.0)
+        self.model.index(corpus, show_progress=False)
+        self.model.save(str(self.path))
+        (self.path / "names.json").write_text(json.dumps(self.names), encoding="utf-8")
+
+    def open(self) -> None:
+        self.model = self.bm25s.BM25.load(str(self.path), show_progress=False)
+        self.names = json.loads((self.path / "names.json").read_text(encoding="utf-8"))
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        ids = self.model.get_tokens_ids(self.tokenize(query))
+        if not ids:
+            return []
+        return top_k(self.names, self.model.get_scores_from_ids(ids), k)
+
+    def upsert(self, raw: Raw) -> None:
+        raise NotImplementedError
+
+    def remove(self, name: str) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.model = None
+
+
+def make_peer(engine: str, directory: Path, catalog: Path) -> Peer:
+    """The peer called ``engine``, working in ``directory``."""
+    from bench.memory import MemoryPeer
+
+    factories: dict[str, Callable[[], Peer]] = {
+        "tool-index": lambda: ToolIndexPeer(directory, catalog),
+        "fts5": lambda: Fts5Peer(directory, catalog),
+        "fts5-ourtok": lambda: Fts5Peer(directory, catalog, our_tokens=True),
+        "rank_bm25": lambda: RankBm25Peer(directory, catalog),
+        "bm25s": lambda: Bm25sPeer(directory, catalog),
+        "memory": lambda: MemoryPeer(directory, catalog),
+    }
+    return factories[engine]()
+
+
+ENGINES = ("tool-index", "fts5", "fts5-ourtok", "bm25s", "rank_bm25", "memory")
+
+__all__ = ["ENGINES", "Hit", "Peer", "make_peer", "read_catalog", "tool_records"]
