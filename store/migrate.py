@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 from importlib.resources import files
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.autogenerate import compare_metadata
-from alembic.config import Config
-from alembic.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, inspect, text
 
 from store.errors import DatabaseUnavailable, SchemaOutdated, SchemaTooNew
 from store.schema import Base
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+# Alembic is imported inside the functions that run it: opening a database already at this
+# revision, which every start does, then costs a query instead of the alembic import.
+HEAD_REVISION = "0001"
+"""The revision the models are at; a test checks it is the head of ``migrations``."""
+
 
 def alembic_config(connection: Connection | None = None) -> Config:
     """A config pointing at the ``migrations`` package, wherever it is installed."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(files("migrations")))
     config.attributes["connection"] = connection
@@ -24,27 +30,43 @@ def alembic_config(connection: Connection | None = None) -> Config:
 
 
 def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None, "the migrations package has no revision"
     return head
 
 
 def current_revision(connection: Connection) -> str | None:
-    return MigrationContext.configure(connection).get_current_revision()
+    """The revision stored in the database, or ``None`` for a database alembic never touched."""
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    return _stored_revision(connection)
+
+
+def _stored_revision(connection: Connection) -> str | None:
+    revision = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    return None if revision is None else str(revision)
 
 
 def known_revisions() -> set[str]:
+    from alembic.script import ScriptDirectory
+
     return {script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Bring the schema to ``revision`` in one transaction."""
+    from alembic import command
+
     with engine.begin() as connection:
         _lock_schema(connection)
         command.upgrade(alembic_config(connection), revision)
 
 
 def downgrade(engine: Engine, revision: str) -> None:
+    from alembic import command
+
     with engine.begin() as connection:
         _lock_schema(connection)
         command.downgrade(alembic_config(connection), revision)
@@ -63,6 +85,9 @@ def _lock_schema(connection: Connection) -> None:
 
 def pending_model_changes(engine: Engine) -> list[object]:
     """What autogenerate would change to make the database match the models (empty = in sync)."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
     with engine.connect() as connection:
         return list(compare_metadata(MigrationContext.configure(connection), Base.metadata))
 
@@ -78,10 +103,10 @@ def ensure_schema(engine: Engine, *, upgrade_if_old: bool) -> None:
         # Tables before revision: a concurrent first migration commits both at once, so this
         # order never sees its tables without its revision.
         tables = set(inspect(connection).get_table_names())
-        revision = current_revision(connection)
-    head = head_revision()
-    if revision == head:
+        revision = _stored_revision(connection) if "alembic_version" in tables else None
+    if revision == HEAD_REVISION:
         return
+    head = head_revision()
     if revision is None:
         if tables - {"alembic_version"}:
             raise DatabaseUnavailable(
