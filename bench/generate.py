@@ -178,13 +178,20 @@ class _Generator:
             name = CORE_BUILTINS[index]
             taken.add(name)
             description = f"{name.capitalize()} files in the workspace."
-            return {"name": name, "description": description, "source": "builtin",
-                    "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}
+            return {
+                "name": name,
+                "description": description,
+                "source": "builtin",
+                "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+            }
         base = self.rng.choice(list(SERVERS))
         name, verb, resource = self.tool_name(base, "snake", taken)
-        return {"name": name, "description": self.description(verb, resource, "the workspace"),
-                "source": self.rng.choice(("builtin", "extension", "custom")),
-                "input_schema": self.input_schema(resource, "snake")}
+        return {
+            "name": name,
+            "description": self.description(verb, resource, "the workspace"),
+            "source": self.rng.choice(("builtin", "extension", "custom")),
+            "input_schema": self.input_schema(resource, "snake"),
+        }
 
     def mcp_tools(self, count: int) -> Iterator[dict[str, Any]]:
         servers = self.server_names()

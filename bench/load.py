@@ -100,8 +100,7 @@ def run(config: LoadConfig, procs: int) -> list[WorkerResult]:
     context = mp.get_context("spawn")
     barrier = context.Barrier(procs)
     results = context.Queue()
-    processes = [context.Process(target=worker, args=(i, config, barrier, results))
-                 for i in range(procs)]
+    processes = [context.Process(target=worker, args=(i, config, barrier, results)) for i in range(procs)]
     for process in processes:
         process.start()
     collected = [results.get() for _ in processes]
@@ -114,9 +113,14 @@ def _row(label: str, latencies: Sequence[float], errors: int, seconds: float) ->
     if not latencies:
         return [label, "0", "0", "—", "—", str(errors)]
     ordered = sorted(latencies)
-    return [label, f"{len(ordered):,}", f"{len(ordered) / seconds:,.0f}",
-            format_ms(percentile(ordered, 50)), format_ms(percentile(ordered, 99)),
-            str(errors)]
+    return [
+        label,
+        f"{len(ordered):,}",
+        f"{len(ordered) / seconds:,.0f}",
+        format_ms(percentile(ordered, 50)),
+        format_ms(percentile(ordered, 99)),
+        str(errors),
+    ]
 
 
 def table(results: Sequence[WorkerResult], seconds: float, title: str) -> Table:

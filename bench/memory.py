@@ -63,9 +63,7 @@ class MemoryPeer:
             self.remove(record.name)
         if not self.searchable(record):
             return
-        frequencies = self.scoring.document_term_frequencies(
-            _fields(record, self.scoring.field_texts)
-        )
+        frequencies = self.scoring.document_term_frequencies(_fields(record, self.scoring.field_texts))
         doc = self.next_id
         self.next_id += 1
         for term, tf in frequencies.items():

@@ -180,15 +180,28 @@ class Fts5Peer:
 
     def _row(self, record: Any) -> tuple[Any, ...]:
         return (
-            record.name, record.label, record.description, record.summary, record.source,
-            record.server_name, record.mcp_tool_name, " ".join(record.schema_keys),
-            json.dumps(record.input_schema), record.load_mode,
+            record.name,
+            record.label,
+            record.description,
+            record.summary,
+            record.source,
+            record.server_name,
+            record.mcp_tool_name,
+            " ".join(record.schema_keys),
+            json.dumps(record.input_schema),
+            record.load_mode,
         )
 
     def _fts_values(self, record: Any) -> tuple[str, ...]:
         keys = " ".join(record.schema_keys)
-        values = (record.name, record.label, record.mcp_tool_name or "",
-                  record.server_name or "", record.summary, keys)
+        values = (
+            record.name,
+            record.label,
+            record.mcp_tool_name or "",
+            record.server_name or "",
+            record.summary,
+            keys,
+        )
         if self.our_tokens:
             return tuple(" ".join(self.tokenize(value)) for value in values)
         return values
@@ -203,13 +216,17 @@ class Fts5Peer:
             CREATE VIRTUAL TABLE tools_fts USING fts5({", ".join(_FTS_COLUMNS)}{content});
         """)
         db.execute("BEGIN")
-        db.executemany("INSERT INTO tools (name, label, description, summary, source, server_name,"
-                       " mcp_tool_name, schema_keys, input_schema, load_mode)"
-                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", map(self._row, prepared))
+        db.executemany(
+            "INSERT INTO tools (name, label, description, summary, source, server_name,"
+            " mcp_tool_name, schema_keys, input_schema, load_mode)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            map(self._row, prepared),
+        )
         if self.our_tokens:
-            db.executemany(f"INSERT INTO tools_fts (rowid, {', '.join(_FTS_COLUMNS)})"
-                           " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           ((i, *self._fts_values(r)) for i, r in enumerate(prepared, 1)))
+            db.executemany(
+                f"INSERT INTO tools_fts (rowid, {', '.join(_FTS_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                ((i, *self._fts_values(r)) for i, r in enumerate(prepared, 1)),
+            )
         else:
             db.execute("INSERT INTO tools_fts (tools_fts) VALUES ('rebuild')")
         db.execute("COMMIT")
@@ -231,15 +248,21 @@ class Fts5Peer:
         return [(name, -score) for name, score in rows]
 
     def _delete(self, db: sqlite3.Connection, name: str) -> None:
-        row = db.execute("SELECT id, name, label, mcp_tool_name, server_name, summary, schema_keys"
-                         " FROM tools WHERE name = ?", (name,)).fetchone()
+        row = db.execute(
+            "SELECT id, name, label, mcp_tool_name, server_name, summary, schema_keys"
+            " FROM tools WHERE name = ?",
+            (name,),
+        ).fetchone()
         if row is None:
             return
         if self.our_tokens:
             db.execute("DELETE FROM tools_fts WHERE rowid = ?", (row[0],))
         else:
-            db.execute(f"INSERT INTO tools_fts (tools_fts, rowid, {', '.join(_FTS_COLUMNS)})"
-                       " VALUES ('delete', ?, ?, ?, ?, ?, ?, ?)", row)
+            db.execute(
+                f"INSERT INTO tools_fts (tools_fts, rowid, {', '.join(_FTS_COLUMNS)})"
+                " VALUES ('delete', ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
         db.execute("DELETE FROM tools WHERE id = ?", (row[0],))
 
     def upsert(self, raw: Raw) -> None:
@@ -248,11 +271,16 @@ class Fts5Peer:
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         self._delete(db, record.name)
-        cursor = db.execute("INSERT INTO tools (name, label, description, summary, source,"
-                            " server_name, mcp_tool_name, schema_keys, input_schema, load_mode)"
-                            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self._row(record))
-        db.execute(f"INSERT INTO tools_fts (rowid, {', '.join(_FTS_COLUMNS)})"
-                   " VALUES (?, ?, ?, ?, ?, ?, ?)", (cursor.lastrowid, *self._fts_values(record)))
+        cursor = db.execute(
+            "INSERT INTO tools (name, label, description, summary, source,"
+            " server_name, mcp_tool_name, schema_keys, input_schema, load_mode)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            self._row(record),
+        )
+        db.execute(
+            f"INSERT INTO tools_fts (rowid, {', '.join(_FTS_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (cursor.lastrowid, *self._fts_values(record)),
+        )
         db.execute("COMMIT")
 
     def remove(self, name: str) -> None:

@@ -54,29 +54,46 @@ class Row:
 
     def kind_p50(self, kind: str) -> float | None:
         rounds = len(self.latency_s) // max(1, len(self.kinds))
-        samples = [s for i, s in enumerate(self.latency_s[: rounds * len(self.kinds)])
-                   if self.kinds[i % len(self.kinds)] == kind]
+        samples = [
+            s
+            for i, s in enumerate(self.latency_s[: rounds * len(self.kinds)])
+            if self.kinds[i % len(self.kinds)] == kind
+        ]
         return statistics.median(samples) if samples else None
 
 
 def make_rows(dataset: str, engine: str, build: dict[str, Any], serve: dict[str, Any]) -> list[Row]:
     """The engine's row, plus a session row for results that carry session latencies."""
     row = Row(
-        dataset=dataset, engine=engine, tools=build.get("tools", 0),
-        build_s=build.get("build_s"), size_bytes=build.get("size_bytes"),
-        upsert_s=build.get("upsert_s", []), remove_s=build.get("remove_s", []),
-        cold_s=serve.get("cold_s"), cold_parts_s=serve.get("cold_parts_s", {}),
+        dataset=dataset,
+        engine=engine,
+        tools=build.get("tools", 0),
+        build_s=build.get("build_s"),
+        size_bytes=build.get("size_bytes"),
+        upsert_s=build.get("upsert_s", []),
+        remove_s=build.get("remove_s", []),
+        cold_s=serve.get("cold_s"),
+        cold_parts_s=serve.get("cold_parts_s", {}),
         latency_s=serve.get("latency_s", []),
         first_pass_s=serve.get("first_pass_s", []),
-        kinds=serve.get("kinds", []), rss_build_mb=build.get("rss_mb"),
+        kinds=serve.get("kinds", []),
+        rss_build_mb=build.get("rss_mb"),
         rss_before_build_mb=build.get("rss_before_mb"),
-        rss_serve_mb=serve.get("rss_mb"), answers=serve.get("answers", []),
+        rss_serve_mb=serve.get("rss_mb"),
+        answers=serve.get("answers", []),
         error=build.get("error") or serve.get("error"),
     )
     rows = [row]
     for path, samples in serve.get("session_latency_s", {}).items():
-        rows.append(Row(dataset=dataset, engine=f"{engine} session·50 {path}", tools=row.tools,
-                        latency_s=samples, kinds=row.kinds))
+        rows.append(
+            Row(
+                dataset=dataset,
+                engine=f"{engine} session·50 {path}",
+                tools=row.tools,
+                latency_s=samples,
+                kinds=row.kinds,
+            )
+        )
     return rows
 
 
@@ -88,8 +105,11 @@ def set_overlaps(rows: Sequence[Row], reference: str = "memory") -> None:
     for row in rows:
         if not row.answers:
             continue
-        shares = [len(set(got) & set(want)) / len(want)
-                  for got, want in zip(row.answers, ref.answers, strict=True) if want]
+        shares = [
+            len(set(got) & set(want)) / len(want)
+            for got, want in zip(row.answers, ref.answers, strict=True)
+            if want
+        ]
         row.overlap = sum(shares) / len(shares) if shares else None
 
 
@@ -108,9 +128,22 @@ def _median(samples: Sequence[float]) -> float | None:
     return statistics.median(samples) if samples else None
 
 
-COLUMNS = ("engine", "import s", "tools/s", "bytes/tool", "cold start ms", "upsert ms",
-           "remove ms", "p50 ms", "p95 ms", "p99 ms", "1st pass p50 ms", "RSS import MB",
-           "RSS serve MB", "top-8 overlap")
+COLUMNS = (
+    "engine",
+    "import s",
+    "tools/s",
+    "bytes/tool",
+    "cold start ms",
+    "upsert ms",
+    "remove ms",
+    "p50 ms",
+    "p95 ms",
+    "p99 ms",
+    "1st pass p50 ms",
+    "RSS import MB",
+    "RSS serve MB",
+    "top-8 overlap",
+)
 
 
 def _rss_growth(row: Row) -> str:
@@ -129,12 +162,19 @@ def cells(row: Row) -> list[str]:
     per_tool = row.size_bytes / row.tools if row.size_bytes and row.tools else None
     return [
         row.engine,
-        _num(row.build_s, "{:.2f}"), _num(rate), _num(per_tool),
-        format_ms(row.cold_s), format_ms(_median(row.upsert_s)),
+        _num(row.build_s, "{:.2f}"),
+        _num(rate),
+        _num(per_tool),
+        format_ms(row.cold_s),
+        format_ms(_median(row.upsert_s)),
         format_ms(_median(row.remove_s)),
-        format_ms(row.latency(50)), format_ms(row.latency(95)), format_ms(row.latency(99)),
+        format_ms(row.latency(50)),
+        format_ms(row.latency(95)),
+        format_ms(row.latency(99)),
         format_ms(_median(row.first_pass_s)),
-        _rss_growth(row), _num(row.rss_serve_mb), _num(row.overlap, "{:.0%}"),
+        _rss_growth(row),
+        _num(row.rss_serve_mb),
+        _num(row.overlap, "{:.0%}"),
     ]
 
 
@@ -150,8 +190,7 @@ def _find(rows: Sequence[Row], engine: str) -> Row | None:
     return next((r for r in rows if r.engine == engine and not r.error), None)
 
 
-def _ratio_check(dataset: str, target: str, ours: float | None, peer: float | None,
-                 limit: float) -> Check:
+def _ratio_check(dataset: str, target: str, ours: float | None, peer: float | None, limit: float) -> Check:
     if ours is None or peer is None or peer == 0:
         return Check(dataset, target, "n/a", None)
     ratio = ours / peer
@@ -175,20 +214,39 @@ def checks(dataset: str, rows: Sequence[Row]) -> list[Check]:
         _ratio_check(dataset, "query p50 ≤ FTS5", lat(ours, 50), lat(fts5, 50), 1),
         _ratio_check(dataset, "query p95 ≤ FTS5", lat(ours, 95), lat(fts5, 95), 1),
         _ratio_check(dataset, "query p95 ≤ 3× bm25s", lat(ours, 95), lat(bm25s, 95), 3),
-        _ratio_check(dataset, "cold start ≤ 1/20 in-memory rebuild", ours.cold_s,
-                     memory.cold_s if memory else None, 1 / 20),
-        Check(dataset, "one-tool upsert ≤ 20 ms", f"{format_ms(upsert)} ms",
-              None if upsert is None else upsert <= 0.020),
-        _ratio_check(dataset, "full import ≤ 5× FTS5 build", ours.build_s,
-                     fts5.build_s if fts5 else None, 5),
-        Check(dataset, "peak RSS serving ≤ 200 MB", f"{_num(ours.rss_serve_mb)} MB",
-              None if ours.rss_serve_mb is None else ours.rss_serve_mb <= 200),
-        _ratio_check(dataset, "session execute (50 active) p50 ≤ 1.2× read-only",
-                     lat(session, 50), lat(ours, 50), 1.2),
-        _ratio_check(dataset, "session execute (50 active) p95 ≤ 1.2× read-only",
-                     lat(session, 95), lat(ours, 95), 1.2),
-        _ratio_check(dataset, "session rank only (50 active) p50 ≤ 1.2× read-only",
-                     lat(session_rank, 50), lat(ours, 50), 1.2),
+        _ratio_check(
+            dataset,
+            "cold start ≤ 1/20 in-memory rebuild",
+            ours.cold_s,
+            memory.cold_s if memory else None,
+            1 / 20,
+        ),
+        Check(
+            dataset,
+            "one-tool upsert ≤ 20 ms",
+            f"{format_ms(upsert)} ms",
+            None if upsert is None else upsert <= 0.020,
+        ),
+        _ratio_check(dataset, "full import ≤ 5× FTS5 build", ours.build_s, fts5.build_s if fts5 else None, 5),
+        Check(
+            dataset,
+            "peak RSS serving ≤ 200 MB",
+            f"{_num(ours.rss_serve_mb)} MB",
+            None if ours.rss_serve_mb is None else ours.rss_serve_mb <= 200,
+        ),
+        _ratio_check(
+            dataset, "session execute (50 active) p50 ≤ 1.2× read-only", lat(session, 50), lat(ours, 50), 1.2
+        ),
+        _ratio_check(
+            dataset, "session execute (50 active) p95 ≤ 1.2× read-only", lat(session, 95), lat(ours, 95), 1.2
+        ),
+        _ratio_check(
+            dataset,
+            "session rank only (50 active) p50 ≤ 1.2× read-only",
+            lat(session_rank, 50),
+            lat(ours, 50),
+            1.2,
+        ),
     ]
 
 
@@ -198,8 +256,7 @@ def machine_info() -> dict[str, str]:
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
-            cpu = next(line.split(":", 1)[1].strip() for line in info
-                       if line.startswith("model name"))
+            cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
     return {
@@ -220,10 +277,22 @@ def _commit() -> str:
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}  # read only: never refresh the index
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, check=True,
-                              capture_output=True, text=True, env=env).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               check=True, capture_output=True, text=True, env=env).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return f"{head}+changes" if dirty else head
@@ -239,32 +308,55 @@ def _mark(ok: bool | None) -> str:
     return {True: "yes", False: "**no**", None: "n/a"}[ok]
 
 
-def markdown(datasets: Sequence[tuple[str, Sequence[Row]]], machine: dict[str, str],
-             command: str, notes: Sequence[str], *, detailed: bool = True) -> str:
+def markdown(
+    datasets: Sequence[tuple[str, Sequence[Row]]],
+    machine: dict[str, str],
+    command: str,
+    notes: Sequence[str],
+    *,
+    detailed: bool = True,
+) -> str:
     """The report: machine, one table per catalog, targets; when ``detailed``, also latency by
     query kind, the cold-start breakdown and the notes on method."""
-    lines = [f"Command: `{command}`", "",
-             "Machine: " + "; ".join(f"{k} {v}" for k, v in machine.items()), ""]
+    lines = [f"Command: `{command}`", "", "Machine: " + "; ".join(f"{k} {v}" for k, v in machine.items()), ""]
     for title, rows in datasets:
         lines += [f"**{title}**", "", *_md_table(COLUMNS, [cells(r) for r in rows]), ""]
-    target_rows = [[c.dataset, c.target, c.measured, _mark(c.ok)]
-                   for title, rows in datasets for c in checks(title, rows)]
+    target_rows = [
+        [c.dataset, c.target, c.measured, _mark(c.ok)]
+        for title, rows in datasets
+        for c in checks(title, rows)
+    ]
     if target_rows:
-        lines += ["**Targets** (set for 100k tools on 2 cores; smaller catalogs for reference)",
-                  "", *_md_table(("catalog", "target", "measured", "met"), target_rows), ""]
+        lines += [
+            "**Targets** (set for 100k tools on 2 cores; smaller catalogs for reference)",
+            "",
+            *_md_table(("catalog", "target", "measured", "met"), target_rows),
+            "",
+        ]
     if not detailed:
-        return "\n".join([*lines, "Method, latency by query kind and the cold-start breakdown: "
-                          "`bench/results.md`; how to run: `bench/README.md`.", ""])
-    kind_rows = [[title, r.engine, *(format_ms(r.kind_p50(k)) for k in KINDS)]
-                 for title, rows in datasets for r in rows if r.latency_s]
-    lines += ["**p50 ms by query kind**", "",
-              *_md_table(("catalog", "engine", *KINDS), kind_rows), ""]
+        return "\n".join(
+            [
+                *lines,
+                "Method, latency by query kind and the cold-start breakdown: "
+                "`bench/results.md`; how to run: `bench/README.md`.",
+                "",
+            ]
+        )
+    kind_rows = [
+        [title, r.engine, *(format_ms(r.kind_p50(k)) for k in KINDS)]
+        for title, rows in datasets
+        for r in rows
+        if r.latency_s
+    ]
+    lines += ["**p50 ms by query kind**", "", *_md_table(("catalog", "engine", *KINDS), kind_rows), ""]
     parts = ("import", "open", "first answer")
-    cold_rows = [[title, r.engine, format_ms(r.cold_s),
-                  *(format_ms(r.cold_parts_s.get(p)) for p in parts)]
-                 for title, rows in datasets for r in rows if r.cold_parts_s]
-    lines += ["**Cold start, ms**", "",
-              *_md_table(("catalog", "engine", "total", *parts), cold_rows), ""]
+    cold_rows = [
+        [title, r.engine, format_ms(r.cold_s), *(format_ms(r.cold_parts_s.get(p)) for p in parts)]
+        for title, rows in datasets
+        for r in rows
+        if r.cold_parts_s
+    ]
+    lines += ["**Cold start, ms**", "", *_md_table(("catalog", "engine", "total", *parts), cold_rows), ""]
     lines += ["Notes:", "", *(f"- {note}" for note in notes), ""]
     return "\n".join(lines)
 
@@ -275,7 +367,7 @@ def replace_section(readme: Path, section: str) -> None:
     block = f"{START_MARKER}\n{section.rstrip()}\n{END_MARKER}"
     start, end = text.find(START_MARKER), text.find(END_MARKER)
     if start != -1 and end > start:
-        text = text[:start] + block + text[end + len(END_MARKER):]
+        text = text[:start] + block + text[end + len(END_MARKER) :]
     else:
         text = text.rstrip() + ("\n\n" if text else "") + "## Benchmarks\n\n" + block + "\n"
     readme.write_text(text, encoding="utf-8")

@@ -71,15 +71,18 @@ NOTES = (
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
-    parser.add_argument("--sizes", default="1000,10000,100000",
-                        help="comma-separated generated catalog sizes")
-    parser.add_argument("--engines", default=",".join(ENGINES),
-                        help=f"comma-separated subset of {','.join(ENGINES)}")
+    parser.add_argument(
+        "--sizes", default="1000,10000,100000", help="comma-separated generated catalog sizes"
+    )
+    parser.add_argument(
+        "--engines", default=",".join(ENGINES), help=f"comma-separated subset of {','.join(ENGINES)}"
+    )
     parser.add_argument("--no-real", action="store_true", help="skip the real catalog")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--rounds", type=int, default=5, help="passes over the query set")
-    parser.add_argument("--budget", type=float, default=60.0,
-                        help="seconds of query passes per engine before stopping early")
+    parser.add_argument(
+        "--budget", type=float, default=60.0, help="seconds of query passes per engine before stopping early"
+    )
     parser.add_argument("--upserts", type=int, default=20, help="one-tool upserts to time")
     parser.add_argument("--workdir", type=Path, help="keep databases here (default: temp)")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results.md")
@@ -103,26 +106,38 @@ def catalogs(args: argparse.Namespace, workdir: Path) -> list[tuple[str, Path, l
     return found
 
 
-def write_plan(args: argparse.Namespace, directory: Path, path: Path,
-               records: list[dict[str, Any]]) -> Path:
+def write_plan(args: argparse.Namespace, directory: Path, path: Path, records: list[dict[str, Any]]) -> Path:
     """The worker's instructions: queries, the 50 session tools, the upsert records."""
     rng = random.Random(args.seed)
     names = [r["name"] for r in records if r["name"].startswith("mcp__")]
     count = min(args.upserts, len(records))
     originals = rng.sample(records, count)
-    updated = [{**r, "description": f"{r.get('description') or ''} Updated by the benchmark."}
-               for r in originals]
-    new = [{"name": f"mcp__bench_upsert__tool_{i}", "label": f"bench_upsert/tool_{i}",
+    updated = [
+        {**r, "description": f"{r.get('description') or ''} Updated by the benchmark."} for r in originals
+    ]
+    new = [
+        {
+            "name": f"mcp__bench_upsert__tool_{i}",
+            "label": f"bench_upsert/tool_{i}",
             "description": f"Benchmark tool {i} that exports a quarterly ledger report.",
-            "server_name": "bench_upsert", "mcp_tool_name": f"tool_{i}",
-            "input_schema": {"type": "object", "properties": {"ledger_id": {"type": "string"}}}}
-           for i in range(count)]
+            "server_name": "bench_upsert",
+            "mcp_tool_name": f"tool_{i}",
+            "input_schema": {"type": "object", "properties": {"ledger_id": {"type": "string"}}},
+        }
+        for i in range(count)
+    ]
     plan = {
-        "size": len(records), "catalog": str(path), "workdir": str(directory),
+        "size": len(records),
+        "catalog": str(path),
+        "workdir": str(directory),
         "queries": [{"text": q.text, "kind": q.kind} for q in query_set()],
         "session_active": rng.sample(names, min(50, len(names))),
-        "new_records": new, "updated_records": updated, "original_records": originals,
-        "rounds": args.rounds, "budget_s": args.budget, "limit": 8,
+        "new_records": new,
+        "updated_records": updated,
+        "original_records": originals,
+        "rounds": args.rounds,
+        "budget_s": args.budget,
+        "limit": 8,
     }
     plan_path = directory / "plan.json"
     plan_path.write_text(json.dumps(plan, ensure_ascii=False), encoding="utf-8")
@@ -133,7 +148,10 @@ def run_worker(phase: str, engine: str, plan: Path) -> dict[str, Any]:
     out = plan.parent / f"{engine}-{phase}.json"
     done = subprocess.run(
         [sys.executable, "-m", "bench.worker", phase, engine, str(plan), str(out)],
-        cwd=ROOT, capture_output=True, text=True, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["exit code " + str(done.returncode)])[-1]
@@ -178,15 +196,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     finish(args, argv, results, console)
 
 
-def finish(args: argparse.Namespace, argv: Sequence[str] | None,
-           results: list[tuple[str, list[report.Row]]], console: Console) -> None:
+def finish(
+    args: argparse.Namespace,
+    argv: Sequence[str] | None,
+    results: list[tuple[str, list[report.Row]]],
+    console: Console,
+) -> None:
     target_table = Table(title="Targets", title_justify="left")
     for column in ("catalog", "target", "measured", "met"):
         target_table.add_column(column)
     for title, rows in results:
         for check in report.checks(title, rows):
-            target_table.add_row(check.dataset, check.target, check.measured,
-                                 {True: "yes", False: "NO", None: "n/a"}[check.ok])
+            target_table.add_row(
+                check.dataset, check.target, check.measured, {True: "yes", False: "NO", None: "n/a"}[check.ok]
+            )
     console.print(target_table)
     command = " ".join(["python -m bench.run", *(sys.argv[1:] if argv is None else argv)])
     text = report.markdown(results, report.machine_info(), command, NOTES)

@@ -152,8 +152,11 @@ def serve_phase(engine: str, plan: dict[str, Any], directory: Path) -> dict[str,
     latencies = query_rounds(search, texts, plan["rounds"], plan["budget_s"])
     result: dict[str, Any] = {
         "cold_s": answered - start,
-        "cold_parts_s": {"import": imported - start, "open": opened - imported,
-                         "first answer": answered - opened},
+        "cold_parts_s": {
+            "import": imported - start,
+            "open": opened - imported,
+            "first answer": answered - opened,
+        },
         "first_hits": len(first),
         "answers": answers,
         "first_pass_s": first_pass,

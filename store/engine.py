@@ -113,7 +113,9 @@ def translated_errors(engine: Engine) -> Iterator[None]:
             raise DatabaseUnavailable(
                 f"{where} is not a usable SQLite database ({message}); point --db at another file"
             ) from exc
-        if exc.connection_invalidated or "connection" in lowered or "could not" in lowered:
+        if exc.connection_invalidated or any(
+            clue in lowered for clue in ("connection", "could not", "resolve host")
+        ):
             raise DatabaseUnavailable(
                 f"cannot reach {where} ({message}); check that the server runs and the URL is right"
             ) from exc

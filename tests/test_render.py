@@ -201,8 +201,7 @@ def test_no_discoverable_tools() -> None:
 def test_no_matching_tools() -> None:
     rendered = render_to_text(details([], query="jira", total_tools=1, active=["a", "b"]))
     assert rendered == (
-        "⚠ Tool Discovery  jira  0 matches · 2 active · 1 total · limit:8\n"
-        "  No matching tools found.\n"
+        "⚠ Tool Discovery  jira  0 matches · 2 active · 1 total · limit:8\n  No matching tools found.\n"
     )
 
 

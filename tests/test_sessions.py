@@ -163,7 +163,7 @@ def test_effective_mode(mode: str, legacy: bool, count: int, expected: str) -> N
 )
 def test_bad_limits_are_refused_and_logged(example: ToolIndex, limit: Any) -> None:
     session = example.session("s", discovery_mode="mcp-only")
-    with pytest.raises(ToolCallError, match="^Limit must be a positive integer.$"):
+    with pytest.raises(ToolCallError, match=r"^Limit must be a positive integer\.$"):
         session.search_tool.execute("c", {"query": "github", "limit": limit})
     assert example.session_record("s")["calls"][-1]["error"] == "Limit must be a positive integer."
 

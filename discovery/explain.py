@@ -1,0 +1,204 @@
+"""``tool-index explain``: why a tool scores what it does for a query, term by term and field by field.
+
+The numbers come from the same stored statistics and postings a read-only search uses (group
+aggregates less the corpus' excluded documents, the tool's own postings) and are combined in the
+same floating-point order as ``discovery.ranking``, so ``Explanation.score`` equals the score
+``ToolIndex.search`` reports for the tool, bit for bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from discovery.errors import QueryWithoutTerms, ToolIndexError
+from discovery.index import ToolIndex, read_only_corpus
+from discovery.indexing import record_fields
+from discovery.models import ToolRecord
+from discovery.scoring import (
+    FIELD_WEIGHTS,
+    average_length,
+    field_term_frequencies,
+    idf,
+    length_norm,
+    query_term_counts,
+    round6,
+    term_score,
+)
+from store import StoredTool, ToolNotFound, audit, reads
+from store.engine import read_transaction
+
+
+class NotInCorpus(ToolIndexError):
+    """The tool exists but a search in that mode never ranks it (essential, internal, or not
+    discoverable), so it has no score to explain."""
+
+
+@dataclass(frozen=True, slots=True)
+class FieldPart:
+    """One field's part of a term: its weighted tf and its proportional share of the contribution."""
+
+    field: str
+    weight: int
+    tf: int
+    contribution: float
+
+
+@dataclass(frozen=True, slots=True)
+class TermExplanation:
+    """One distinct query term against the tool.
+
+    ``tf`` is the weighted term frequency stored for the tool (0 when the tool lacks the term,
+    which then contributes nothing: δ counts only for matched terms). ``fields`` splits
+    ``contribution`` across the fields holding the term in proportion to each field's share of
+    ``tf``; BM25+ is not linear in tf, so this is an attribution rather than what each field
+    would score alone, and the parts add up to the contribution only up to rounding.
+    """
+
+    term: str
+    qtf: int
+    df: int
+    idf: float
+    tf: int
+    contribution: float
+    fields: list[FieldPart]
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """A tool's score for a query in a read-only corpus, with the corpus statistics behind it.
+
+    ``score`` is the term contributions added left to right in query order from 0.0, exactly as
+    the ranking adds them.
+    """
+
+    query: str
+    name: str
+    mode: str
+    n_docs: int
+    avgdl: float
+    doc_len: int
+    norm: float
+    terms: list[TermExplanation]
+
+    @property
+    def score(self) -> float:
+        total = 0.0
+        for term in self.terms:
+            if term.tf > 0:
+                total += term.contribution
+        return total
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One flat row per query term, for a table."""
+        return [
+            {
+                "term": term.term,
+                "qtf": term.qtf,
+                "df": term.df,
+                "idf": term.idf,
+                "tf": term.tf,
+                "fields": " ".join(f"{part.field}:{part.tf}" for part in term.fields),
+                "contribution": term.contribution,
+            }
+            for term in self.terms
+        ]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Everything, as plain JSON-ready values (``--json``)."""
+        return {
+            "query": self.query,
+            "name": self.name,
+            "mode": self.mode,
+            "score": self.score,
+            "score6": round6(self.score),
+            "n_docs": self.n_docs,
+            "avgdl": self.avgdl,
+            "doc_len": self.doc_len,
+            "norm": self.norm,
+            "terms": [
+                {
+                    "term": term.term,
+                    "qtf": term.qtf,
+                    "df": term.df,
+                    "idf": term.idf,
+                    "tf": term.tf,
+                    "contribution": term.contribution,
+                    "fields": [
+                        {"field": p.field, "weight": p.weight, "tf": p.tf, "contribution": p.contribution}
+                        for p in term.fields
+                    ],
+                }
+                for term in self.terms
+            ],
+        }
+
+
+def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Explanation:
+    """Break down the score of tool ``name`` for ``query`` in the read-only corpus of ``mode``."""
+    query_terms = query_term_counts(query)
+    if not query_terms:
+        raise QueryWithoutTerms()
+    corpus = read_only_corpus(mode)
+    with read_transaction(index.engine) as connection:
+        tool = reads.tools_by_names(connection, [name]).get(name)
+        if tool is None:
+            raise ToolNotFound(f"no tool named {name!r} in the catalog")
+        if tool.grp not in corpus.groups or name in corpus.excluded:
+            raise NotInCorpus(f"{name!r} is never ranked in mode {mode!r}: it is not discoverable there")
+        groups = reads.group_stats(connection)
+        candidates = reads.tools_by_names(connection, sorted(corpus.excluded)).values()
+        excluded = [doc for doc in candidates if doc.grp in corpus.groups]
+        stats = reads.term_stats(connection, list(query_terms))
+        postings = audit.postings_of_tools(connection, [tool.id, *(doc.id for doc in excluded)])
+    n_docs = sum(groups[g].doc_count for g in corpus.groups) - len(excluded)
+    total_len = sum(groups[g].total_len for g in corpus.groups) - sum(doc.doc_len for doc in excluded)
+    avgdl = average_length(n_docs, total_len)
+    excluded_df = _excluded_document_frequencies(postings, excluded)
+    own = {p.term: p for p in postings.get(tool.id, []) if p.term is not None}
+    per_field = field_term_frequencies(record_fields(ToolRecord.model_validate(tool.as_record())))
+    terms = []
+    for term, qtf in query_terms.items():
+        by_group = stats[term][1] if term in stats else {}
+        df = sum(by_group[g].df for g in corpus.groups if g in by_group) - excluded_df.get(term, 0)
+        idf_value = idf(n_docs, df)
+        posting = own.get(term)
+        tf = 0 if posting is None else posting.tf
+        contribution = (
+            0.0 if posting is None else term_score(qtf, idf_value, tf, length_norm(posting.doc_len, avgdl))
+        )
+        terms.append(
+            TermExplanation(
+                term, qtf, df, idf_value, tf, contribution, _field_parts(term, per_field, contribution)
+            )
+        )
+    return Explanation(
+        query=query,
+        name=name,
+        mode=mode,
+        n_docs=n_docs,
+        avgdl=avgdl,
+        doc_len=tool.doc_len,
+        norm=length_norm(tool.doc_len, avgdl),
+        terms=terms,
+    )
+
+
+def _excluded_document_frequencies(
+    postings: dict[int, list[audit.StoredPosting]], excluded: list[StoredTool]
+) -> dict[str, int]:
+    """How many excluded documents hold each term: the corpus df is the groups' df less these."""
+    counts: dict[str, int] = {}
+    for doc in excluded:
+        for posting in postings.get(doc.id, []):
+            if posting.term is not None:
+                counts[posting.term] = counts.get(posting.term, 0) + 1
+    return counts
+
+
+def _field_parts(term: str, per_field: dict[str, dict[str, int]], contribution: float) -> list[FieldPart]:
+    tfs = [(field, per_field.get(field, {}).get(term, 0)) for field in FIELD_WEIGHTS]
+    total = sum(tf for _, tf in tfs)
+    return [
+        FieldPart(field, FIELD_WEIGHTS[field], tf, contribution * tf / total) for field, tf in tfs if tf > 0
+    ]

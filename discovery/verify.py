@@ -1,0 +1,183 @@
+"""``tool-index verify``: recompute the index from the tool records and compare with what is stored.
+
+Every check reads the same snapshot and appends what disagrees to one ``VerifyReport``:
+
+1. ``check_postings`` — each tool's stored record, indexed again (``discovery.indexing``), gives
+   its stored group, length, content hash and postings, term by term (tf, and the length and
+   group each posting copies from its tool); no posting belongs to a tool that does not exist.
+2. ``check_group_stats`` — ``doc_count`` and ``total_len`` of every group equal a ``GROUP BY``
+   over the tools.
+3. ``check_term_stats`` — ``df`` and ``max_tf`` of every ``(term, group)`` equal a ``GROUP BY``
+   over the postings.
+4. ``check_orphan_terms`` — every term has postings.
+
+Tools are read in batches, so memory does not grow with the catalog. A new invariant is one more
+function appended to ``CHECKS`` (the session-log replay check, "replaying each session's log
+gives its stored selection", belongs there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+from sqlalchemy import Connection
+
+from discovery.index import GROUP_NAMES, ToolIndex, describe_validation_error
+from discovery.indexing import indexed_tool
+from discovery.models import ToolRecord
+from store import GROUPS, GroupStats, audit
+from store.engine import read_transaction
+
+MAX_PROBLEMS = 1000
+"""Problems listed in a report; the rest are counted, so a wrecked index cannot exhaust memory."""
+BATCH_SIZE = audit.AUDIT_BATCH
+"""Tools re-indexed per batch."""
+
+
+@dataclass
+class VerifyReport:
+    """What ``verify`` found: ``problems`` (one line each, empty when the index is sound) and how
+    many rows of each kind it ``checked``."""
+
+    problems: list[str] = field(default_factory=list)
+    checked: dict[str, int] = field(default_factory=dict)
+    omitted: int = 0
+    """Problems found beyond ``MAX_PROBLEMS`` and not listed."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def problem(self, message: str) -> None:
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(message)
+        else:
+            self.omitted += 1
+
+    def count(self, what: str, number: int) -> None:
+        self.checked[what] = self.checked.get(what, 0) + number
+
+
+Check = Callable[[Connection, VerifyReport], None]
+"""One invariant: reads through the connection (the shared snapshot) and reports what breaks it."""
+
+
+def verify(index: ToolIndex, *, checks: Sequence[Check] | None = None) -> VerifyReport:
+    """Run ``checks`` (default: ``CHECKS``) on one snapshot of ``index``'s database."""
+    report = VerifyReport()
+    with read_transaction(index.engine) as connection:
+        for check in CHECKS if checks is None else checks:
+            check(connection, report)
+    if report.omitted:
+        report.problems.append(f"… and {report.omitted} more problems")
+    return report
+
+
+def check_postings(connection: Connection, report: VerifyReport) -> None:
+    """Each tool's postings, length, group and content hash are those its record gives."""
+    seen = 0
+    report.count("tools", 0)
+    for batch in audit.tool_batches(connection, batch_size=BATCH_SIZE):
+        report.count("tools", len(batch))
+        for tool in batch:
+            seen += len(tool.postings)
+            for message in _tool_problems(tool):
+                report.problem(message)
+    stored = audit.row_count(connection, "postings")
+    report.count("postings", stored)
+    if stored != seen:
+        report.problem(f"{stored - seen} postings belong to no catalog tool")
+
+
+def _tool_problems(audited: audit.AuditedTool) -> Iterator[str]:
+    tool = audited.tool
+    where = f"tool {tool.name!r}"
+    try:
+        record = ToolRecord.model_validate(tool.as_record())
+    except ValidationError as exc:
+        yield f"{where}: its stored record is invalid: {describe_validation_error(exc)}"
+        return
+    expected = indexed_tool(record)
+    if tool.grp != expected.grp:
+        yield f"{where}: stored group {tool.grp}, its record belongs to group {expected.grp}"
+    if tool.doc_len != expected.doc_len:
+        yield f"{where}: stored doc_len {tool.doc_len}, its record gives {expected.doc_len}"
+    if audited.content_hash != expected.content_hash:
+        yield f"{where}: stored content hash does not match its record"
+    stored: dict[str, audit.StoredPosting] = {}
+    for posting in audited.postings:
+        if posting.term is None:
+            yield f"{where}: a posting refers to term id {posting.term_id}, which has no terms row"
+        elif posting.term in stored:
+            yield f"{where}: term {posting.term!r} has more than one posting"
+        else:
+            stored[posting.term] = posting
+    for term in sorted(expected.terms.keys() | stored.keys()):
+        want, have = expected.terms.get(term), stored.get(term)
+        if have is None:
+            yield f"{where}: posting of term {term!r} is missing (its record gives tf {want})"
+        elif want is None:
+            yield f"{where}: posting of term {term!r} (tf {have.tf}) is not in its record"
+        else:
+            if have.tf != want:
+                yield f"{where}, term {term!r}: stored tf {have.tf}, its record gives {want}"
+            if have.doc_len != tool.doc_len:
+                yield f"{where}, term {term!r}: posting doc_len {have.doc_len}, the tool's is {tool.doc_len}"
+            if have.grp != tool.grp:
+                yield f"{where}, term {term!r}: posting group {have.grp}, the tool's is {tool.grp}"
+
+
+def check_group_stats(connection: Connection, report: VerifyReport) -> None:
+    """Per group, the stored document count and total length are those of the tool rows."""
+    actual = audit.group_totals(connection)
+    stored = audit.stored_group_stats(connection)
+    groups = sorted(set(GROUPS) | actual.keys() | stored.keys())
+    report.count("groups", len(groups))
+    for grp in groups:
+        where = f"group {grp} ({GROUP_NAMES.get(grp, 'unknown')})"
+        have, want = stored.get(grp), actual.get(grp, GroupStats(0, 0))
+        if have is None:
+            report.problem(f"{where}: no group_stats row (the catalog has {want.doc_count} tools there)")
+            continue
+        if have.doc_count != want.doc_count:
+            report.problem(f"{where}: stored doc_count {have.doc_count}, the catalog has {want.doc_count}")
+        if have.total_len != want.total_len:
+            report.problem(
+                f"{where}: stored total_len {have.total_len}, its tools' lengths sum to {want.total_len}"
+            )
+
+
+def check_term_stats(connection: Connection, report: VerifyReport) -> None:
+    """Per term and group, the stored df and max_tf are those of the postings."""
+    report.count("term_stats", audit.row_count(connection, "term_stats"))
+    for mismatch in audit.term_stat_mismatches(connection, limit=MAX_PROBLEMS):
+        term = repr(mismatch.term) if mismatch.term is not None else f"id {mismatch.term_id} (no terms row)"
+        where = f"term {term} in group {mismatch.grp}"
+        have, want = mismatch.stored, mismatch.actual
+        if have is None:
+            assert want is not None
+            report.problem(
+                f"{where}: no term_stats row, its postings give df {want.df}, max_tf {want.max_tf}"
+            )
+        elif want is None:
+            report.problem(
+                f"{where}: term_stats holds df {have.df}, max_tf {have.max_tf} but it has no postings"
+            )
+        else:
+            if have.df != want.df:
+                report.problem(f"{where}: stored df {have.df}, its postings give {want.df}")
+            if have.max_tf != want.max_tf:
+                report.problem(f"{where}: stored max_tf {have.max_tf}, its postings give {want.max_tf}")
+
+
+def check_orphan_terms(connection: Connection, report: VerifyReport) -> None:
+    """Every term is used by a posting (writes drop the terms they leave unused)."""
+    report.count("terms", audit.row_count(connection, "terms"))
+    for term_id, text in audit.orphan_terms(connection, limit=MAX_PROBLEMS):
+        report.problem(f"term {text!r} (id {term_id}) has no postings")
+
+
+CHECKS: list[Check] = [check_postings, check_group_stats, check_term_stats, check_orphan_terms]
+"""What ``verify`` runs by default, in order; append a check to extend it."""

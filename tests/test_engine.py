@@ -1,0 +1,118 @@
+"""Engines: URLs and defaults, SQLite settings, and files that cannot be used as they are."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from platformdirs import user_data_dir
+from sqlalchemy.engine import make_url
+
+import store
+from discovery import ToolIndex
+from store.engine import BUSY_TIMEOUT_MS
+
+TOOL = {"name": "mcp__files__read_text", "server_name": "files", "description": "Read a text file"}
+OTHER = {"name": "mcp__files__write_text", "server_name": "files", "description": "Write a text file"}
+
+
+def database_path(sqlite_url: str) -> Path:
+    return Path(make_url(sqlite_url).database or "")
+
+
+def test_sqlite_runs_in_wal_mode_with_a_busy_timeout_and_foreign_keys(sqlite_url: str) -> None:
+    with ToolIndex.open(sqlite_url) as index, index.engine.connect() as connection:
+        pragma = connection.exec_driver_sql
+        assert pragma("PRAGMA journal_mode").scalar_one() == "wal"
+        assert pragma("PRAGMA busy_timeout").scalar_one() == BUSY_TIMEOUT_MS
+        assert BUSY_TIMEOUT_MS >= 5_000
+        assert pragma("PRAGMA foreign_keys").scalar_one() == 1
+
+
+def test_a_file_that_is_not_a_database_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    garbage = b"these are notes, not a database\n" * 64 + bytes(range(256))
+    path.write_bytes(garbage)
+    with pytest.raises(store.DatabaseUnavailable) as caught:
+        ToolIndex.open(f"sqlite:///{path}")
+    assert str(caught.value) == (
+        f"sqlite:///{path} is not a usable SQLite database (file is not a database); "
+        "point --db at another file"
+    )
+    assert path.read_bytes() == garbage
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.db"]
+
+
+@pytest.fixture
+def filled(sqlite_url: str) -> Path:
+    """A SQLite database holding one tool, closed (so its WAL is checkpointed into the file)."""
+    with ToolIndex.open(sqlite_url) as index:
+        index.upsert_tools([TOOL])
+    return database_path(sqlite_url)
+
+
+def assert_refuses_writes_and_reads(url: str, path: Path) -> None:
+    before = path.read_bytes()
+    with ToolIndex.open(url) as index:
+        with pytest.raises(store.ReadOnlyDatabase) as caught:
+            index.upsert_tools([OTHER])
+        assert str(caught.value).endswith("is read-only: attempt to write a readonly database")
+        assert [hit.name for hit in index.search("text file")] == [TOOL["name"]]
+        assert [tool.name for tool in index.tools()] == [TOOL["name"]]
+    assert path.read_bytes() == before
+
+
+def test_a_database_opened_read_only_refuses_writes_and_still_reads(filled: Path) -> None:
+    assert_refuses_writes_and_reads(f"sqlite:///file:{filled}?mode=ro&uri=true", filled)
+
+
+def test_a_read_only_file_refuses_writes_and_still_reads(filled: Path) -> None:
+    filled.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    try:
+        if os.access(filled, os.W_OK):
+            pytest.skip("file modes do not stop this user (root) from writing; see the mode=ro test")
+        assert_refuses_writes_and_reads(f"sqlite:///{filled}", filled)
+    finally:
+        filled.chmod(stat.S_IRUSR | stat.S_IWUSR)
+
+
+def test_default_url_is_tool_index_db_when_set(monkeypatch: pytest.MonkeyPatch, sqlite_url: str) -> None:
+    monkeypatch.setenv("TOOL_INDEX_DB", sqlite_url)
+    assert store.default_url() == sqlite_url
+    with ToolIndex.open() as index:
+        assert index.url == sqlite_url
+    assert database_path(sqlite_url).exists()
+
+
+def test_default_url_is_a_file_in_the_user_data_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TOOL_INDEX_DB", raising=False)
+    expected = Path(user_data_dir("tool-index", appauthor=False)) / "tool-index.db"
+    assert store.default_url() == f"sqlite:///{expected}"
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("tools.db", "sqlite:///tools.db"),
+        ("/var/lib/tool-index/tools.db", "sqlite:////var/lib/tool-index/tools.db"),
+        ("sqlite:///tools.db", "sqlite:///tools.db"),
+        ("sqlite://", "sqlite://"),
+        ("postgresql://me@db.example/tools", "postgresql+psycopg://me@db.example/tools"),
+        ("postgres://me@db.example:5433/tools", "postgresql+psycopg://me@db.example:5433/tools"),
+        ("postgresql+psycopg://me@db.example/tools", "postgresql+psycopg://me@db.example/tools"),
+    ],
+)
+def test_parse_url(given: str, expected: str) -> None:
+    parsed = store.parse_url(given)
+    assert parsed.render_as_string(hide_password=False) == expected
+    assert store.parse_url(parsed) is parsed
+
+
+def test_a_url_without_a_driver_is_one_clear_error() -> None:
+    with pytest.raises(store.DatabaseUnavailable) as caught:
+        ToolIndex.open("nosuchdb://me@db.example/tools")
+    assert str(caught.value) == (
+        "no driver for nosuchdb://me@db.example/tools: use sqlite:///PATH or postgresql+psycopg://…"
+    )

@@ -1,0 +1,382 @@
+"""``explain`` adds up to the search score exactly; ``verify`` accepts a sound index and names
+each kind of corruption, made here with raw SQL behind the store's back."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from discovery import QueryWithoutTerms, ToolIndex, ToolIndexError
+from discovery import verify as verify_module
+from discovery.explain import NotInCorpus, explain
+from discovery.scoring import FIELD_WEIGHTS, round6
+from discovery.verify import CHECKS, VerifyReport, verify
+from store import ToolNotFound
+from tests.catalogs import generated_catalog
+from tests.conftest import BACKENDS, shared_path
+from tests.test_conformance import scratch_database
+
+CREATE_ISSUE = "mcp__github__create_issue"
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def real(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolIndex]:
+    """The real catalog, imported once per backend. Tests that corrupt it restore it."""
+    lines = shared_path("data/mcp-catalog.jsonl").read_text(encoding="utf-8").splitlines()
+    with scratch_database(str(request.param), tmp_path_factory.mktemp("real")) as url:
+        index = ToolIndex.open(url)
+        try:
+            index.upsert_tools(json.loads(line) for line in lines if line.strip())
+            yield index
+        finally:
+            index.close()
+
+
+def scalar(index: ToolIndex, sql: str, **params: Any) -> Any:
+    with index.engine.connect() as connection:
+        return connection.execute(text(sql), params).scalar_one()
+
+
+def execute(index: ToolIndex, sql: str, **params: Any) -> None:
+    with index.engine.begin() as connection:
+        connection.execute(text(sql), params)
+
+
+@contextmanager
+def corrupted(index: ToolIndex, damage: str, repair: str, **params: Any) -> Iterator[None]:
+    """Commit ``damage``; afterwards commit ``repair`` and check the index is sound again."""
+    execute(index, damage, **params)
+    try:
+        yield
+    finally:
+        execute(index, repair, **params)
+    assert verify(index).problems == []
+
+
+def ids(index: ToolIndex, name: str, term: str) -> dict[str, int]:
+    return {
+        "tool": scalar(index, "SELECT id FROM tools WHERE name = :n", n=name),
+        "term": scalar(index, "SELECT id FROM terms WHERE text = :t", t=term),
+    }
+
+
+# --- explain -------------------------------------------------------------------------------------
+
+
+def real_cases() -> list[dict[str, Any]]:
+    path = shared_path("conformance/ranking-real.json")
+    return list(json.loads(path.read_text(encoding="utf-8"))["cases"])
+
+
+@pytest.mark.parametrize("mode", ["all", "mcp-only"])
+def test_explained_scores_equal_search_scores_exactly(real: ToolIndex, mode: str) -> None:
+    checked = 0
+    for case in real_cases()[::8]:
+        for hit in real.search(case["query"], limit=case["limit"], mode=mode):
+            explanation = explain(real, case["query"], hit.name, mode=mode)
+            assert explanation.score == hit.score, (case["query"], hit.name)
+            checked += 1
+    assert checked > 150
+
+
+def test_explanation_of_a_worked_example(real: ToolIndex) -> None:
+    explanation = explain(real, "create github issue issue", CREATE_ISSUE)
+    assert (explanation.n_docs, explanation.avgdl, explanation.doc_len) == (757, 97.15719947159842, 80)
+    assert [(t.term, t.qtf, t.df, t.tf) for t in explanation.terms] == [
+        ("create", 1, 40, 16),
+        ("github", 1, 119, 12),
+        ("issue", 2, 30, 16),
+    ]
+    create = explanation.terms[0]
+    assert [(part.field, part.weight, part.tf) for part in create.fields] == [
+        ("name", 6, 6),
+        ("label", 4, 4),
+        ("mcp_tool_name", 4, 4),
+        ("summary", 2, 2),
+    ]
+    assert create.idf == 2.9293814115298784
+    assert create.contribution == 8.980306822092457
+    hit = real.search("create github issue issue", limit=1)[0]
+    assert (hit.name, hit.score) == (CREATE_ISSUE, explanation.score)
+    total = 0.0
+    for term in explanation.terms:
+        total += term.contribution
+    assert explanation.score == total
+
+
+def test_field_parts_split_each_contribution_by_tf_share(real: ToolIndex) -> None:
+    explanation = explain(
+        real, "list pull requests for a repository owner", "mcp__github__list_pull_requests"
+    )
+    for term in explanation.terms:
+        assert sum(part.tf for part in term.fields) == term.tf
+        assert [part.field for part in term.fields] == [
+            f for f in FIELD_WEIGHTS if f in {p.field for p in term.fields}
+        ]
+        if term.tf:
+            assert math.isclose(
+                sum(part.contribution for part in term.fields), term.contribution, rel_tol=1e-12
+            )
+            for part in term.fields:
+                assert part.contribution == term.contribution * part.tf / term.tf
+
+
+def test_unmatched_terms_are_listed_and_add_nothing(real: ToolIndex) -> None:
+    explanation = explain(real, "issue zzzunknown github", CREATE_ISSUE)
+    unknown = explanation.terms[1]
+    assert (unknown.term, unknown.df, unknown.tf, unknown.contribution, unknown.fields) == (
+        "zzzunknown",
+        0,
+        0,
+        0.0,
+        [],
+    )
+    scores = {hit.name: hit.score for hit in real.search("issue zzzunknown github", limit=50)}
+    assert explanation.score == scores[CREATE_ISSUE]
+
+
+def test_explanation_as_rows_and_json(real: ToolIndex) -> None:
+    explanation = explain(real, "github issue", CREATE_ISSUE)
+    document = explanation.as_dict()
+    assert json.loads(json.dumps(document)) == document
+    assert document["score"] == explanation.score
+    assert document["score6"] == round6(explanation.score)
+    assert {key: document[key] for key in ("query", "name", "mode", "n_docs", "doc_len")} == {
+        "query": "github issue",
+        "name": CREATE_ISSUE,
+        "mode": "all",
+        "n_docs": 757,
+        "doc_len": 80,
+    }
+    assert [term["term"] for term in document["terms"]] == ["github", "issue"]
+    rows = explanation.rows()
+    assert [row["term"] for row in rows] == ["github", "issue"]
+    assert rows[0]["fields"] == "name:6 label:4 server_name:2"
+    assert set(rows[0]) == {"term", "qtf", "df", "idf", "tf", "fields", "contribution"}
+
+
+def test_explain_excludes_what_the_read_only_corpus_excludes(index: ToolIndex) -> None:
+    index.upsert_tools(
+        [
+            {"name": "read", "description": "read files from disk"},  # essential by default
+            {"name": "cat", "description": "print files"},
+            {"name": "search_tool_bm25", "description": "files"},  # internal
+            {"name": "pin", "description": "files", "load_mode": "essential"},
+            {
+                "name": "mcp__fs__read_file",
+                "description": "read files",
+                "server_name": "fs",
+                "mcp_tool_name": "read_file",
+            },
+        ]
+    )
+    for mode, n_docs in (("all", 2), ("mcp-only", 1)):
+        hit = index.search("read files", mode=mode)[0]
+        explanation = explain(index, "read files", hit.name, mode=mode)
+        assert (hit.name, explanation.n_docs, explanation.score) == ("mcp__fs__read_file", n_docs, hit.score)
+    assert [term.df for term in explain(index, "read files", "cat").terms] == [1, 2]
+    for name, mode in (("read", "all"), ("pin", "all"), ("search_tool_bm25", "all"), ("cat", "mcp-only")):
+        with pytest.raises(NotInCorpus, match="is never ranked in mode"):
+            explain(index, "files", name, mode=mode)
+
+
+def test_explain_errors(index: ToolIndex) -> None:
+    index.upsert_tools([{"name": "cat", "description": "print files"}])
+    with pytest.raises(ToolNotFound, match="no tool named 'dog'"):
+        explain(index, "files", "dog")
+    with pytest.raises(QueryWithoutTerms):
+        explain(index, "?!", "cat")
+    with pytest.raises(ToolIndexError, match="unknown search mode"):
+        explain(index, "files", "cat", mode="off")
+
+
+# --- verify: sound indexes -----------------------------------------------------------------------
+
+
+def test_verify_accepts_a_fresh_import_of_the_real_catalog(real: ToolIndex) -> None:
+    report = verify(real)
+    assert report.ok and report.problems == []
+    stats = real.stats()
+    assert report.checked == {
+        "tools": 757,
+        "postings": stats["postings"],
+        "groups": 3,
+        "term_stats": stats["terms"],
+        "terms": stats["terms"],
+    }
+
+
+def test_verify_accepts_an_empty_index(index: ToolIndex) -> None:
+    report = verify(index)
+    assert (report.ok, report.checked["tools"], report.checked["postings"]) == (True, 0, 0)
+
+
+def test_verify_streams_tools_in_batches(index: ToolIndex, monkeypatch: pytest.MonkeyPatch) -> None:
+    index.upsert_tools(generated_catalog(30))
+    monkeypatch.setattr(verify_module, "BATCH_SIZE", 7)
+    assert verify(index).checked["tools"] == 30
+    last = generated_catalog(30)[-1]["name"]
+    execute(
+        index,
+        "UPDATE postings SET tf = tf + 100 WHERE tool_id = (SELECT id FROM tools WHERE name = :n)",
+        n=last,
+    )
+    assert any(problem.startswith(f"tool {last!r}, term ") for problem in verify(index).problems)
+
+
+# --- verify: corruptions, each named -------------------------------------------------------------
+
+
+def test_a_changed_posting_tf(real: ToolIndex) -> None:
+    key = ids(real, CREATE_ISSUE, "issue")
+    with corrupted(
+        real,
+        "UPDATE postings SET tf = tf + 1 WHERE tool_id = :tool AND term_id = :term",
+        "UPDATE postings SET tf = tf - 1 WHERE tool_id = :tool AND term_id = :term",
+        **key,
+    ):
+        report = verify(real)
+        assert not report.ok
+        assert f"tool {CREATE_ISSUE!r}, term 'issue': stored tf 17, its record gives 16" in report.problems
+
+
+def test_a_missing_posting(real: ToolIndex) -> None:
+    key = ids(real, CREATE_ISSUE, "issue")
+    with corrupted(
+        real,
+        "DELETE FROM postings WHERE tool_id = :tool AND term_id = :term",
+        "INSERT INTO postings (term_id, grp, tool_id, tf, doc_len) VALUES (:term, 2, :tool, 16, 80)",
+        **key,
+    ):
+        problems = verify(real).problems
+        assert (
+            f"tool {CREATE_ISSUE!r}: posting of term 'issue' is missing (its record gives tf 16)" in problems
+        )
+        assert "term 'issue' in group 2: stored df 30, its postings give 29" in problems
+
+
+def test_a_changed_df(real: ToolIndex) -> None:
+    key = ids(real, CREATE_ISSUE, "github")
+    with corrupted(
+        real,
+        "UPDATE term_stats SET df = df + 1 WHERE term_id = :term AND grp = 2",
+        "UPDATE term_stats SET df = df - 1 WHERE term_id = :term AND grp = 2",
+        **key,
+    ):
+        assert verify(real).problems == ["term 'github' in group 2: stored df 120, its postings give 119"]
+
+
+def test_a_changed_max_tf(real: ToolIndex) -> None:
+    key = ids(real, CREATE_ISSUE, "github")
+    max_tf = scalar(real, "SELECT max_tf FROM term_stats WHERE term_id = :term AND grp = 2", **key)
+    with corrupted(
+        real,
+        "UPDATE term_stats SET max_tf = max_tf - 1 WHERE term_id = :term AND grp = 2",
+        "UPDATE term_stats SET max_tf = max_tf + 1 WHERE term_id = :term AND grp = 2",
+        **key,
+    ):
+        assert verify(real).problems == [
+            f"term 'github' in group 2: stored max_tf {max_tf - 1}, its postings give {max_tf}"
+        ]
+
+
+def test_a_missing_term_stats_row(real: ToolIndex) -> None:
+    key = ids(real, CREATE_ISSUE, "github")
+    max_tf = scalar(real, "SELECT max_tf FROM term_stats WHERE term_id = :term AND grp = 2", **key)
+    with corrupted(
+        real,
+        "DELETE FROM term_stats WHERE term_id = :term AND grp = 2",
+        "INSERT INTO term_stats (term_id, grp, df, max_tf) VALUES (:term, 2, 119, :max_tf)",
+        max_tf=max_tf,
+        **key,
+    ):
+        assert verify(real).problems == [
+            f"term 'github' in group 2: no term_stats row, its postings give df 119, max_tf {max_tf}"
+        ]
+
+
+def test_a_changed_group_total(real: ToolIndex) -> None:
+    total = scalar(real, "SELECT total_len FROM group_stats WHERE grp = 2")
+    with corrupted(
+        real,
+        "UPDATE group_stats SET total_len = total_len + 5 WHERE grp = 2",
+        "UPDATE group_stats SET total_len = total_len - 5 WHERE grp = 2",
+    ):
+        assert verify(real).problems == [
+            f"group 2 (mcp): stored total_len {total + 5}, its tools' lengths sum to {total}"
+        ]
+
+
+def test_a_changed_group_count(real: ToolIndex) -> None:
+    with corrupted(
+        real,
+        "UPDATE group_stats SET doc_count = doc_count - 1 WHERE grp = 2",
+        "UPDATE group_stats SET doc_count = doc_count + 1 WHERE grp = 2",
+    ):
+        assert verify(real).problems == ["group 2 (mcp): stored doc_count 756, the catalog has 757"]
+
+
+def test_an_orphan_term(real: ToolIndex) -> None:
+    with corrupted(
+        real, "INSERT INTO terms (text) VALUES ('zzorphan')", "DELETE FROM terms WHERE text = 'zzorphan'"
+    ):
+        term_id = scalar(real, "SELECT id FROM terms WHERE text = 'zzorphan'")
+        assert verify(real).problems == [f"term 'zzorphan' (id {term_id}) has no postings"]
+
+
+def test_a_tool_length_out_of_step(real: ToolIndex) -> None:
+    with corrupted(
+        real,
+        "UPDATE tools SET doc_len = doc_len + 1 WHERE name = :name",
+        "UPDATE tools SET doc_len = doc_len - 1 WHERE name = :name",
+        name=CREATE_ISSUE,
+    ):
+        problems = verify(real).problems
+        assert f"tool {CREATE_ISSUE!r}: stored doc_len 81, its record gives 80" in problems
+        assert f"tool {CREATE_ISSUE!r}, term 'issue': posting doc_len 80, the tool's is 81" in problems
+        assert any(problem.startswith("group 2 (mcp): stored total_len ") for problem in problems)
+
+
+def test_a_record_edited_without_reindexing(real: ToolIndex) -> None:
+    summary = scalar(real, "SELECT summary FROM tools WHERE name = :name", name=CREATE_ISSUE)
+    with corrupted(
+        real,
+        "UPDATE tools SET summary = 'Open a ticket' WHERE name = :name",
+        "UPDATE tools SET summary = :summary WHERE name = :name",
+        name=CREATE_ISSUE,
+        summary=summary,
+    ):
+        problems = verify(real).problems
+        assert f"tool {CREATE_ISSUE!r}: stored content hash does not match its record" in problems
+        assert (
+            f"tool {CREATE_ISSUE!r}: posting of term 'ticket' is missing (its record gives tf 2)" in problems
+        )
+        assert f"tool {CREATE_ISSUE!r}, term 'issue': stored tf 16, its record gives 14" in problems
+
+
+# --- verify: the report ---------------------------------------------------------------------------
+
+
+def test_more_checks_can_be_appended(index: ToolIndex) -> None:
+    def sessions_replay(connection: Any, report: VerifyReport) -> None:
+        report.count("sessions", 2)
+        report.problem("session 's-1': replaying its log gives ['a'], stored ['a', 'b']")
+
+    report = verify(index, checks=[*CHECKS, sessions_replay])
+    assert (report.ok, report.checked["sessions"]) == (False, 2)
+    assert report.problems == ["session 's-1': replaying its log gives ['a'], stored ['a', 'b']"]
+
+
+def test_problems_beyond_the_cap_are_counted(index: ToolIndex, monkeypatch: pytest.MonkeyPatch) -> None:
+    index.upsert_tools(generated_catalog(10))
+    execute(index, "UPDATE postings SET tf = tf + 1")
+    monkeypatch.setattr(verify_module, "MAX_PROBLEMS", 3)
+    report = verify(index)
+    assert len(report.problems) == 4 and report.omitted > 0
+    assert report.problems[-1] == f"… and {report.omitted} more problems"

@@ -1,0 +1,147 @@
+"""The layering of STYLE.md, read from the source with ``ast`` (imports inside functions and under
+``TYPE_CHECKING`` count too):
+
+- ``store`` never imports ``discovery``;
+- ``discovery/tokenize.py`` imports nothing of ours, ``discovery/scoring.py`` only the tokenizer;
+- ``discovery/cli.py`` is the only module that imports ``click``;
+- ``discovery`` never builds SQL: from ``sqlalchemy`` it imports only the types ``Connection``,
+  ``Engine`` and ``URL`` (to annotate what it hands to ``store``), nothing from the ORM, Core or
+  alembic; it imports ``store`` as a package (its exported names and its modules), and from
+  ``store.engine`` only the transaction helpers and the URL defaults.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import store
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("store", "discovery", "migrations")
+OURS = {"store", "discovery", "migrations", "bench", "tests"}
+SQLALCHEMY_TYPES = {("sqlalchemy", "Connection"), ("sqlalchemy", "Engine"), ("sqlalchemy.engine", "URL")}
+STORE_ENGINE_HELPERS = {
+    "read_transaction",
+    "write_transaction",
+    "translated_errors",
+    "default_url",
+    "ENV_VAR",
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported module and, for ``from m import a, b``, the names."""
+
+    module: str
+    names: tuple[str, ...] = ()
+
+    @property
+    def top(self) -> str:
+        return self.module.split(".")[0]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> list[Import]:
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    return imports_in(path.read_text(encoding="utf-8"), package)
+
+
+def imports_in(source: str, package: str) -> list[Import]:
+    """Every import of ``source``, a module of ``package``, with relative imports made absolute."""
+    found: list[Import] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.extend(Import(alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = parts[: len(parts) - (node.level - 1)]
+                module = ".".join([*base, module] if module else base)
+            found.append(Import(module, tuple(alias.name for alias in node.names)))
+    return found
+
+
+def sources(package: str) -> list[Path]:
+    return sorted((REPO / package).rglob("*.py"))
+
+
+ALL_SOURCES = [path for package in PACKAGES for path in sources(package)]
+
+
+def relative(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
+
+
+def test_the_walker_sees_imports() -> None:
+    ranking = imports_of(REPO / "discovery" / "ranking.py")
+    assert Import("numpy") in ranking
+    assert any(imported.module == "store" and "reads" in imported.names for imported in ranking)
+    assert Import("discovery.tokenize", ("tokenize",)) in imports_of(REPO / "discovery" / "scoring.py")
+
+
+def test_relative_imports_resolve() -> None:
+    source = "from . import x\nfrom .y import z\nfrom ..store import reads\nimport click\n"
+    assert imports_in(source, "discovery.sub") == [
+        Import("discovery.sub", ("x",)),
+        Import("discovery.sub.y", ("z",)),
+        Import("discovery.store", ("reads",)),
+        Import("click"),
+    ]
+    assert module_name(REPO / "discovery" / "__init__.py") == "discovery"
+
+
+@pytest.mark.parametrize("path", sources("store"), ids=relative)
+def test_store_never_imports_discovery(path: Path) -> None:
+    assert [i.module for i in imports_of(path) if i.top in {"discovery", "click"}] == []
+
+
+@pytest.mark.parametrize(("module", "allowed"), [("tokenize", set()), ("scoring", {"discovery.tokenize"})])
+def test_tokenizer_and_scoring_are_pure(module: str, allowed: set[str]) -> None:
+    ours = {i.module for i in imports_of(REPO / "discovery" / f"{module}.py") if i.top in OURS}
+    assert ours == allowed
+
+
+@pytest.mark.parametrize("path", ALL_SOURCES, ids=relative)
+def test_only_the_cli_imports_click(path: Path) -> None:
+    uses_click = any(i.top == "click" for i in imports_of(path))
+    assert uses_click == (relative(path) == "discovery/cli.py")
+
+
+@pytest.mark.parametrize("path", sources("discovery"), ids=relative)
+def test_discovery_reaches_sql_only_through_store(path: Path) -> None:
+    wrong: list[str] = []
+    for imported in imports_of(path):
+        if imported.top in {"sqlalchemy", "alembic"}:
+            names = {(imported.module, name) for name in imported.names} or {(imported.module, "*")}
+            wrong.extend(f"{module}.{name}" for module, name in sorted(names - SQLALCHEMY_TYPES))
+        elif imported.module == "store":
+            wrong.extend(f"store.{name}" for name in imported.names if not _store_exports(name))
+        elif imported.module == "store.engine":
+            wrong.extend(
+                f"store.engine.{name}" for name in imported.names if name not in STORE_ENGINE_HELPERS
+            )
+        elif imported.top == "store":
+            wrong.append(imported.module)
+    assert wrong == []
+
+
+def _store_exports(name: str) -> bool:
+    """A name of ``store.__all__`` or one of the store's modules (``from store import reads``)."""
+    return name in store.__all__ or (REPO / "store" / f"{name}.py").exists()
+
+
+def test_migrations_use_only_the_store_schema() -> None:
+    ours = {
+        i.module for path in sources("migrations") for i in imports_of(path) if i.top in OURS - {"migrations"}
+    }
+    assert ours <= {"store.schema"}

@@ -1,0 +1,218 @@
+"""Migrations, tested the pytest-alembic way on every backend: one head, upgrade from empty, models
+in sync with the migrations, down to base and back, and the way ``ensure_schema`` treats each
+state a database can be in (SPEC §9: one clear error, nothing modified)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, inspect, text
+
+from discovery import ToolIndex
+from discovery.verify import verify
+from store import DatabaseUnavailable, SchemaOutdated, SchemaTooNew, make_engine, migrate
+from store.schema import Base
+from tests.catalogs import WORKED_EXAMPLE
+
+MODEL_TABLES = set(Base.metadata.tables)
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    """An engine on an empty database."""
+    created = make_engine(db_url)
+    try:
+        yield created
+    finally:
+        created.dispose()
+
+
+def tables(engine: Engine) -> set[str]:
+    with engine.connect() as connection:
+        return set(inspect(connection).get_table_names())
+
+
+def revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return migrate.current_revision(connection)
+
+
+def set_revision(engine: Engine, value: str) -> None:
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = :v"), {"v": value})
+
+
+def scripts() -> ScriptDirectory:
+    return ScriptDirectory.from_config(migrate.alembic_config())
+
+
+def revisions_from_base() -> list[str]:
+    return [script.revision for script in reversed(list(scripts().walk_revisions()))]
+
+
+def test_single_head_which_the_models_name() -> None:
+    assert scripts().get_heads() == [migrate.HEAD_REVISION]
+    assert migrate.head_revision() == migrate.HEAD_REVISION
+    assert migrate.known_revisions() == set(revisions_from_base())
+
+
+def test_revisions_form_one_chain_from_base() -> None:
+    chain = revisions_from_base()
+    assert scripts().get_revision(chain[0]).down_revision is None
+    for previous, current in itertools.pairwise(chain):
+        assert scripts().get_revision(current).down_revision == previous
+
+
+def test_upgrade_from_empty(engine: Engine) -> None:
+    assert revision(engine) is None
+    migrate.upgrade(engine)
+    assert revision(engine) == migrate.HEAD_REVISION
+    assert tables(engine) == MODEL_TABLES | {"alembic_version"}
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT id, generation FROM catalog_state")).all() == [(1, 0)]
+        rows = connection.execute(text("SELECT grp, doc_count, total_len FROM group_stats ORDER BY grp"))
+        assert rows.all() == [(0, 0, 0), (1, 0, 0), (2, 0, 0)]
+
+
+def test_models_match_migrations(engine: Engine) -> None:
+    migrate.upgrade(engine)
+    assert migrate.pending_model_changes(engine) == []
+
+
+def test_pending_model_changes_sees_a_difference(engine: Engine) -> None:
+    migrate.upgrade(engine)
+    with engine.begin() as connection:
+        connection.execute(text("DROP INDEX ix_postings_tool_id"))
+    assert migrate.pending_model_changes(engine) != []
+
+
+def test_downgrade_to_base_and_upgrade_back(engine: Engine) -> None:
+    migrate.upgrade(engine)
+    migrate.downgrade(engine, "base")
+    assert revision(engine) is None
+    assert tables(engine) <= {"alembic_version"}
+    migrate.upgrade(engine)
+    assert revision(engine) == migrate.HEAD_REVISION
+    assert migrate.pending_model_changes(engine) == []
+
+
+def test_each_revision_steps_down_and_up_again(engine: Engine) -> None:
+    previous = "base"
+    for current in revisions_from_base():
+        migrate.upgrade(engine, current)
+        assert revision(engine) == current
+        migrate.downgrade(engine, previous)
+        migrate.upgrade(engine, current)
+        assert revision(engine) == current
+        previous = current
+
+
+def test_a_migrated_database_holds_a_catalog_that_verifies(db_url: str) -> None:
+    with ToolIndex.open(db_url) as index:
+        index.upsert_tools(WORKED_EXAMPLE)
+        assert verify(index).ok
+    with ToolIndex.open(db_url, upgrade=False) as reopened:
+        assert [hit.name for hit in reopened.search("github", limit=2)] == [
+            "mcp__github_create_issue",
+            "mcp__github_list_pull_requests",
+        ]
+
+
+# --- ensure_schema, state by state ---------------------------------------------------------------
+
+
+def test_ensure_schema_creates_an_empty_database(engine: Engine) -> None:
+    migrate.ensure_schema(engine, upgrade_if_old=False)
+    assert revision(engine) == migrate.HEAD_REVISION
+    assert tables(engine) == MODEL_TABLES | {"alembic_version"}
+
+
+def test_ensure_schema_leaves_a_current_database_alone(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    migrate.upgrade(engine)
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("a database at head must not be migrated")
+
+    monkeypatch.setattr(migrate, "upgrade", refuse)
+    migrate.ensure_schema(engine, upgrade_if_old=True)
+    migrate.ensure_schema(engine, upgrade_if_old=False)
+
+
+def test_a_database_at_base_counts_as_empty(engine: Engine) -> None:
+    # Downgraded to base: alembic_version exists (empty), nothing else. Creating the schema is
+    # not an upgrade, so even upgrade_if_old=False creates it.
+    migrate.upgrade(engine)
+    migrate.downgrade(engine, "base")
+    assert "alembic_version" in tables(engine)
+    migrate.ensure_schema(engine, upgrade_if_old=False)
+    assert revision(engine) == migrate.HEAD_REVISION
+
+
+def test_a_newer_schema_is_refused_and_left_untouched(db_url: str, engine: Engine) -> None:
+    migrate.upgrade(engine)
+    set_revision(engine, "9999_from_the_future")
+    before = tables(engine)
+    with pytest.raises(SchemaTooNew) as raised:
+        ToolIndex.open(db_url)
+    assert str(raised.value) == (
+        "the database schema is at revision 9999_from_the_future, newer than this tool-index "
+        f"(head {migrate.HEAD_REVISION}); upgrade tool-index"
+    )
+    assert (revision(engine), tables(engine)) == ("9999_from_the_future", before)
+
+
+def test_foreign_tables_are_refused_and_left_untouched(db_url: str, engine: Engine) -> None:
+    with engine.begin() as connection:
+        connection.execute(text("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total INTEGER)"))
+    with pytest.raises(DatabaseUnavailable) as raised:
+        ToolIndex.open(db_url)
+    assert str(raised.value) == (
+        "the database holds tables but no tool-index schema revision; "
+        "point --db at a tool-index database or an empty one"
+    )
+    assert tables(engine) == {"invoices"}
+
+
+@pytest.fixture
+def older_schema(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> Engine:
+    """A database one revision behind: the code is made to believe its head is a revision 0002."""
+    migrate.upgrade(engine)
+    current = migrate.HEAD_REVISION
+    monkeypatch.setattr(migrate, "HEAD_REVISION", "0002")
+    monkeypatch.setattr(migrate, "head_revision", lambda: "0002")
+    monkeypatch.setattr(migrate, "known_revisions", lambda: {current, "0002"})
+    return engine
+
+
+def test_an_older_schema_without_upgrade_is_refused(older_schema: Engine, db_url: str) -> None:
+    with pytest.raises(SchemaOutdated) as raised:
+        migrate.ensure_schema(older_schema, upgrade_if_old=False)
+    assert str(raised.value) == (
+        f"the database schema is at revision {revision(older_schema)}, this tool-index needs 0002; "
+        "run `tool-index db upgrade`"
+    )
+    with pytest.raises(SchemaOutdated):
+        ToolIndex.open(db_url, upgrade=False)
+
+
+def test_an_older_schema_is_upgraded_when_allowed(
+    older_schema: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    upgraded: list[Engine] = []
+    monkeypatch.setattr(migrate, "upgrade", lambda engine, revision="head": upgraded.append(engine))
+    migrate.ensure_schema(older_schema, upgrade_if_old=True)
+    assert upgraded == [older_schema]
+
+
+def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"these are not the tables you are looking for\n" * 200)
+    with pytest.raises(DatabaseUnavailable, match="is not a usable SQLite database"):
+        ToolIndex.open(f"sqlite:///{path}")
+    assert path.read_bytes() == b"these are not the tables you are looking for\n" * 200

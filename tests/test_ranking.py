@@ -1,0 +1,264 @@
+"""The store-backed ranking against a brute-force BM25+ written here from SPEC §4 alone.
+
+The reference re-tokenizes every document of the corpus on each query and evaluates the formula
+in the order SPEC §4 gives, so scores must agree bit for bit, not approximately. Only ``ln`` is
+borrowed: it must be JavaScript's ``Math.log`` (``test_scoring`` pins it to V8's values).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyuca import Collator
+
+from discovery import QueryWithoutTerms, ToolIndex
+from discovery.ranking import Corpus
+from discovery.scoring import js_log
+from discovery.tokenize import tokenize
+from store import GROUP_LOCAL, GROUP_MCP
+
+WEIGHTS = {"name": 6, "label": 4, "mcp_tool_name": 4, "server_name": 2, "summary": 2, "schema_key": 1}
+ESSENTIAL_NAMES = {"read", "bash", "edit", "write", "glob", "eval"}
+INTERNAL_NAMES = {"search_tool_bm25", "resolve", "yield", "report_finding", "report_tool_issue"}
+MODE_GROUPS = {"all": (GROUP_LOCAL, GROUP_MCP), "mcp-only": (GROUP_MCP,)}
+COLLATOR = Collator()
+
+Hit = tuple[str, float]
+
+
+def weighted_terms(record: dict[str, Any]) -> Counter[str]:
+    """SPEC §4: every token occurrence adds its field's weight."""
+    fields = [("name", record["name"]), ("label", record.get("label") or record["name"])]
+    fields += [(field, record[field]) for field in ("mcp_tool_name", "server_name") if record.get(field)]
+    fields.append(("summary", record.get("description", "")))
+    fields += [("schema_key", key) for key in record.get("schema_keys", [])]
+    counts: Counter[str] = Counter()
+    for field, text in fields:
+        for token in tokenize(text):
+            counts[token] += WEIGHTS[field]
+    return counts
+
+
+def in_corpus(record: dict[str, Any], mode: str) -> bool:
+    """SPEC §5 for a session with nothing active and default settings."""
+    name, load_mode = record["name"], record.get("load_mode", "discoverable")
+    if name in INTERNAL_NAMES or name in ESSENTIAL_NAMES or load_mode == "essential":
+        return False
+    if name.startswith("mcp__"):
+        return True
+    return mode == "all" and load_mode == "discoverable"
+
+
+def reference_ranking(
+    catalog: list[dict[str, Any]], query: str, *, mode: str = "all", excluded: frozenset[str] = frozenset()
+) -> list[Hit]:
+    documents = {
+        record["name"]: weighted_terms(record)
+        for record in catalog
+        if in_corpus(record, mode) and record["name"] not in excluded
+    }
+    n_docs = len(documents)
+    lengths = {name: sum(terms.values()) for name, terms in documents.items()}
+    avgdl = sum(lengths.values()) / n_docs if n_docs else 0.0
+    if avgdl == 0:
+        avgdl = 1.0
+    query_counts = Counter(tokenize(query))  # insertion order = first appearance
+    hits: list[Hit] = []
+    for name, terms in documents.items():
+        score = 0.0
+        for term, qtf in query_counts.items():
+            tf = terms.get(term, 0)
+            if tf == 0:
+                continue
+            df = sum(1 for other in documents.values() if term in other)
+            idf = js_log(1 + (n_docs - df + 0.5) / (df + 0.5))
+            norm = 1.2 * (1 - 0.75 + 0.75 * (lengths[name] / avgdl))
+            score += qtf * idf * ((tf * (1.2 + 1)) / (tf + norm) + 1.0)
+        if score > 0:
+            hits.append((name, score))
+    return sorted(hits, key=lambda hit: (-hit[1], COLLATOR.sort_key(hit[0]), hit[0]))
+
+
+def searched(index: ToolIndex, query: str, *, limit: int = 10_000, mode: str = "all") -> list[Hit]:
+    return [(hit.name, hit.score) for hit in index.search(query, limit=limit, mode=mode)]
+
+
+def ranked(index: ToolIndex, query: str, corpus: Corpus, limit: int | None = None) -> list[Hit]:
+    return [(hit.name, hit.score) for hit in index.rank(query, corpus, limit).hits]
+
+
+# Random catalogs: few words, so terms repeat, scores tie and collation decides.
+WORDS = ["issue", "Issue", "pull", "request", "github", "slack", "message", "post", "createIssue", "a", "b"]
+PLAIN_NAMES = [
+    "a_b", "aB", "b", "Tool", "tool_a", "tool1", "grep", "find", "Find", "read", "bash", "glob",
+    "search_tool_bm25", "resolve", "web_fetch", "webFetch", "notes",
+]  # fmt: skip
+MCP_NAMES = [
+    f"mcp__{server}__{tool}"
+    for server in ("github", "slack", "Git")
+    for tool in ("create_issue", "createIssue", "post", "b", "pull_request")
+]
+TEXT = st.lists(st.sampled_from(WORDS), max_size=6).map(" ".join)
+
+
+@st.composite
+def tool_records(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "name": name,
+        "description": draw(TEXT),
+        "schema_keys": sorted(draw(st.sets(st.sampled_from(["owner", "repo", "body", "issue_id", "text"])))),
+        "load_mode": draw(st.sampled_from(["discoverable", "discoverable", "none", "essential"])),
+    }
+    if draw(st.booleans()):
+        record["label"] = draw(TEXT)
+    if name.startswith("mcp__"):
+        _, server, tool = name.split("__")
+        record.update(server_name=server, mcp_tool_name=tool, label=f"{server}/{tool}")
+    return record
+
+
+@st.composite
+def catalogs(draw: st.DrawFn) -> list[dict[str, Any]]:
+    names = draw(st.lists(st.sampled_from(PLAIN_NAMES + MCP_NAMES), unique=True, max_size=14))
+    return [draw(tool_records(name)) for name in names]
+
+
+QUERIES = st.lists(
+    st.sampled_from([*WORDS, "mcp", "tool", "git", "nothing", "1"]), min_size=1, max_size=5
+).map(" ".join)
+RANDOM = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@RANDOM
+@given(
+    catalog=catalogs(),
+    queries=st.lists(QUERIES, min_size=1, max_size=3),
+    mode=st.sampled_from(["all", "mcp-only"]),
+)
+def test_search_equals_the_brute_force_reference(
+    index: ToolIndex, catalog: list[dict[str, Any]], queries: list[str], mode: str
+) -> None:
+    index.upsert_tools(catalog, replace=True)
+    for query in queries:
+        assert searched(index, query, mode=mode) == reference_ranking(catalog, query, mode=mode)
+
+
+@RANDOM
+@given(catalog=catalogs(), query=QUERIES, data=st.data())
+def test_excluded_names_leave_the_corpus_and_its_statistics(
+    index: ToolIndex, catalog: list[dict[str, Any]], query: str, data: st.DataObject
+) -> None:
+    index.upsert_tools(catalog, replace=True)
+    mode = data.draw(st.sampled_from(["all", "mcp-only"]))
+    names = [record["name"] for record in catalog]
+    # Active tools, as a session would exclude them; unknown names are ignored.
+    active = data.draw(st.sets(st.sampled_from([*names, "mcp__gone__x", "unknown"])))
+    excluded = frozenset(active) | frozenset(ESSENTIAL_NAMES) | frozenset(INTERNAL_NAMES)
+    expected = reference_ranking(catalog, query, mode=mode, excluded=excluded)
+    assert ranked(index, query, Corpus(MODE_GROUPS[mode], excluded)) == expected
+    assert index.rank(query, Corpus(MODE_GROUPS[mode], excluded), None).total_tools == sum(
+        1 for record in catalog if in_corpus(record, mode) and record["name"] not in excluded
+    )
+
+
+@RANDOM
+@given(catalog=catalogs(), query=QUERIES, limit=st.integers(min_value=1, max_value=16))
+def test_a_limit_keeps_a_prefix_of_the_full_ranking(
+    index: ToolIndex, catalog: list[dict[str, Any]], query: str, limit: int
+) -> None:
+    index.upsert_tools(catalog, replace=True)
+    assert searched(index, query, limit=limit) == reference_ranking(catalog, query)[:limit]
+
+
+# Six tools whose only difference is the name: the name's tokens are padded with schema keys so
+# every document has the same length, the label is shared, and the query matches the summary.
+COLLATION_ORDER = ["a_b", "aB", "b", "Tool", "tool_a", "tool1"]
+
+
+def tied_tools() -> list[dict[str, Any]]:
+    tools = []
+    for name in reversed(COLLATION_ORDER):  # catalog order must not matter
+        padding = 6 * (2 - len(tokenize(name)))
+        tools.append(
+            {
+                "name": name,
+                "label": "same",
+                "description": "shared words",
+                "schema_keys": [f"pad{n}" for n in range(padding)],
+            }
+        )
+    return tools
+
+
+@pytest.fixture
+def tied(index: ToolIndex) -> Iterator[ToolIndex]:
+    index.upsert_tools(tied_tools())
+    yield index
+
+
+def test_ties_are_ordered_by_unicode_collation_not_code_points(tied: ToolIndex) -> None:
+    hits = searched(tied, "shared")
+    assert [name for name, _ in hits] == COLLATION_ORDER
+    assert len({score for _, score in hits}) == 1
+    assert sorted(COLLATION_ORDER) != COLLATION_ORDER
+    assert hits == reference_ranking(tied_tools(), "shared")
+
+
+@pytest.mark.parametrize("limit", range(1, 8))
+def test_a_limit_inside_a_tie_keeps_the_first_names_in_collation_order(tied: ToolIndex, limit: int) -> None:
+    assert [name for name, _ in searched(tied, "shared words", limit=limit)] == COLLATION_ORDER[:limit]
+
+
+def test_a_limit_between_score_levels(tied: ToolIndex) -> None:
+    # "b" also matches the name of a_b, aB and b: they lead, then the other three tie.
+    hits = searched(tied, "shared b", limit=4)
+    assert [name for name, _ in hits] == ["a_b", "aB", "b", "Tool"]
+    assert hits[2][1] > hits[3][1]
+    assert hits == reference_ranking(tied_tools(), "shared b")[:4]
+
+
+def test_modes_draw_on_different_groups(index: ToolIndex) -> None:
+    catalog = [
+        {"name": "grep", "description": "search files"},
+        {"name": "read", "description": "read files"},  # essential by name
+        {"name": "archive", "description": "files", "load_mode": "none"},  # never discoverable
+        {
+            "name": "mcp__fs__search",
+            "description": "search files",
+            "server_name": "fs",
+            "mcp_tool_name": "search",
+        },
+        {"name": "mcp__fs__pin", "description": "files", "load_mode": "essential"},
+    ]
+    index.upsert_tools(catalog)
+    assert [name for name, _ in searched(index, "files", mode="all")] == ["grep", "mcp__fs__search"]
+    assert [name for name, _ in searched(index, "files", mode="mcp-only")] == ["mcp__fs__search"]
+    for mode in MODE_GROUPS:
+        assert searched(index, "search files", mode=mode) == reference_ranking(
+            catalog, "search files", mode=mode
+        )
+
+
+def test_query_terms_count_repeats_and_unknown_terms_add_nothing(index: ToolIndex) -> None:
+    index.upsert_tools(
+        [{"name": "grep", "description": "search files"}, {"name": "ls", "description": "list"}]
+    )
+    once, twice = searched(index, "search"), searched(index, "search search zzz")
+    assert [name for name, _ in twice] == ["grep"]
+    assert twice[0][1] == 2 * once[0][1]
+
+
+def test_query_without_terms_is_an_error(index: ToolIndex) -> None:
+    index.upsert_tools([{"name": "grep"}])
+    with pytest.raises(QueryWithoutTerms, match=r"^Query must contain at least one letter or number\.$"):
+        index.search("?! —")
+
+
+def test_empty_catalog_ranks_nothing(index: ToolIndex) -> None:
+    assert searched(index, "anything") == []
+    assert index.rank("anything", Corpus(MODE_GROUPS["all"]), None).total_tools == 0
