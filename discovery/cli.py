@@ -46,6 +46,8 @@ PIPED_WIDTH = 120
 """Columns of rich output that goes to a file or a pipe (no terminal to measure)."""
 TABLE_GAP = "  "
 SOURCES = ("builtin", "mcp", "extension", "custom")
+EXAMPLE_CATALOG = Path(__file__).parent / "examples" / "demo-catalog.jsonl"
+"""A small catalog written for tool-index: built-ins and five made-up MCP servers."""
 
 
 def example(*lines: str) -> str:
@@ -126,12 +128,12 @@ def main(ctx: click.Context, db: str | None) -> None:
         "tool-index import catalog.jsonl",
         "tool-index import servers/github.json --server github --replace",
         "cat tools-list.json | tool-index import - --server github",
+        "tool-index import --example",
     ),
 )
 @click.argument(
     "paths",
     nargs=-1,
-    required=True,
     metavar="PATH...",
     type=click.Path(exists=True, dir_okay=False, allow_dash=True),
 )
@@ -147,8 +149,11 @@ def main(ctx: click.Context, db: str | None) -> None:
     help="Also remove the tools the input no longer has: those of --server, else the whole catalog.",
 )
 @click.option("--skip-invalid", is_flag=True, help="Skip bad records with a warning instead of failing.")
+@click.option("--example", is_flag=True, help="Also import the example catalog that ships with tool-index.")
 @pass_app
-def import_(app: App, paths: tuple[str, ...], server: str | None, replace: bool, skip_invalid: bool) -> None:
+def import_(
+    app: App, paths: tuple[str, ...], server: str | None, replace: bool, skip_invalid: bool, example: bool
+) -> None:
     """Add or update tools from catalog files.
 
     A catalog is a JSON array or JSON lines of tool records, or an MCP tools/list result; the
@@ -156,6 +161,10 @@ def import_(app: App, paths: tuple[str, ...], server: str | None, replace: bool,
     name: unchanged ones are not rewritten. A bad record stops the import before anything is
     written, unless --skip-invalid.
     """
+    if example:
+        paths = (*paths, str(EXAMPLE_CATALOG))
+    if not paths:
+        raise click.UsageError("give at least one PATH, or --example")
     ingested = read_catalog(paths, server=server, skip_invalid=skip_invalid)
     for message in ingested.skipped:
         click.echo(f"Warning: skipped {message}", err=True)

@@ -12,8 +12,9 @@ Every check reads the same snapshot and appends what disagrees to one ``VerifyRe
 4. ``check_orphan_terms`` — every term has postings.
 
 Tools are read in batches, so memory does not grow with the catalog. A new invariant is one more
-function appended to ``CHECKS`` (the session-log replay check, "replaying each session's log
-gives its stored selection", belongs there).
+function appended to ``CHECKS``.
+
+5. ``check_session_logs`` — replaying each session's log gives its stored lists.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from sqlalchemy import Connection
 from discovery.index import GROUP_NAMES, ToolIndex, describe_validation_error
 from discovery.indexing import indexed_tool
 from discovery.models import ToolRecord
-from store import GROUPS, GroupStats, audit
+from store import GROUPS, GroupStats, audit, sessions
 from store.engine import read_transaction
 
 MAX_PROBLEMS = 1000
@@ -179,5 +180,30 @@ def check_orphan_terms(connection: Connection, report: VerifyReport) -> None:
         report.problem(f"term {text!r} (id {term_id}) has no postings")
 
 
-CHECKS: list[Check] = [check_postings, check_group_stats, check_term_stats, check_orphan_terms]
+def check_session_logs(connection: Connection, report: VerifyReport) -> None:
+    """Replaying each session's log gives its stored active and selected lists, without repeats."""
+    states = sessions.all_sessions(connection)
+    report.count("sessions", len(states))
+    for state in states:
+        logged = sessions.events(connection, state.id)
+        report.count("session events", len(logged))
+        active, selected = sessions.replay(logged)
+        if (active, selected) != (state.active, state.selected):
+            report.problem(
+                f"session {state.id!r}: its log replays to active {active}, selected {selected}; "
+                f"stored active {state.active}, selected {state.selected}"
+            )
+        if len(set(state.selected)) != len(state.selected):
+            report.problem(f"session {state.id!r}: a tool is selected twice: {state.selected}")
+        if [entry.seq for entry in logged] != list(range(1, len(logged) + 1)):
+            report.problem(f"session {state.id!r}: its log has gaps in its sequence numbers")
+
+
+CHECKS: list[Check] = [
+    check_postings,
+    check_group_stats,
+    check_term_stats,
+    check_orphan_terms,
+    check_session_logs,
+]
 """What ``verify`` runs by default, in order; append a check to extend it."""

@@ -230,3 +230,18 @@ def test_import_session_file_restores_the_selection_in_force(example: ToolIndex,
     assert session.active == ["search_tool_bm25", "mcp__github_create_issue"]
     with example.engine.connect() as connection:
         assert sessions.replay(sessions.events(connection, "r")) == (session.active, session.selected)
+
+
+def test_verify_replays_every_session_log(example: ToolIndex) -> None:
+    from sqlalchemy import text
+
+    from discovery.verify import verify
+
+    session = example.session("v", discovery_mode="mcp-only")
+    session.search_tool.execute("c1", {"query": "github", "limit": 1})
+    report = verify(example)
+    assert report.ok and report.checked["sessions"] == 1
+    with example.engine.begin() as connection:
+        connection.execute(text("UPDATE sessions SET selected = '[]' WHERE id = 'v'"))
+    problems = verify(example).problems
+    assert len(problems) == 1 and problems[0].startswith("session 'v': its log replays to active")
