@@ -103,8 +103,8 @@ def query_rounds(
 def session_latencies(index: Any, plan: dict[str, Any], texts: Sequence[str]) -> dict[str, Any]:
     """Searches in a session with 50 active tools: ``search_tool_bm25.execute()`` (ranks,
     activates, logs: a write), with the active set put back (untimed) after each call so every
-    call ranks the same corpus; and the read-only path, ranking the session's corpus as loaded
-    by ``session.view()`` (no public API does this yet)."""
+    call ranks the same corpus; and the read-only path, ``session.preview()``: the same ranking
+    of the session's corpus, without activating or logging."""
     active = [*plan["session_active"], "search_tool_bm25"]
     session = index.session("bench-50-active", discovery_mode="all")
     session.set_active(active)
@@ -112,7 +112,7 @@ def session_latencies(index: Any, plan: dict[str, Any], texts: Sequence[str]) ->
     limit = plan["limit"]
 
     def rank_only(text: str) -> object:
-        return index.rank(text, session.view().corpus, limit)
+        return session.preview(text, limit)
 
     executed: list[float] = []
     ranked: list[float] = []

@@ -23,17 +23,17 @@ MAX_SCHEMA_DEPTH = 128
 
 
 def nesting_depth(value: Any) -> int:
-    """How deeply lists and objects nest in ``value`` (iterative: safe on hostile input)."""
-    deepest, stack = 0, [(value, 0)]
+    """How many objects and lists nest inside ``value`` (iterative: safe on hostile input)."""
+    deepest = 0
+    stack = [(value, 0)] if isinstance(value, dict | list) else []
     while stack:
         item, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if depth > MAX_SCHEMA_DEPTH:
-            break
-        if isinstance(item, dict):
-            stack.extend((child, depth + 1) for child in item.values())
-        elif isinstance(item, list):
-            stack.extend((child, depth + 1) for child in item)
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_SCHEMA_DEPTH:
+                break
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return deepest
 
 

@@ -22,9 +22,10 @@ from discovery.corpus import (
     SEARCH_TOOL_NAME,
     is_mcp_name,
 )
-from discovery.errors import ToolIndexError
-from discovery.models import utf16_sort_key
+from discovery.errors import DiscoveryDisabled, QueryWithoutTerms, ToolIndexError
+from discovery.models import SearchHit, utf16_sort_key
 from discovery.ranking import Corpus
+from discovery.scoring import query_term_counts
 from store import GROUP_LOCAL, GROUP_MCP, SessionNotFound, StoredTool, reads, sessions
 from store.engine import read_transaction, write_transaction
 
@@ -263,6 +264,28 @@ class Session:
         if state is None:
             raise SessionNotFound(f"no session {self.id!r} in the store")
         return state
+
+    def preview(self, query: str, limit: int = 8) -> list[SearchHit]:
+        """What a search would match now, without activating or logging anything.
+
+        The session's own corpus and statistics, in one read snapshot; for hosts and UIs that
+        want to show matches before committing to them.
+        """
+        from discovery.index import validate_limit
+
+        terms = query_term_counts(query)
+        if not terms:
+            raise QueryWithoutTerms()
+        limit = validate_limit(limit)
+        with read_transaction(self.index.engine) as connection:
+            view = self._view(connection)
+            if not view.corpus.groups:
+                raise DiscoveryDisabled()
+            selected = set(view.state.selected)
+            extra = len(selected - view.corpus.excluded)
+            ranking = self.index.rank_in(connection, terms, view.corpus, limit + extra)
+        hits = [hit for hit in ranking.hits if hit.name not in selected][:limit]
+        return [SearchHit(name=hit.name, score=hit.score) for hit in hits]
 
     def describe_corpus(self) -> tuple[list[tuple[str, int]], list[str], int]:
         """``(servers with counts, built-in names, corpus size)`` for the tool description."""

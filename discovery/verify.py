@@ -10,11 +10,10 @@ Every check reads the same snapshot and appends what disagrees to one ``VerifyRe
 3. ``check_term_stats`` — ``df`` and ``max_tf`` of every ``(term, group)`` equal a ``GROUP BY``
    over the postings.
 4. ``check_orphan_terms`` — every term has postings.
+5. ``check_session_logs`` — replaying each session's log gives its stored lists.
 
 Tools are read in batches, so memory does not grow with the catalog. A new invariant is one more
 function appended to ``CHECKS``.
-
-5. ``check_session_logs`` — replaying each session's log gives its stored lists.
 """
 
 from __future__ import annotations
@@ -184,6 +183,7 @@ def check_session_logs(connection: Connection, report: VerifyReport) -> None:
     """Replaying each session's log gives its stored active and selected lists, without repeats."""
     states = sessions.all_sessions(connection)
     report.count("sessions", len(states))
+    report.count("session events", 0)
     for state in states:
         logged = sessions.events(connection, state.id)
         report.count("session events", len(logged))

@@ -216,13 +216,17 @@ def _store_tools(
         ids.update({name: tool_id for name, tool_id in rows})
     term_ids = _term_ids(connection, {term for tool in tools for term in tool.terms})
     postings: list[tuple[int, int, int, int, int]] = []
+    # The loop of every import, over every posting: the delta's add_posting, inlined.
+    df, max_tf = delta.df, delta.added_max_tf
     for tool in tools:
         delta.add_document(tool.grp, tool.doc_len, +1)
-        tool_id = ids[tool.name]
+        tool_id, grp, doc_len = ids[tool.name], tool.grp, tool.doc_len
         for term, tf in tool.terms.items():
-            term_id = term_ids[term]
-            delta.add_posting(term_id, tool.grp, tf, +1)
-            postings.append((term_id, tool.grp, tool_id, tf, tool.doc_len))
+            key = (term_ids[term], grp)
+            df[key] += 1
+            if tf > max_tf.get(key, 0):
+                max_tf[key] = tf
+            postings.append((key[0], grp, tool_id, tf, doc_len))
     insert_postings(connection, postings)
 
 

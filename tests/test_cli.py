@@ -220,7 +220,7 @@ def test_import_arguments_are_checked(db_url: str, tmp_path: Path) -> None:
         "\n"
         "Error: Invalid value for 'PATH...': File 'missing.json' does not exist.\n"
     )
-    assert "Error: Missing argument 'PATH...'." in fails(db_url, "import", code=2)
+    assert "Error: give at least one PATH, or --example" in fails(db_url, "import", code=2)
     assert "is a directory" in fails(db_url, "import", str(tmp_path), code=2)
 
 

@@ -6,8 +6,8 @@
 - ``discovery/cli.py`` is the only module that imports ``click``;
 - ``discovery`` never builds SQL: from ``sqlalchemy`` it imports only the types ``Connection``,
   ``Engine`` and ``URL`` (to annotate what it hands to ``store``), nothing from the ORM, Core or
-  alembic; it imports ``store`` as a package (its exported names and its modules), and from
-  ``store.engine`` only the transaction helpers and the URL defaults.
+  alembic; it imports ``store`` as a package (its exported names and its query modules, never
+  ``store.schema``), and from ``store.engine`` only the transaction helpers and the URL defaults.
 """
 
 from __future__ import annotations
@@ -136,8 +136,11 @@ def test_discovery_reaches_sql_only_through_store(path: Path) -> None:
 
 
 def _store_exports(name: str) -> bool:
-    """A name of ``store.__all__`` or one of the store's modules (``from store import reads``)."""
-    return name in store.__all__ or (REPO / "store" / f"{name}.py").exists()
+    """A name of ``store.__all__``, or a store module other than the ORM models and the engine
+    module (``from store import reads`` is fine, ``from store import schema`` is not)."""
+    return name in store.__all__ or (
+        name not in {"schema", "engine"} and (REPO / "store" / f"{name}.py").exists()
+    )
 
 
 def test_migrations_use_only_the_store_schema() -> None:

@@ -245,3 +245,12 @@ def test_verify_replays_every_session_log(example: ToolIndex) -> None:
         connection.execute(text("UPDATE sessions SET selected = '[]' WHERE id = 'v'"))
     problems = verify(example).problems
     assert len(problems) == 1 and problems[0].startswith("session 'v': its log replays to active")
+
+
+def test_preview_ranks_the_session_corpus_without_changing_it(example: ToolIndex) -> None:
+    session = example.session("p", discovery_mode="mcp-only")
+    session.search_tool.execute("c1", {"query": "github", "limit": 1})
+    before = example.session_record("p")
+    hits = session.preview("github", limit=5)
+    assert [(hit.name, round(hit.score, 6)) for hit in hits] == [("mcp__github_list_pull_requests", 2.07053)]
+    assert example.session_record("p") == before
