@@ -106,7 +106,9 @@ def translated_errors(engine: Engine) -> Iterator[None]:
         message = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
         lowered = message.lower()
         if "readonly" in lowered or "read-only" in lowered or "read only" in lowered:
-            raise ReadOnlyDatabase(f"{where} is read-only: {message}") from exc
+            raise ReadOnlyDatabase(
+                f"{where} is read-only ({message}); use a writable file or server for changes"
+            ) from exc
         if "locked" in lowered or "busy" in lowered:
             raise ConcurrentUpdate(f"{where} stayed locked by another writer: {message}") from exc
         if "not a database" in lowered or "malformed" in lowered or "unable to open" in lowered:

@@ -18,7 +18,7 @@ import discovery.cli
 from discovery import ToolIndex
 from discovery.cli import main
 from discovery.render import render_to_text
-from store import migrate, parse_url
+from store import display_url, migrate, parse_url
 from tests.conftest import shared_path
 
 DEMO = Path(discovery.__file__).parent / "examples" / "demo-catalog.jsonl"
@@ -579,3 +579,15 @@ def test_the_installed_console_script(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stderr.startswith(f"Error: sqlite:///{garbage} is not a usable SQLite database")
     assert "Traceback" not in done.stderr
+
+
+def test_a_read_only_database(sqlite_url: str) -> None:
+    ok(sqlite_url, "import", str(DEMO))
+    path = Path(parse_url(sqlite_url).database or "")
+    before = path.read_bytes()
+    read_only = f"sqlite:///file:{path}?mode=ro&uri=true"
+    stderr = fails(read_only, "remove", "read")
+    assert stderr.startswith(f"Error: {display_url(read_only)} is read-only (") and stderr.count("\n") == 1
+    assert stderr.endswith("; use a writable file or server for changes\n")
+    assert "gitforge/create_pull_request" in ok(read_only, "search", "open a pull request")
+    assert path.read_bytes() == before

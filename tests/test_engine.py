@@ -58,7 +58,9 @@ def assert_refuses_writes_and_reads(url: str, path: Path) -> None:
     with ToolIndex.open(url) as index:
         with pytest.raises(store.ReadOnlyDatabase) as caught:
             index.upsert_tools([OTHER])
-        assert str(caught.value).endswith("is read-only: attempt to write a readonly database")
+        assert str(caught.value).endswith(
+            "is read-only (attempt to write a readonly database); use a writable file or server for changes"
+        )
         assert [hit.name for hit in index.search("text file")] == [TOOL["name"]]
         assert [tool.name for tool in index.tools()] == [TOOL["name"]]
     assert path.read_bytes() == before
