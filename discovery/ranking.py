@@ -94,6 +94,7 @@ class Ranker:
         self._documents: dict[str, StoredTool | None] = {}
         self._names: dict[int, str] = {}
         self._document_terms: dict[int, frozenset[int]] = {}
+        self._synced_on: Connection | None = None
 
     def rank(
         self,
@@ -148,6 +149,10 @@ class Ranker:
         return self._excluded_documents(connection, corpus)
 
     def _sync(self, connection: Connection) -> None:
+        """Drop the caches if the catalog changed; once per transaction (its snapshot is fixed)."""
+        if connection is self._synced_on:
+            return
+        self._synced_on = connection
         current = reads.generation(connection)
         if current != self._generation:
             self._generation = current

@@ -17,8 +17,12 @@ POSTING_DTYPE = np.dtype([("tool_id", np.int64), ("tf", np.int32), ("doc_len", n
 """One posting as the scorer reads it."""
 
 
+_GENERATION = select(CatalogState.generation).where(CatalogState.id == 1)
+"""Built once: every search starts with it."""
+
+
 def generation(connection: Connection) -> int:
-    return int(connection.execute(select(CatalogState.generation).where(CatalogState.id == 1)).scalar_one())
+    return int(connection.execute(_GENERATION).scalar_one())
 
 
 def group_stats(connection: Connection) -> dict[int, GroupStats]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
 from store.schema import CatalogState, Session, SessionEvent
 
@@ -96,8 +96,12 @@ _COLUMNS = (
 )
 
 
+_LOAD = select(*_COLUMNS).where(Session.id == bindparam("session_id"))
+"""Built once: every session call starts with it."""
+
+
 def load(connection: Connection, session_id: str) -> SessionState | None:
-    row = connection.execute(select(*_COLUMNS).where(Session.id == session_id)).one_or_none()
+    row = connection.execute(_LOAD, {"session_id": session_id}).one_or_none()
     return None if row is None else _state(row)
 
 
