@@ -13,11 +13,11 @@ from typing import Any
 
 from discovery.errors import QueryWithoutTerms, ToolIndexError
 from discovery.index import ToolIndex, read_only_corpus
+from discovery.indexing import record_fields
 from discovery.scoring import (
     FIELD_WEIGHTS,
     average_length,
     field_term_frequencies,
-    field_texts,
     idf,
     length_norm,
     query_term_counts,
@@ -155,7 +155,7 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
     avgdl = average_length(n_docs, total_len)
     excluded_df = _excluded_document_frequencies(postings, excluded)
     own = {p.term: p for p in postings.get(tool.id, []) if p.term is not None}
-    per_field = field_term_frequencies(_fields(tool))
+    per_field = field_term_frequencies(record_fields(tool))
     terms = []
     for term, qtf in query_terms.items():
         by_group = stats[term][1] if term in stats else {}
@@ -180,17 +180,6 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
         doc_len=tool.doc_len,
         norm=length_norm(tool.doc_len, avgdl),
         terms=terms,
-    )
-
-
-def _fields(tool: StoredTool) -> list[tuple[str, str]]:
-    return field_texts(
-        name=tool.name,
-        label=tool.label,
-        mcp_tool_name=tool.mcp_tool_name,
-        server_name=tool.server_name,
-        summary=tool.summary,
-        schema_keys=tool.schema_keys,
     )
 
 

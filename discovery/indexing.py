@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
+from typing import Protocol
 
 from discovery.corpus import corpus_group
 from discovery.models import ToolRecord
@@ -11,7 +13,25 @@ from discovery.scoring import document_term_frequencies, field_texts
 from store import IndexedTool
 
 
-def record_fields(record: ToolRecord) -> list[tuple[str, str]]:
+class IndexedFields(Protocol):
+    """What a tool needs to be indexed: a ``ToolRecord``, or a tool read back from the store."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def mcp_tool_name(self) -> str | None: ...
+    @property
+    def server_name(self) -> str | None: ...
+    @property
+    def summary(self) -> str: ...
+    @property
+    def schema_keys(self) -> Sequence[str]: ...
+
+
+def record_fields(record: IndexedFields) -> list[tuple[str, str]]:
+    """The ``(field, text)`` pairs a tool is indexed by."""
     return field_texts(
         name=record.name,
         label=record.label,

@@ -8,6 +8,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +41,12 @@ def shared_path(relative: str) -> Path:
     return path
 
 
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database: a SQLite file, or a fresh schema on the PostgreSQL test server."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'tools.db'}"
+@contextmanager
+def scratch_database(backend: str, directory: Path, name: str | None = None) -> Iterator[str]:
+    """An empty database: a SQLite file in ``directory``, or a fresh schema on the PostgreSQL test
+    server (dropped afterwards); skips when no server is configured."""
+    if backend == "sqlite":
+        yield f"sqlite:///{directory / (name or f'{uuid.uuid4().hex[:12]}.db')}"
         return
     server = os.environ.get(PG_ENV)
     if not server:
@@ -60,6 +62,13 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         with admin.connect() as connection:
             connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database on each backend."""
+    with scratch_database(request.param, tmp_path, "tools.db") as url:
+        yield url
 
 
 @pytest.fixture

@@ -7,46 +7,19 @@ order with the same rounded scores (and the same unrounded doubles, which is wha
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
 
 from discovery import ToolCallError, ToolIndex
 from discovery.explain import explain
 from discovery.ranking import Corpus
 from discovery.scoring import round6
 from store import GROUP_MCP
-from tests.conftest import BACKENDS, CONFORMANCE, PG_ENV, SHARED, shared_json
+from tests.conftest import BACKENDS, CONFORMANCE, SHARED, scratch_database, shared_json
 
 FILES = ("ranking-real.json", "ranking-synthetic.json")
-
-
-@contextmanager
-def scratch_database(backend: str, directory: Path) -> Iterator[str]:
-    """An empty database outliving one test: a SQLite file, or a schema on the PostgreSQL server."""
-    if backend == "sqlite":
-        yield f"sqlite:///{directory / f'{uuid.uuid4().hex}.db'}"
-        return
-    server = os.environ.get(PG_ENV)
-    if not server:
-        pytest.skip(f"set {PG_ENV} to a PostgreSQL URL to run the PostgreSQL backend")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    separator = "&" if "?" in server else "?"
-    try:
-        yield f"{server}{separator}options=-csearch_path%3D{schema}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 def catalog_of(vectors: dict[str, Any]) -> list[dict[str, Any]]:
