@@ -11,7 +11,6 @@ import dataclasses
 import json
 import shutil
 import sys
-import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -21,7 +20,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 from pydantic import ValidationError
-from rich.cells import cell_len
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -29,7 +27,7 @@ from discovery.errors import EmptyQuery, ToolIndexError
 from discovery.explain import explain as explain_score
 from discovery.index import DEFAULT_LIMIT, ToolIndex, describe_validation_error
 from discovery.ingest import read_catalog
-from discovery.render import render_result, truncate
+from discovery.render import indented, one_line, printable, render_result, table
 from discovery.scoring import round6
 from discovery.tool import json_text
 from discovery.verify import verify as verify_index
@@ -44,7 +42,6 @@ PROGRESS_MIN_RECORDS = 500
 """Imports of more records than this draw a progress bar on a terminal."""
 PIPED_WIDTH = 120
 """Columns of rich output that goes to a file or a pipe (no terminal to measure)."""
-TABLE_GAP = "  "
 SOURCES = ("builtin", "mcp", "extension", "custom")
 EXAMPLE_CATALOG = Path(__file__).parent / "examples" / "demo-catalog.jsonl"
 """A small catalog written for tool-index: built-ins and five made-up MCP servers."""
@@ -300,7 +297,7 @@ def sessions(app: App, as_json: bool) -> None:
         )
         for s in summaries
     ]
-    click.echo(_table(rows, _stdout_width()))
+    click.echo(table(rows, _stdout_width()))
 
 
 @main.group(
@@ -323,13 +320,13 @@ def session_show(app: App, session_id: str, as_json: bool) -> None:
     if as_json:
         _echo_json(record)
         return
-    click.echo(f"Session {_one_line(record['id'])}")
-    click.echo(f"  settings: {_one_line(json.dumps(record['settings'], ensure_ascii=False))}")
-    click.echo(f"  active ({len(record['active'])}): {_one_line(', '.join(record['active']))}")
-    click.echo(f"  selected ({len(record['selected'])}): {_one_line(', '.join(record['selected']))}")
+    click.echo(f"Session {one_line(record['id'])}")
+    click.echo(f"  settings: {one_line(json.dumps(record['settings'], ensure_ascii=False))}")
+    click.echo(f"  active ({len(record['active'])}): {one_line(', '.join(record['active']))}")
+    click.echo(f"  selected ({len(record['selected'])}): {one_line(', '.join(record['selected']))}")
     click.echo(f"  log ({len(record['calls'])} events):")
     for call in record["calls"]:
-        click.echo(_indented(_indented(_one_line(_event_line(call)))))
+        click.echo(indented(indented(one_line(_event_line(call)))))
 
 
 def _event_line(call: dict[str, Any]) -> str:
@@ -382,7 +379,7 @@ def session_import_jsonl(app: App, path: Path, session_id: str, mode: str | None
     if not restored.found:
         click.echo(f"{path}: no tool selection in force; {session_id} has nothing selected", err=True)
     for name in restored.missing:
-        click.echo(f"warning: {_one_line(name)} is not in the catalog; skipped", err=True)
+        click.echo(f"warning: {one_line(name)} is not in the catalog; skipped", err=True)
     click.echo(f"restored {len(restored.restored)} selected tools into {session_id}")
 
 
@@ -402,7 +399,7 @@ def tools(app: App, server: str | None, source: str | None, as_json: bool) -> No
     else:
         # Names are never cut (people copy them into other commands); summaries fill the rest.
         rows = [(t.name, t.source, t.server_name or "", t.summary) for t in found]
-        click.echo(_table([("name", "source", "server", "summary"), *rows], _stdout_width()))
+        click.echo(table([("name", "source", "server", "summary"), *rows], _stdout_width()))
 
 
 @main.command(epilog=example("tool-index show mcp__github__create_issue", "tool-index show read --json"))
@@ -418,13 +415,13 @@ def show(app: App, name: str, as_json: bool) -> None:
         return
     for key in ("name", "label", "source", "server_name", "mcp_tool_name", "load_mode"):
         if record[key] is not None:
-            click.echo(f"{key + ':':<15}{_one_line(record[key])}")
-    click.echo(f"{'schema_keys:':<15}{_one_line(', '.join(record['schema_keys']))}")
-    click.echo(f"{'summary:':<15}{_one_line(record['summary'])}")
+            click.echo(f"{key + ':':<15}{one_line(record[key])}")
+    click.echo(f"{'schema_keys:':<15}{one_line(', '.join(record['schema_keys']))}")
+    click.echo(f"{'summary:':<15}{one_line(record['summary'])}")
     click.echo("description:")
-    click.echo(_indented(_printable(record["description"])))
+    click.echo(indented(printable(record["description"], keep="\n\t")))
     click.echo("input_schema:")
-    click.echo(_indented(json.dumps(record["input_schema"], indent=2, ensure_ascii=False)))
+    click.echo(indented(json.dumps(record["input_schema"], indent=2, ensure_ascii=False)))
 
 
 @main.command(epilog=example("tool-index remove mcp__github__create_issue mcp__github__list_issues"))
@@ -465,7 +462,7 @@ def stats(app: App, as_json: bool) -> None:
         click.echo(f"{key}:" + ("" if counts else " none"))
         width = max((len(name) for name in counts), default=0)
         for name, count in counts.items():
-            click.echo(f"  {_one_line(name):<{width}}  {count}")
+            click.echo(f"  {one_line(name):<{width}}  {count}")
 
 
 @main.command(epilog=example("tool-index explain 'create a pull request' mcp__github__create_pull_request"))
@@ -492,7 +489,7 @@ def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
     if as_json:
         _echo_json(explanation.as_dict())
         return
-    click.echo(f"{_one_line(name)}  score {round6(explanation.score)}  (mode {mode})")
+    click.echo(f"{one_line(name)}  score {round6(explanation.score)}  (mode {mode})")
     click.echo(
         f"corpus: {explanation.n_docs} tools, avgdl {explanation.avgdl:.3f}; "
         f"tool length {explanation.doc_len}, norm {explanation.norm:.6f}"
@@ -503,7 +500,7 @@ def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
         rows.append((term.term, str(term.qtf), str(term.df), idf, str(term.tf), _six(term.contribution)))
         for part in term.fields:
             rows.append((f"  {part.field} ×{part.weight}", "", "", "", str(part.tf), _six(part.contribution)))
-    click.echo(_table(rows, _stdout_width()))
+    click.echo(table(rows, _stdout_width()))
 
 
 def _six(score: float) -> str:
@@ -524,7 +521,7 @@ def verify(app: App) -> None:
         click.echo(f"ok: checked {checked}")
         return
     for problem in report.problems:
-        click.echo(_one_line(problem))
+        click.echo(one_line(problem))
     found = len(report.problems) + report.omitted - (1 if report.omitted else 0)  # less the "… more" line
     raise click.ClickException(
         f"the index disagrees with its tool records: {found} problems (checked {checked})"
@@ -641,34 +638,8 @@ def _stdout_console() -> Console:
     )
 
 
-def _table(rows: list[tuple[str, ...]], width: int) -> str:
-    """Aligned columns under a header row; only the last column is cut, to fit ``width``."""
-    # Leading spaces are kept: they indent a row under the one above.
-    cleaned = [[" " * (len(cell) - len(cell.lstrip(" "))) + _one_line(cell) for cell in row] for row in rows]
-    widths = [max(cell_len(row[column]) for row in cleaned) for column in range(len(rows[0]) - 1)]
-    room = max(width - sum(widths) - len(widths) * len(TABLE_GAP), 20)
-    lines = []
-    for row in cleaned:
-        cells = [cell + " " * (widths[i] - cell_len(cell)) for i, cell in enumerate(row[:-1])]
-        lines.append(TABLE_GAP.join([*cells, truncate(row[-1], room)]).rstrip())
-    return "\n".join(lines)
-
-
 def _echo_json(value: Any) -> None:
     click.echo(json_text(value, indent=2))
-
-
-def _one_line(text: str) -> str:
-    return _printable(" ".join(text.split()))
-
-
-def _printable(text: str) -> str:
-    # Tool texts come from third-party servers: raw control characters would drive the terminal.
-    return "".join(char for char in text if char in "\n\t" or unicodedata.category(char) != "Cc")
-
-
-def _indented(text: str) -> str:
-    return "\n".join(f"  {line}" for line in text.splitlines())
 
 
 if __name__ == "__main__":

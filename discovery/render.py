@@ -12,9 +12,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import wcwidth
+from rich.cells import cell_len
 from rich.console import Console, RenderableType
 from rich.text import Text
 from rich.tree import Tree
+
+TABLE_GAP = "  "
+"""Between the columns of a table."""
 
 TITLE = "Tool Discovery"
 COLLAPSED_MATCHES = 5
@@ -109,7 +113,7 @@ def _header(details: Mapping[str, Any]) -> Text:
             f"limit:{details['limit']}",
         ]
     )
-    query = truncate(_one_line(details["query"]), LABEL_COLUMNS)
+    query = truncate(one_line(details["query"]), LABEL_COLUMNS)
     header = Text.assemble(icon, (TITLE, "bold"))
     if query:
         header.append(GROUP_SEP + query, style="cyan")
@@ -120,15 +124,15 @@ def _header(details: Mapping[str, Any]) -> Text:
 def _match_lines(match: Mapping[str, Any]) -> Text:
     """``label  server · score 1.410``, then the summary on its own line when there is one."""
     meta = []
-    server = _one_line(match.get("server_name") or "")
+    server = one_line(match.get("server_name") or "")
     if server:
         meta.append(server)
     meta.append(f"score {match['score']:.3f}")
     lines = Text.assemble(
-        (truncate(_one_line(match["label"]), LABEL_COLUMNS), "bold cyan"),
+        (truncate(one_line(match["label"]), LABEL_COLUMNS), "bold cyan"),
         (GROUP_SEP + META_SEP.join(meta), "dim"),
     )
-    summary = _one_line(match["description"])
+    summary = one_line(match["description"])
     if summary:
         lines.append("\n" + truncate(summary, SUMMARY_COLUMNS), style="dim")
     return lines
@@ -137,19 +141,42 @@ def _match_lines(match: Mapping[str, Any]) -> Text:
 def _render_fallback(text: str) -> Text:
     header = Text.assemble(("⚠ ", "yellow"), (TITLE, "bold yellow"))
     lines = (text or FALLBACK_EMPTY).split("\n")
-    body = [truncate(_printable(line.replace("\t", TAB)), FALLBACK_LINE_COLUMNS) for line in lines]
+    body = [truncate(printable(line.replace("\t", TAB)), FALLBACK_LINE_COLUMNS) for line in lines]
     return Text.assemble(header, *(("\n" + line, "dim") for line in body))
 
 
-def _one_line(text: str) -> str:
-    # Labels, server names and summaries come from third-party MCP servers: newlines and tabs
-    # would break the one-line layout, so every whitespace run becomes one space.
-    return _printable(" ".join(text.split()))
+def one_line(text: str) -> str:
+    """``text`` on one line: every whitespace run one space, control characters dropped.
+
+    Labels, server names and summaries come from third-party MCP servers: newlines and tabs
+    would break a one-line layout.
+    """
+    return printable(" ".join(text.split()))
 
 
-def _printable(text: str) -> str:
-    # Raw control characters (an ESC in a tool description) would drive the reader's terminal.
-    return "".join(char for char in text if unicodedata.category(char) != "Cc")
+def printable(text: str, *, keep: str = "") -> str:
+    """``text`` without control characters (except those in ``keep``, e.g. ``"\n"``).
+
+    Raw control characters (an ESC in a tool description) would drive the reader's terminal.
+    """
+    return "".join(char for char in text if char in keep or unicodedata.category(char) != "Cc")
+
+
+def indented(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())
+
+
+def table(rows: list[tuple[str, ...]], width: int) -> str:
+    """Aligned columns under a header row; only the last column is cut, to fit ``width``."""
+    # Leading spaces are kept: they indent a row under the one above.
+    cleaned = [[" " * (len(cell) - len(cell.lstrip(" "))) + one_line(cell) for cell in row] for row in rows]
+    widths = [max(cell_len(row[column]) for row in cleaned) for column in range(len(rows[0]) - 1)]
+    room = max(width - sum(widths) - len(widths) * len(TABLE_GAP), 20)
+    lines = []
+    for row in cleaned:
+        cells = [cell + " " * (widths[i] - cell_len(cell)) for i, cell in enumerate(row[:-1])]
+        lines.append(TABLE_GAP.join([*cells, truncate(row[-1], room)]).rstrip())
+    return "\n".join(lines)
 
 
 def _cells(grapheme: str) -> int:
