@@ -181,6 +181,10 @@ class ToolIndex:
     def corpus_size(self, connection: Connection, corpus: Corpus) -> int:
         return self._ranker.corpus_size(connection, corpus)
 
+    def sync(self, connection: Connection, generation: int) -> None:
+        """Tell the caches the catalog generation read in this transaction."""
+        self._ranker.sync(connection, generation)
+
     def known_names(self, connection: Connection, names: Sequence[str]) -> set[str]:
         """Which of ``names`` are in the catalog, from a per-process cache keyed by generation."""
         return self._ranker.known_names(connection, names)

@@ -8,7 +8,7 @@ any process bumps it and the next search here starts from fresh data.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -95,6 +95,7 @@ class Ranker:
         self._names: dict[int, str] = {}
         self._document_terms: dict[int, frozenset[int]] = {}
         self._synced_on: Connection | None = None
+        self._exclusions: dict[Corpus, Counter[int]] = {}
 
     def rank(
         self,
@@ -115,7 +116,7 @@ class Ranker:
             doc.doc_len for doc in excluded
         )
         avgdl = average_length(n_docs, total_len)
-        excluded_terms = self._terms_of(connection, [doc.id for doc in excluded])
+        excluded_df = self._excluded_df(connection, corpus, excluded)
         entries = self._term_postings(connection, list(query_terms))
         present = [entry for entry in entries.values() if entry is not None]
         norms = _norm_table(present, avgdl)
@@ -128,7 +129,7 @@ class Ranker:
                 continue
             ids = entry.tool_ids[entry.span(corpus.groups)]
             df = sum(entry.stats[g].df for g in corpus.groups if g in entry.stats)
-            df -= sum(1 for terms in excluded_terms if entry.term_id in terms)
+            df -= excluded_df.get(entry.term_id, 0)
             if df <= 0:
                 continue
             weight = qtf * idf(n_docs, df)
@@ -148,12 +149,17 @@ class Ranker:
         self._sync(connection)
         return self._excluded_documents(connection, corpus)
 
-    def _sync(self, connection: Connection) -> None:
+    def sync(self, connection: Connection, generation: int) -> None:
+        """Take the generation the caller read in this transaction, saving the query."""
+        self._synced_on = None
+        self._sync(connection, generation)
+
+    def _sync(self, connection: Connection, known: int | None = None) -> None:
         """Drop the caches if the catalog changed; once per transaction (its snapshot is fixed)."""
         if connection is self._synced_on:
             return
         self._synced_on = connection
-        current = reads.generation(connection)
+        current = reads.generation(connection) if known is None else known
         if current != self._generation:
             self._generation = current
             self._group_stats = reads.group_stats(connection)
@@ -162,6 +168,7 @@ class Ranker:
             self._documents.clear()
             self._names.clear()
             self._document_terms.clear()
+            self._exclusions.clear()
 
     def _excluded_documents(self, connection: Connection, corpus: Corpus) -> list[StoredTool]:
         self._remember_documents(connection, list(corpus.excluded))
@@ -188,6 +195,17 @@ class Ranker:
             found = reads.tools_by_names(connection, missing)
             for name in missing:
                 self._documents[name] = found.get(name)
+
+    def _excluded_df(
+        self, connection: Connection, corpus: Corpus, excluded: list[StoredTool]
+    ) -> Counter[int]:
+        """How many excluded documents hold each term: their share of every ``df``."""
+        if corpus not in self._exclusions:
+            if len(self._exclusions) >= EXCLUSION_CACHE_SIZE:
+                self._exclusions.clear()
+            terms = self._terms_of(connection, [doc.id for doc in excluded])
+            self._exclusions[corpus] = Counter(term for held in terms for term in held)
+        return self._exclusions[corpus]
 
     def _terms_of(self, connection: Connection, tool_ids: list[int]) -> list[frozenset[int]]:
         missing = [i for i in tool_ids if i not in self._document_terms]
@@ -273,6 +291,9 @@ def _load(connection: Connection, term_id: int, stats: dict[int, TermStats]) -> 
         max_id=int(rows["tool_id"].max()) if rows.size else 0,
     )
 
+
+EXCLUSION_CACHE_SIZE = 256
+"""Corpora (sessions' exclusion sets) whose per-term exclusion counts are kept."""
 
 NORM_TABLE_LIMIT = 1 << 16
 """Longest document for which length norms come from a table rather than per posting."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
@@ -80,7 +81,7 @@ def essential_names(index: ToolIndex, connection: Connection, settings: SessionS
     return list(dict.fromkeys(name for name in trimmed if name in known))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SessionView:
     """A session as one transaction sees it: the rules of SPEC §5 applied to the live catalog."""
 
@@ -91,7 +92,7 @@ class SessionView:
     live_active: list[str]
     live_selected: list[str]
 
-    @property
+    @cached_property
     def corpus(self) -> Corpus:
         groups = MODE_GROUPS.get(self.mode, ())
         return Corpus(groups, frozenset(self.state.active) | frozenset(self.essentials) | INTERNAL_NAMES)
@@ -149,6 +150,7 @@ class Session:
     def __init__(self, index: ToolIndex, session_id: str) -> None:
         self.index = index
         self.id = session_id
+        self._cached_view: tuple[tuple[int, object, int], SessionView] | None = None
 
     @classmethod
     def open(cls, index: ToolIndex, session_id: str | None, settings: dict[str, Any] | None) -> Session:
@@ -174,10 +176,15 @@ class Session:
             return self._view(connection)
 
     def _view(self, connection: Connection) -> SessionView:
-        state = sessions.load(connection, self.id)
-        if state is None:
+        state, generation = sessions.load_with_generation(connection, self.id)
+        if state is None or generation is None:
             raise SessionNotFound(f"no session {self.id!r} in the store")
-        return view_of(self.index, connection, state)
+        self.index.sync(connection, generation)
+        # The view depends only on the stored state and the catalog: reuse it while neither moved.
+        key = (state.event_count, state.updated_at, generation)
+        if self._cached_view is None or self._cached_view[0] != key:
+            self._cached_view = (key, view_of(self.index, connection, state))
+        return self._cached_view[1]
 
     @property
     def settings(self) -> SessionSettings:

@@ -100,6 +100,18 @@ _LOAD = select(*_COLUMNS).where(Session.id == bindparam("session_id"))
 """Built once: every session call starts with it."""
 
 
+_LOAD_WITH_GENERATION = select(
+    *_COLUMNS,
+    select(CatalogState.generation).where(CatalogState.id == 1).scalar_subquery().label("generation"),
+).where(Session.id == bindparam("session_id"))
+
+
+def load_with_generation(connection: Connection, session_id: str) -> tuple[SessionState | None, int | None]:
+    """The session and the catalog generation in one statement (a session read's hot path)."""
+    row = connection.execute(_LOAD_WITH_GENERATION, {"session_id": session_id}).one_or_none()
+    return (None, None) if row is None else (_state(row), int(row.generation))
+
+
 def load(connection: Connection, session_id: str) -> SessionState | None:
     row = connection.execute(_LOAD, {"session_id": session_id}).one_or_none()
     return None if row is None else _state(row)

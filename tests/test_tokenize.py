@@ -113,3 +113,11 @@ def test_tokens_are_lowercase_words(text: str) -> None:
 def test_tokenizing_tokens_again_changes_nothing(text: str) -> None:
     tokens = tokenize(text)
     assert tokenize(" ".join(tokens)) == tokens
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text(st.characters(max_codepoint=127), max_size=80))
+def test_the_ascii_path_equals_the_unicode_path(text: str) -> None:
+    from discovery.tokenize import ascii_tokens, unicode_tokens
+
+    assert ascii_tokens(text) == unicode_tokens(text)
