@@ -62,10 +62,6 @@ def postings(connection: Connection, term_id: int) -> np.ndarray:
         cursor.close()
 
 
-def tool_count(connection: Connection) -> int:
-    return int(connection.execute(select(func.count()).select_from(Tool)).scalar_one())
-
-
 _TOOL_COLUMNS = (
     Tool.id,
     Tool.name,
@@ -124,12 +120,6 @@ def all_tools(
     return [_stored(row) for row in connection.execute(query)]
 
 
-def catalog_entries(connection: Connection) -> list[tuple[int, str, int, str | None]]:
-    """``(id, name, group, server_name)`` of every tool, in catalog order: what session rules need."""
-    rows = connection.execute(select(Tool.id, Tool.name, Tool.grp, Tool.server_name).order_by(Tool.id))
-    return [(int(i), name, int(grp), server) for i, name, grp, server in rows]
-
-
 def catalog_summary(connection: Connection) -> dict[str, Any]:
     """What ``tool-index stats`` shows: sizes, average length, per-source and per-server counts."""
     groups = group_stats(connection)
@@ -169,13 +159,6 @@ def opening_candidates(
             chosen = chosen | Tool.name.in_(list(names))
         query = query.where(chosen)
     return [(name, int(grp), load_mode) for name, grp, load_mode in connection.execute(query)]
-
-
-def existing_names(connection: Connection, names: Sequence[str]) -> set[str]:
-    found: set[str] = set()
-    for part in chunks(list(dict.fromkeys(names))):
-        found.update(connection.execute(select(Tool.name).where(Tool.name.in_(part))).scalars())
-    return found
 
 
 def group_members(connection: Connection, grp: int) -> list[tuple[str, str | None]]:

@@ -184,10 +184,6 @@ def record(
     return SessionState(state.id, state.settings, active, selected, seq, state.created_at, stamp)
 
 
-def update_settings(connection: Connection, session_id: str, settings: dict[str, Any]) -> None:
-    connection.execute(update(Session).where(Session.id == session_id).values(settings=settings))
-
-
 def find_call(connection: Connection, session_id: str, call_id: str) -> LoggedEvent | None:
     """The logged search with this call id, if the session already answered it."""
     row = connection.execute(
