@@ -33,7 +33,7 @@ from store import (
     reads,
 )
 from store import sessions as store_sessions
-from store.engine import default_url, read_transaction, write_transaction
+from store.engine import default_url, read_transaction, translated_errors, write_transaction
 
 DEFAULT_LIMIT = 8
 """Matches returned when a search names no limit [fixed]."""
@@ -93,8 +93,6 @@ class ToolIndex:
         """
         engine = make_engine(url or default_url())
         try:
-            from store.engine import translated_errors
-
             with translated_errors(engine):
                 migrate.ensure_schema(engine, upgrade_if_old=upgrade)
         except BaseException:
