@@ -23,6 +23,8 @@ CHUNK = 500
 """Names or ids per ``IN (...)``: far below every backend's bound-parameter limit."""
 
 T = TypeVar("T")
+PostingRow = tuple[int, int, int, int, int]
+"""A posting row as the driver takes it: ``(term_id, grp, tool_id, tf, doc_len)``."""
 
 
 def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
@@ -215,8 +217,9 @@ def _store_tools(
         )
         ids.update({name: tool_id for name, tool_id in rows})
     term_ids = _term_ids(connection, {term for tool in tools for term in tool.terms})
-    postings: list[tuple[int, int, int, int, int]] = []
-    # The loop of every import, over every posting: the delta's add_posting, inlined.
+    # The loop of every import, over every posting: the delta's add_posting inlined, and rows
+    # bucketed by (term, group) so they come out in key order without sorting millions of rows.
+    buckets: defaultdict[tuple[int, int], list[PostingRow]] = defaultdict(list)
     df, max_tf = delta.df, delta.added_max_tf
     for tool in tools:
         delta.add_document(tool.grp, tool.doc_len, +1)
@@ -226,17 +229,23 @@ def _store_tools(
             df[key] += 1
             if tf > max_tf.get(key, 0):
                 max_tf[key] = tf
-            postings.append((key[0], grp, tool_id, tf, doc_len))
+            buckets[key].append((key[0], grp, tool_id, tf, doc_len))
+    postings: list[PostingRow] = []
+    for key in sorted(buckets):
+        bucket = buckets[key]
+        if updates:  # updated tools keep their older, smaller ids
+            bucket.sort()
+        postings.extend(bucket)
     insert_postings(connection, postings)
 
 
-def insert_postings(connection: Connection, postings: list[tuple[int, int, int, int, int]]) -> None:
-    """Bulk insert ``(term_id, grp, tool_id, tf, doc_len)`` rows: the bulk of every import.
+def insert_postings(connection: Connection, postings: list[PostingRow]) -> None:
+    """Bulk insert ``(term_id, grp, tool_id, tf, doc_len)`` rows, given in key order: the bulk of
+    every import.
 
-    Straight to the driver: SQLite's ``executemany`` in key order, so each row appends to the
-    clustered index instead of landing at random; PostgreSQL's ``COPY``.
+    Straight to the driver: SQLite's ``executemany`` (in key order, each row appends to the
+    clustered index instead of landing at random); PostgreSQL's ``COPY``.
     """
-    postings.sort()
     columns = "term_id, grp, tool_id, tf, doc_len"
     cursor = connection.connection.cursor()
     try:
