@@ -295,19 +295,17 @@ class Fts5Peer:
             self.db = None
 
 
-class RankBm25Peer:
-    """``rank_bm25.BM25Plus``: scores every document in Python for every query term."""
+class StaticPeer:
+    """What the in-memory libraries share: built once from the whole catalog, persisted to a file
+    between the build and the serve process, never updated in place."""
 
-    name = "rank_bm25"
+    name = ""
     incremental = False
     persistent = True
 
     def __init__(self, directory: Path, catalog: Path) -> None:
-        from rank_bm25 import BM25Plus
-
         self.tokenize = standalone_tokenizer()
-        self.bm25_class = BM25Plus
-        self.path = directory / "rank_bm25.pickle"
+        self.directory = directory
         self.model: Any = None
         self.names: list[str] = []
 
@@ -316,17 +314,14 @@ class RankBm25Peer:
 
     def build(self, prepared: Any) -> None:
         self.names = [record.name for record in prepared]
-        corpus = [weighted_tokens(record) for record in prepared]
-        self.model = self.bm25_class(corpus, k1=1.2, b=0.75, delta=1.0)
-        with self.path.open("wb") as out:
-            pickle.dump((self.names, self.model), out, protocol=pickle.HIGHEST_PROTOCOL)
+        self.model = self.index([weighted_tokens(record) for record in prepared])
+        self.save()
 
-    def open(self) -> None:
-        with self.path.open("rb") as src:
-            self.names, self.model = pickle.load(src)
+    def index(self, corpus: list[list[str]]) -> Any:
+        raise NotImplementedError
 
-    def search(self, query: str, k: int) -> list[Hit]:
-        return top_k(self.names, self.model.get_scores(self.tokenize(query)), k)
+    def save(self) -> None:
+        raise NotImplementedError
 
     def upsert(self, raw: Raw) -> None:
         raise NotImplementedError
@@ -338,30 +333,51 @@ class RankBm25Peer:
         self.model = None
 
 
-class Bm25sPeer:
+class RankBm25Peer(StaticPeer):
+    """``rank_bm25.BM25Plus``: scores every document in Python for every query term."""
+
+    name = "rank_bm25"
+
+    def __init__(self, directory: Path, catalog: Path) -> None:
+        from rank_bm25 import BM25Plus
+
+        super().__init__(directory, catalog)
+        self.bm25_class = BM25Plus
+        self.path = directory / "rank_bm25.pickle"
+
+    def index(self, corpus: list[list[str]]) -> Any:
+        return self.bm25_class(corpus, k1=1.2, b=0.75, delta=1.0)
+
+    def save(self) -> None:
+        with self.path.open("wb") as out:
+            pickle.dump((self.names, self.model), out, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def open(self) -> None:
+        with self.path.open("rb") as src:
+            self.names, self.model = pickle.load(src)
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        return top_k(self.names, self.model.get_scores(self.tokenize(query)), k)
+
+
+class Bm25sPeer(StaticPeer):
     """``bm25s`` with ``method="bm25+"``: eager sparse scores, numpy at query time."""
 
     name = "bm25s"
-    incremental = False
-    persistent = True
 
     def __init__(self, directory: Path, catalog: Path) -> None:
         import bm25s
 
-        self.tokenize = standalone_tokenizer()
+        super().__init__(directory, catalog)
         self.bm25s = bm25s
         self.path = directory / "bm25s"
-        self.model: Any = None
-        self.names: list[str] = []
 
-    def prepare(self, raw: Sequence[Raw]) -> Any:
-        return tool_records(raw)
+    def index(self, corpus: list[list[str]]) -> Any:
+        model = self.bm25s.BM25(method="bm25+", k1=1.2, b=0.75, delta=1.0)
+        model.index(corpus, show_progress=False)
+        return model
 
-    def build(self, prepared: Any) -> None:
-        self.names = [record.name for record in prepared]
-        corpus = [weighted_tokens(record) for record in prepared]
-        self.model = self.bm25s.BM25(method="bm25+", k1=1.2, b=0.75, delta=1.0)
-        self.model.index(corpus, show_progress=False)
+    def save(self) -> None:
         self.model.save(str(self.path))
         (self.path / "names.json").write_text(json.dumps(self.names), encoding="utf-8")
 
@@ -374,15 +390,6 @@ class Bm25sPeer:
         if not ids:
             return []
         return top_k(self.names, self.model.get_scores_from_ids(ids), k)
-
-    def upsert(self, raw: Raw) -> None:
-        raise NotImplementedError
-
-    def remove(self, name: str) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        self.model = None
 
 
 def make_peer(engine: str, directory: Path, catalog: Path) -> Peer:
