@@ -71,6 +71,16 @@ class Corpus:
 
 
 @dataclass(frozen=True, slots=True)
+class Exclusion:
+    """What a corpus takes out of its groups: the documents, their length, and per term how many
+    of them hold it."""
+
+    documents: list[StoredTool]
+    total_len: int
+    term_counts: Counter[int]
+
+
+@dataclass(frozen=True, slots=True)
 class RankedTool:
     tool_id: int
     name: str
@@ -95,7 +105,7 @@ class Ranker:
         self._names: dict[int, str] = {}
         self._document_terms: dict[int, frozenset[int]] = {}
         self._synced_on: Connection | None = None
-        self._exclusions: dict[Corpus, Counter[int]] = {}
+        self._exclusions: dict[Corpus, Exclusion] = {}
 
     def rank(
         self,
@@ -110,13 +120,11 @@ class Ranker:
         ``N``, the average length and each ``df`` is subtracted from the stored aggregates.
         """
         self._sync(connection)
-        excluded = self._excluded_documents(connection, corpus)
+        exclusion = self._exclusion(connection, corpus)
+        excluded, excluded_df = exclusion.documents, exclusion.term_counts
         n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(excluded)
-        total_len = sum(self._group_stats[g].total_len for g in corpus.groups) - sum(
-            doc.doc_len for doc in excluded
-        )
+        total_len = sum(self._group_stats[g].total_len for g in corpus.groups) - exclusion.total_len
         avgdl = average_length(n_docs, total_len)
-        excluded_df = self._excluded_df(connection, corpus, excluded)
         entries = self._term_postings(connection, list(query_terms))
         present = [entry for entry in entries.values() if entry is not None]
         norms = _norm_table(present, avgdl)
@@ -141,13 +149,13 @@ class Ranker:
     def corpus_size(self, connection: Connection, corpus: Corpus) -> int:
         """``N`` of a corpus, from the group aggregates less its excluded documents."""
         self._sync(connection)
-        excluded = self._excluded_documents(connection, corpus)
+        excluded = self._exclusion(connection, corpus).documents
         return sum(self._group_stats[g].doc_count for g in corpus.groups) - len(excluded)
 
     def excluded_documents(self, connection: Connection, corpus: Corpus) -> list[StoredTool]:
         """The catalog documents of ``corpus.groups`` that the corpus leaves out."""
         self._sync(connection)
-        return self._excluded_documents(connection, corpus)
+        return self._exclusion(connection, corpus).documents
 
     def sync(self, connection: Connection, generation: int) -> None:
         """Take the generation the caller read in this transaction, saving the query."""
@@ -196,15 +204,19 @@ class Ranker:
             for name in missing:
                 self._documents[name] = found.get(name)
 
-    def _excluded_df(
-        self, connection: Connection, corpus: Corpus, excluded: list[StoredTool]
-    ) -> Counter[int]:
-        """How many excluded documents hold each term: their share of every ``df``."""
+    def _exclusion(self, connection: Connection, corpus: Corpus) -> Exclusion:
+        """The documents ``corpus`` leaves out of its groups, with their share of the statistics
+        (cached per corpus until the catalog changes: a session's corpus recurs call after call)."""
         if corpus not in self._exclusions:
             if len(self._exclusions) >= EXCLUSION_CACHE_SIZE:
                 self._exclusions.clear()
-            terms = self._terms_of(connection, [doc.id for doc in excluded])
-            self._exclusions[corpus] = Counter(term for held in terms for term in held)
+            documents = self._excluded_documents(connection, corpus)
+            terms = self._terms_of(connection, [doc.id for doc in documents])
+            self._exclusions[corpus] = Exclusion(
+                documents=documents,
+                total_len=sum(doc.doc_len for doc in documents),
+                term_counts=Counter(term for held in terms for term in held),
+            )
         return self._exclusions[corpus]
 
     def _terms_of(self, connection: Connection, tool_ids: list[int]) -> list[frozenset[int]]:
