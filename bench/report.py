@@ -274,28 +274,19 @@ def machine_info() -> dict[str, str]:
 
 def _commit() -> str:
     """The checked-out commit, with ``+changes`` when the tree differs from it."""
-    root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}  # read only: never refresh the index
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=root,
-            check=True,
-            capture_output=True,
-            text=True,
-            env=env,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            check=True,
-            capture_output=True,
-            text=True,
-            env=env,
-        ).stdout.strip()
+        head = _git("rev-parse", "--short", "HEAD")
+        dirty = _git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return f"{head}+changes" if dirty else head
+
+
+def _git(*args: str) -> str:
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}  # read only: never refresh the index
+    done = subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True, env=env)
+    return done.stdout.strip()
 
 
 def _md_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
