@@ -3,22 +3,24 @@
 Every check reads the same snapshot and appends what disagrees to one ``VerifyReport``:
 
 1. ``check_postings`` — each tool's stored record, indexed again (``discovery.indexing``), gives
-   its stored group, length, content hash and postings, term by term (tf, and the length and
-   group each posting copies from its tool); no posting belongs to a tool that does not exist.
+   its stored group, length, content hash and postings, term by term, in both places postings
+   are kept: the tool's own indexed terms (tf) and the term index, blocks with their overrides
+   applied (tf, and the length and group each posting copies from its tool); no posting belongs
+   to a tool that does not exist.
 2. ``check_group_stats`` — ``doc_count`` and ``total_len`` of every group equal a ``GROUP BY``
    over the tools.
-3. ``check_term_stats`` — ``df`` and ``max_tf`` of every ``(term, group)`` equal a ``GROUP BY``
-   over the postings.
+3. ``check_term_stats`` — ``df`` and ``max_tf`` of every ``(term, group)`` equal those counted
+   over the term index.
 4. ``check_orphan_terms`` — every term has postings.
 5. ``check_session_logs`` — replaying each session's log gives its stored lists.
 
-Tools are read in batches, so memory does not grow with the catalog. A new invariant is one more
-function appended to ``CHECKS``.
+Tool records are re-indexed in batches; the term index is read whole (24 bytes a posting). A new
+invariant is one more function appended to ``CHECKS``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -27,7 +29,7 @@ from sqlalchemy import Connection
 from discovery.index import GROUP_NAMES, ToolIndex, describe_validation_error
 from discovery.indexing import indexed_tool
 from discovery.models import ToolRecord
-from store import GROUPS, GroupStats, audit, sessions
+from store import GROUPS, CorruptIndex, GroupStats, StoredTool, audit, sessions
 from store.engine import read_transaction
 
 MAX_PROBLEMS = 1000
@@ -69,26 +71,30 @@ def verify(index: ToolIndex, *, checks: Sequence[Check] | None = None) -> Verify
     report = VerifyReport()
     with read_transaction(index.engine) as connection:
         for check in CHECKS if checks is None else checks:
-            check(connection, report)
+            try:
+                check(connection, report)
+            except CorruptIndex as exc:  # data the check cannot even read: that is its finding
+                report.problem(str(exc))
     if report.omitted:
         report.problems.append(f"… and {report.omitted} more problems")
     return report
 
 
 def check_postings(connection: Connection, report: VerifyReport) -> None:
-    """Each tool's postings, length, group and content hash are those its record gives."""
+    """Each tool's postings, length, group and content hash are those its record gives, both in
+    its indexed terms and in the term index."""
+    indexed = audit.catalog_postings(connection)
     seen = 0
     report.count("tools", 0)
-    for batch in audit.tool_batches(connection, batch_size=BATCH_SIZE):
+    for batch in audit.tool_batches(connection, batch_size=BATCH_SIZE, indexed=indexed):
         report.count("tools", len(batch))
         for tool in batch:
-            seen += len(tool.postings)
+            seen += len(tool.indexed)
             for message in _tool_problems(tool):
                 report.problem(message)
-    stored = audit.row_count(connection, "postings")
-    report.count("postings", stored)
-    if stored != seen:
-        report.problem(f"{stored - seen} postings belong to no catalog tool")
+    report.count("postings", int(indexed.size))
+    if indexed.size != seen:
+        report.problem(f"{indexed.size - seen} postings belong to no catalog tool")
 
 
 def _tool_problems(audited: audit.AuditedTool) -> Iterator[str]:
@@ -106,16 +112,23 @@ def _tool_problems(audited: audit.AuditedTool) -> Iterator[str]:
         yield f"{where}: stored doc_len {tool.doc_len}, its record gives {expected.doc_len}"
     if audited.content_hash != expected.content_hash:
         yield f"{where}: stored content hash does not match its record"
+    yield from _posting_problems(f"{where}, indexed terms", tool, expected.terms, audited.postings)
+    yield from _posting_problems(f"{where}, term index", tool, expected.terms, audited.indexed)
+
+
+def _posting_problems(
+    where: str, tool: StoredTool, expected: Mapping[str, int], held: list[audit.StoredPosting]
+) -> Iterator[str]:
     stored: dict[str, audit.StoredPosting] = {}
-    for posting in audited.postings:
+    for posting in held:
         if posting.term is None:
             yield f"{where}: a posting refers to term id {posting.term_id}, which has no terms row"
         elif posting.term in stored:
             yield f"{where}: term {posting.term!r} has more than one posting"
         else:
             stored[posting.term] = posting
-    for term in sorted(expected.terms.keys() | stored.keys()):
-        want, have = expected.terms.get(term), stored.get(term)
+    for term in sorted(expected.keys() | stored.keys()):
+        want, have = expected.get(term), stored.get(term)
         if have is None:
             yield f"{where}: posting of term {term!r} is missing (its record gives tf {want})"
         elif want is None:
@@ -152,7 +165,8 @@ def check_group_stats(connection: Connection, report: VerifyReport) -> None:
 def check_term_stats(connection: Connection, report: VerifyReport) -> None:
     """Per term and group, the stored df and max_tf are those of the postings."""
     report.count("term_stats", audit.row_count(connection, "term_stats"))
-    for mismatch in audit.term_stat_mismatches(connection, limit=MAX_PROBLEMS):
+    indexed = audit.catalog_postings(connection)
+    for mismatch in audit.term_stat_mismatches(connection, limit=MAX_PROBLEMS, indexed=indexed):
         term = repr(mismatch.term) if mismatch.term is not None else f"id {mismatch.term_id} (no terms row)"
         where = f"term {term} in group {mismatch.grp}"
         have, want = mismatch.stored, mismatch.actual
@@ -175,7 +189,8 @@ def check_term_stats(connection: Connection, report: VerifyReport) -> None:
 def check_orphan_terms(connection: Connection, report: VerifyReport) -> None:
     """Every term is used by a posting (writes drop the terms they leave unused)."""
     report.count("terms", audit.row_count(connection, "terms"))
-    for term_id, text in audit.orphan_terms(connection, limit=MAX_PROBLEMS):
+    indexed = audit.catalog_postings(connection)
+    for term_id, text in audit.orphan_terms(connection, limit=MAX_PROBLEMS, indexed=indexed):
         report.problem(f"term {text!r} (id {term_id}) has no postings")
 
 

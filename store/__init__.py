@@ -4,6 +4,7 @@ from store import catalog, migrate, reads
 from store.engine import default_url, display_url, make_engine, parse_url
 from store.errors import (
     ConcurrentUpdate,
+    CorruptIndex,
     DatabaseUnavailable,
     ReadOnlyDatabase,
     SchemaOutdated,
@@ -21,6 +22,7 @@ __all__ = [
     "GROUP_LOCAL",
     "GROUP_MCP",
     "ConcurrentUpdate",
+    "CorruptIndex",
     "DatabaseUnavailable",
     "GroupStats",
     "IndexedTool",

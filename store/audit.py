@@ -1,5 +1,6 @@
-"""Reads for auditing the catalog: every tool with its stored postings, streamed in batches, and
-the ranking aggregates recomputed from scratch with ``GROUP BY``.
+"""Reads for auditing the catalog: every tool with its stored postings (as its indexed terms list
+them and as the term index holds them), streamed in batches, and the ranking aggregates
+recomputed from scratch.
 
 Nothing here knows how a record is tokenized; ``discovery.verify`` recomputes the postings and
 compares. Each function reads through the caller's connection, so an audit sees one snapshot.
@@ -10,15 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, exists, func, or_, select
+import numpy as np
+from sqlalchemy import Connection, func, select
 
+from store import postings
 from store.catalog import chunks
 from store.reads import _TOOL_COLUMNS
 from store.records import GroupStats, StoredTool, TermStats
-from store.schema import GroupStat, Posting, Term, TermStat, Tool
+from store.schema import GroupStat, Term, TermStat, Tool
 
 AUDIT_BATCH = 1000
-"""Tools read per batch: memory stays bounded whatever the catalog's size."""
+"""Tool rows read per batch (the term index is read whole: 24 bytes per posting)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +37,14 @@ class StoredPosting:
 
 @dataclass(frozen=True, slots=True)
 class AuditedTool:
-    """A catalog tool as stored: its record, content hash and postings (ordered by term id)."""
+    """A catalog tool as stored: its record, content hash, the postings its indexed terms list
+    (ordered by term id; group and length are the tool's), and the postings the term index
+    holds for it (ordered by term id, group)."""
 
     tool: StoredTool
     content_hash: str
     postings: list[StoredPosting]
+    indexed: list[StoredPosting]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,46 +61,86 @@ class TermStatMismatch:
     actual: TermStats | None
 
 
-def tool_batches(connection: Connection, *, batch_size: int = AUDIT_BATCH) -> Iterator[list[AuditedTool]]:
+def catalog_postings(connection: Connection) -> np.ndarray:
+    """Every posting of the term index (``store.postings.CHANGE_DTYPE``): blocks with their
+    overrides applied, sorted by (term, group, tool)."""
+    return postings.all_postings(connection)
+
+
+def tool_batches(
+    connection: Connection, *, batch_size: int = AUDIT_BATCH, indexed: np.ndarray | None = None
+) -> Iterator[list[AuditedTool]]:
     """Every catalog tool with its postings, in catalog order, ``batch_size`` tools at a time.
 
-    Batches are read by id ranges (keyset pagination), so each costs one index range.
+    Batches are read by id ranges (keyset pagination), so each costs one index range. The term
+    index side comes from ``indexed`` (default: ``catalog_postings``), regrouped by tool.
     """
+    everything = catalog_postings(connection) if indexed is None else indexed
+    by_tool = everything[np.argsort(everything["tool_id"], kind="stable")]
+    texts: dict[int, str] = {}
     last_id = 0
     while True:
         rows = connection.execute(
-            select(*_TOOL_COLUMNS, Tool.content_hash)
+            select(*_TOOL_COLUMNS, Tool.content_hash, Tool.indexed_terms)
             .where(Tool.id > last_id)
             .order_by(Tool.id)
             .limit(batch_size)
         ).all()
         if not rows:
             return
-        postings = postings_of_tools(connection, [row.id for row in rows])
-        yield [AuditedTool(StoredTool(*row[:-1]), row.content_hash, postings.get(row.id, [])) for row in rows]
+        ids = np.array([row.id for row in rows], dtype=np.int64)
+        starts = np.searchsorted(by_tool["tool_id"], ids, side="left").tolist()
+        ends = np.searchsorted(by_tool["tool_id"], ids, side="right").tolist()
+        forward = {row.id: postings.forward_entries(row.indexed_terms, row.id) for row in rows}
+        wanted = {int(t) for entries in forward.values() for t in entries["term_id"]}
+        wanted |= {int(t) for s, e in zip(starts, ends, strict=True) for t in by_tool["term_id"][s:e]}
+        _remember_texts(connection, texts, wanted)
+        batch = []
+        for row, start, end in zip(rows, starts, ends, strict=True):
+            tool = StoredTool(*row[:-2])
+            listed = [
+                StoredPosting(term_id, texts.get(term_id), tool.grp, tf, tool.doc_len)
+                for term_id, tf in forward[row.id].tolist()
+            ]
+            held = [  # by term and group still: the regrouping sort is stable
+                StoredPosting(term_id, texts.get(term_id), grp, tf, doc_len)
+                for term_id, grp, _, tf, doc_len in by_tool[start:end].tolist()
+            ]
+            batch.append(AuditedTool(tool, row.content_hash, listed, held))
+        yield batch
         last_id = rows[-1].id
 
 
+def _remember_texts(connection: Connection, texts: dict[int, str], term_ids: set[int]) -> None:
+    missing = sorted(term_ids - texts.keys())
+    for part in chunks(missing):
+        texts.update(dict(connection.execute(select(Term.id, Term.text).where(Term.id.in_(part))).all()))
+
+
 def postings_of_tools(connection: Connection, tool_ids: Sequence[int]) -> dict[int, list[StoredPosting]]:
-    """The stored postings of ``tool_ids`` with their term texts, per tool, ordered by term id."""
+    """The postings ``tool_ids`` hold, from their indexed terms, with the term texts, per tool,
+    ordered by term id."""
     found: dict[int, list[StoredPosting]] = {}
+    texts: dict[int, str] = {}
     for part in chunks(list(tool_ids)):
         rows = connection.execute(
-            select(Posting.tool_id, Posting.term_id, Term.text, Posting.grp, Posting.tf, Posting.doc_len)
-            .outerjoin(Term, Term.id == Posting.term_id)
-            .where(Posting.tool_id.in_(part))
-            .order_by(Posting.tool_id, Posting.term_id, Posting.grp)
-        )
-        for tool_id, term_id, text, grp, tf, doc_len in rows:
-            found.setdefault(tool_id, []).append(StoredPosting(term_id, text, grp, tf, doc_len))
+            select(Tool.id, Tool.grp, Tool.doc_len, Tool.indexed_terms).where(Tool.id.in_(part))
+        ).all()
+        forward = {tool_id: postings.forward_entries(packed, tool_id) for tool_id, _, _, packed in rows}
+        _remember_texts(connection, texts, {int(t) for e in forward.values() for t in e["term_id"]})
+        for tool_id, grp, doc_len, _ in rows:
+            found[tool_id] = [
+                StoredPosting(term_id, texts.get(term_id), grp, tf, doc_len)
+                for term_id, tf in forward[tool_id].tolist()
+            ]
     return found
 
 
-_TABLES = {"tools": Tool, "postings": Posting, "terms": Term, "term_stats": TermStat}
+_TABLES = {"tools": Tool, "terms": Term, "term_stats": TermStat}
 
 
 def row_count(connection: Connection, table: str) -> int:
-    """Rows in one catalog table: ``tools``, ``postings``, ``terms`` or ``term_stats``."""
+    """Rows in one catalog table: ``tools``, ``terms`` or ``term_stats``."""
     return int(connection.execute(select(func.count()).select_from(_TABLES[table])).scalar_one())
 
 
@@ -111,66 +157,48 @@ def stored_group_stats(connection: Connection) -> dict[int, GroupStats]:
     return {int(grp): GroupStats(int(count), int(total)) for grp, count, total in rows}
 
 
-def term_stat_mismatches(connection: Connection, *, limit: int) -> list[TermStatMismatch]:
-    """Up to ``limit`` ``(term, group)`` pairs whose ``term_stats`` row disagrees with the postings:
-    a wrong ``df`` or ``max_tf``, a row without postings, or postings without a row.
-
-    The comparison runs in the database, so only disagreements cross the wire.
-    """
-    actual = (
-        select(
-            Posting.term_id.label("term_id"),
-            Posting.grp.label("grp"),
-            func.count().label("df"),
-            func.max(Posting.tf).label("max_tf"),
+def term_stat_mismatches(
+    connection: Connection, *, limit: int, indexed: np.ndarray | None = None
+) -> list[TermStatMismatch]:
+    """Up to ``limit`` ``(term, group)`` pairs whose ``term_stats`` row disagrees with the term
+    index (``indexed``, default ``catalog_postings``): a wrong ``df`` or ``max_tf``, a row
+    without postings, or postings without a row. Ordered by term id, then group."""
+    everything = catalog_postings(connection) if indexed is None else indexed
+    actual: dict[tuple[int, int], TermStats] = {}
+    if everything.size:
+        terms, groups = everything["term_id"], everything["grp"]
+        starts = np.flatnonzero(np.r_[True, (terms[1:] != terms[:-1]) | (groups[1:] != groups[:-1])])
+        counts = np.diff(np.r_[starts, everything.size]).tolist()
+        largest = np.maximum.reduceat(everything["tf"], starts).tolist()
+        for term, grp, df, max_tf in zip(
+            terms[starts].tolist(), groups[starts].tolist(), counts, largest, strict=True
+        ):
+            actual[(term, grp)] = TermStats(df, max_tf)
+    stored = {
+        (int(term), int(grp)): TermStats(int(df), int(max_tf))
+        for term, grp, df, max_tf in connection.execute(
+            select(TermStat.term_id, TermStat.grp, TermStat.df, TermStat.max_tf)
         )
-        .group_by(Posting.term_id, Posting.grp)
-        .subquery()
-    )
-    same_key = and_(actual.c.term_id == TermStat.term_id, actual.c.grp == TermStat.grp)
-    wrong = (
-        select(
-            TermStat.term_id,
-            Term.text,
-            TermStat.grp,
-            TermStat.df,
-            TermStat.max_tf,
-            actual.c.df,
-            actual.c.max_tf,
-        )
-        .outerjoin(actual, same_key)
-        .outerjoin(Term, Term.id == TermStat.term_id)
-        .where(or_(actual.c.df.is_(None), actual.c.df != TermStat.df, actual.c.max_tf != TermStat.max_tf))
-        .order_by(TermStat.term_id, TermStat.grp)
-        .limit(limit)
-    )
-    missing = (
-        select(actual.c.term_id, Term.text, actual.c.grp, actual.c.df, actual.c.max_tf)
-        .outerjoin(TermStat, same_key)
-        .outerjoin(Term, Term.id == actual.c.term_id)
-        .where(TermStat.term_id.is_(None))
-        .order_by(actual.c.term_id, actual.c.grp)
-        .limit(limit)
-    )
-    found = [
-        TermStatMismatch(
-            term_id,
-            text,
-            grp,
-            TermStats(df, max_tf),
-            None if actual_df is None else TermStats(int(actual_df), int(actual_max)),
-        )
-        for term_id, text, grp, df, max_tf, actual_df, actual_max in connection.execute(wrong)
+    }
+    wrong = sorted(key for key in stored.keys() | actual.keys() if stored.get(key) != actual.get(key))[:limit]
+    texts: dict[int, str] = {}
+    _remember_texts(connection, texts, {term for term, _ in wrong})
+    return [
+        TermStatMismatch(term, texts.get(term), grp, stored.get((term, grp)), actual.get((term, grp)))
+        for term, grp in wrong
     ]
-    found.extend(
-        TermStatMismatch(term_id, text, grp, None, TermStats(int(df), int(max_tf)))
-        for term_id, text, grp, df, max_tf in connection.execute(missing)
-    )
-    return found[:limit]
 
 
-def orphan_terms(connection: Connection, *, limit: int) -> list[tuple[int, str]]:
+def orphan_terms(
+    connection: Connection, *, limit: int, indexed: np.ndarray | None = None
+) -> list[tuple[int, str]]:
     """Up to ``limit`` terms that no posting uses (every write should have dropped them)."""
-    used = exists().where(Posting.term_id == Term.id)
-    rows = connection.execute(select(Term.id, Term.text).where(~used).order_by(Term.id).limit(limit))
-    return [(int(term_id), text) for term_id, text in rows]
+    everything = catalog_postings(connection) if indexed is None else indexed
+    used = set(np.unique(everything["term_id"]).tolist())
+    found: list[tuple[int, str]] = []
+    for term_id, text in connection.execute(select(Term.id, Term.text).order_by(Term.id)):
+        if term_id not in used:
+            found.append((int(term_id), text))
+            if len(found) >= limit:
+                break
+    return found

@@ -14,17 +14,18 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+import numpy as np
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
+from store import postings
+from store.postings import Key
 from store.records import IndexedTool, WriteReport
-from store.schema import CatalogState, GroupStat, Posting, Term, TermStat, Tool
+from store.schema import CatalogState, GroupStat, Term, TermStat, Tool
 
 CHUNK = 500
 """Names or ids per ``IN (...)``: far below every backend's bound-parameter limit."""
 
 T = TypeVar("T")
-PostingRow = tuple[int, int, int, int, int]
-"""A posting row as the driver takes it: ``(term_id, grp, tool_id, tf, doc_len)``."""
 
 
 def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
@@ -79,7 +80,6 @@ def write_tools(
     if replace is not None:
         keep = {tool.name for tool in tools}
         remove = [*remove, *(name for name in _names_in_scope(connection, replace) if name not in keep)]
-    delta = _AggregateDelta()
     report = WriteReport()
     existing = _existing(connection, [tool.name for tool in tools])
     changed: list[IndexedTool] = []
@@ -96,11 +96,17 @@ def write_tools(
     removed = _existing(connection, [name for name in dict.fromkeys(remove) if name not in existing])
     report.removed.extend(removed)
     stale_ids = [existing[name][0] for name in report.updated] + [row[0] for row in removed.values()]
-    _drop_postings(connection, stale_ids, delta)
-    _delete_tools(connection, [row[0] for row in removed.values()])
-    _store_tools(connection, changed, existing, delta)
     if not changed and not stale_ids:
         return _with_generation(report, generation)
+    delta = _AggregateDelta()
+    old_postings = _current_postings(connection, stale_ids, delta)
+    _delete_tools(connection, [row[0] for row in removed.values()])
+    new_postings = _store_tools(connection, changed, existing, delta)
+    delta.add_postings(old_postings, -1)
+    delta.add_postings(new_postings, +1)
+    # A stale posting is removed unless the new version of its tool sets the same key again.
+    old_postings["tf"] = 0
+    postings.write(connection, _last_per_key(np.concatenate([old_postings, new_postings])))
     _apply_aggregates(connection, delta)
     generation += 1
     connection.execute(update(CatalogState).where(CatalogState.id == 1).values(generation=generation))
@@ -146,32 +152,60 @@ class _AggregateDelta:
     def __init__(self) -> None:
         self.doc_count: dict[int, int] = defaultdict(int)
         self.total_len: dict[int, int] = defaultdict(int)
-        self.df: dict[tuple[int, int], int] = defaultdict(int)
-        self.added_max_tf: dict[tuple[int, int], int] = {}
-        self.removed_max_tf: dict[tuple[int, int], int] = {}
+        self.df: dict[Key, int] = defaultdict(int)
+        self.added_max_tf: dict[Key, int] = {}
+        self.removed_max_tf: dict[Key, int] = {}
 
     def add_document(self, grp: int, doc_len: int, sign: int) -> None:
         self.doc_count[grp] += sign
         self.total_len[grp] += sign * doc_len
 
-    def add_posting(self, term_id: int, grp: int, tf: int, sign: int) -> None:
-        key = (term_id, grp)
-        self.df[key] += sign
+    def add_postings(self, changes: np.ndarray, sign: int) -> None:
+        """Count ``changes`` (``CHANGE_DTYPE``) in or out: per key, their number and largest tf."""
+        if changes.size == 0:
+            return
+        ordered = changes[np.lexsort((changes["grp"], changes["term_id"]))]
+        terms, groups = ordered["term_id"], ordered["grp"]
+        starts = np.flatnonzero(np.r_[True, (terms[1:] != terms[:-1]) | (groups[1:] != groups[:-1])])
+        counts = np.diff(np.r_[starts, ordered.size])
+        largest = np.maximum.reduceat(ordered["tf"], starts)
         target = self.added_max_tf if sign > 0 else self.removed_max_tf
-        target[key] = max(target.get(key, 0), tf)
+        for term, grp, count, tf in zip(
+            terms[starts].tolist(), groups[starts].tolist(), counts.tolist(), largest.tolist(), strict=True
+        ):
+            key = (term, grp)
+            self.df[key] += sign * count
+            target[key] = max(target.get(key, 0), tf)
 
 
-def _drop_postings(connection: Connection, tool_ids: Sequence[int], delta: _AggregateDelta) -> None:
+def _current_postings(connection: Connection, tool_ids: Sequence[int], delta: _AggregateDelta) -> np.ndarray:
+    """The postings ``tool_ids`` hold now (``CHANGE_DTYPE``), read from their indexed terms, and
+    their documents counted out of the group statistics."""
+    parts: list[np.ndarray] = []
     for part in chunks(tool_ids):
         rows = connection.execute(
-            select(Posting.term_id, Posting.grp, Posting.tf).where(Posting.tool_id.in_(part))
+            select(Tool.id, Tool.grp, Tool.doc_len, Tool.indexed_terms).where(Tool.id.in_(part))
         )
-        for term_id, grp, tf in rows:
-            delta.add_posting(term_id, grp, tf, -1)
-        documents = connection.execute(select(Tool.grp, Tool.doc_len).where(Tool.id.in_(part)))
-        for grp, doc_len in documents:
+        for tool_id, grp, doc_len, packed in rows:
             delta.add_document(grp, doc_len, -1)
-        connection.execute(delete(Posting).where(Posting.tool_id.in_(part)))
+            entries = postings.forward_entries(packed, tool_id)
+            held = np.empty(entries.size, postings.CHANGE_DTYPE)
+            held["term_id"], held["tf"] = entries["term_id"], entries["tf"]
+            held["grp"], held["tool_id"], held["doc_len"] = grp, tool_id, doc_len
+            parts.append(held)
+    return np.concatenate(parts) if parts else np.empty(0, postings.CHANGE_DTYPE)
+
+
+def _last_per_key(changes: np.ndarray) -> np.ndarray:
+    """One change per (term, group, tool): the last one given."""
+    order = np.lexsort((np.arange(changes.size), changes["tool_id"], changes["grp"], changes["term_id"]))
+    ordered = changes[order]
+    same_as_next = (
+        (ordered["term_id"][:-1] == ordered["term_id"][1:])
+        & (ordered["grp"][:-1] == ordered["grp"][1:])
+        & (ordered["tool_id"][:-1] == ordered["tool_id"][1:])
+    )
+    return ordered[np.r_[~same_as_next, True]] if ordered.size else ordered
 
 
 def _delete_tools(connection: Connection, tool_ids: Sequence[int]) -> None:
@@ -202,61 +236,56 @@ def _store_tools(
     tools: Sequence[IndexedTool],
     existing: dict[str, tuple[int, str]],
     delta: _AggregateDelta,
-) -> None:
-    ids: dict[str, int] = {}
-    updates = [tool for tool in tools if tool.name in existing]
-    for tool in updates:
-        tool_id = existing[tool.name][0]
-        connection.execute(update(Tool).where(Tool.id == tool_id).values(**_tool_values(tool)))
-        ids[tool.name] = tool_id
-    additions = [tool for tool in tools if tool.name not in existing]
-    for part in chunks(additions):
-        rows = connection.execute(
-            insert(Tool).returning(Tool.name, Tool.id, sort_by_parameter_order=True),
-            [_tool_values(tool) for tool in part],
-        )
-        ids.update({name: tool_id for name, tool_id in rows})
+) -> np.ndarray:
+    """Insert or update the rows of ``tools`` with their indexed terms; their postings
+    (``CHANGE_DTYPE``) to write, and their documents counted into the group statistics."""
     term_ids = _term_ids(connection, {term for tool in tools for term in tool.terms})
-    # The loop of every import, over every posting: the delta's add_posting inlined, and rows
-    # bucketed by (term, group) so they come out in key order without sorting millions of rows.
-    buckets: defaultdict[tuple[int, int], list[PostingRow]] = defaultdict(list)
-    df, max_tf = delta.df, delta.added_max_tf
+    # Every posting of the write in flat arrays, so that sorting, packing and counting them is
+    # numpy's work rather than a Python loop per posting.
+    flat_terms: list[int] = []
+    flat_tf: list[int] = []
+    counts: list[int] = []
     for tool in tools:
         delta.add_document(tool.grp, tool.doc_len, +1)
-        tool_id, grp, doc_len = ids[tool.name], tool.grp, tool.doc_len
-        for term, tf in tool.terms.items():
-            key = (term_ids[term], grp)
-            df[key] += 1
-            if tf > max_tf.get(key, 0):
-                max_tf[key] = tf
-            buckets[key].append((key[0], grp, tool_id, tf, doc_len))
-    postings: list[PostingRow] = []
-    for key in sorted(buckets):
-        bucket = buckets[key]
-        if updates:  # updated tools keep their older, smaller ids
-            bucket.sort()
-        postings.extend(bucket)
-    insert_postings(connection, postings)
+        flat_terms.extend(term_ids[term] for term in tool.terms)
+        flat_tf.extend(tool.terms.values())
+        counts.append(len(tool.terms))
+    owner = np.repeat(np.arange(len(tools)), counts)
+    entries = np.empty(len(flat_terms), postings.FORWARD_DTYPE)
+    entries["term_id"], entries["tf"] = flat_terms, flat_tf
+    order = np.lexsort((entries["term_id"], owner))
+    entries, owner = entries[order], owner[order]
+    bounds = np.r_[0, np.cumsum(counts)].tolist()
+    rows = []
+    for i, tool in enumerate(tools):
+        values = _tool_values(tool)
+        values["indexed_terms"] = entries[bounds[i] : bounds[i + 1]].tobytes()
+        rows.append(values)
+    ids = _write_rows(connection, rows, existing)
+    changes = np.empty(entries.size, postings.CHANGE_DTYPE)
+    changes["term_id"], changes["tf"] = entries["term_id"], entries["tf"]
+    changes["tool_id"] = np.asarray([ids[tool.name] for tool in tools], dtype=np.int64)[owner]
+    changes["grp"] = np.asarray([tool.grp for tool in tools], dtype=np.int16)[owner]
+    changes["doc_len"] = np.asarray([tool.doc_len for tool in tools], dtype=np.int32)[owner]
+    return changes
 
 
-def insert_postings(connection: Connection, postings: list[PostingRow]) -> None:
-    """Bulk insert ``(term_id, grp, tool_id, tf, doc_len)`` rows, given in key order: the bulk of
-    every import.
-
-    Straight to the driver: SQLite's ``executemany`` (in key order, each row appends to the
-    clustered index instead of landing at random); PostgreSQL's ``COPY``.
-    """
-    columns = "term_id, grp, tool_id, tf, doc_len"
-    cursor = connection.connection.cursor()
-    try:
-        if connection.dialect.name == "postgresql":
-            with cursor.copy(f"COPY postings ({columns}) FROM STDIN") as copy:
-                for row in postings:
-                    copy.write_row(row)
-        else:
-            cursor.executemany(f"INSERT INTO postings ({columns}) VALUES (?, ?, ?, ?, ?)", postings)
-    finally:
-        cursor.close()
+def _write_rows(
+    connection: Connection, rows: list[dict[str, Any]], existing: dict[str, tuple[int, str]]
+) -> dict[str, int]:
+    """Tool ids by name: updated rows keep theirs, new rows get theirs from the database."""
+    ids: dict[str, int] = {}
+    updates = [{"tool_id": existing[row["name"]][0], **row} for row in rows if row["name"] in existing]
+    if updates:
+        connection.execute(update(Tool).where(Tool.id == bindparam("tool_id")), updates)
+        ids.update({row["name"]: row["tool_id"] for row in updates})
+    additions = [row for row in rows if row["name"] not in existing]
+    for part in chunks(additions):
+        inserted = connection.execute(
+            insert(Tool).returning(Tool.name, Tool.id, sort_by_parameter_order=True), list(part)
+        )
+        ids.update({name: tool_id for name, tool_id in inserted})
+    return ids
 
 
 def _term_ids(connection: Connection, terms: set[str]) -> dict[str, int]:
@@ -287,30 +316,46 @@ def _apply_aggregates(connection: Connection, delta: _AggregateDelta) -> None:
         )
     keys = sorted(set(delta.df) | set(delta.added_max_tf))
     current = _term_stats(connection, keys)
-    inserts: list[dict[str, int]] = []
-    updates: list[dict[str, int]] = []
-    deletes: list[tuple[int, int]] = []
+    stats: dict[Key, tuple[int, int]] = {}
+    deletes: list[Key] = []
+    recompute: list[Key] = []
     for key in keys:
         old_df, old_max = current.get(key, (0, 0))
         df = old_df + delta.df.get(key, 0)
         if df <= 0:
             deletes.append(key)
             continue
-        max_tf = max(old_max, delta.added_max_tf.get(key, 0))
+        stats[key] = (df, max(old_max, delta.added_max_tf.get(key, 0)))
         if delta.removed_max_tf.get(key, 0) >= old_max > delta.added_max_tf.get(key, 0):
-            max_tf = _recomputed_max_tf(connection, *key)
-        values = {"term_id": key[0], "grp": key[1], "df": df, "max_tf": max_tf}
-        (updates if key in current else inserts).append(values)
+            recompute.append(key)  # a removed posting held the maximum
+    for key, block in postings.key_blocks(connection, recompute).items():
+        stats[key] = (stats[key][0], int(block.tf.max()))
+    inserts = [
+        {"term_id": key[0], "grp": key[1], "df": df, "max_tf": max_tf}
+        for key, (df, max_tf) in stats.items()
+        if key not in current
+    ]
+    updates = [
+        {"key_term": key[0], "key_grp": key[1], "df": df, "max_tf": max_tf}
+        for key, (df, max_tf) in stats.items()
+        if key in current and current[key] != (df, max_tf)
+    ]
     if inserts:
         connection.execute(insert(TermStat), inserts)
-    for values in updates:
+    if updates:
         connection.execute(
-            update(TermStat)
-            .where(TermStat.term_id == values["term_id"], TermStat.grp == values["grp"])
-            .values(df=values["df"], max_tf=values["max_tf"])
+            update(TermStat).where(
+                TermStat.term_id == bindparam("key_term"), TermStat.grp == bindparam("key_grp")
+            ),
+            updates,
         )
-    for term_id, grp in deletes:
-        connection.execute(delete(TermStat).where(TermStat.term_id == term_id, TermStat.grp == grp))
+    if deletes:
+        connection.execute(
+            delete(TermStat).where(
+                TermStat.term_id == bindparam("key_term"), TermStat.grp == bindparam("key_grp")
+            ),
+            [{"key_term": term, "key_grp": grp} for term, grp in deletes],
+        )
     _drop_orphan_terms(connection, sorted({term_id for term_id, _ in deletes}))
 
 
@@ -329,12 +374,6 @@ def _term_stats(
             if (term_id, grp) in wanted:
                 found[(term_id, grp)] = (df, max_tf)
     return found
-
-
-def _recomputed_max_tf(connection: Connection, term_id: int, grp: int) -> int:
-    """The removed posting held the maximum: find the new one among the remaining postings."""
-    query = select(func.max(Posting.tf)).where(Posting.term_id == term_id, Posting.grp == grp)
-    return int(connection.execute(query).scalar_one() or 0)
 
 
 def _drop_orphan_terms(connection: Connection, term_ids: Sequence[int]) -> None:

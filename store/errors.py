@@ -33,3 +33,7 @@ class SessionNotFound(StoreError):
 
 class ConcurrentUpdate(StoreError):
     """Another writer kept the database busy for longer than the retry budget."""
+
+
+class CorruptIndex(StoreError):
+    """Stored index data cannot be read back (``tool-index verify`` shows what is wrong)."""

@@ -9,13 +9,10 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, Row, func, select
 
+from store import postings as packed
 from store.catalog import chunks, lookup_keys, matchable
 from store.records import GroupStats, StoredTool, TermStats
-from store.schema import CatalogState, GroupStat, Posting, Term, TermStat, Tool
-
-POSTING_DTYPE = np.dtype([("tool_id", np.int64), ("tf", np.int32), ("doc_len", np.int32), ("grp", np.int8)])
-"""One posting as the scorer reads it."""
-
+from store.schema import CatalogState, GroupStat, Term, TermStat, Tool
 
 _GENERATION = select(CatalogState.generation).where(CatalogState.id == 1)
 """Built once: every search starts with it."""
@@ -45,21 +42,8 @@ def term_stats(connection: Connection, terms: Sequence[str]) -> dict[str, tuple[
 
 
 def postings(connection: Connection, term_id: int) -> np.ndarray:
-    """Every posting of one term, ordered by (group, tool id): one index range.
-
-    The hot path of a search, so it goes to the DB-API cursor of the same connection (and
-    snapshot) and hands its tuples straight to numpy.
-    """
-    marker = "?" if connection.dialect.name == "sqlite" else "%s"
-    cursor = connection.connection.cursor()
-    try:
-        cursor.execute(
-            f"SELECT tool_id, tf, doc_len, grp FROM postings WHERE term_id = {marker} ORDER BY grp, tool_id",
-            (term_id,),
-        )
-        return np.array(cursor.fetchall(), dtype=POSTING_DTYPE)
-    finally:
-        cursor.close()
+    """Every posting of one term (``store.postings.POSTING_DTYPE``), ordered by (group, tool id)."""
+    return packed.term_postings(connection, term_id)
 
 
 _TOOL_COLUMNS = (
@@ -136,7 +120,7 @@ def catalog_summary(connection: Connection) -> dict[str, Any]:
     return {
         "tools": tools,
         "terms": int(connection.execute(select(func.count()).select_from(Term)).scalar_one()),
-        "postings": int(connection.execute(select(func.count()).select_from(Posting)).scalar_one()),
+        "postings": int(connection.execute(select(func.coalesce(func.sum(TermStat.df), 0))).scalar_one()),
         "avgdl": total_len / tools if tools else 0.0,
         "generation": generation(connection),
         "sources": dict(sorted(by_source.items())),
@@ -175,11 +159,11 @@ def group_server_counts(connection: Connection, grp: int) -> dict[str | None, in
 
 
 def term_ids_of_tools(connection: Connection, tool_ids: Sequence[int]) -> dict[int, frozenset[int]]:
-    """The terms each tool's postings hold (through the postings' tool index)."""
-    found: dict[int, set[int]] = {tool_id: set() for tool_id in tool_ids}
+    """The terms each tool holds, from its indexed terms."""
+    found: dict[int, frozenset[int]] = {tool_id: frozenset() for tool_id in tool_ids}
     for part in chunks(list(tool_ids)):
-        for tool_id, term_id in connection.execute(
-            select(Posting.tool_id, Posting.term_id).where(Posting.tool_id.in_(part))
+        for tool_id, indexed in connection.execute(
+            select(Tool.id, Tool.indexed_terms).where(Tool.id.in_(part))
         ):
-            found[tool_id].add(term_id)
-    return {tool_id: frozenset(terms) for tool_id, terms in found.items()}
+            found[tool_id] = frozenset(packed.forward_entries(indexed, tool_id)["term_id"].tolist())
+    return found

@@ -1,7 +1,8 @@
 """SQLAlchemy models of the catalog, its postings and aggregates, and the session store.
 
-Postings carry the document length and the corpus group of their tool, so a query reads only the
-postings of its terms — one index range per term — and never the tool table.
+Postings are packed per (term, group) with the document length of each tool, so a query reads
+only the blocks of its terms — one row per term and group — and never the tool table
+(``store.postings`` explains the layout).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     SmallInteger,
     String,
@@ -65,6 +67,10 @@ class Tool(Base):
     grp: Mapped[int] = mapped_column(SmallInteger)
     doc_len: Mapped[int] = mapped_column(Integer)
     content_hash: Mapped[str] = mapped_column(String(64))
+    indexed_terms: Mapped[bytes] = mapped_column(LargeBinary)
+    """The tool's postings seen from the tool: ``(term id, weighted tf)`` pairs packed as
+    ``store.postings.FORWARD_DTYPE``, sorted by term id. Writes read it to undo a tool's
+    postings without scanning the blocks; ``verify`` checks it against both."""
 
 
 class Term(Base):
@@ -90,19 +96,33 @@ class TermStat(Base):
     max_tf: Mapped[int] = mapped_column(Integer)
 
 
-class Posting(Base):
-    """A term in a tool, with its weighted tf and (denormalized) the tool's length and group."""
+class PostingBlock(Base):
+    """The postings of one term in one corpus group, packed by ``store.postings``."""
 
-    __tablename__ = "postings"
+    __tablename__ = "posting_blocks"
 
     term_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     grp: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
-    tool_id: Mapped[int] = mapped_column(ForeignKey("tools.id", ondelete="CASCADE"), primary_key=True)
+    size: Mapped[int] = mapped_column(Integer)
+    tool_ids: Mapped[bytes] = mapped_column(LargeBinary)
+    tfs: Mapped[bytes] = mapped_column(LargeBinary)
+    doc_lens: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class PostingDelta(Base):
+    """Recent changes to the blocks: the entry of (term, group, tool) is set (``tf > 0``) or
+    removed (``tf = 0``) until a write merges the key's overrides into its block."""
+
+    __tablename__ = "posting_delta"
+
+    term_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    grp: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    tool_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     tf: Mapped[int] = mapped_column(Integer)
     doc_len: Mapped[int] = mapped_column(Integer)
 
-    # Clustered by (term, group, tool) on SQLite: a term's postings are one contiguous range.
-    __table_args__ = (Index("ix_postings_tool_id", "tool_id"), {"sqlite_with_rowid": False})
+    # Clustered by (term, group, tool) on SQLite: a term's overrides are one contiguous range.
+    __table_args__ = ({"sqlite_with_rowid": False},)
 
 
 class GroupStat(Base):

@@ -17,7 +17,7 @@ from discovery import verify as verify_module
 from discovery.explain import NotInCorpus, explain
 from discovery.scoring import FIELD_WEIGHTS, round6
 from discovery.verify import CHECKS, VerifyReport, verify
-from store import ToolNotFound
+from store import CorruptIndex, ToolNotFound
 from tests.catalogs import generated_catalog
 from tests.conftest import BACKENDS, shared_path
 from tests.test_conformance import scratch_database
@@ -223,43 +223,76 @@ def test_verify_streams_tools_in_batches(index: ToolIndex, monkeypatch: pytest.M
     monkeypatch.setattr(verify_module, "BATCH_SIZE", 7)
     assert verify(index).checked["tools"] == 30
     last = generated_catalog(30)[-1]["name"]
-    execute(
-        index,
-        "UPDATE postings SET tf = tf + 100 WHERE tool_id = (SELECT id FROM tools WHERE name = :n)",
-        n=last,
-    )
-    assert any(problem.startswith(f"tool {last!r}, term ") for problem in verify(index).problems)
+    execute(index, "UPDATE tools SET indexed_terms = :empty WHERE name = :n", empty=b"", n=last)
+    assert any(problem.startswith(f"tool {last!r}, indexed terms: ") for problem in verify(index).problems)
 
 
 # --- verify: corruptions, each named -------------------------------------------------------------
 
+# A fresh import writes whole blocks and no overrides, so an override row added here is the only
+# one, and deleting it restores the index.
+OVERRIDE = "INSERT INTO posting_delta (term_id, grp, tool_id, tf, doc_len) VALUES (:term, 2, :tool, :tf, 80)"
+NO_OVERRIDE = "DELETE FROM posting_delta WHERE term_id = :term AND grp = 2 AND tool_id = :tool"
+
 
 def test_a_changed_posting_tf(real: ToolIndex) -> None:
     key = ids(real, CREATE_ISSUE, "issue")
-    with corrupted(
-        real,
-        "UPDATE postings SET tf = tf + 1 WHERE tool_id = :tool AND term_id = :term",
-        "UPDATE postings SET tf = tf - 1 WHERE tool_id = :tool AND term_id = :term",
-        **key,
-    ):
+    with corrupted(real, OVERRIDE, NO_OVERRIDE, tf=17, **key):
         report = verify(real)
         assert not report.ok
-        assert f"tool {CREATE_ISSUE!r}, term 'issue': stored tf 17, its record gives 16" in report.problems
+        assert (
+            f"tool {CREATE_ISSUE!r}, term index, term 'issue': stored tf 17, its record gives 16"
+            in report.problems
+        )
 
 
 def test_a_missing_posting(real: ToolIndex) -> None:
     key = ids(real, CREATE_ISSUE, "issue")
-    with corrupted(
-        real,
-        "DELETE FROM postings WHERE tool_id = :tool AND term_id = :term",
-        "INSERT INTO postings (term_id, grp, tool_id, tf, doc_len) VALUES (:term, 2, :tool, 16, 80)",
-        **key,
-    ):
+    with corrupted(real, OVERRIDE, NO_OVERRIDE, tf=0, **key):
         problems = verify(real).problems
         assert (
-            f"tool {CREATE_ISSUE!r}: posting of term 'issue' is missing (its record gives tf 16)" in problems
+            f"tool {CREATE_ISSUE!r}, term index: posting of term 'issue' is missing (its record gives tf 16)"
+            in problems
         )
         assert "term 'issue' in group 2: stored df 30, its postings give 29" in problems
+        assert CREATE_ISSUE not in [hit.name for hit in real.search("issue")]
+
+
+def test_lost_indexed_terms(real: ToolIndex) -> None:
+    packed = scalar(real, "SELECT indexed_terms FROM tools WHERE name = :name", name=CREATE_ISSUE)
+    with corrupted(
+        real,
+        "UPDATE tools SET indexed_terms = :empty WHERE name = :name",
+        "UPDATE tools SET indexed_terms = :packed WHERE name = :name",
+        empty=b"",
+        packed=bytes(packed),
+        name=CREATE_ISSUE,
+    ):
+        problems = verify(real).problems
+        missing = "posting of term 'issue' is missing (its record gives tf 16)"
+        assert f"tool {CREATE_ISSUE!r}, indexed terms: {missing}" in problems
+        assert not any(", term index" in problem for problem in problems)
+
+
+def test_a_torn_posting_block(real: ToolIndex) -> None:
+    key = ids(real, CREATE_ISSUE, "issue")
+    tfs = bytes(scalar(real, "SELECT tfs FROM posting_blocks WHERE term_id = :term AND grp = 2", **key))
+    with corrupted(
+        real,
+        "UPDATE posting_blocks SET tfs = :torn WHERE term_id = :term AND grp = 2",
+        "UPDATE posting_blocks SET tfs = :tfs WHERE term_id = :term AND grp = 2",
+        torn=tfs[:-1],
+        tfs=tfs,
+        term=key["term"],
+    ):
+        problems = verify(real).problems
+        assert problems and all(f"posting block of term id {key['term']}, group 2" in p for p in problems)
+        fresh = ToolIndex.open(real.engine.url.render_as_string(hide_password=False))  # no cached postings
+        try:
+            with pytest.raises(CorruptIndex, match=f"posting block of term id {key['term']}, group 2"):
+                fresh.search("create an issue")
+        finally:
+            fresh.close()
 
 
 def test_a_changed_df(real: ToolIndex) -> None:
@@ -340,7 +373,8 @@ def test_a_tool_length_out_of_step(real: ToolIndex) -> None:
     ):
         problems = verify(real).problems
         assert f"tool {CREATE_ISSUE!r}: stored doc_len 81, its record gives 80" in problems
-        assert f"tool {CREATE_ISSUE!r}, term 'issue': posting doc_len 80, the tool's is 81" in problems
+        longer = "posting doc_len 80, the tool's is 81"
+        assert f"tool {CREATE_ISSUE!r}, term index, term 'issue': {longer}" in problems
         assert any(problem.startswith("group 2 (mcp): stored total_len ") for problem in problems)
 
 
@@ -355,10 +389,13 @@ def test_a_record_edited_without_reindexing(real: ToolIndex) -> None:
     ):
         problems = verify(real).problems
         assert f"tool {CREATE_ISSUE!r}: stored content hash does not match its record" in problems
-        assert (
-            f"tool {CREATE_ISSUE!r}: posting of term 'ticket' is missing (its record gives tf 2)" in problems
-        )
-        assert f"tool {CREATE_ISSUE!r}, term 'issue': stored tf 16, its record gives 14" in problems
+        for where in ("indexed terms", "term index"):
+            assert (
+                f"tool {CREATE_ISSUE!r}, {where}: posting of term 'ticket' is missing (its record gives tf 2)"
+                in problems
+            )
+            changed = "stored tf 16, its record gives 14"
+            assert f"tool {CREATE_ISSUE!r}, {where}, term 'issue': {changed}" in problems
 
 
 # --- verify: the report ---------------------------------------------------------------------------
@@ -376,7 +413,7 @@ def test_more_checks_can_be_appended(index: ToolIndex) -> None:
 
 def test_problems_beyond_the_cap_are_counted(index: ToolIndex, monkeypatch: pytest.MonkeyPatch) -> None:
     index.upsert_tools(generated_catalog(10))
-    execute(index, "UPDATE postings SET tf = tf + 1")
+    execute(index, "UPDATE tools SET indexed_terms = :empty", empty=b"")
     monkeypatch.setattr(verify_module, "MAX_PROBLEMS", 3)
     report = verify(index)
     assert len(report.problems) == 4 and report.omitted > 0

@@ -5,18 +5,23 @@ state a database can be in (SPEC §9: one clear error, nothing modified)."""
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 
 from discovery import ToolIndex
+from discovery.indexing import indexed_tool
+from discovery.models import ToolRecord
 from discovery.verify import verify
 from store import DatabaseUnavailable, SchemaOutdated, SchemaTooNew, make_engine, migrate
+from store import postings as packed_postings
 from store.schema import Base
-from tests.catalogs import WORKED_EXAMPLE
+from tests.catalogs import WORKED_EXAMPLE, generated_catalog
 
 MODEL_TABLES = set(Base.metadata.tables)
 
@@ -86,7 +91,7 @@ def test_models_match_migrations(engine: Engine) -> None:
 def test_pending_model_changes_sees_a_difference(engine: Engine) -> None:
     migrate.upgrade(engine)
     with engine.begin() as connection:
-        connection.execute(text("DROP INDEX ix_postings_tool_id"))
+        connection.execute(text("DROP INDEX ix_tools_server_name"))
     assert migrate.pending_model_changes(engine) != []
 
 
@@ -180,13 +185,9 @@ def test_foreign_tables_are_refused_and_left_untouched(db_url: str, engine: Engi
 
 
 @pytest.fixture
-def older_schema(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> Engine:
-    """A database one revision behind: the code is made to believe its head is a revision 0002."""
-    migrate.upgrade(engine)
-    current = migrate.HEAD_REVISION
-    monkeypatch.setattr(migrate, "HEAD_REVISION", "0002")
-    monkeypatch.setattr(migrate, "head_revision", lambda: "0002")
-    monkeypatch.setattr(migrate, "known_revisions", lambda: {current, "0002"})
+def older_schema(engine: Engine) -> Engine:
+    """A database one revision behind head."""
+    migrate.upgrade(engine, revisions_from_base()[-2])
     return engine
 
 
@@ -194,8 +195,8 @@ def test_an_older_schema_without_upgrade_is_refused(older_schema: Engine, db_url
     with pytest.raises(SchemaOutdated) as raised:
         migrate.ensure_schema(older_schema, upgrade_if_old=False)
     assert str(raised.value) == (
-        f"the database schema is at revision {revision(older_schema)}, this tool-index needs 0002; "
-        "run `tool-index db upgrade`"
+        f"the database schema is at revision {revision(older_schema)}, "
+        f"this tool-index needs {migrate.HEAD_REVISION}; run `tool-index db upgrade`"
     )
     with pytest.raises(SchemaOutdated):
         ToolIndex.open(db_url, upgrade=False)
@@ -216,3 +217,126 @@ def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
     with pytest.raises(DatabaseUnavailable, match="is not a usable SQLite database"):
         ToolIndex.open(f"sqlite:///{path}")
     assert path.read_bytes() == b"these are not the tables you are looking for\n" * 200
+
+
+# --- 0001 → 0002: row-per-posting to packed blocks, with data, both ways -----------------------
+
+QUERIES = ["create an issue", "list pull requests", "post a message to a channel", "sync report", "zzz"]
+
+
+def write_0001_catalog(engine: Engine, records: list[dict[str, Any]]) -> None:
+    """Store ``records`` the way revision 0001 did: a row per posting, aggregates beside them."""
+    tools = [indexed_tool(ToolRecord.model_validate(record)) for record in records]
+    term_ids = {term: i for i, term in enumerate(sorted({t for tool in tools for t in tool.terms}), 1)}
+    postings: list[dict[str, int]] = []
+    stats: dict[tuple[int, int], tuple[int, int]] = {}
+    with engine.begin() as connection:
+        connection.execute(
+            text("INSERT INTO terms (id, text) VALUES (:id, :text)"),
+            [{"id": i, "text": term} for term, i in term_ids.items()],
+        )
+        for tool_id, tool in enumerate(tools, 1):
+            connection.execute(
+                text(
+                    "INSERT INTO tools (id, name, label, description, summary, source, server_name, "
+                    "mcp_tool_name, schema_keys, input_schema, load_mode, grp, doc_len, content_hash) "
+                    "VALUES (:id, :name, :label, :description, :summary, :source, :server_name, "
+                    ":mcp_tool_name, :schema_keys, :input_schema, :load_mode, :grp, :doc_len, :content_hash)"
+                ),
+                {
+                    "id": tool_id,
+                    **{f: getattr(tool, f) for f in ("name", "label", "description", "summary", "source")},
+                    **{f: getattr(tool, f) for f in ("server_name", "mcp_tool_name", "load_mode", "grp")},
+                    "schema_keys": json.dumps(tool.schema_keys),
+                    "input_schema": json.dumps(tool.input_schema),
+                    "doc_len": tool.doc_len,
+                    "content_hash": tool.content_hash,
+                },
+            )
+            for term, tf in tool.terms.items():
+                key = (term_ids[term], tool.grp)
+                postings.append(
+                    {"term": key[0], "grp": tool.grp, "tool": tool_id, "tf": tf, "len": tool.doc_len}
+                )
+                df, max_tf = stats.get(key, (0, 0))
+                stats[key] = (df + 1, max(max_tf, tf))
+        connection.execute(
+            text(
+                "INSERT INTO postings (term_id, grp, tool_id, tf, doc_len) "
+                "VALUES (:term, :grp, :tool, :tf, :len)"
+            ),
+            postings,
+        )
+        connection.execute(
+            text("INSERT INTO term_stats (term_id, grp, df, max_tf) VALUES (:term, :grp, :df, :max_tf)"),
+            [{"term": t, "grp": g, "df": df, "max_tf": m} for (t, g), (df, m) in stats.items()],
+        )
+        for grp in (0, 1, 2):
+            members = [tool for tool in tools if tool.grp == grp]
+            connection.execute(
+                text("UPDATE group_stats SET doc_count = :n, total_len = :total WHERE grp = :grp"),
+                {"n": len(members), "total": sum(tool.doc_len for tool in members), "grp": grp},
+            )
+        connection.execute(text("UPDATE catalog_state SET generation = 1"))
+        if connection.dialect.name == "postgresql":  # the ids above were given, not drawn
+            for table in ("terms", "tools"):
+                sequence = f"pg_get_serial_sequence('{table}', 'id')"
+                connection.execute(text(f"SELECT setval({sequence}, (SELECT max(id) FROM {table}))"))
+
+
+def posting_rows(engine: Engine) -> list[tuple[str, str, int, int, int]]:
+    """The 0001 postings table as (term, tool, group, tf, length), sorted."""
+    with engine.connect() as connection:
+        rows = connection.execute(
+            text(
+                "SELECT terms.text, tools.name, postings.grp, postings.tf, postings.doc_len FROM postings "
+                "JOIN terms ON terms.id = postings.term_id JOIN tools ON tools.id = postings.tool_id"
+            )
+        )
+        return sorted((a, b, int(c), int(d), int(e)) for a, b, c, d, e in rows)
+
+
+def answers(index: ToolIndex) -> list[list[tuple[str, float]]]:
+    return [[(hit.name, hit.score) for hit in index.search(query, limit=10)] for query in QUERIES]
+
+
+def test_upgrade_from_0001_keeps_the_catalog(db_url: str, engine: Engine, tmp_path: Path) -> None:
+    catalog = [*WORKED_EXAMPLE, *generated_catalog(120)]
+    migrate.upgrade(engine, "0001")
+    write_0001_catalog(engine, catalog)
+    before = posting_rows(engine)
+    migrate.upgrade(engine)
+    with ToolIndex.open(db_url) as upgraded, ToolIndex.open(f"sqlite:///{tmp_path / 'fresh.db'}") as fresh:
+        fresh.upsert_tools(catalog)
+        assert verify(upgraded).problems == []
+        assert answers(upgraded) == answers(fresh)
+        assert upgraded.stats()["postings"] == fresh.stats()["postings"] == len(before)
+        # Writes after the upgrade go through the new layout and keep it sound.
+        upgraded.upsert_tools([{**catalog[5], "description": "Now about invoices"}])
+        upgraded.remove_tools([catalog[7]["name"]])
+        assert verify(upgraded).problems == []
+
+
+def test_downgrade_to_0001_unpacks_blocks_and_overrides(
+    db_url: str, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = [*WORKED_EXAMPLE, *generated_catalog(120)]
+    migrate.upgrade(engine, "0001")
+    write_0001_catalog(engine, catalog)
+    expected = posting_rows(engine)
+    migrate.upgrade(engine)
+    # Later writes leave overrides in the delta: every change becomes one, none is merged.
+    monkeypatch.setattr(packed_postings, "REWRITE_FACTOR", 0)
+    monkeypatch.setattr(packed_postings, "MERGE_SLACK", 10**9)
+    with ToolIndex.open(db_url) as index:
+        index.upsert_tools([{**catalog[3], "description": "Rotate the deploy keys"}])
+        index.upsert_tools([catalog[3]])
+        index.remove_tools([catalog[9]["name"]])
+        index.upsert_tools([catalog[9]])
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT COUNT(*) FROM posting_delta")).scalar_one() > 0
+    migrate.downgrade(engine, "0001")
+    assert posting_rows(engine) == expected
+    migrate.upgrade(engine)
+    with ToolIndex.open(db_url) as index:
+        assert verify(index).problems == []

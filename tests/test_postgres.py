@@ -147,7 +147,7 @@ def test_the_schema_lives_in_the_schema_the_url_names(index: ToolIndex) -> None:
         schema = connection.execute(text("SELECT current_schema()")).scalar_one()
         tables = set(inspect(connection).get_table_names(schema=schema))
     assert schema.startswith("t_")
-    assert {"alembic_version", "tools", "postings", "sessions"} <= tables
+    assert {"alembic_version", "tools", "posting_blocks", "sessions"} <= tables
 
 
 @on_postgresql

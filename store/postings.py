@@ -1,0 +1,327 @@
+"""Postings laid out for the scan: one packed block per (term, group), plus a small delta.
+
+A block holds the postings of one term in one corpus group as three little-endian arrays sorted
+by tool id (id int64, weighted tf int32, document length int32). Reading a term is one row
+whatever its document frequency, and numpy takes the bytes as they are, so neither an import
+nor a cold search pays per posting row.
+
+Rewriting a block of 100k postings for a one-tool upsert would cost megabytes, so small changes
+go to ``posting_delta`` instead: rows keyed like postings that *override* the block entry of the
+same (term, group, tool) — ``tf > 0`` sets it, ``tf = 0`` voids it. Readers apply the overrides.
+A write merges a key's overrides into its block, in the same transaction, once they are many
+next to the block (or when the write brings so many changes that rewriting is the cheap way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Connection
+
+from store.errors import CorruptIndex
+
+REWRITE_FACTOR = 16
+"""A write rewrites a key's block rather than adding overrides when the block and its pending
+overrides hold fewer than ``REWRITE_FACTOR`` postings per change it brings: an import writes
+whole blocks, a one-tool upsert rewrites only small ones."""
+MERGE_SLACK = 64
+MERGE_FRACTION = 8
+"""A key is merged once its overrides exceed ``MERGE_SLACK + block size / MERGE_FRACTION``: the
+delta stays small next to the blocks, and the merge cost per override stays bounded."""
+
+KEY_CHUNK = 500
+"""Term ids per ``IN (...)``: far below every backend's bound-parameter limit."""
+
+ID_DTYPE = np.dtype("<i8")
+VALUE_DTYPE = np.dtype("<i4")
+
+POSTING_DTYPE = np.dtype([("tool_id", np.int64), ("tf", np.int32), ("doc_len", np.int32), ("grp", np.int8)])
+"""One posting of a term as the scorer reads it."""
+
+CHANGE_DTYPE = np.dtype(
+    [("term_id", np.int64), ("grp", np.int16), ("tool_id", np.int64), ("tf", np.int32), ("doc_len", np.int32)]
+)
+"""A posting with its key: a change to write (``tf = 0`` removes it), or one posting of the catalog."""
+
+FORWARD_DTYPE = np.dtype([("term_id", "<i8"), ("tf", "<i4")])
+"""One entry of a tool's ``indexed_terms``: a term it holds and its weighted tf."""
+
+Key = tuple[int, int]
+
+
+def forward_entries(packed: bytes, tool_id: int) -> np.ndarray:
+    """A tool's ``indexed_terms`` as ``FORWARD_DTYPE``; ``CorruptIndex`` if they cannot be."""
+    try:
+        return np.frombuffer(packed, FORWARD_DTYPE)
+    except (TypeError, ValueError) as exc:
+        raise CorruptIndex(f"indexed terms of tool id {tool_id}: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """The postings of one (term, group), sorted by tool id."""
+
+    tool_ids: np.ndarray
+    tf: np.ndarray
+    doc_len: np.ndarray
+
+    @classmethod
+    def empty(cls) -> Block:
+        return cls(np.empty(0, ID_DTYPE), np.empty(0, VALUE_DTYPE), np.empty(0, VALUE_DTYPE))
+
+    @classmethod
+    def decode(cls, key: Key, tool_ids: bytes, tf: bytes, doc_len: bytes) -> Block:
+        """A stored block; ``CorruptIndex`` if its arrays cannot be one."""
+        try:
+            block = cls(
+                np.frombuffer(tool_ids, ID_DTYPE),
+                np.frombuffer(tf, VALUE_DTYPE),
+                np.frombuffer(doc_len, VALUE_DTYPE),
+            )
+        except ValueError as exc:
+            raise CorruptIndex(f"posting block of term id {key[0]}, group {key[1]}: {exc}") from None
+        if not block.tool_ids.size == block.tf.size == block.doc_len.size:
+            raise CorruptIndex(f"posting block of term id {key[0]}, group {key[1]}: arrays of unequal length")
+        return block
+
+    def encode(self) -> tuple[bytes, bytes, bytes]:
+        return (
+            self.tool_ids.astype(ID_DTYPE, copy=False).tobytes(),
+            self.tf.astype(VALUE_DTYPE, copy=False).tobytes(),
+            self.doc_len.astype(VALUE_DTYPE, copy=False).tobytes(),
+        )
+
+    @property
+    def size(self) -> int:
+        return int(self.tool_ids.size)
+
+    def overridden(self, tool_ids: np.ndarray, tf: np.ndarray, doc_len: np.ndarray) -> Block:
+        """This block with overrides applied: ``tool_ids`` unique, ``tf = 0`` removes."""
+        if tool_ids.size == 0:
+            return self
+        keep = ~np.isin(self.tool_ids, tool_ids)
+        live = tf > 0
+        ids = np.concatenate([self.tool_ids[keep], tool_ids[live]])
+        order = np.argsort(ids, kind="stable")
+        return Block(
+            ids[order],
+            np.concatenate([self.tf[keep], tf[live]])[order],
+            np.concatenate([self.doc_len[keep], doc_len[live]])[order],
+        )
+
+
+BLOCK_COLUMNS = "SELECT term_id, grp, tool_ids, tfs, doc_lens FROM posting_blocks"
+
+
+def _sql(connection: Connection, statement: str) -> str:
+    """``statement`` with the driver's parameter marker (written with ``?``)."""
+    return statement if connection.dialect.name == "sqlite" else statement.replace("?", "%s")
+
+
+def _fetch(connection: Connection, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+    """Rows of a raw query on the connection's DB-API cursor (the same transaction and snapshot).
+
+    Postings are read and written in bulk on every search and import, so they skip the ORM's
+    per-row work.
+    """
+    cursor = connection.connection.cursor()
+    try:
+        cursor.execute(_sql(connection, statement), tuple(params))
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+def _execute_many(connection: Connection, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+    if not rows:
+        return
+    cursor = connection.connection.cursor()
+    try:
+        cursor.executemany(_sql(connection, statement), rows)
+    finally:
+        cursor.close()
+
+
+def _blocks_of(rows: list[Any]) -> dict[Key, Block]:
+    return {(term, grp): Block.decode((term, grp), ids, tf, lens) for term, grp, ids, tf, lens in rows}
+
+
+def _merge(blocks: dict[Key, Block], delta_rows: list[Any]) -> dict[Key, Block]:
+    """``blocks`` with the overrides of ``delta_rows`` (``(term, grp, tool, tf, doc_len)`` in key
+    order) applied; keys with overrides but no block start from an empty one."""
+    if not delta_rows:
+        return blocks
+    changes = np.array(delta_rows, dtype=CHANGE_DTYPE)
+    merged = dict(blocks)
+    for key, part in _by_key(changes):
+        merged[key] = merged.get(key, Block.empty()).overridden(part["tool_id"], part["tf"], part["doc_len"])
+    return merged
+
+
+def _by_key(changes: np.ndarray) -> Iterator[tuple[Key, np.ndarray]]:
+    """Runs of ``changes`` (sorted by term, group, tool) with one (term, group) each."""
+    if changes.size == 0:
+        return
+    terms, groups = changes["term_id"], changes["grp"]
+    breaks = np.flatnonzero((terms[1:] != terms[:-1]) | (groups[1:] != groups[:-1])) + 1
+    starts = [0, *breaks.tolist()]
+    ends = [*breaks.tolist(), int(changes.size)]
+    for start, end in zip(starts, ends, strict=True):
+        yield (int(terms[start]), int(groups[start])), changes[start:end]
+
+
+def term_postings(connection: Connection, term_id: int) -> np.ndarray:
+    """Every posting of one term, ordered by (group, tool id): its blocks with their overrides.
+
+    The hot path of a search: two index lookups, whatever the term's document frequency.
+    """
+    blocks = _blocks_of(
+        _fetch(
+            connection,
+            f"{BLOCK_COLUMNS} WHERE term_id = ?",
+            (term_id,),
+        )
+    )
+    delta = _fetch(
+        connection,
+        "SELECT term_id, grp, tool_id, tf, doc_len FROM posting_delta WHERE term_id = ? "
+        "ORDER BY grp, tool_id",
+        (term_id,),
+    )
+    merged = _merge(blocks, delta)
+    parts = []
+    for (_, grp), block in sorted(merged.items()):
+        part = np.empty(block.size, POSTING_DTYPE)
+        part["tool_id"], part["tf"], part["doc_len"] = block.tool_ids, block.tf, block.doc_len
+        part["grp"] = grp
+        parts.append(part)
+    return np.concatenate(parts) if parts else np.empty(0, POSTING_DTYPE)
+
+
+def key_blocks(connection: Connection, keys: Sequence[Key]) -> dict[Key, Block]:
+    """The current postings of ``keys`` (overrides applied); a key without postings is absent."""
+    wanted = set(keys)
+    found: dict[Key, Block] = {}
+    term_ids = sorted({term for term, _ in wanted})
+    for start in range(0, len(term_ids), KEY_CHUNK):
+        part = term_ids[start : start + KEY_CHUNK]
+        marks = ", ".join("?" * len(part))
+        blocks = _blocks_of(
+            _fetch(
+                connection,
+                f"{BLOCK_COLUMNS} WHERE term_id IN ({marks})",
+                part,
+            )
+        )
+        delta = _fetch(
+            connection,
+            f"SELECT term_id, grp, tool_id, tf, doc_len FROM posting_delta WHERE term_id IN ({marks}) "
+            "ORDER BY term_id, grp, tool_id",
+            part,
+        )
+        for key, block in _merge(blocks, delta).items():
+            if key in wanted and block.size:
+                found[key] = block
+    return found
+
+
+def all_postings(connection: Connection) -> np.ndarray:
+    """Every posting of the catalog (``CHANGE_DTYPE``), sorted by (term, group, tool): for audits."""
+    blocks = _blocks_of(_fetch(connection, f"{BLOCK_COLUMNS} ORDER BY term_id, grp"))
+    delta = _fetch(
+        connection,
+        "SELECT term_id, grp, tool_id, tf, doc_len FROM posting_delta ORDER BY term_id, grp, tool_id",
+    )
+    parts = []
+    for (term, grp), block in sorted(_merge(blocks, delta).items()):
+        part = np.empty(block.size, CHANGE_DTYPE)
+        part["term_id"], part["grp"] = term, grp
+        part["tool_id"], part["tf"], part["doc_len"] = block.tool_ids, block.tf, block.doc_len
+        parts.append(part)
+    return np.concatenate(parts) if parts else np.empty(0, CHANGE_DTYPE)
+
+
+def write(connection: Connection, changes: np.ndarray) -> None:
+    """Apply ``changes`` (``CHANGE_DTYPE``, at most one per (term, group, tool); ``tf = 0``
+    removes the posting), in the caller's transaction, which must hold the catalog write lock.
+
+    Per key, the changes either become overrides in the delta or are merged with the block and
+    its pending overrides into a new block (see ``REWRITE_FACTOR`` and ``MERGE_SLACK``).
+    """
+    if changes.size == 0:
+        return
+    changes = changes[np.lexsort((changes["tool_id"], changes["grp"], changes["term_id"]))]
+    runs = list(_by_key(changes))
+    keys = [key for key, _ in runs]
+    sizes, pending = _key_sizes(connection, keys)
+    rewrite: list[tuple[Key, np.ndarray]] = []
+    overrides: list[np.ndarray] = []
+    for key, part in runs:
+        size, waiting = sizes.get(key, 0), pending.get(key, 0)
+        cheap = size + waiting < part.size * REWRITE_FACTOR
+        due = waiting + part.size > MERGE_SLACK + size // MERGE_FRACTION
+        if cheap or due:
+            rewrite.append((key, part))
+        else:
+            overrides.append(part)
+    if overrides:
+        rows = np.concatenate(overrides)
+        _execute_many(
+            connection,
+            "INSERT INTO posting_delta (term_id, grp, tool_id, tf, doc_len) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (term_id, grp, tool_id) DO UPDATE SET tf = excluded.tf, doc_len = excluded.doc_len",
+            rows.tolist(),
+        )
+    if rewrite:
+        _rewrite(connection, rewrite, {key for key, _ in rewrite if pending.get(key, 0)})
+
+
+def _key_sizes(connection: Connection, keys: Sequence[Key]) -> tuple[dict[Key, int], dict[Key, int]]:
+    """Per key: postings in its block, and overrides waiting in the delta."""
+    wanted = set(keys)
+    sizes: dict[Key, int] = {}
+    pending: dict[Key, int] = {}
+    term_ids = sorted({term for term, _ in wanted})
+    for start in range(0, len(term_ids), KEY_CHUNK):
+        part = term_ids[start : start + KEY_CHUNK]
+        marks = ", ".join("?" * len(part))
+        for term, grp, size in _fetch(
+            connection, f"SELECT term_id, grp, size FROM posting_blocks WHERE term_id IN ({marks})", part
+        ):
+            sizes[(term, grp)] = int(size)
+        for term, grp, count in _fetch(
+            connection,
+            f"SELECT term_id, grp, COUNT(*) FROM posting_delta WHERE term_id IN ({marks}) "
+            "GROUP BY term_id, grp",
+            part,
+        ):
+            pending[(term, grp)] = int(count)
+    return (
+        {key: size for key, size in sizes.items() if key in wanted},
+        {key: count for key, count in pending.items() if key in wanted},
+    )
+
+
+def _rewrite(connection: Connection, runs: list[tuple[Key, np.ndarray]], with_pending: set[Key]) -> None:
+    """New blocks for the keys of ``runs``: block, pending overrides, then these changes."""
+    current = key_blocks(connection, [key for key, _ in runs])
+    upserts: list[tuple[Any, ...]] = []
+    emptied: list[Key] = []
+    for key, part in runs:
+        block = current.get(key, Block.empty()).overridden(part["tool_id"], part["tf"], part["doc_len"])
+        if block.size:
+            upserts.append((key[0], key[1], block.size, *block.encode()))
+        else:
+            emptied.append(key)
+    _execute_many(
+        connection,
+        "INSERT INTO posting_blocks (term_id, grp, size, tool_ids, tfs, doc_lens) VALUES (?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (term_id, grp) DO UPDATE SET size = excluded.size, tool_ids = excluded.tool_ids, "
+        "tfs = excluded.tfs, doc_lens = excluded.doc_lens",
+        upserts,
+    )
+    _execute_many(connection, "DELETE FROM posting_blocks WHERE term_id = ? AND grp = ?", emptied)
+    _execute_many(connection, "DELETE FROM posting_delta WHERE term_id = ? AND grp = ?", sorted(with_pending))
