@@ -25,8 +25,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from discovery.errors import EmptyQuery, ToolIndexError
 from discovery.explain import explain as explain_score
-from discovery.index import DEFAULT_LIMIT, ToolIndex, describe_validation_error
+from discovery.index import DEFAULT_LIMIT, ToolIndex
 from discovery.ingest import read_catalog
+from discovery.preparation import describe_validation_error
 from discovery.render import indented, one_line, printable, render_result, table
 from discovery.scoring import round6
 from discovery.tool import json_text

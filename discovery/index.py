@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
 from sqlalchemy import Connection, Engine
 
 from discovery.corpus import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES, MODE_GROUPS
-from discovery.errors import InvalidLimit, InvalidRecord, QueryWithoutTerms, ToolIndexError
-from discovery.indexing import indexed_tool
+from discovery.errors import InvalidLimit, QueryWithoutTerms, ToolIndexError
 from discovery.models import SearchHit, ToolRecord
+from discovery.preparation import Progress, collector_paused, prepare
 from discovery.ranking import Corpus, Ranker, Ranking
 from discovery.resume import selection_from_file
 from discovery.scoring import query_term_counts
@@ -38,7 +37,6 @@ from store.engine import default_url, read_transaction, translated_errors, write
 DEFAULT_LIMIT = 8
 """Matches returned when a search names no limit [fixed]."""
 
-Progress = Callable[[int], None]
 """Called with the number of records just prepared, so a caller can draw a progress bar."""
 
 
@@ -127,14 +125,11 @@ class ToolIndex:
         With ``replace``, tools the input does not name are removed: those of ``server`` when
         given, else every other tool of the catalog.
         """
-        prepared = []
-        for position, record in enumerate(records):
-            prepared.append(indexed_tool(_as_record(record, position)))
-            if progress is not None:
-                progress(1)
         scope = catalog.ReplaceScope(server) if replace else None
-        with write_transaction(self.engine) as connection:
-            report = catalog.write_tools(connection, prepared, replace=scope)
+        with collector_paused():
+            prepared = prepare(records, progress)
+            with write_transaction(self.engine) as connection:
+                report = catalog.write_tools(connection, prepared, replace=scope)
         return ImportReport.of(report)
 
     def remove_tools(self, names: Iterable[str]) -> list[str]:
@@ -334,21 +329,3 @@ def event_record(entry: store_sessions.LoggedEvent) -> dict[str, Any]:
     record["activated"] = list(event.activated)
     record["time"] = entry.created_at.isoformat()
     return record
-
-
-def _as_record(record: Mapping[str, Any] | ToolRecord, position: int) -> ToolRecord:
-    if isinstance(record, ToolRecord):
-        return record
-    try:
-        return ToolRecord.model_validate(record)
-    except ValidationError as exc:
-        raise InvalidRecord(f"record {position + 1}: {describe_validation_error(exc)}") from exc
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """One line a person can act on: each failing field and what is wrong with it."""
-    parts = []
-    for error in exc.errors(include_url=False):
-        where = ".".join(str(part) for part in error["loc"]) or "record"
-        parts.append(f"{where}: {error['msg']}")
-    return "; ".join(parts)

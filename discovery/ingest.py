@@ -18,8 +18,8 @@ from typing import Any, BinaryIO
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from discovery.errors import InvalidRecord, ToolIndexError
-from discovery.index import describe_validation_error
 from discovery.models import MCP_PREFIX, ToolRecord
+from discovery.preparation import describe_validation_error
 
 STDIN = "-"
 STDIN_NAME = "<stdin>"

@@ -25,6 +25,7 @@ from discovery.corpus import (
 )
 from discovery.errors import DiscoveryDisabled, QueryWithoutTerms, ToolIndexError
 from discovery.models import SearchHit, utf16_sort_key
+from discovery.preparation import describe_validation_error
 from discovery.ranking import Corpus
 from discovery.scoring import query_term_counts
 from store import GROUP_LOCAL, GROUP_MCP, SessionNotFound, StoredTool, reads, sessions
@@ -328,6 +329,4 @@ def _settings(values: dict[str, Any]) -> SessionSettings:
     try:
         return SessionSettings.model_validate(values)
     except ValidationError as exc:
-        from discovery.index import describe_validation_error
-
         raise ToolIndexError(f"invalid session settings: {describe_validation_error(exc)}") from exc

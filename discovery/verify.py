@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 from sqlalchemy import Connection
 
-from discovery.index import GROUP_NAMES, ToolIndex, describe_validation_error
+from discovery.index import GROUP_NAMES, ToolIndex
 from discovery.indexing import indexed_tool
 from discovery.models import ToolRecord
+from discovery.preparation import describe_validation_error
 from store import GROUPS, CorruptIndex, GroupStats, StoredTool, audit, sessions
 from store.engine import read_transaction
 

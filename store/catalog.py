@@ -8,6 +8,7 @@ one writer at a time and stay exact.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -106,7 +107,10 @@ def write_tools(
     delta.add_postings(new_postings, +1)
     # A stale posting is removed unless the new version of its tool sets the same key again.
     old_postings["tf"] = 0
-    postings.write(connection, _last_per_key(np.concatenate([old_postings, new_postings])))
+    if old_postings.size:
+        postings.write(connection, _last_per_key(np.concatenate([old_postings, new_postings])))
+    else:  # one posting per (term, tool) already
+        postings.write(connection, new_postings)
     _apply_aggregates(connection, delta)
     generation += 1
     connection.execute(update(CatalogState).where(CatalogState.id == 1).values(generation=generation))
@@ -164,14 +168,16 @@ class _AggregateDelta:
         """Count ``changes`` (``CHANGE_DTYPE``) in or out: per key, their number and largest tf."""
         if changes.size == 0:
             return
-        ordered = changes[np.lexsort((changes["grp"], changes["term_id"]))]
-        terms, groups = ordered["term_id"], ordered["grp"]
-        starts = np.flatnonzero(np.r_[True, (terms[1:] != terms[:-1]) | (groups[1:] != groups[:-1])])
-        counts = np.diff(np.r_[starts, ordered.size])
-        largest = np.maximum.reduceat(ordered["tf"], starts)
+        keys = postings.key_codes(changes)
+        order = np.argsort(keys)
+        keys = keys[order]
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        counts = np.diff(np.r_[starts, keys.size])
+        largest = np.maximum.reduceat(changes["tf"][order], starts)
+        terms, groups = postings.key_parts(keys[starts])
         target = self.added_max_tf if sign > 0 else self.removed_max_tf
         for term, grp, count, tf in zip(
-            terms[starts].tolist(), groups[starts].tolist(), counts.tolist(), largest.tolist(), strict=True
+            terms.tolist(), groups.tolist(), counts.tolist(), largest.tolist(), strict=True
         ):
             key = (term, grp)
             self.df[key] += sign * count
@@ -242,50 +248,102 @@ def _store_tools(
     term_ids = _term_ids(connection, {term for tool in tools for term in tool.terms})
     # Every posting of the write in flat arrays, so that sorting, packing and counting them is
     # numpy's work rather than a Python loop per posting.
-    flat_terms: list[int] = []
+    flat_terms: list[str] = []
     flat_tf: list[int] = []
     counts: list[int] = []
     for tool in tools:
         delta.add_document(tool.grp, tool.doc_len, +1)
-        flat_terms.extend(term_ids[term] for term in tool.terms)
+        flat_terms.extend(tool.terms)
         flat_tf.extend(tool.terms.values())
         counts.append(len(tool.terms))
+    total = len(flat_terms)
+    entries = np.empty(total, postings.FORWARD_DTYPE)
+    entries["term_id"] = np.fromiter(map(term_ids.__getitem__, flat_terms), np.int64, total)
+    entries["tf"] = np.fromiter(flat_tf, np.int32, total)
+    bounds = np.r_[0, np.cumsum(counts, dtype=np.int64)].tolist()
+    indexed = [entries[bounds[i] : bounds[i + 1]].tobytes() for i in range(len(tools))]
+    ids = _write_rows(connection, tools, indexed, existing)
     owner = np.repeat(np.arange(len(tools)), counts)
-    entries = np.empty(len(flat_terms), postings.FORWARD_DTYPE)
-    entries["term_id"], entries["tf"] = flat_terms, flat_tf
-    order = np.lexsort((entries["term_id"], owner))
-    entries, owner = entries[order], owner[order]
-    bounds = np.r_[0, np.cumsum(counts)].tolist()
-    rows = []
-    for i, tool in enumerate(tools):
-        values = _tool_values(tool)
-        values["indexed_terms"] = entries[bounds[i] : bounds[i + 1]].tobytes()
-        rows.append(values)
-    ids = _write_rows(connection, rows, existing)
-    changes = np.empty(entries.size, postings.CHANGE_DTYPE)
+    changes = np.empty(total, postings.CHANGE_DTYPE)
     changes["term_id"], changes["tf"] = entries["term_id"], entries["tf"]
-    changes["tool_id"] = np.asarray([ids[tool.name] for tool in tools], dtype=np.int64)[owner]
-    changes["grp"] = np.asarray([tool.grp for tool in tools], dtype=np.int16)[owner]
-    changes["doc_len"] = np.asarray([tool.doc_len for tool in tools], dtype=np.int32)[owner]
+    changes["tool_id"] = np.fromiter((ids[tool.name] for tool in tools), np.int64, len(tools))[owner]
+    changes["grp"] = np.fromiter((tool.grp for tool in tools), np.int16, len(tools))[owner]
+    changes["doc_len"] = np.fromiter((tool.doc_len for tool in tools), np.int32, len(tools))[owner]
     return changes
 
 
 def _write_rows(
-    connection: Connection, rows: list[dict[str, Any]], existing: dict[str, tuple[int, str]]
+    connection: Connection,
+    tools: Sequence[IndexedTool],
+    indexed: list[bytes],
+    existing: dict[str, tuple[int, str]],
 ) -> dict[str, int]:
-    """Tool ids by name: updated rows keep theirs, new rows get theirs from the database."""
+    """Tool ids by name: updated rows keep theirs, new rows get new ones."""
     ids: dict[str, int] = {}
-    updates = [{"tool_id": existing[row["name"]][0], **row} for row in rows if row["name"] in existing]
+    updates = [
+        {"tool_id": existing[tool.name][0], "indexed_terms": packed, **_tool_values(tool)}
+        for tool, packed in zip(tools, indexed, strict=True)
+        if tool.name in existing
+    ]
     if updates:
         connection.execute(update(Tool).where(Tool.id == bindparam("tool_id")), updates)
         ids.update({row["name"]: row["tool_id"] for row in updates})
-    additions = [row for row in rows if row["name"] not in existing]
+    additions = [
+        (tool, packed) for tool, packed in zip(tools, indexed, strict=True) if tool.name not in existing
+    ]
+    if connection.dialect.name == "sqlite":
+        ids.update(_insert_rows_sqlite(connection, additions))
+        return ids
     for part in chunks(additions):
         inserted = connection.execute(
-            insert(Tool).returning(Tool.name, Tool.id, sort_by_parameter_order=True), list(part)
+            insert(Tool).returning(Tool.name, Tool.id, sort_by_parameter_order=True),
+            [{"indexed_terms": packed, **_tool_values(tool)} for tool, packed in part],
         )
         ids.update({name: tool_id for name, tool_id in inserted})
     return ids
+
+
+_TOOL_INSERT = (
+    "INSERT INTO tools (id, name, label, description, summary, source, server_name, mcp_tool_name, "
+    "schema_keys, input_schema, load_mode, grp, doc_len, content_hash, indexed_terms) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _insert_rows_sqlite(connection: Connection, rows: list[tuple[IndexedTool, bytes]]) -> dict[str, int]:
+    """Insert new tool rows with ids given here, straight to the driver: the bulk of an import
+    after the postings. Safe under the write lock ``BEGIN IMMEDIATE`` holds; the JSON columns
+    are encoded as SQLAlchemy's ``JSON`` type encodes them (``json.dumps``)."""
+    if not rows:
+        return {}
+    first = int(connection.exec_driver_sql("SELECT COALESCE(MAX(id), 0) + 1 FROM tools").scalar_one())
+    dumps = json.dumps
+    values = [
+        (
+            first + offset,
+            t.name,
+            t.label,
+            t.description,
+            t.summary,
+            t.source,
+            t.server_name,
+            t.mcp_tool_name,
+            dumps(t.schema_keys),
+            dumps(t.input_schema),
+            t.load_mode,
+            t.grp,
+            t.doc_len,
+            t.content_hash,
+            packed,
+        )
+        for offset, (t, packed) in enumerate(rows)
+    ]
+    cursor = connection.connection.cursor()
+    try:
+        cursor.executemany(_TOOL_INSERT, values)
+    finally:
+        cursor.close()
+    return {tool.name: first + offset for offset, (tool, _) in enumerate(rows)}
 
 
 def _term_ids(connection: Connection, terms: set[str]) -> dict[str, int]:

@@ -51,6 +51,18 @@ FORWARD_DTYPE = np.dtype([("term_id", "<i8"), ("tf", "<i4")])
 
 Key = tuple[int, int]
 
+GROUP_BITS = 3
+"""Corpus groups are 0..2: a (term, group) key packs into one int64 as ``term << 3 | group``."""
+
+
+def key_codes(changes: np.ndarray) -> np.ndarray:
+    """Each change's (term, group) as one sortable int64."""
+    return (changes["term_id"].astype(np.int64) << GROUP_BITS) | changes["grp"].astype(np.int64)
+
+
+def key_parts(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return codes >> GROUP_BITS, codes & ((1 << GROUP_BITS) - 1)
+
 
 def forward_entries(packed: bytes, tool_id: int) -> np.ndarray:
     """A tool's ``indexed_terms`` as ``FORWARD_DTYPE``; ``CorruptIndex`` if they cannot be."""
@@ -99,9 +111,12 @@ class Block:
         return int(self.tool_ids.size)
 
     def overridden(self, tool_ids: np.ndarray, tf: np.ndarray, doc_len: np.ndarray) -> Block:
-        """This block with overrides applied: ``tool_ids`` unique, ``tf = 0`` removes."""
+        """This block with overrides applied: ``tool_ids`` unique and ascending, ``tf = 0`` removes."""
         if tool_ids.size == 0:
             return self
+        if self.tool_ids.size == 0:  # a new key: the overrides, sorted by id, are the block
+            live = tf > 0
+            return Block(tool_ids[live], tf[live], doc_len[live])
         keep = ~np.isin(self.tool_ids, tool_ids)
         live = tf > 0
         ids = np.concatenate([self.tool_ids[keep], tool_ids[live]])
@@ -253,7 +268,12 @@ def write(connection: Connection, changes: np.ndarray) -> None:
     """
     if changes.size == 0:
         return
-    changes = changes[np.lexsort((changes["tool_id"], changes["grp"], changes["term_id"]))]
+    codes, tool_ids = key_codes(changes), changes["tool_id"]
+    if np.all(tool_ids[1:] >= tool_ids[:-1]):  # an import of new tools: ids already ascend
+        order = np.argsort(codes, kind="stable")
+    else:
+        order = np.lexsort((tool_ids, codes))
+    changes = changes[order]
     runs = list(_by_key(changes))
     keys = [key for key, _ in runs]
     sizes, pending = _key_sizes(connection, keys)

@@ -69,8 +69,8 @@ class Tool(Base):
     content_hash: Mapped[str] = mapped_column(String(64))
     indexed_terms: Mapped[bytes] = mapped_column(LargeBinary)
     """The tool's postings seen from the tool: ``(term id, weighted tf)`` pairs packed as
-    ``store.postings.FORWARD_DTYPE``, sorted by term id. Writes read it to undo a tool's
-    postings without scanning the blocks; ``verify`` checks it against both."""
+    ``store.postings.FORWARD_DTYPE``, in the order the record's text gives them. Writes read it
+    to undo a tool's postings without scanning the blocks; ``verify`` checks it against both."""
 
 
 class Term(Base):

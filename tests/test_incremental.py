@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from discovery import ToolIndex
 from discovery.verify import verify
+from store import postings
 from tests.conftest import BACKENDS, PG_ENV
 from tests.test_conformance import scratch_database
 from tests.test_ranking import MCP_NAMES, PLAIN_NAMES, WORDS, tool_records
@@ -102,10 +103,29 @@ OPERATIONS = st.one_of(
 )
 
 
+LAYOUTS = {
+    "default": {},
+    # Every change an override, never merged: reads apply the whole delta.
+    "overrides only": {"REWRITE_FACTOR": 0, "MERGE_SLACK": 10**9},
+    # Every change merged into its block at once: the delta stays empty.
+    "blocks only": {"REWRITE_FACTOR": 10**9},
+    # Overrides merged after a few: both paths, and merges of blocks that have overrides.
+    "frequent merges": {"REWRITE_FACTOR": 0, "MERGE_SLACK": 2, "MERGE_FRACTION": 2},
+}
+
+
+@pytest.fixture(params=list(LAYOUTS))
+def layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How writes split between posting blocks and overrides (``store.postings``' thresholds)."""
+    for name, value in LAYOUTS[request.param].items():
+        monkeypatch.setattr(postings, name, value)
+    return str(request.param)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(operations=st.lists(OPERATIONS, min_size=1, max_size=8))
 def test_incremental_writes_equal_a_fresh_import(
-    fresh_index: Callable[[], ToolIndex], operations: list[Operation]
+    fresh_index: Callable[[], ToolIndex], layout: str, operations: list[Operation]
 ) -> None:
     incremental = fresh_index()
     model: dict[str, Record] = {}

@@ -1,0 +1,132 @@
+"""The packed posting layout against a plain dict: any sequence of changes, split any way between
+blocks and overrides, reads back as the postings the changes leave (``store.postings``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from discovery import ToolIndex
+from store import CorruptIndex, postings
+from store.engine import read_transaction, write_transaction
+
+Key = tuple[int, int]
+Entry = tuple[int, int]  # (tf, doc_len)
+
+CHANGES = st.lists(
+    st.tuples(
+        st.integers(1, 4),  # term
+        st.integers(1, 2),  # group
+        st.integers(1, 30),  # tool
+        st.one_of(st.just(0), st.integers(1, 50)),  # tf, 0 removes
+        st.integers(1, 200),  # doc_len
+    ),
+    max_size=40,
+)
+
+
+def as_changes(rows: list[tuple[int, int, int, int, int]]) -> np.ndarray:
+    """One change per (term, group, tool), the last given, as ``write`` takes them."""
+    last = {(term, grp, tool): (tf, doc_len) for term, grp, tool, tf, doc_len in rows}
+    flat = [(*key, *value) for key, value in last.items()]
+    return np.array(flat, dtype=postings.CHANGE_DTYPE)
+
+
+def expected_after(model: dict[Key, dict[int, Entry]], rows: list[tuple[int, int, int, int, int]]) -> None:
+    for term, grp, tool, tf, doc_len in rows:
+        entries = model.setdefault((term, grp), {})
+        if tf:
+            entries[tool] = (tf, doc_len)
+        else:
+            entries.pop(tool, None)
+
+
+def stored(index: ToolIndex) -> dict[Key, dict[int, Entry]]:
+    with read_transaction(index.engine) as connection:
+        everything = postings.all_postings(connection)
+        per_term = {term: postings.term_postings(connection, term) for term in range(1, 5)}
+        blocks = postings.key_blocks(connection, [(t, g) for t in range(1, 5) for g in (1, 2)])
+    found: dict[Key, dict[int, Entry]] = {}
+    for term, grp, tool, tf, doc_len in everything.tolist():
+        found.setdefault((term, grp), {})[tool] = (tf, doc_len)
+    # The three readers agree: the whole index, a term at a time, and per key.
+    for term, rows in per_term.items():
+        assert list(rows["grp"]) == sorted(rows["grp"])
+        for tool, tf, doc_len, grp in rows.tolist():
+            assert found[(term, grp)][tool] == (tf, doc_len)
+        assert rows.size == sum(len(found.get((term, g), {})) for g in (1, 2))
+    for key, block in blocks.items():
+        values = zip(block.tf.tolist(), block.doc_len.tolist(), strict=True)
+        assert dict(zip(block.tool_ids.tolist(), values, strict=True)) == found[key]
+        assert list(block.tool_ids) == sorted(set(block.tool_ids.tolist()))
+    assert set(blocks) == set(found)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("rewrite_factor", "merge_slack", "merge_fraction"),
+    [(16, 64, 8), (0, 10**9, 8), (10**9, 64, 8), (0, 3, 2)],
+    ids=["default", "overrides only", "blocks only", "frequent merges"],
+)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(writes=st.lists(CHANGES, min_size=1, max_size=6))
+def test_any_changes_read_back_as_the_model(
+    sqlite_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    rewrite_factor: int,
+    merge_slack: int,
+    merge_fraction: int,
+    writes: list[list[tuple[int, int, int, int, int]]],
+) -> None:
+    monkeypatch.setattr(postings, "REWRITE_FACTOR", rewrite_factor)
+    monkeypatch.setattr(postings, "MERGE_SLACK", merge_slack)
+    monkeypatch.setattr(postings, "MERGE_FRACTION", merge_fraction)
+    model: dict[Key, dict[int, Entry]] = {}
+    with ToolIndex.open(sqlite_url) as index:
+        with write_transaction(index.engine) as connection:  # hypothesis reuses the database
+            connection.exec_driver_sql("DELETE FROM posting_blocks")
+            connection.exec_driver_sql("DELETE FROM posting_delta")
+        for rows in writes:
+            with write_transaction(index.engine) as connection:
+                postings.write(connection, as_changes(rows))
+            expected_after(model, rows)
+            assert stored(index) == {key: entries for key, entries in model.items() if entries}
+
+
+def test_a_one_posting_change_to_a_big_block_becomes_an_override(sqlite_url: str) -> None:
+    big = np.array([(1, 2, tool, 3, 10) for tool in range(1, 1001)], dtype=postings.CHANGE_DTYPE)
+    with ToolIndex.open(sqlite_url) as index, write_transaction(index.engine) as connection:
+        postings.write(connection, big)
+        postings.write(connection, np.array([(1, 2, 500, 0, 10)], dtype=postings.CHANGE_DTYPE))
+        postings.write(connection, np.array([(1, 2, 5000, 7, 12)], dtype=postings.CHANGE_DTYPE))
+        size = connection.exec_driver_sql("SELECT size FROM posting_blocks").scalar_one()
+        delta = connection.exec_driver_sql("SELECT tool_id, tf FROM posting_delta ORDER BY tool_id").all()
+        block = postings.key_blocks(connection, [(1, 2)])[(1, 2)]
+    assert (size, [tuple(row) for row in delta]) == (1000, [(500, 0), (5000, 7)])
+    assert block.size == 1000 and 500 not in block.tool_ids and block.tool_ids[-1] == 5000
+
+
+def test_overrides_are_merged_once_they_are_many(sqlite_url: str) -> None:
+    big = np.array([(1, 2, tool, 3, 10) for tool in range(1, 1001)], dtype=postings.CHANGE_DTYPE)
+    limit = postings.MERGE_SLACK + 1000 // postings.MERGE_FRACTION
+    with ToolIndex.open(sqlite_url) as index, write_transaction(index.engine) as connection:
+        postings.write(connection, big)
+        for tool in range(2000, 2000 + limit + 1):
+            postings.write(connection, np.array([(1, 2, tool, 1, 5)], dtype=postings.CHANGE_DTYPE))
+        pending = connection.exec_driver_sql("SELECT COUNT(*) FROM posting_delta").scalar_one()
+        size = connection.exec_driver_sql("SELECT size FROM posting_blocks").scalar_one()
+    assert pending < limit and size + pending == 1000 + limit + 1
+
+
+@pytest.mark.parametrize("column", ["tool_ids", "tfs", "doc_lens"])
+def test_a_torn_block_is_a_corrupt_index(sqlite_url: str, column: str) -> None:
+    with ToolIndex.open(sqlite_url) as index:
+        with write_transaction(index.engine) as connection:
+            two = np.array([(1, 2, 7, 3, 10), (1, 2, 9, 1, 4)], dtype=postings.CHANGE_DTYPE)
+            postings.write(connection, two)
+            connection.exec_driver_sql(f"UPDATE posting_blocks SET {column} = substr({column}, 2)")
+        torn = pytest.raises(CorruptIndex, match="term id 1, group 2")
+        with read_transaction(index.engine) as connection, torn:
+            postings.term_postings(connection, 1)

@@ -1,0 +1,73 @@
+"""Records are prepared the same in worker processes as in one: same tools, same order, the same
+error for the same bad record, progress for every record; and the import around it is exact."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import pytest
+
+from discovery import InvalidRecord, ToolIndex, preparation
+from discovery.verify import verify
+from tests.catalogs import generated_catalog
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers for any import of more than 10 records, 7 records a task."""
+    monkeypatch.setattr(preparation, "PARALLEL_MIN", 10)
+    monkeypatch.setattr(preparation, "CHUNK", 7)
+
+
+def test_workers_prepare_what_one_process_prepares(small_chunks: None) -> None:
+    records = generated_catalog(60)
+    assert preparation.worker_count(len(records)) == min(len(os.sched_getaffinity(0)), 9)
+    done: list[int] = []
+    parallel = preparation.prepare(records, done.append)
+    assert parallel == preparation._prepare_here(records, None)
+    assert sum(done) == 60 and len(done) == 9  # one report per task
+
+
+def test_the_first_bad_record_is_reported_as_in_one_process(small_chunks: None) -> None:
+    records = generated_catalog(60)
+    records[23] = {**records[23], "name": ""}
+    records[50] = {**records[50], "load_mode": "sometimes"}
+    with pytest.raises(InvalidRecord, match=r"^record 24: name: ") as raised:
+        preparation.prepare(records)
+    with pytest.raises(InvalidRecord) as alone:
+        preparation._prepare_here(records, None)
+    assert str(raised.value) == str(alone.value)
+
+
+def test_a_parallel_import_equals_a_sequential_one(
+    small_chunks: None, tmp_path: pytest.TempPathFactory
+) -> None:
+    records = generated_catalog(80)
+    with ToolIndex.open(f"sqlite:///{tmp_path}/a.db") as parallel:
+        parallel.upsert_tools(records)
+        assert verify(parallel).ok
+        found = [[(h.name, h.score) for h in parallel.search(q)] for q in ("create issue", "sync report")]
+    preparation.PARALLEL_MIN = 10**9
+    with ToolIndex.open(f"sqlite:///{tmp_path}/b.db") as sequential:
+        sequential.upsert_tools(records)
+        assert found == [
+            [(h.name, h.score) for h in sequential.search(q)] for q in ("create issue", "sync report")
+        ]
+
+
+def test_the_collector_is_paused_only_during_an_import(index: ToolIndex) -> None:
+    assert gc.isenabled()
+    with preparation.collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(InvalidRecord):
+        index.upsert_tools([{"name": ""}])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with preparation.collector_paused():
+            pass
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()
