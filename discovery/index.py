@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from sqlalchemy import Connection, Engine
 from discovery.corpus import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES, MODE_GROUPS
 from discovery.errors import InvalidLimit, QueryWithoutTerms, ToolIndexError
 from discovery.models import SearchHit, ToolRecord
-from discovery.preparation import Progress, collector_paused, prepare
+from discovery.preparation import Progress, collector_paused, prepared
 from discovery.ranking import Corpus, Ranker, Ranking
 from discovery.resume import selection_from_file
 from discovery.scoring import query_term_counts
@@ -126,10 +127,13 @@ class ToolIndex:
         given, else every other tool of the catalog.
         """
         scope = catalog.ReplaceScope(server) if replace else None
-        with collector_paused():
-            prepared = prepare(records, progress)
-            with write_transaction(self.engine) as connection:
-                report = catalog.write_tools(connection, prepared, replace=scope)
+        # Records are prepared (in worker processes when many) while the first ones are written.
+        with (
+            collector_paused(),
+            closing(prepared(records, progress)) as tools,
+            write_transaction(self.engine) as connection,
+        ):
+            report = catalog.write_tools(connection, tools, replace=scope)
         return ImportReport.of(report)
 
     def remove_tools(self, names: Iterable[str]) -> list[str]:

@@ -14,9 +14,9 @@ import gc
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from typing import Any
 
 from pydantic import ValidationError
@@ -31,6 +31,7 @@ Record = Mapping[str, Any] | ToolRecord
 
 PARALLEL_MIN = 20_000
 """Records below which one process is faster than starting workers."""
+WORKER_NICENESS = 10
 CHUNK = 2_000
 """Records per task: large enough to amortize the pickling, small enough to balance the cores."""
 
@@ -74,22 +75,32 @@ def collector_paused() -> Iterator[None]:
 
 def prepare(records: Iterable[Record], progress: Progress | None = None) -> list[IndexedTool]:
     """Validate and index ``records``, in order; ``progress`` hears how many are done."""
+    with closing(prepared(records, progress)) as tools:
+        return list(tools)
+
+
+def prepared(records: Iterable[Record], progress: Progress | None = None) -> Generator[IndexedTool]:
+    """``prepare``, lazily: the workers run ahead while the caller consumes (an import writes
+    the first tools while the last are still being tokenized). Close it to stop the workers."""
     items = list(records)
     workers = worker_count(len(items))
     if workers <= 1:
-        return _prepare_here(items, progress)
+        for position, record in enumerate(items):
+            yield indexed_tool(as_record(record, position))
+            if progress is not None:
+                progress(1)
+        return
     tasks = [(start, items[start : start + CHUNK]) for start in range(0, len(items), CHUNK)]
-    pool = ProcessPoolExecutor(workers, mp_context=_start_method())
-    prepared: list[IndexedTool] = []
+    pool = ProcessPoolExecutor(workers, mp_context=_start_method(), initializer=_yield_to_the_writer)
     try:
         for done in pool.map(_prepare_chunk, tasks):
-            prepared.extend(IndexedTool(*values) for values in done)
+            yield from (IndexedTool(*values) for values in done)
             if progress is not None:
                 progress(len(done))
     finally:
-        # On the first error, drop the chunks not started rather than preparing them all.
+        # On an error (here or in the caller), drop the chunks not started rather than
+        # preparing them all.
         pool.shutdown(wait=True, cancel_futures=True)
-    return prepared
 
 
 def worker_count(records: int) -> int:
@@ -98,6 +109,16 @@ def worker_count(records: int) -> int:
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return min(cores, -(-records // CHUNK))
+
+
+def _yield_to_the_writer() -> None:
+    """Run workers at a lower priority than the process that writes what they prepare.
+
+    The writer is the one process every record passes through: when it waits for a core the
+    whole import waits, while a worker that waits only delays records queued behind it.
+    """
+    if hasattr(os, "nice"):
+        os.nice(WORKER_NICENESS)
 
 
 def _start_method() -> multiprocessing.context.BaseContext:

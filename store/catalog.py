@@ -13,10 +13,11 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, TypeVar
 
 import numpy as np
-from sqlalchemy import Connection, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
 from store import postings
 from store.postings import Key
@@ -25,6 +26,10 @@ from store.schema import CatalogState, GroupStat, Term, TermStat, Tool
 
 CHUNK = 500
 """Names or ids per ``IN (...)``: far below every backend's bound-parameter limit."""
+SCAN_MIN = 5_000
+SCAN_SHARE = 4
+"""Lookups of ``SCAN_MIN`` keys or more read the whole table instead when they are at least a
+``1 / SCAN_SHARE`` share of its rows."""
 
 T = TypeVar("T")
 
@@ -66,9 +71,13 @@ class ReplaceScope:
     server: str | None = None
 
 
+WRITE_BATCH = 2_000
+"""Tools written per step: an import streams in while its later records are still prepared."""
+
+
 def write_tools(
     connection: Connection,
-    tools: Sequence[IndexedTool],
+    tools: Iterable[IndexedTool],
     *,
     remove: Iterable[str] = (),
     replace: ReplaceScope | None = None,
@@ -76,45 +85,108 @@ def write_tools(
     """Upsert ``tools`` and remove the tools named in ``remove``, in the caller's transaction.
 
     With ``replace``, the tools of that scope that ``tools`` does not name are removed too.
+    ``tools`` is consumed ``WRITE_BATCH`` at a time, so rows are written while a lazy iterable
+    still prepares the rest; the postings and statistics are written once, at the end.
     """
-    generation = lock_catalog(connection)
+    write = _Write(connection, lock_catalog(connection))
+    stream = iter(tools)
+    while batch := list(islice(stream, WRITE_BATCH)):
+        write.upsert(batch)
     if replace is not None:
-        keep = {tool.name for tool in tools}
-        remove = [*remove, *(name for name in _names_in_scope(connection, replace) if name not in keep)]
-    report = WriteReport()
-    existing = _existing(connection, [tool.name for tool in tools])
-    changed: list[IndexedTool] = []
-    for tool in _last_per_name(tools):
-        old = existing.get(tool.name)
-        if old is None:
-            report.added.append(tool.name)
-            changed.append(tool)
-        elif old[1] == tool.content_hash:
-            report.unchanged.append(tool.name)
-        else:
-            report.updated.append(tool.name)
-            changed.append(tool)
-    removed = _existing(connection, [name for name in dict.fromkeys(remove) if name not in existing])
-    report.removed.extend(removed)
-    stale_ids = [existing[name][0] for name in report.updated] + [row[0] for row in removed.values()]
-    if not changed and not stale_ids:
-        return _with_generation(report, generation)
-    delta = _AggregateDelta()
-    old_postings = _current_postings(connection, stale_ids, delta)
-    _delete_tools(connection, [row[0] for row in removed.values()])
-    new_postings = _store_tools(connection, changed, existing, delta)
-    delta.add_postings(old_postings, -1)
-    delta.add_postings(new_postings, +1)
-    # A stale posting is removed unless the new version of its tool sets the same key again.
-    old_postings["tf"] = 0
-    if old_postings.size:
-        postings.write(connection, _last_per_key(np.concatenate([old_postings, new_postings])))
-    else:  # one posting per (term, tool) already
-        postings.write(connection, new_postings)
-    _apply_aggregates(connection, delta)
-    generation += 1
-    connection.execute(update(CatalogState).where(CatalogState.id == 1).values(generation=generation))
-    return _with_generation(report, generation)
+        remove = [*remove, *_names_in_scope(connection, replace)]
+    write.remove([name for name in dict.fromkeys(remove) if name not in write.original])
+    return write.finish()
+
+
+class _Write:
+    """One catalog write: tool rows as they come, then postings and aggregates in one go.
+
+    A name given again in a later batch updates the row an earlier batch wrote (its id, so its
+    catalog position, stays); the report compares each name's last record with the catalog as
+    it was before the write.
+    """
+
+    def __init__(self, connection: Connection, generation: int) -> None:
+        self.connection = connection
+        self.generation = generation
+        self.original: dict[str, tuple[int, str] | None] = {}
+        """Each name given, in first-seen order, with its ``(id, hash)`` before this write."""
+        self.final_hash: dict[str, str] = {}
+        self.removed: list[str] = []
+        self.written: dict[str, tuple[int, str]] = {}
+        """Rows this write inserted or updated: ``(id, hash)`` by name."""
+        self.empty_before = not connection.execute(select(Tool.id).limit(1)).first()
+        self.term_ids: dict[str, int] = {}
+        self.delta = _AggregateDelta()
+        self.changes: list[np.ndarray] = []
+        """Posting changes in the order made: a later change to the same key and tool wins."""
+        self.voided = False
+
+    def lookup(self, names: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """``(id, hash)`` of the named rows as this transaction sees them now."""
+        found = {name: self.written[name] for name in names if name in self.written}
+        if not self.empty_before:
+            found.update(_existing(self.connection, [name for name in names if name not in found]))
+        return found
+
+    def upsert(self, batch: Sequence[IndexedTool]) -> None:
+        tools = _last_per_name(batch)
+        current = self.lookup([tool.name for tool in tools])
+        changed: list[IndexedTool] = []
+        stale: list[int] = []
+        for tool in tools:
+            old = current.get(tool.name)
+            self.original.setdefault(tool.name, old)
+            self.final_hash[tool.name] = tool.content_hash
+            if old is None:
+                changed.append(tool)
+            elif old[1] != tool.content_hash:
+                changed.append(tool)
+                stale.append(old[0])
+        self.void(stale)
+        if changed:
+            new_postings, ids = _store_tools(self.connection, changed, current, self.delta, self.term_ids)
+            self.delta.add_postings(new_postings, +1)
+            self.changes.append(new_postings)
+            self.written.update({tool.name: (ids[tool.name], tool.content_hash) for tool in changed})
+
+    def remove(self, names: Sequence[str]) -> None:
+        found = self.lookup(names) if names else {}
+        self.removed = list(found)
+        self.void([tool_id for tool_id, _ in found.values()])
+        _delete_tools(self.connection, [tool_id for tool_id, _ in found.values()])
+
+    def void(self, tool_ids: Sequence[int]) -> None:
+        """Take the current postings of ``tool_ids`` out (their rows are then rewritten or deleted)."""
+        if not tool_ids:
+            return
+        old_postings = _current_postings(self.connection, tool_ids, self.delta)
+        written_here = np.fromiter((tool_id for tool_id, _ in self.written.values()), np.int64)
+        self.delta.add_postings(old_postings, -1, written_here=written_here)
+        old_postings["tf"] = 0
+        self.changes.append(old_postings)
+        self.voided = True
+
+    def finish(self) -> WriteReport:
+        report = WriteReport(removed=self.removed)
+        for name, before in self.original.items():
+            if before is None:
+                report.added.append(name)
+            elif before[1] == self.final_hash[name]:
+                report.unchanged.append(name)
+            else:
+                report.updated.append(name)
+        if not self.changes:
+            return _with_generation(report, self.generation)
+        changes = np.concatenate(self.changes)
+        # A stale posting is removed unless a later version of its tool sets the same key again.
+        postings.write(self.connection, _last_per_key(changes) if self.voided else changes)
+        _apply_aggregates(self.connection, self.delta)
+        self.generation += 1
+        self.connection.execute(
+            update(CatalogState).where(CatalogState.id == 1).values(generation=self.generation)
+        )
+        return _with_generation(report, self.generation)
 
 
 def _names_in_scope(connection: Connection, scope: ReplaceScope) -> list[str]:
@@ -142,9 +214,23 @@ def _last_per_name(tools: Sequence[IndexedTool]) -> list[IndexedTool]:
     return list(by_name.values())
 
 
+def _scan_instead(connection: Connection, table: type[Tool] | type[Term], lookups: int) -> bool:
+    """Whether reading the whole table beats ``lookups`` keyed lookups: when they would visit a
+    good share of its rows anyway (a first import visits an empty table)."""
+    if lookups < SCAN_MIN:
+        return False
+    rows = int(connection.execute(select(func.count()).select_from(table)).scalar_one())
+    return lookups * SCAN_SHARE >= rows
+
+
 def _existing(connection: Connection, names: Sequence[str]) -> dict[str, tuple[int, str]]:
     found: dict[str, tuple[int, str]] = {}
-    for part in chunks(lookup_keys(names)):
+    keys = lookup_keys(names)
+    if _scan_instead(connection, Tool, len(keys)):
+        wanted = set(keys)
+        rows = connection.execute(select(Tool.name, Tool.id, Tool.content_hash))
+        return {name: (tool_id, digest) for name, tool_id, digest in rows if name in wanted}
+    for part in chunks(keys):
         rows = connection.execute(select(Tool.name, Tool.id, Tool.content_hash).where(Tool.name.in_(part)))
         found.update({name: (tool_id, digest) for name, tool_id, digest in rows})
     return found
@@ -159,15 +245,24 @@ class _AggregateDelta:
         self.df: dict[Key, int] = defaultdict(int)
         self.added_max_tf: dict[Key, int] = {}
         self.removed_max_tf: dict[Key, int] = {}
+        self.recheck: set[Key] = set()
+        """Keys that lost a posting added earlier in this write: their ``max_tf`` is recounted."""
 
     def add_document(self, grp: int, doc_len: int, sign: int) -> None:
         self.doc_count[grp] += sign
         self.total_len[grp] += sign * doc_len
 
-    def add_postings(self, changes: np.ndarray, sign: int) -> None:
-        """Count ``changes`` (``CHANGE_DTYPE``) in or out: per key, their number and largest tf."""
+    def add_postings(self, changes: np.ndarray, sign: int, written_here: np.ndarray | None = None) -> None:
+        """Count ``changes`` (``CHANGE_DTYPE``) in or out: per key, their number and largest tf.
+
+        ``written_here``: tools whose postings this write added; taking those out again makes
+        ``added_max_tf`` an overcount, so their keys are rechecked.
+        """
         if changes.size == 0:
             return
+        if written_here is not None and written_here.size:
+            again = changes[np.isin(changes["tool_id"], written_here)]
+            self.recheck.update(zip(again["term_id"].tolist(), again["grp"].tolist(), strict=True))
         keys = postings.key_codes(changes)
         order = np.argsort(keys)
         keys = keys[order]
@@ -242,10 +337,12 @@ def _store_tools(
     tools: Sequence[IndexedTool],
     existing: dict[str, tuple[int, str]],
     delta: _AggregateDelta,
-) -> np.ndarray:
+    term_ids: dict[str, int],
+) -> tuple[np.ndarray, dict[str, int]]:
     """Insert or update the rows of ``tools`` with their indexed terms; their postings
-    (``CHANGE_DTYPE``) to write, and their documents counted into the group statistics."""
-    term_ids = _term_ids(connection, {term for tool in tools for term in tool.terms})
+    (``CHANGE_DTYPE``) to write and their ids, and their documents counted into the group
+    statistics. ``term_ids`` caches the ids of terms across the batches of one write."""
+    _add_term_ids(connection, {term for tool in tools for term in tool.terms}, term_ids)
     # Every posting of the write in flat arrays, so that sorting, packing and counting them is
     # numpy's work rather than a Python loop per posting.
     flat_terms: list[str] = []
@@ -269,7 +366,7 @@ def _store_tools(
     changes["tool_id"] = np.fromiter((ids[tool.name] for tool in tools), np.int64, len(tools))[owner]
     changes["grp"] = np.fromiter((tool.grp for tool in tools), np.int16, len(tools))[owner]
     changes["doc_len"] = np.fromiter((tool.doc_len for tool in tools), np.int32, len(tools))[owner]
-    return changes
+    return changes, ids
 
 
 def _write_rows(
@@ -346,12 +443,16 @@ def _insert_rows_sqlite(connection: Connection, rows: list[tuple[IndexedTool, by
     return {tool.name: first + offset for offset, (tool, _) in enumerate(rows)}
 
 
-def _term_ids(connection: Connection, terms: set[str]) -> dict[str, int]:
-    """Ids of ``terms``, creating the missing ones (safe: writers hold the catalog lock)."""
-    ids: dict[str, int] = {}
-    wanted = sorted(terms)
-    for part in chunks(wanted):
-        ids.update(dict(connection.execute(select(Term.text, Term.id).where(Term.text.in_(part))).all()))
+def _add_term_ids(connection: Connection, terms: set[str], ids: dict[str, int]) -> None:
+    """Add the ids of ``terms`` to ``ids``, creating the missing terms (safe: writers hold the
+    catalog lock)."""
+    wanted = sorted(term for term in terms if term not in ids)
+    if _scan_instead(connection, Term, len(wanted)):
+        found = connection.execute(select(Term.text, Term.id))
+        ids.update({text: term_id for text, term_id in found if text in terms})
+    else:
+        for part in chunks(wanted):
+            ids.update(dict(connection.execute(select(Term.text, Term.id).where(Term.text.in_(part))).all()))
     missing = [term for term in wanted if term not in ids]
     for part in chunks(missing):
         rows = connection.execute(
@@ -359,7 +460,6 @@ def _term_ids(connection: Connection, terms: set[str]) -> dict[str, int]:
             [{"text": term} for term in part],
         )
         ids.update({text: term_id for text, term_id in rows})
-    return ids
 
 
 def _apply_aggregates(connection: Connection, delta: _AggregateDelta) -> None:
@@ -384,8 +484,9 @@ def _apply_aggregates(connection: Connection, delta: _AggregateDelta) -> None:
             deletes.append(key)
             continue
         stats[key] = (df, max(old_max, delta.added_max_tf.get(key, 0)))
-        if delta.removed_max_tf.get(key, 0) >= old_max > delta.added_max_tf.get(key, 0):
-            recompute.append(key)  # a removed posting held the maximum
+        removed_max, added_max = delta.removed_max_tf.get(key, 0), delta.added_max_tf.get(key, 0)
+        if key in delta.recheck or removed_max >= old_max > added_max:
+            recompute.append(key)  # a removed posting may have held the maximum
     for key, block in postings.key_blocks(connection, recompute).items():
         stats[key] = (stats[key][0], int(block.tf.max()))
     inserts = [

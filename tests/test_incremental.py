@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from discovery import ToolIndex
 from discovery.verify import verify
-from store import postings
+from store import catalog, postings
 from tests.conftest import BACKENDS, PG_ENV
 from tests.test_conformance import scratch_database
 from tests.test_ranking import MCP_NAMES, PLAIN_NAMES, WORDS, tool_records
@@ -31,10 +31,16 @@ def fresh_index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Call
     if request.param == "postgresql" and not os.environ.get(PG_ENV):
         pytest.skip(f"set {PG_ENV} to a PostgreSQL URL to run the PostgreSQL backend")
     with ExitStack() as stack:
+        open_indexes: list[ToolIndex] = []
 
         def make() -> ToolIndex:
+            # Hypothesis runs many examples in one test: keep only the two newest indexes open,
+            # so the examples do not pile up server connections.
+            while len(open_indexes) >= 2:
+                open_indexes.pop(0).close()
             url = stack.enter_context(scratch_database(str(request.param), tmp_path))
             index = ToolIndex.open(url)
+            open_indexes.append(index)
             stack.callback(index.close)
             return index
 
@@ -103,22 +109,29 @@ OPERATIONS = st.one_of(
 )
 
 
-LAYOUTS = {
+LAYOUTS: dict[str, dict[tuple[Any, str], int]] = {
     "default": {},
     # Every change an override, never merged: reads apply the whole delta.
-    "overrides only": {"REWRITE_FACTOR": 0, "MERGE_SLACK": 10**9},
+    "overrides only": {(postings, "REWRITE_FACTOR"): 0, (postings, "MERGE_SLACK"): 10**9},
     # Every change merged into its block at once: the delta stays empty.
-    "blocks only": {"REWRITE_FACTOR": 10**9},
+    "blocks only": {(postings, "REWRITE_FACTOR"): 10**9},
     # Overrides merged after a few: both paths, and merges of blocks that have overrides.
-    "frequent merges": {"REWRITE_FACTOR": 0, "MERGE_SLACK": 2, "MERGE_FRACTION": 2},
+    "frequent merges": {
+        (postings, "REWRITE_FACTOR"): 0,
+        (postings, "MERGE_SLACK"): 2,
+        (postings, "MERGE_FRACTION"): 2,
+    },
+    # Two tools a batch: a name given twice in one write may come back in a later batch.
+    "small batches": {(catalog, "WRITE_BATCH"): 2},
 }
 
 
 @pytest.fixture(params=list(LAYOUTS))
 def layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """How writes split between posting blocks and overrides (``store.postings``' thresholds)."""
-    for name, value in LAYOUTS[request.param].items():
-        monkeypatch.setattr(postings, name, value)
+    """How writes split between posting blocks and overrides (``store.postings``' thresholds),
+    and how many tools a write takes at a time."""
+    for (module, name), value in LAYOUTS[request.param].items():
+        monkeypatch.setattr(module, name, value)
     return str(request.param)
 
 
@@ -197,6 +210,25 @@ def test_a_name_given_twice_keeps_its_last_record(index: ToolIndex) -> None:
     assert report.added == ["grep", "find"]
     assert index.tool("grep").description == "second"
     assert verify(index).ok
+
+
+@pytest.mark.parametrize("batch", [1, 2, 1000])
+def test_a_name_given_again_in_a_later_batch(
+    index: ToolIndex, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    monkeypatch.setattr(catalog, "WRITE_BATCH", batch)
+    index.upsert_tools([tool("grep", "Search file contents"), tool("ls", "List files")])
+    report = index.upsert_tools(
+        [tool("grep", "first"), tool("find"), tool("grep", "Search file contents"), tool("ls", "Listing")]
+    )
+    # Judged against the catalog before the write: grep ends as it was, whatever came between.
+    assert (report.added, report.updated, report.unchanged) == (["find"], ["ls"], ["grep"])
+    assert [t.name for t in index.tools()] == ["grep", "ls", "find"]
+    assert index.tool("grep").description == "Search file contents"
+    assert [hit.name for hit in index.search("first")] == []
+    report = index.upsert_tools([tool("cat", "one"), tool("cat", "two"), tool("cat", "three")])
+    assert (report.added, index.tool("cat").description) == (["cat"], "three")
+    assert verify(index).problems == []
 
 
 # --- replace scopes ------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ import os
 import pytest
 
 from discovery import InvalidRecord, ToolIndex, preparation
+from discovery.indexing import indexed_tool
+from discovery.models import ToolRecord
 from discovery.verify import verify
 from tests.catalogs import generated_catalog
 
@@ -25,18 +27,21 @@ def test_workers_prepare_what_one_process_prepares(small_chunks: None) -> None:
     assert preparation.worker_count(len(records)) == min(len(os.sched_getaffinity(0)), 9)
     done: list[int] = []
     parallel = preparation.prepare(records, done.append)
-    assert parallel == preparation._prepare_here(records, None)
+    assert parallel == [indexed_tool(ToolRecord.model_validate(r)) for r in records]
     assert sum(done) == 60 and len(done) == 9  # one report per task
 
 
-def test_the_first_bad_record_is_reported_as_in_one_process(small_chunks: None) -> None:
+def test_the_first_bad_record_is_reported_as_in_one_process(
+    small_chunks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     records = generated_catalog(60)
     records[23] = {**records[23], "name": ""}
     records[50] = {**records[50], "load_mode": "sometimes"}
     with pytest.raises(InvalidRecord, match=r"^record 24: name: ") as raised:
         preparation.prepare(records)
+    monkeypatch.setattr(preparation, "PARALLEL_MIN", 10**9)
     with pytest.raises(InvalidRecord) as alone:
-        preparation._prepare_here(records, None)
+        preparation.prepare(records)
     assert str(raised.value) == str(alone.value)
 
 

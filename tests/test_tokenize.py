@@ -121,3 +121,12 @@ def test_the_ascii_path_equals_the_unicode_path(text: str) -> None:
     from discovery.tokenize import ascii_tokens, unicode_tokens
 
     assert ascii_tokens(text) == unicode_tokens(text)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(text=st.text(alphabet="aAbBzZ09 _-.", max_size=24))
+def test_the_ascii_path_splits_case_boundaries_as_the_unicode_path(text: str) -> None:
+    """Dense in the places the two paths could differ: runs of capitals, digits, separators."""
+    from discovery.tokenize import ascii_tokens, unicode_tokens
+
+    assert ascii_tokens(text) == unicode_tokens(text)
