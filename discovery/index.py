@@ -157,7 +157,7 @@ class ToolIndex:
             raise QueryWithoutTerms()
         with read_transaction(self.engine) as connection:
             ranking = self._ranker.rank(connection, terms, read_only_corpus(mode), limit)
-            tools = reads.tools_by_ids(connection, [hit.tool_id for hit in ranking.hits])
+            tools = self._ranker.tools(connection, [hit.tool_id for hit in ranking.hits])
         return {
             "query": trimmed,
             "limit": limit,
@@ -191,6 +191,10 @@ class ToolIndex:
 
     def excluded_documents(self, connection: Connection, corpus: Corpus) -> list[StoredTool]:
         return self._ranker.excluded_documents(connection, corpus)
+
+    def tools_in(self, connection: Connection, ids: Sequence[int]) -> dict[int, StoredTool]:
+        """Tool rows by id inside the caller's transaction, from the per-process cache."""
+        return self._ranker.tools(connection, ids)
 
     def rank_in(
         self, connection: Connection, terms: dict[str, int], corpus: Corpus, limit: int | None

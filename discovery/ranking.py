@@ -103,6 +103,7 @@ class Ranker:
         self._cached_postings = 0
         self._documents: dict[str, StoredTool | None] = {}
         self._names: dict[int, str] = {}
+        self._tools: dict[int, StoredTool] = {}
         self._document_terms: dict[int, frozenset[int]] = {}
         self._synced_on: Connection | None = None
         self._exclusions: dict[Corpus, Exclusion] = {}
@@ -175,6 +176,7 @@ class Ranker:
             self._cached_postings = 0
             self._documents.clear()
             self._names.clear()
+            self._tools.clear()
             self._document_terms.clear()
             self._exclusions.clear()
 
@@ -277,6 +279,17 @@ class Ranker:
             ranked.extend(hits)
         return ranked if limit is None else ranked[:limit]
 
+    def tools(self, connection: Connection, ids: Sequence[int]) -> dict[int, StoredTool]:
+        """Tool rows by id (cached until the catalog changes: the hits of a session's searches
+        recur, and a search call returns each hit's row)."""
+        self._sync(connection)
+        missing = [i for i in ids if i not in self._tools]
+        if missing:
+            if len(self._tools) + len(missing) > CACHED_TOOLS_LIMIT:
+                self._tools.clear()
+            self._tools.update(reads.tools_by_ids(connection, missing))
+        return {i: self._tools[i] for i in ids if i in self._tools}
+
     def _names_of(self, connection: Connection, ids: list[int]) -> dict[int, str]:
         missing = [i for i in ids if i not in self._names]
         if missing:
@@ -303,6 +316,9 @@ def _load(connection: Connection, term_id: int, stats: dict[int, TermStats]) -> 
         max_id=int(rows["tool_id"].max()) if rows.size else 0,
     )
 
+
+CACHED_TOOLS_LIMIT = 4096
+"""Tool rows kept per process for search results."""
 
 EXCLUSION_CACHE_SIZE = 256
 """Corpora (sessions' exclusion sets) whose per-term exclusion counts are kept."""

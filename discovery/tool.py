@@ -22,7 +22,7 @@ from discovery.errors import (
 from discovery.index import DEFAULT_LIMIT
 from discovery.scoring import query_term_counts, round6
 from discovery.session import SessionView, activation_order, view_of
-from store import StoredTool, reads, sessions
+from store import StoredTool, sessions
 from store.engine import write_transaction
 
 if TYPE_CHECKING:
@@ -192,7 +192,7 @@ class SearchTool:
         matches = [hit for hit in ranking.hits if hit.name not in selected][:limit]
         activated = activation_order([hit.name for hit in matches])
         active_selected = [*view.live_selected, *(n for n in activated if n not in view.live_selected)]
-        tools = reads.tools_by_ids(connection, [hit.tool_id for hit in matches])
+        tools = index.tools_in(connection, [hit.tool_id for hit in matches])
         content = compact_json(
             {
                 "query": query,

@@ -117,7 +117,13 @@ class Block:
         if self.tool_ids.size == 0:  # a new key: the overrides, sorted by id, are the block
             live = tf > 0
             return Block(tool_ids[live], tf[live], doc_len[live])
-        keep = ~np.isin(self.tool_ids, tool_ids)
+        # Both id arrays ascend: each override finds its block entry by binary search, so a few
+        # overrides cost a few lookups however large the block.
+        at = np.searchsorted(self.tool_ids, tool_ids)
+        found = at < self.tool_ids.size
+        found[found] = self.tool_ids[at[found]] == tool_ids[found]
+        keep = np.ones(self.tool_ids.size, dtype=bool)
+        keep[at[found]] = False
         live = tf > 0
         ids = np.concatenate([self.tool_ids[keep], tool_ids[live]])
         order = np.argsort(ids, kind="stable")

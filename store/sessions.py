@@ -151,6 +151,31 @@ def create(
     return record(connection, state, Event(kind="create", params={"active": active}), active, [])
 
 
+# Built once, with every value a parameter: a search call writes both, and a statement built per
+# call (``.values(...)`` with literals) costs more to compile and cache-key than to run.
+_INSERT_EVENT = insert(SessionEvent)
+_UPDATE_LISTS = (
+    update(Session)
+    .where(Session.id == bindparam("key"))
+    .values(
+        active=bindparam("active"),
+        selected=bindparam("selected"),
+        event_count=bindparam("event_count"),
+        updated_at=bindparam("updated_at"),
+    )
+)
+_FIND_CALL = (
+    select(*SessionEvent.__table__.c)
+    .where(
+        SessionEvent.session_id == bindparam("session_id"),
+        SessionEvent.call_id == bindparam("call_id"),
+        SessionEvent.kind == "search",
+    )
+    .order_by(SessionEvent.seq)
+    .limit(1)
+)
+
+
 def record(
     connection: Connection,
     state: SessionState,
@@ -162,40 +187,31 @@ def record(
     stamp = now()
     seq = state.event_count + 1
     connection.execute(
-        insert(SessionEvent).values(
-            session_id=state.id,
-            seq=seq,
-            kind=event.kind,
-            tool_name=event.tool_name,
-            call_id=event.call_id,
-            params=storable(event.params),
-            content=event.content,
-            details=storable(event.details),
-            error=event.error,
-            activated=list(event.activated),
-            created_at=stamp,
-        )
+        _INSERT_EVENT,
+        {
+            "session_id": state.id,
+            "seq": seq,
+            "kind": event.kind,
+            "tool_name": event.tool_name,
+            "call_id": event.call_id,
+            "params": storable(event.params),
+            "content": event.content,
+            "details": storable(event.details),
+            "error": event.error,
+            "activated": list(event.activated),
+            "created_at": stamp,
+        },
     )
     connection.execute(
-        update(Session)
-        .where(Session.id == state.id)
-        .values(active=active, selected=selected, event_count=seq, updated_at=stamp)
+        _UPDATE_LISTS,
+        {"key": state.id, "active": active, "selected": selected, "event_count": seq, "updated_at": stamp},
     )
     return SessionState(state.id, state.settings, active, selected, seq, state.created_at, stamp)
 
 
 def find_call(connection: Connection, session_id: str, call_id: str) -> LoggedEvent | None:
     """The logged search with this call id, if the session already answered it."""
-    row = connection.execute(
-        select(*SessionEvent.__table__.c)
-        .where(
-            SessionEvent.session_id == session_id,
-            SessionEvent.call_id == call_id,
-            SessionEvent.kind == "search",
-        )
-        .order_by(SessionEvent.seq)
-        .limit(1)
-    ).one_or_none()
+    row = connection.execute(_FIND_CALL, {"session_id": session_id, "call_id": call_id}).one_or_none()
     return None if row is None else _logged(row)
 
 
