@@ -22,22 +22,28 @@ MAX_SCHEMA_DEPTH = 128
 """Deeper input schemas are refused: JSON encoders recurse, and no real tool nests this deep."""
 
 
+_CONTAINERS = (dict, list)
+
+
 def nesting_depth(value: Any) -> int:
-    """How many objects and lists nest inside ``value`` (iterative: safe on hostile input)."""
-    deepest = 0
-    stack = [(value, 0)] if isinstance(value, dict | list) else []
-    while stack:
-        item, depth = stack.pop()
-        if depth > deepest:
-            deepest = depth
-            if deepest > MAX_SCHEMA_DEPTH:
-                break
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return deepest
+    """How many objects and lists nest inside ``value``: level by level, without recursion (safe
+    on hostile input), and stopping once past ``MAX_SCHEMA_DEPTH``."""
+    level = [value] if isinstance(value, _CONTAINERS) else []
+    depth = -1
+    while level and depth <= MAX_SCHEMA_DEPTH:
+        depth += 1
+        level = [
+            child
+            for item in level
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, _CONTAINERS)
+        ]
+    return max(depth, 0)
 
 
 def storable_text(text: str) -> str:
+    if text.isascii() and "\x00" not in text:  # the common case, without the regex
+        return text
     return _UNSTORABLE.sub("\ufffd", text)
 
 
