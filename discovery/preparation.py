@@ -93,18 +93,10 @@ def prepared(records: Iterable[Record], progress: Progress | None = None) -> Gen
     tasks = [(start, items[start : start + CHUNK]) for start in range(0, len(items), CHUNK)]
     pool = ProcessPoolExecutor(workers, mp_context=_start_method(), initializer=_yield_to_the_writer)
     try:
-        futures = [pool.submit(_prepare_chunk, task) for task in tasks]
-        for task, future in zip(tasks, futures, strict=True):
-            if future.cancel():
-                # No worker has started it: the consumer caught up with the workers, so it
-                # prepares this chunk itself rather than wait (and skips the pickling).
-                start, records = task
-                tools = [indexed_tool(as_record(r, start + offset)) for offset, r in enumerate(records)]
-            else:
-                tools = [IndexedTool(*values) for values in future.result()]
-            yield from tools
+        for done in pool.map(_prepare_chunk, tasks):
+            yield from (IndexedTool(*values) for values in done)
             if progress is not None:
-                progress(len(tools))
+                progress(len(done))
     finally:
         # On an error (here or in the caller), drop the chunks not started rather than
         # preparing them all.
