@@ -56,8 +56,9 @@ NOTES = (
     "median; remove = `remove_tools([name])`, median.",
     "`session·50 execute` = `search_tool_bm25.execute()` (limit 8) in a mode-`all` session "
     "whose active set is 50 catalog tools plus the search tool; it persists the selection and "
-    "the call log (a write), and `set_active` restores the 50 after each call, untimed. "
-    "`session·50 rank` = the read part alone: `index.rank(query, session.view().corpus, 8)`.",
+    "the call log (a write), and `set_active` restores the 50 after each call, untimed; timed "
+    "after one untimed pass, like the rest. "
+    "`session·50 rank` = the read part alone: `session.preview(query, 8)`.",
     "Peak RSS = the process's VmHWM: import process and serving process separately. `RSS import` "
     "is the peak, then (+) how much the import added to a process already holding the parsed "
     "catalog. The "

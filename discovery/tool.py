@@ -160,11 +160,12 @@ class SearchTool:
         index = self.session.index
         outcome: ToolResult | ToolCallError
         with write_transaction(index.engine) as connection:
-            state = sessions.lock(connection, self.session.id)
+            state, generation, done = sessions.lock_for_call(connection, self.session.id, call_id)
             if state is None:
                 raise DiscoveryUnavailable()
-            if call_id and (done := sessions.find_call(connection, state.id, call_id)) is not None:
+            if done is not None:
                 return _replayed(done, params)
+            index.sync(connection, generation)
             view = view_of(index, connection, state)
             try:
                 outcome = self._search(connection, view, params)

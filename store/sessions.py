@@ -121,14 +121,15 @@ def lock(connection: Connection, session_id: str) -> SessionState | None:
     """Load a session for update; also holds the catalog steady until the transaction ends."""
     if connection.dialect.name != "sqlite":
         # A share lock on the catalog row: catalog writers wait, so the search sees one catalog.
-        connection.execute(
-            select(CatalogState.generation).where(CatalogState.id == 1).with_for_update(read=True)
-        )
+        connection.execute(_SHARE_CATALOG)
         row = connection.execute(
             select(*_COLUMNS).where(Session.id == session_id).with_for_update()
         ).one_or_none()
         return None if row is None else _state(row)
     return load(connection, session_id)
+
+
+_SHARE_CATALOG = select(CatalogState.generation).where(CatalogState.id == 1).with_for_update(read=True)
 
 
 def create(
@@ -164,15 +165,26 @@ _UPDATE_LISTS = (
         updated_at=bindparam("updated_at"),
     )
 )
-_FIND_CALL = (
-    select(*SessionEvent.__table__.c)
+_ANSWERED = (
+    select(func.min(SessionEvent.seq))
     .where(
-        SessionEvent.session_id == bindparam("session_id"),
+        SessionEvent.session_id == Session.id,
         SessionEvent.call_id == bindparam("call_id"),
         SessionEvent.kind == "search",
     )
-    .order_by(SessionEvent.seq)
-    .limit(1)
+    .scalar_subquery()
+    .label("answered")
+)
+_EVENT = select(*SessionEvent.__table__.c).where(
+    SessionEvent.session_id == bindparam("session_id"), SessionEvent.seq == bindparam("seq")
+)
+_LOCK_FOR_CALL_SQLITE = select(
+    *_COLUMNS,
+    select(CatalogState.generation).where(CatalogState.id == 1).scalar_subquery().label("generation"),
+    _ANSWERED,
+).where(Session.id == bindparam("session_id"))
+_LOCK_FOR_CALL = (
+    select(*_COLUMNS, _ANSWERED).where(Session.id == bindparam("session_id")).with_for_update(of=Session)
 )
 
 
@@ -209,10 +221,28 @@ def record(
     return SessionState(state.id, state.settings, active, selected, seq, state.created_at, stamp)
 
 
-def find_call(connection: Connection, session_id: str, call_id: str) -> LoggedEvent | None:
-    """The logged search with this call id, if the session already answered it."""
-    row = connection.execute(_FIND_CALL, {"session_id": session_id, "call_id": call_id}).one_or_none()
-    return None if row is None else _logged(row)
+def lock_for_call(
+    connection: Connection, session_id: str, call_id: str
+) -> tuple[SessionState | None, int, LoggedEvent | None]:
+    """``lock`` for a search call: also the catalog generation, and the logged answer when the
+    session already answered ``call_id`` — in one statement on SQLite, two on PostgreSQL (the
+    catalog share lock, then the session row), since every search call starts here."""
+    params = {"session_id": session_id, "call_id": call_id or None}
+    if connection.dialect.name == "sqlite":
+        row = connection.execute(_LOCK_FOR_CALL_SQLITE, params).one_or_none()
+        if row is None:
+            return None, 0, None
+        generation = int(row.generation)
+    else:
+        generation = int(connection.execute(_SHARE_CATALOG).scalar_one())
+        row = connection.execute(_LOCK_FOR_CALL, params).one_or_none()
+        if row is None:
+            return None, generation, None
+    answered = None
+    if row.answered is not None:
+        logged = connection.execute(_EVENT, {"session_id": session_id, "seq": row.answered}).one()
+        answered = _logged(logged)
+    return _state(row), generation, answered
 
 
 def events(connection: Connection, session_id: str) -> list[LoggedEvent]:
