@@ -8,7 +8,6 @@ one writer at a time and stay exact.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -17,7 +16,19 @@ from itertools import islice
 from typing import Any, TypeVar
 
 import numpy as np
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+from sqlalchemy import (
+    JSON,
+    Connection,
+    Text,
+    bindparam,
+    cast,
+    delete,
+    func,
+    insert,
+    select,
+    type_coerce,
+    update,
+)
 
 from store import postings
 from store.postings import Key
@@ -314,22 +325,41 @@ def _delete_tools(connection: Connection, tool_ids: Sequence[int]) -> None:
         connection.execute(delete(Tool).where(Tool.id.in_(part)))
 
 
-def _tool_values(tool: IndexedTool) -> dict[str, Any]:
-    return {
-        "name": tool.name,
-        "label": tool.label,
-        "description": tool.description,
-        "summary": tool.summary,
-        "source": tool.source,
-        "server_name": tool.server_name,
-        "mcp_tool_name": tool.mcp_tool_name,
-        "schema_keys": tool.schema_keys,
-        "input_schema": tool.input_schema,
-        "load_mode": tool.load_mode,
-        "grp": tool.grp,
-        "doc_len": tool.doc_len,
-        "content_hash": tool.content_hash,
-    }
+_PLAIN_COLUMNS = (
+    "name",
+    "label",
+    "description",
+    "summary",
+    "source",
+    "server_name",
+    "mcp_tool_name",
+    "load_mode",
+    "grp",
+    "doc_len",
+    "content_hash",
+    "indexed_terms",
+)
+_JSON_COLUMNS = {"schema_keys": "schema_keys_json", "input_schema": "input_schema_json"}
+"""JSON columns and the ``IndexedTool`` fields that hold them already encoded."""
+
+
+def _tool_values(tool: IndexedTool, indexed_terms: bytes) -> dict[str, Any]:
+    values = {column: getattr(tool, column) for column in _PLAIN_COLUMNS if column != "indexed_terms"}
+    values.update({field: getattr(tool, field) for field in _JSON_COLUMNS.values()})
+    values["indexed_terms"] = indexed_terms
+    return values
+
+
+def _row_values(connection: Connection) -> dict[str, Any]:
+    """``.values()`` for writing tool rows from ``_tool_values`` parameters: the JSON columns
+    take the text as encoded (PostgreSQL casts it to ``json``), not a value to encode again."""
+    values: dict[str, Any] = {column: bindparam(column) for column in _PLAIN_COLUMNS}
+    for column, field in _JSON_COLUMNS.items():
+        text = bindparam(field, type_=Text)
+        values[column] = (
+            cast(text, JSON) if connection.dialect.name == "postgresql" else type_coerce(text, Text)
+        )
+    return values
 
 
 def _store_tools(
@@ -378,12 +408,13 @@ def _write_rows(
     """Tool ids by name: updated rows keep theirs, new rows get new ones."""
     ids: dict[str, int] = {}
     updates = [
-        {"tool_id": existing[tool.name][0], "indexed_terms": packed, **_tool_values(tool)}
+        {"tool_id": existing[tool.name][0], **_tool_values(tool, packed)}
         for tool, packed in zip(tools, indexed, strict=True)
         if tool.name in existing
     ]
     if updates:
-        connection.execute(update(Tool).where(Tool.id == bindparam("tool_id")), updates)
+        rewrite = update(Tool).where(Tool.id == bindparam("tool_id")).values(**_row_values(connection))
+        connection.execute(rewrite, updates)
         ids.update({row["name"]: row["tool_id"] for row in updates})
     additions = [
         (tool, packed) for tool, packed in zip(tools, indexed, strict=True) if tool.name not in existing
@@ -391,10 +422,11 @@ def _write_rows(
     if connection.dialect.name == "sqlite":
         ids.update(_insert_rows_sqlite(connection, additions))
         return ids
+    add = insert(Tool).values(**_row_values(connection))
     for part in chunks(additions):
         inserted = connection.execute(
-            insert(Tool).returning(Tool.name, Tool.id, sort_by_parameter_order=True),
-            [{"indexed_terms": packed, **_tool_values(tool)} for tool, packed in part],
+            add.returning(Tool.name, Tool.id, sort_by_parameter_order=True),
+            [_tool_values(tool, packed) for tool, packed in part],
         )
         ids.update({name: tool_id for name, tool_id in inserted})
     return ids
@@ -410,11 +442,10 @@ _TOOL_INSERT = (
 def _insert_rows_sqlite(connection: Connection, rows: list[tuple[IndexedTool, bytes]]) -> dict[str, int]:
     """Insert new tool rows with ids given here, straight to the driver: the bulk of an import
     after the postings. Safe under the write lock ``BEGIN IMMEDIATE`` holds; the JSON columns
-    are encoded as SQLAlchemy's ``JSON`` type encodes them (``json.dumps``)."""
+    arrive encoded (``IndexedTool.schema_keys_json``, ``input_schema_json``)."""
     if not rows:
         return {}
     first = int(connection.exec_driver_sql("SELECT COALESCE(MAX(id), 0) + 1 FROM tools").scalar_one())
-    dumps = json.dumps
     values = [
         (
             first + offset,
@@ -425,8 +456,8 @@ def _insert_rows_sqlite(connection: Connection, rows: list[tuple[IndexedTool, by
             t.source,
             t.server_name,
             t.mcp_tool_name,
-            dumps(t.schema_keys),
-            dumps(t.input_schema),
+            t.schema_keys_json,
+            t.input_schema_json,
             t.load_mode,
             t.grp,
             t.doc_len,

@@ -18,8 +18,10 @@ class IndexedTool:
     source: str
     server_name: str | None
     mcp_tool_name: str | None
-    schema_keys: list[str]
-    input_schema: dict[str, Any] | None
+    schema_keys_json: str
+    input_schema_json: str
+    """Both JSON columns as stored, encoded once where the record is prepared (in a worker
+    process for a large import, which then sends text rather than nested values)."""
     load_mode: str
     grp: int
     doc_len: int

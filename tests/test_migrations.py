@@ -5,7 +5,6 @@ state a database can be in (SPEC §9: one clear error, nothing modified)."""
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -247,8 +246,8 @@ def write_0001_catalog(engine: Engine, records: list[dict[str, Any]]) -> None:
                     "id": tool_id,
                     **{f: getattr(tool, f) for f in ("name", "label", "description", "summary", "source")},
                     **{f: getattr(tool, f) for f in ("server_name", "mcp_tool_name", "load_mode", "grp")},
-                    "schema_keys": json.dumps(tool.schema_keys),
-                    "input_schema": json.dumps(tool.input_schema),
+                    "schema_keys": tool.schema_keys_json,
+                    "input_schema": tool.input_schema_json,
                     "doc_len": tool.doc_len,
                     "content_hash": tool.content_hash,
                 },
