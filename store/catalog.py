@@ -485,6 +485,18 @@ def _add_term_ids(connection: Connection, terms: set[str], ids: dict[str, int]) 
         for part in chunks(wanted):
             ids.update(dict(connection.execute(select(Term.text, Term.id).where(Term.text.in_(part))).all()))
     missing = [term for term in wanted if term not in ids]
+    if missing and connection.dialect.name == "sqlite":
+        # Ids given here under the write lock, straight to the driver: an import adds tens of
+        # thousands of terms, and RETURNING makes SQLAlchemy insert them one statement each.
+        first = int(connection.exec_driver_sql("SELECT COALESCE(MAX(id), 0) + 1 FROM terms").scalar_one())
+        new = {term: first + offset for offset, term in enumerate(missing)}
+        cursor = connection.connection.cursor()
+        try:
+            cursor.executemany("INSERT INTO terms (id, text) VALUES (?, ?)", [(i, t) for t, i in new.items()])
+        finally:
+            cursor.close()
+        ids.update(new)
+        return
     for part in chunks(missing):
         rows = connection.execute(
             insert(Term).returning(Term.text, Term.id, sort_by_parameter_order=True),
