@@ -100,10 +100,15 @@ def read_transaction(engine: Engine) -> Iterator[Connection]:
 def translated_errors(engine: Engine) -> Iterator[None]:
     """Turn driver errors people can act on into one clear store error."""
     where = display_url(engine.url)
+    # Bulk reads and writes of postings and tool rows go to the driver's cursor directly, so its
+    # own errors arrive unwrapped.
+    driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
     try:
         yield
-    except DBAPIError as exc:
-        message = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+    except (DBAPIError, driver_error) as exc:
+        original = exc.orig if isinstance(exc, DBAPIError) else exc
+        invalidated = exc.connection_invalidated if isinstance(exc, DBAPIError) else False
+        message = str(original).strip().splitlines()[0] if original is not None else str(exc)
         lowered = message.lower()
         if "readonly" in lowered or "read-only" in lowered or "read only" in lowered:
             raise ReadOnlyDatabase(
@@ -115,9 +120,7 @@ def translated_errors(engine: Engine) -> Iterator[None]:
             raise DatabaseUnavailable(
                 f"{where} is not a usable SQLite database ({message}); point --db at another file"
             ) from exc
-        if exc.connection_invalidated or any(
-            clue in lowered for clue in ("connection", "could not", "resolve host")
-        ):
+        if invalidated or any(clue in lowered for clue in ("connection", "could not", "resolve host")):
             raise DatabaseUnavailable(
                 f"cannot reach {where} ({message}); check that the server runs and the URL is right"
             ) from exc

@@ -24,6 +24,13 @@ def test_sigkill_during_import_leaves_all_or_nothing(sqlite_url: str) -> None:
 
     with ToolIndex.open(sqlite_url) as index:
         index.upsert_tools(generated_catalog(200, seed=1, servers=["base"]))
+        # How long one such write takes here: the kills are spread over that window and a bit
+        # beyond, whatever the speed of the machine or of the code.
+        timing = generated_catalog(BATCH, seed=999, servers=["timing"])
+        start = time.perf_counter()
+        index.upsert_tools(timing)
+        window = 1.3 * (time.perf_counter() - start)
+        index.remove_tools([tool["name"] for tool in timing])
     rng = random.Random(20)
     outcomes = {"present": 0, "absent": 0}
     for attempt in range(KILLS):
@@ -38,8 +45,7 @@ def test_sigkill_during_import_leaves_all_or_nothing(sqlite_url: str) -> None:
         )
         assert process.stdout is not None
         assert process.stdout.readline().strip() == "started"
-        # The write itself (tokenizing, then one transaction) takes a few hundred milliseconds.
-        time.sleep(rng.uniform(0.0, 1.2))
+        time.sleep(rng.uniform(0.0, window))
         process.send_signal(signal.SIGKILL)
         process.communicate(timeout=60)
         with ToolIndex.open(sqlite_url) as index:
