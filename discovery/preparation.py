@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import closing, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -25,6 +23,9 @@ from discovery.errors import InvalidRecord
 from discovery.indexing import indexed_tool
 from discovery.models import ToolRecord
 from store import IndexedTool
+
+if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
 
 Progress = Callable[[int], None]
 Record = Mapping[str, Any] | ToolRecord
@@ -90,6 +91,9 @@ def prepared(records: Iterable[Record], progress: Progress | None = None) -> Gen
             if progress is not None:
                 progress(1)
         return
+    # Imported here: a process that only searches (or imports little) never pays for them.
+    from concurrent.futures import ProcessPoolExecutor
+
     tasks = [(start, items[start : start + CHUNK]) for start in range(0, len(items), CHUNK)]
     pool = ProcessPoolExecutor(workers, mp_context=_start_method(), initializer=_yield_to_the_writer)
     try:
@@ -121,9 +125,11 @@ def _yield_to_the_writer() -> None:
         os.nice(WORKER_NICENESS)
 
 
-def _start_method() -> multiprocessing.context.BaseContext:
+def _start_method() -> BaseContext:
     """``fork`` (no imports to repeat) unless other threads run, which a fork could catch holding
     a lock; then ``spawn``."""
+    import multiprocessing
+
     if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")

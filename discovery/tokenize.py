@@ -9,13 +9,22 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
+from typing import Any
 
-import regex
 
-_COMBINING_MARKS = regex.compile(r"\p{M}+")
-_ACRONYM_BOUNDARY = regex.compile(r"(\p{Lu}+)(\p{Lu}\p{Ll})")
-_CASE_BOUNDARY = regex.compile(r"([\p{Ll}\p{N}])(\p{Lu})")
-_SEPARATORS = regex.compile(r"[^\p{L}\p{N}]+")
+@lru_cache(maxsize=1)
+def _unicode_patterns() -> tuple[Any, Any, Any, Any]:
+    """The four patterns of SPEC §3, compiled on the first non-ASCII text: most catalogs are
+    ASCII, and a process that never meets other text skips importing ``regex``."""
+    import regex
+
+    return (
+        regex.compile(r"\p{M}+"),
+        regex.compile(r"(\p{Lu}+)(\p{Lu}\p{Ll})"),
+        regex.compile(r"([\p{Ll}\p{N}])(\p{Lu})"),
+        regex.compile(r"[^\p{L}\p{N}]+"),
+    )
+
 
 # The same steps for ASCII text, where the property classes are exactly these ranges (no
 # combining marks, no other letters or numbers), with the standard ``re``. Both boundary steps
@@ -57,8 +66,9 @@ def ascii_tokens(text: str) -> list[str]:
 
 def unicode_tokens(text: str) -> list[str]:
     """The six steps of SPEC §3 on any text."""
-    text = _COMBINING_MARKS.sub("", unicodedata.normalize("NFKD", text))
-    text = _ACRONYM_BOUNDARY.sub(r"\1 \2", text)
-    text = _CASE_BOUNDARY.sub(r"\1 \2", text)
-    text = _SEPARATORS.sub(" ", text)
+    combining_marks, acronym_boundary, case_boundary, separators = _unicode_patterns()
+    text = combining_marks.sub("", unicodedata.normalize("NFKD", text))
+    text = acronym_boundary.sub(r"\1 \2", text)
+    text = case_boundary.sub(r"\1 \2", text)
+    text = separators.sub(" ", text)
     return text.lower().split()
