@@ -177,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="tool-index-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     results: list[tuple[str, list[report.Row]]] = []
+    machine = report.machine_info()  # before the run: its load average, and a clean tree
     try:
         for title, path, records in catalogs(args, workdir):
             directory = workdir / f"catalog-{len(results)}"
@@ -194,13 +195,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
-    finish(args, argv, results, console)
+    finish(args, argv, results, machine, console)
 
 
 def finish(
     args: argparse.Namespace,
     argv: Sequence[str] | None,
     results: list[tuple[str, list[report.Row]]],
+    machine: dict[str, str],
     console: Console,
 ) -> None:
     target_table = Table(title="Targets", title_justify="left")
@@ -213,11 +215,11 @@ def finish(
             )
     console.print(target_table)
     command = " ".join(["python -m bench.run", *(sys.argv[1:] if argv is None else argv)])
-    text = report.markdown(results, report.machine_info(), command, NOTES)
+    text = report.markdown(results, machine, command, NOTES)
     args.results.write_text("# Benchmark results\n\n" + text, encoding="utf-8")
     console.print(f"wrote {args.results}")
     if args.write_readme:
-        summary = report.markdown(results, report.machine_info(), command, NOTES, detailed=False)
+        summary = report.markdown(results, machine, command, NOTES, detailed=False)
         report.replace_section(args.readme, summary)
         console.print(f"updated {args.readme}")
 
