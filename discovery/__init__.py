@@ -1,5 +1,7 @@
 """tool-index: a persistent BM25+ index for tool discovery in LLM agents."""
 
+from typing import TYPE_CHECKING, Any
+
 from discovery.errors import (
     DiscoveryDisabled,
     DiscoveryUnavailable,
@@ -10,8 +12,22 @@ from discovery.errors import (
     ToolCallError,
     ToolIndexError,
 )
+from discovery.hits import SearchHit
 from discovery.index import ImportReport, ToolIndex
-from discovery.models import SearchHit, ToolRecord
+
+if TYPE_CHECKING:
+    from discovery.models import ToolRecord
+
+
+def __getattr__(name: str) -> Any:
+    # ``ToolRecord`` is a pydantic model: loaded when first asked for, so that opening an index
+    # and searching it does not load pydantic.
+    if name == "ToolRecord":
+        from discovery.models import ToolRecord
+
+        return ToolRecord
+    raise AttributeError(f"module 'discovery' has no attribute {name!r}")
+
 
 __all__ = [
     "DiscoveryDisabled",

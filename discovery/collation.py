@@ -47,3 +47,8 @@ def uca_key(name: str) -> tuple[int, ...]:
     """The key ``pyuca`` computes for any string."""
     key: tuple[int, ...] = _collator().sort_key(name)
     return key
+
+
+def utf16_sort_key(text: str) -> bytes:
+    """JavaScript's default ``Array.prototype.sort`` order: UTF-16 code units."""
+    return text.encode("utf-16-be", "surrogatepass")

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from discovery.models import MCP_PREFIX, ToolRecord
+from typing import TYPE_CHECKING
+
 from store import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP
+
+if TYPE_CHECKING:
+    from discovery.models import ToolRecord
+
+MCP_PREFIX = "mcp__"
 
 SEARCH_TOOL_NAME = "search_tool_bm25"
 INTERNAL_NAMES = frozenset({SEARCH_TOOL_NAME, "resolve", "yield", "report_finding", "report_tool_issue"})

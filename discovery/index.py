@@ -6,18 +6,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine
 
 from discovery.corpus import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES, MODE_GROUPS
 from discovery.errors import InvalidLimit, QueryWithoutTerms, ToolIndexError
-from discovery.models import SearchHit, ToolRecord
-from discovery.preparation import Progress, collector_paused, prepared
+from discovery.hits import SearchHit
 from discovery.ranking import Corpus, Ranker, Ranking
 from discovery.resume import selection_from_file
 from discovery.scoring import query_term_counts
-from discovery.session import Session
 from store import (
     GROUP_FIXED,
     GROUP_LOCAL,
@@ -34,6 +32,13 @@ from store import (
 )
 from store import sessions as store_sessions
 from store.engine import default_url, read_transaction, translated_errors, write_transaction
+
+if TYPE_CHECKING:
+    # Imported where used: opening an index and searching it never loads pydantic (the record
+    # and settings models), which is a third of a cold start.
+    from discovery.models import ToolRecord
+    from discovery.preparation import Progress
+    from discovery.session import Session
 
 DEFAULT_LIMIT = 8
 """Matches returned when a search names no limit [fixed]."""
@@ -127,6 +132,8 @@ class ToolIndex:
         given, else every other tool of the catalog.
         """
         scope = catalog.ReplaceScope(server) if replace else None
+        from discovery.preparation import collector_paused, prepared
+
         # Records are prepared (in worker processes when many) while the first ones are written.
         with (
             collector_paused(),
@@ -221,6 +228,8 @@ class ToolIndex:
             "requested": requested,
         }
         settings = {key: value for key, value in given.items() if value is not None}
+        from discovery.session import Session
+
         return Session.open(self, session_id, settings or None)
 
     def sessions(self) -> list[SessionSummary]:

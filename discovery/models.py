@@ -1,4 +1,4 @@
-"""Pydantic models for every value that crosses a boundary: tool records, tool parameters, hits."""
+"""The tool record of SPEC §2 as a pydantic model, with the checks every stored value passes."""
 
 from __future__ import annotations
 
@@ -7,12 +7,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from discovery.collation import utf16_sort_key
+from discovery.corpus import MCP_PREFIX
+
 SUMMARY_UTF16_UNITS = 200
 """The reference indexes the first 200 UTF-16 code units of a description [fixed]."""
 
 Source = Literal["builtin", "mcp", "extension", "custom"]
 LoadMode = Literal["essential", "discoverable", "none"]
-MCP_PREFIX = "mcp__"
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 """NUL and lone surrogates: no backend stores them as text. Both tokenize as separators, as
 U+FFFD does, so replacing them keeps every UTF-16 length and every ranking unchanged."""
@@ -57,11 +59,6 @@ def utf16_prefix(text: str, units: int) -> str:
     if len(encoded) <= units * 2:
         return text
     return encoded[: units * 2].decode("utf-16-le", "surrogatepass")
-
-
-def utf16_sort_key(text: str) -> bytes:
-    """JavaScript's default ``Array.prototype.sort`` order: UTF-16 code units."""
-    return text.encode("utf-16-be", "surrogatepass")
 
 
 def schema_keys_of(schema: Any) -> list[str]:
@@ -141,12 +138,3 @@ class ToolRecord(BaseModel):
     @property
     def is_mcp(self) -> bool:
         return self.name.startswith(MCP_PREFIX)
-
-
-class SearchHit(BaseModel):
-    """A ranked tool: ``score`` is the unrounded double of SPEC §4."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    score: float

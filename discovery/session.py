@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from sqlalchemy import Connection
 
-from discovery.collation import collation_key
+from discovery.collation import collation_key, utf16_sort_key
 from discovery.corpus import (
     DEFAULT_ESSENTIAL_NAMES,
     INTERNAL_NAMES,
@@ -24,7 +24,7 @@ from discovery.corpus import (
     is_mcp_name,
 )
 from discovery.errors import DiscoveryDisabled, QueryWithoutTerms, ToolIndexError
-from discovery.models import SearchHit, utf16_sort_key
+from discovery.hits import SearchHit
 from discovery.preparation import describe_validation_error
 from discovery.ranking import Corpus
 from discovery.scoring import query_term_counts

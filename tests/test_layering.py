@@ -148,3 +148,27 @@ def test_migrations_use_only_the_store_schema() -> None:
         i.module for path in sources("migrations") for i in imports_of(path) if i.top in OURS - {"migrations"}
     }
     assert ours <= {"store.schema"}
+
+
+def test_opening_and_searching_an_index_does_not_load_pydantic(tmp_path: Path) -> None:
+    """The record and settings models load when records are validated or sessions opened; a
+    process that only searches (the cold start of every CLI search) skips pydantic."""
+    import subprocess
+    import sys
+
+    from discovery import ToolIndex
+    from tests.catalogs import WORKED_EXAMPLE
+
+    url = f"sqlite:///{tmp_path / 'tools.db'}"
+    with ToolIndex.open(url) as index:
+        index.upsert_tools(WORKED_EXAMPLE)
+    script = (
+        "import sys\n"
+        "from discovery import ToolIndex\n"
+        f"hits = ToolIndex.open({url!r}).search('github issue')\n"
+        "print(hits[0].name, 'pydantic' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["mcp__github_create_issue", "False"]
