@@ -164,16 +164,7 @@ def term_stat_mismatches(
     index (``indexed``, default ``catalog_postings``): a wrong ``df`` or ``max_tf``, a row
     without postings, or postings without a row. Ordered by term id, then group."""
     everything = catalog_postings(connection) if indexed is None else indexed
-    actual: dict[tuple[int, int], TermStats] = {}
-    if everything.size:
-        terms, groups = everything["term_id"], everything["grp"]
-        starts = np.flatnonzero(np.r_[True, (terms[1:] != terms[:-1]) | (groups[1:] != groups[:-1])])
-        counts = np.diff(np.r_[starts, everything.size]).tolist()
-        largest = np.maximum.reduceat(everything["tf"], starts).tolist()
-        for term, grp, df, max_tf in zip(
-            terms[starts].tolist(), groups[starts].tolist(), counts, largest, strict=True
-        ):
-            actual[(term, grp)] = TermStats(df, max_tf)
+    actual = {(term, grp): TermStats(df, max_tf) for term, grp, df, max_tf in postings.key_totals(everything)}
     stored = {
         (int(term), int(grp)): TermStats(int(df), int(max_tf))
         for term, grp, df, max_tf in connection.execute(

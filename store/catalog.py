@@ -23,24 +23,19 @@ from sqlalchemy import (
     bindparam,
     cast,
     delete,
-    func,
     insert,
     select,
     type_coerce,
     update,
 )
 
-from store import postings
+from store import driver, postings
 from store.postings import Key
 from store.records import IndexedTool, WriteReport
 from store.schema import CatalogState, GroupStat, Term, TermStat, Tool
 
 CHUNK = 500
 """Names or ids per ``IN (...)``: far below every backend's bound-parameter limit."""
-SCAN_MIN = 5_000
-SCAN_SHARE = 4
-"""Lookups of ``SCAN_MIN`` keys or more read the whole table instead when they are at least a
-``1 / SCAN_SHARE`` share of its rows."""
 
 T = TypeVar("T")
 
@@ -126,6 +121,7 @@ class _Write:
         self.removed: list[str] = []
         self.written: dict[str, tuple[int, str]] = {}
         """Rows this write inserted or updated: ``(id, hash)`` by name."""
+        self.written_ids: set[int] = set()
         self.empty_before = not connection.execute(select(Tool.id).limit(1)).first()
         self.term_ids: dict[str, int] = {}
         self.delta = _AggregateDelta()
@@ -160,6 +156,7 @@ class _Write:
             self.delta.add_postings(new_postings, +1)
             self.changes.append(new_postings)
             self.written.update({tool.name: (ids[tool.name], tool.content_hash) for tool in changed})
+            self.written_ids.update(ids[tool.name] for tool in changed)
 
     def remove(self, names: Sequence[str]) -> None:
         found = self.lookup(names) if names else {}
@@ -172,7 +169,7 @@ class _Write:
         if not tool_ids:
             return
         old_postings = _current_postings(self.connection, tool_ids, self.delta)
-        written_here = np.fromiter((tool_id for tool_id, _ in self.written.values()), np.int64)
+        written_here = np.array([i for i in tool_ids if i in self.written_ids], dtype=np.int64)
         self.delta.add_postings(old_postings, -1, written_here=written_here)
         old_postings["tf"] = 0
         self.changes.append(old_postings)
@@ -225,23 +222,9 @@ def _last_per_name(tools: Sequence[IndexedTool]) -> list[IndexedTool]:
     return list(by_name.values())
 
 
-def _scan_instead(connection: Connection, table: type[Tool] | type[Term], lookups: int) -> bool:
-    """Whether reading the whole table beats ``lookups`` keyed lookups: when they would visit a
-    good share of its rows anyway (a first import visits an empty table)."""
-    if lookups < SCAN_MIN:
-        return False
-    rows = int(connection.execute(select(func.count()).select_from(table)).scalar_one())
-    return lookups * SCAN_SHARE >= rows
-
-
 def _existing(connection: Connection, names: Sequence[str]) -> dict[str, tuple[int, str]]:
     found: dict[str, tuple[int, str]] = {}
-    keys = lookup_keys(names)
-    if _scan_instead(connection, Tool, len(keys)):
-        wanted = set(keys)
-        rows = connection.execute(select(Tool.name, Tool.id, Tool.content_hash))
-        return {name: (tool_id, digest) for name, tool_id, digest in rows if name in wanted}
-    for part in chunks(keys):
+    for part in chunks(lookup_keys(names)):
         rows = connection.execute(select(Tool.name, Tool.id, Tool.content_hash).where(Tool.name.in_(part)))
         found.update({name: (tool_id, digest) for name, tool_id, digest in rows})
     return found
@@ -274,17 +257,8 @@ class _AggregateDelta:
         if written_here is not None and written_here.size:
             again = changes[np.isin(changes["tool_id"], written_here)]
             self.recheck.update(zip(again["term_id"].tolist(), again["grp"].tolist(), strict=True))
-        keys = postings.key_codes(changes)
-        order = np.argsort(keys)
-        keys = keys[order]
-        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-        counts = np.diff(np.r_[starts, keys.size])
-        largest = np.maximum.reduceat(changes["tf"][order], starts)
-        terms, groups = postings.key_parts(keys[starts])
         target = self.added_max_tf if sign > 0 else self.removed_max_tf
-        for term, grp, count, tf in zip(
-            terms.tolist(), groups.tolist(), counts.tolist(), largest.tolist(), strict=True
-        ):
+        for term, grp, count, tf in postings.key_totals(changes):
             key = (term, grp)
             self.df[key] += sign * count
             target[key] = max(target.get(key, 0), tf)
@@ -445,7 +419,7 @@ def _insert_rows_sqlite(connection: Connection, rows: list[tuple[IndexedTool, by
     arrive encoded (``IndexedTool.schema_keys_json``, ``input_schema_json``)."""
     if not rows:
         return {}
-    first = int(connection.exec_driver_sql("SELECT COALESCE(MAX(id), 0) + 1 FROM tools").scalar_one())
+    first = driver.next_id(connection, "tools")
     values = [
         (
             first + offset,
@@ -466,11 +440,7 @@ def _insert_rows_sqlite(connection: Connection, rows: list[tuple[IndexedTool, by
         )
         for offset, (t, packed) in enumerate(rows)
     ]
-    cursor = connection.connection.cursor()
-    try:
-        cursor.executemany(_TOOL_INSERT, values)
-    finally:
-        cursor.close()
+    driver.execute_many(connection, _TOOL_INSERT, values)
     return {tool.name: first + offset for offset, (tool, _) in enumerate(rows)}
 
 
@@ -478,23 +448,17 @@ def _add_term_ids(connection: Connection, terms: set[str], ids: dict[str, int]) 
     """Add the ids of ``terms`` to ``ids``, creating the missing terms (safe: writers hold the
     catalog lock)."""
     wanted = sorted(term for term in terms if term not in ids)
-    if _scan_instead(connection, Term, len(wanted)):
-        found = connection.execute(select(Term.text, Term.id))
-        ids.update({text: term_id for text, term_id in found if text in terms})
-    else:
-        for part in chunks(wanted):
-            ids.update(dict(connection.execute(select(Term.text, Term.id).where(Term.text.in_(part))).all()))
+    for part in chunks(wanted):
+        ids.update(dict(connection.execute(select(Term.text, Term.id).where(Term.text.in_(part))).all()))
     missing = [term for term in wanted if term not in ids]
     if missing and connection.dialect.name == "sqlite":
         # Ids given here under the write lock, straight to the driver: an import adds tens of
         # thousands of terms, and RETURNING makes SQLAlchemy insert them one statement each.
-        first = int(connection.exec_driver_sql("SELECT COALESCE(MAX(id), 0) + 1 FROM terms").scalar_one())
+        first = driver.next_id(connection, "terms")
         new = {term: first + offset for offset, term in enumerate(missing)}
-        cursor = connection.connection.cursor()
-        try:
-            cursor.executemany("INSERT INTO terms (id, text) VALUES (?, ?)", [(i, t) for t, i in new.items()])
-        finally:
-            cursor.close()
+        driver.execute_many(
+            connection, "INSERT INTO terms (id, text) VALUES (?, ?)", [(i, t) for t, i in new.items()]
+        )
         ids.update(new)
         return
     for part in chunks(missing):

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection
 
+from store import driver
 from store.errors import CorruptIndex
 
 REWRITE_FACTOR = 16
@@ -60,8 +61,19 @@ def key_codes(changes: np.ndarray) -> np.ndarray:
     return (changes["term_id"].astype(np.int64) << GROUP_BITS) | changes["grp"].astype(np.int64)
 
 
-def key_parts(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return codes >> GROUP_BITS, codes & ((1 << GROUP_BITS) - 1)
+def key_totals(changes: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """Per (term, group) of ``changes``: ``(term, group, how many, largest tf)``, in key order —
+    a key's ``df`` and ``max_tf`` when ``changes`` are its postings."""
+    if changes.size == 0:
+        return []
+    codes = key_codes(changes)
+    order = np.argsort(codes)
+    codes = codes[order]
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    counts = np.diff(np.r_[starts, codes.size])
+    largest = np.maximum.reduceat(changes["tf"][order], starts)
+    terms, groups = codes[starts] >> GROUP_BITS, codes[starts] & ((1 << GROUP_BITS) - 1)
+    return list(zip(terms.tolist(), groups.tolist(), counts.tolist(), largest.tolist(), strict=True))
 
 
 def forward_entries(packed: bytes, tool_id: int) -> np.ndarray:
@@ -137,35 +149,6 @@ class Block:
 BLOCK_COLUMNS = "SELECT term_id, grp, tool_ids, tfs, doc_lens FROM posting_blocks"
 
 
-def _sql(connection: Connection, statement: str) -> str:
-    """``statement`` with the driver's parameter marker (written with ``?``)."""
-    return statement if connection.dialect.name == "sqlite" else statement.replace("?", "%s")
-
-
-def _fetch(connection: Connection, statement: str, params: Sequence[Any] = ()) -> list[Any]:
-    """Rows of a raw query on the connection's DB-API cursor (the same transaction and snapshot).
-
-    Postings are read and written in bulk on every search and import, so they skip the ORM's
-    per-row work.
-    """
-    cursor = connection.connection.cursor()
-    try:
-        cursor.execute(_sql(connection, statement), tuple(params))
-        return list(cursor.fetchall())
-    finally:
-        cursor.close()
-
-
-def _execute_many(connection: Connection, statement: str, rows: Sequence[Sequence[Any]]) -> None:
-    if not rows:
-        return
-    cursor = connection.connection.cursor()
-    try:
-        cursor.executemany(_sql(connection, statement), rows)
-    finally:
-        cursor.close()
-
-
 def _blocks_of(rows: list[Any]) -> dict[Key, Block]:
     return {(term, grp): Block.decode((term, grp), ids, tf, lens) for term, grp, ids, tf, lens in rows}
 
@@ -200,13 +183,13 @@ def term_postings(connection: Connection, term_id: int) -> np.ndarray:
     The hot path of a search: two index lookups, whatever the term's document frequency.
     """
     blocks = _blocks_of(
-        _fetch(
+        driver.fetch(
             connection,
             f"{BLOCK_COLUMNS} WHERE term_id = ?",
             (term_id,),
         )
     )
-    delta = _fetch(
+    delta = driver.fetch(
         connection,
         "SELECT term_id, grp, tool_id, tf, doc_len FROM posting_delta WHERE term_id = ? "
         "ORDER BY grp, tool_id",
@@ -231,13 +214,13 @@ def key_blocks(connection: Connection, keys: Sequence[Key]) -> dict[Key, Block]:
         part = term_ids[start : start + KEY_CHUNK]
         marks = ", ".join("?" * len(part))
         blocks = _blocks_of(
-            _fetch(
+            driver.fetch(
                 connection,
                 f"{BLOCK_COLUMNS} WHERE term_id IN ({marks})",
                 part,
             )
         )
-        delta = _fetch(
+        delta = driver.fetch(
             connection,
             f"SELECT term_id, grp, tool_id, tf, doc_len FROM posting_delta WHERE term_id IN ({marks}) "
             "ORDER BY term_id, grp, tool_id",
@@ -251,8 +234,8 @@ def key_blocks(connection: Connection, keys: Sequence[Key]) -> dict[Key, Block]:
 
 def all_postings(connection: Connection) -> np.ndarray:
     """Every posting of the catalog (``CHANGE_DTYPE``), sorted by (term, group, tool): for audits."""
-    blocks = _blocks_of(_fetch(connection, f"{BLOCK_COLUMNS} ORDER BY term_id, grp"))
-    delta = _fetch(
+    blocks = _blocks_of(driver.fetch(connection, f"{BLOCK_COLUMNS} ORDER BY term_id, grp"))
+    delta = driver.fetch(
         connection,
         "SELECT term_id, grp, tool_id, tf, doc_len FROM posting_delta ORDER BY term_id, grp, tool_id",
     )
@@ -290,7 +273,7 @@ def write(connection: Connection, changes: np.ndarray) -> None:
             overrides.append(part)
     if overrides:
         rows = np.concatenate(overrides)
-        _execute_many(
+        driver.execute_many(
             connection,
             "INSERT INTO posting_delta (term_id, grp, tool_id, tf, doc_len) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (term_id, grp, tool_id) DO UPDATE SET tf = excluded.tf, doc_len = excluded.doc_len",
@@ -322,11 +305,11 @@ def _key_sizes(connection: Connection, keys: Sequence[Key]) -> tuple[dict[Key, i
     for start in range(0, len(term_ids), KEY_CHUNK):
         part = term_ids[start : start + KEY_CHUNK]
         marks = ", ".join("?" * len(part))
-        for term, grp, size in _fetch(
+        for term, grp, size in driver.fetch(
             connection, f"SELECT term_id, grp, size FROM posting_blocks WHERE term_id IN ({marks})", part
         ):
             sizes[(term, grp)] = int(size)
-        for term, grp, count in _fetch(
+        for term, grp, count in driver.fetch(
             connection,
             f"SELECT term_id, grp, COUNT(*) FROM posting_delta WHERE term_id IN ({marks}) "
             "GROUP BY term_id, grp",
@@ -350,12 +333,14 @@ def _rewrite(connection: Connection, runs: list[tuple[Key, np.ndarray]], with_pe
             upserts.append((key[0], key[1], block.size, *block.encode()))
         else:
             emptied.append(key)
-    _execute_many(
+    driver.execute_many(
         connection,
         "INSERT INTO posting_blocks (term_id, grp, size, tool_ids, tfs, doc_lens) VALUES (?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (term_id, grp) DO UPDATE SET size = excluded.size, tool_ids = excluded.tool_ids, "
         "tfs = excluded.tfs, doc_lens = excluded.doc_lens",
         upserts,
     )
-    _execute_many(connection, "DELETE FROM posting_blocks WHERE term_id = ? AND grp = ?", emptied)
-    _execute_many(connection, "DELETE FROM posting_delta WHERE term_id = ? AND grp = ?", sorted(with_pending))
+    driver.execute_many(connection, "DELETE FROM posting_blocks WHERE term_id = ? AND grp = ?", emptied)
+    driver.execute_many(
+        connection, "DELETE FROM posting_delta WHERE term_id = ? AND grp = ?", sorted(with_pending)
+    )
