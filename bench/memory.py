@@ -14,7 +14,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from bench.peers import Hit, Raw, _fields, read_catalog, tool_records
+from bench.peers import Hit, Raw, read_catalog, tool_records
 
 
 class MemoryPeer:
@@ -28,8 +28,10 @@ class MemoryPeer:
         from discovery import scoring
         from discovery.collation import collation_key
         from discovery.corpus import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES
+        from discovery.indexing import record_fields
 
         self.scoring = scoring
+        self.record_fields = record_fields
         self.collation_key = collation_key
         self.catalog = catalog
         self.never_searched = frozenset(DEFAULT_ESSENTIAL_NAMES) | INTERNAL_NAMES
@@ -63,7 +65,7 @@ class MemoryPeer:
             self.remove(record.name)
         if not self.searchable(record):
             return
-        frequencies = self.scoring.document_term_frequencies(_fields(record, self.scoring.field_texts))
+        frequencies = self.scoring.document_term_frequencies(self.record_fields(record))
         doc = self.next_id
         self.next_id += 1
         for term, tf in frequencies.items():

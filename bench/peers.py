@@ -72,24 +72,14 @@ def tool_records(raw: Sequence[Raw]) -> list[Any]:
 
 def weighted_tokens(record: Any) -> list[str]:
     """A token list whose counts are our weighted term frequencies (each token × field weight)."""
-    from discovery.scoring import FIELD_WEIGHTS, field_texts
+    from discovery.indexing import record_fields
+    from discovery.scoring import FIELD_WEIGHTS
     from discovery.tokenize import tokenize
 
     tokens: list[str] = []
-    for field, text in _fields(record, field_texts):
+    for field, text in record_fields(record):
         tokens.extend(tokenize(text) * FIELD_WEIGHTS[field])
     return tokens
-
-
-def _fields(record: Any, field_texts: Callable[..., list[tuple[str, str]]]) -> list[tuple[str, str]]:
-    return field_texts(
-        name=record.name,
-        label=record.label,
-        mcp_tool_name=record.mcp_tool_name,
-        server_name=record.server_name,
-        summary=record.summary,
-        schema_keys=record.schema_keys,
-    )
 
 
 def read_catalog(path: Path) -> list[Raw]:
