@@ -183,5 +183,6 @@ class SessionEvent(Base):
     activated: Mapped[list[str]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
-    # A retried call id is answered from the log instead of running twice.
-    __table_args__ = (Index("ix_session_events_call", "session_id", "call_id"),)
+    # A retried call id is answered from the log instead of running twice. ``seq`` is in the
+    # index so that the first answer is its first entry: without it SQLite walks the whole log.
+    __table_args__ = (Index("ix_session_events_call_seq", "session_id", "call_id", "seq"),)

@@ -254,3 +254,41 @@ def test_preview_ranks_the_session_corpus_without_changing_it(example: ToolIndex
     hits = session.preview("github", limit=5)
     assert [(hit.name, round(hit.score, 6)) for hit in hits] == [("mcp__github_list_pull_requests", 2.07053)]
     assert example.session_record("p") == before
+
+
+def _lookup_steps(index: ToolIndex, session_id: str) -> int:
+    """SQLite VM instructions run by a search call's opening statement, for a new call id."""
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    with index.engine.begin() as connection:
+        raw = connection.connection.dbapi_connection
+        raw.set_progress_handler(count, 1)
+        try:
+            state, _, answered = sessions.lock_for_call(connection, session_id, "never-used")
+        finally:
+            raw.set_progress_handler(None, 1)
+    assert state is not None and answered is None
+    return steps
+
+
+def test_a_new_call_id_is_looked_up_without_reading_the_log(example: ToolIndex) -> None:
+    """The answered-call lookup goes through the call-id index: its work does not grow with
+    the log (walking the log made every call of a long session slower than the last)."""
+    if example.engine.url.get_backend_name() != "sqlite":
+        pytest.skip("counts SQLite VM steps")
+    example.session("long", discovery_mode="mcp-only")
+    short = _lookup_steps(example, "long")
+    with example.engine.begin() as connection:
+        state = sessions.load(connection, "long")
+        assert state is not None
+        for number in range(3000):
+            event = sessions.Event(kind="search", tool_name="search_tool_bm25", call_id=f"old-{number}")
+            state = sessions.record(connection, state, event, state.active, state.selected)
+        _, _, answered = sessions.lock_for_call(connection, "long", "old-2999")
+    assert answered is not None and answered.seq == 3001
+    assert _lookup_steps(example, "long") < 2 * short
