@@ -1,7 +1,8 @@
 """Statements sent straight to the connection's DB-API cursor, in the caller's transaction.
 
-Postings and tool rows are read and written in bulk on every search and import; these skip
-SQLAlchemy's per-statement and per-row work. Statements are written with ``?`` markers.
+Postings and tool rows are read and written in bulk on every search and import, session rows
+and events on every search call; these skip SQLAlchemy's per-statement and per-row work.
+Statements are written with ``?`` markers.
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ def fetch(connection: Connection, statement: str, params: Sequence[Any] = ()) ->
     try:
         cursor.execute(_sql(connection, statement), tuple(params))
         return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+def execute(connection: Connection, statement: str, params: Sequence[Any] = ()) -> None:
+    """One statement that returns no rows."""
+    cursor = connection.connection.cursor()
+    try:
+        cursor.execute(_sql(connection, statement), tuple(params))
     finally:
         cursor.close()
 

@@ -152,6 +152,8 @@ def _sqlite_engine(url: URL) -> Engine:
         # IMMEDIATE takes the write lock up front, so read-then-write transactions never
         # deadlock on a lock upgrade; readers use plain BEGIN through ``read_only``.
         mode = connection.get_execution_options().get("sqlite_begin", "IMMEDIATE")
-        connection.exec_driver_sql(f"BEGIN {mode}")
+        # Straight to the driver: every search runs one transaction, and its errors are
+        # translated like any other (``translated_errors``).
+        connection.connection.dbapi_connection.execute(f"BEGIN {mode}")
 
     return engine

@@ -7,15 +7,18 @@ so concurrent searches never lose a selection or reuse a sequence number.
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+from sqlalchemy import JSON, Connection, DateTime, delete, func, select
 
-from store.schema import CatalogState, Session, SessionEvent
+from store import driver
+from store.schema import Session, SessionEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,129 +66,169 @@ def storable(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
     if isinstance(value, dict):
-        return {storable(str(key)): storable(item) for key, item in value.items()}
+        return {storable(_key_text(key)): storable(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [storable(item) for item in value]
     return storable(repr(value))
+
+
+def _key_text(key: Any) -> str:
+    """A mapping key as JSON spells it (``true``, ``1.5``, ``NaN``), else its ``str``."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool | int | float):
+        return json.dumps(key)
+    return str(key)
 
 
 def now() -> datetime:
     return datetime.now(UTC)
 
 
-def _state(row: Any) -> SessionState:
-    return SessionState(
-        id=row.id,
-        settings=dict(row.settings),
-        active=list(row.active),
-        selected=list(row.selected),
-        event_count=int(row.event_count),
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
+def json_text(value: Any) -> str:
+    """``value`` made ``storable`` and encoded as compact JSON, the way the JSON columns take it.
+
+    Most values (every search call logs its details) need no change: they are encoded first and
+    walked only when the text shows a NUL, a lone surrogate or a value JSON refuses."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        if "\\u0000" not in text:
+            text.encode("utf-8")  # raises on a lone surrogate
+            return text
+    except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
+        pass
+    return json.dumps(storable(value), ensure_ascii=False, separators=(",", ":"))
 
 
-_COLUMNS = (
-    Session.id,
-    Session.settings,
-    Session.active,
-    Session.selected,
-    Session.event_count,
-    Session.created_at,
-    Session.updated_at,
+@dataclass(frozen=True, slots=True)
+class _Codec:
+    """How session rows travel through one backend's driver.
+
+    Session rows and events are read and written on every search call, so these statements go
+    to the driver directly (``store.driver``); the column types' own processors keep the stored
+    form exactly what SQLAlchemy reads and writes elsewhere."""
+
+    json_marker: str
+    load_json: Callable[[Any], Any]
+    store_stamp: Callable[[datetime], Any]
+    load_stamp: Callable[[Any], Any]
+
+
+_CODECS: dict[str, _Codec] = {}
+
+
+def _codec(connection: Connection) -> _Codec:
+    dialect = connection.dialect
+    if dialect.name not in _CODECS:
+        json_type = JSON().dialect_impl(dialect)
+        stamp_type = DateTime(timezone=True).dialect_impl(dialect)
+        _CODECS[dialect.name] = _Codec(
+            # PostgreSQL takes the text as ``json`` only when told; SQLite stores it as it is.
+            json_marker="?" if dialect.name == "sqlite" else "CAST(? AS JSON)",
+            load_json=json_type.result_processor(dialect, None) or _unchanged,
+            store_stamp=stamp_type.bind_processor(dialect) or _unchanged,
+            load_stamp=stamp_type.result_processor(dialect, None) or _unchanged,
+        )
+    return _CODECS[dialect.name]
+
+
+def _unchanged(value: Any) -> Any:
+    return value
+
+
+_SESSION_COLUMNS = "s.id, s.settings, s.active, s.selected, s.event_count, s.created_at, s.updated_at"
+_EVENT_COLUMNS = "seq, kind, tool_name, call_id, params, content, details, error, activated, created_at"
+_GENERATION = "(SELECT generation FROM catalog_state WHERE id = 1)"
+_ANSWERED = (
+    "(SELECT MIN(e.seq) FROM session_events e "
+    "WHERE e.session_id = s.id AND e.call_id = ? AND e.kind = 'search')"
 )
 
 
-_LOAD = select(*_COLUMNS).where(Session.id == bindparam("session_id"))
-"""Built once: every session call starts with it."""
+_SESSION = f"SELECT {_SESSION_COLUMNS} FROM sessions s WHERE s.id = ?"
+_SESSION_WITH_GENERATION = f"SELECT {_SESSION_COLUMNS}, {_GENERATION} FROM sessions s WHERE s.id = ?"
+_SHARE_CATALOG = "SELECT generation FROM catalog_state WHERE id = 1 FOR SHARE"
+_SESSION_FOR_UPDATE = f"{_SESSION} FOR UPDATE"
+_CALL_SQLITE = f"SELECT {_SESSION_COLUMNS}, {_ANSWERED}, {_GENERATION} FROM sessions s WHERE s.id = ?"
+_CALL_FOR_UPDATE = f"SELECT {_SESSION_COLUMNS}, {_ANSWERED} FROM sessions s WHERE s.id = ? FOR UPDATE OF s"
+_EVENT = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? AND seq = ?"
+_EVENTS = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? ORDER BY seq"
 
 
-_LOAD_WITH_GENERATION = select(
-    *_COLUMNS,
-    select(CatalogState.generation).where(CatalogState.id == 1).scalar_subquery().label("generation"),
-).where(Session.id == bindparam("session_id"))
+def _state(row: Sequence[Any], codec: _Codec) -> SessionState:
+    return SessionState(
+        id=row[0],
+        settings=dict(codec.load_json(row[1])),
+        active=list(codec.load_json(row[2])),
+        selected=list(codec.load_json(row[3])),
+        event_count=int(row[4]),
+        created_at=codec.load_stamp(row[5]),
+        updated_at=codec.load_stamp(row[6]),
+    )
 
 
 def load_with_generation(connection: Connection, session_id: str) -> tuple[SessionState | None, int | None]:
     """The session and the catalog generation in one statement (a session read's hot path)."""
-    row = connection.execute(_LOAD_WITH_GENERATION, {"session_id": session_id}).one_or_none()
-    return (None, None) if row is None else (_state(row), int(row.generation))
+    rows = driver.fetch(connection, _SESSION_WITH_GENERATION, (session_id,))
+    return (None, None) if not rows else (_state(rows[0], _codec(connection)), int(rows[0][7]))
 
 
 def load(connection: Connection, session_id: str) -> SessionState | None:
-    row = connection.execute(_LOAD, {"session_id": session_id}).one_or_none()
-    return None if row is None else _state(row)
+    rows = driver.fetch(connection, _SESSION, (session_id,))
+    return _state(rows[0], _codec(connection)) if rows else None
 
 
 def lock(connection: Connection, session_id: str) -> SessionState | None:
     """Load a session for update; also holds the catalog steady until the transaction ends."""
-    if connection.dialect.name != "sqlite":
-        # A share lock on the catalog row: catalog writers wait, so the search sees one catalog.
-        connection.execute(_SHARE_CATALOG)
-        row = connection.execute(
-            select(*_COLUMNS).where(Session.id == session_id).with_for_update()
-        ).one_or_none()
-        return None if row is None else _state(row)
-    return load(connection, session_id)
+    if connection.dialect.name == "sqlite":  # the transaction's write lock covers both
+        return load(connection, session_id)
+    # A share lock on the catalog row: catalog writers wait, so the search sees one catalog.
+    driver.fetch(connection, _SHARE_CATALOG)
+    rows = driver.fetch(connection, _SESSION_FOR_UPDATE, (session_id,))
+    return _state(rows[0], _codec(connection)) if rows else None
 
 
-_SHARE_CATALOG = select(CatalogState.generation).where(CatalogState.id == 1).with_for_update(read=True)
+def lock_for_call(
+    connection: Connection, session_id: str, call_id: str
+) -> tuple[SessionState | None, int, LoggedEvent | None]:
+    """``lock`` for a search call: also the catalog generation, and the logged answer when the
+    session already answered ``call_id`` — in one statement on SQLite, two on PostgreSQL (the
+    catalog share lock, then the session row), since every search call starts here."""
+    params = (call_id or None, session_id)
+    if connection.dialect.name == "sqlite":
+        rows = driver.fetch(connection, _CALL_SQLITE, params)
+        if not rows:
+            return None, 0, None
+        generation = int(rows[0][8])
+    else:
+        generation = int(driver.fetch(connection, _SHARE_CATALOG)[0][0])
+        rows = driver.fetch(connection, _CALL_FOR_UPDATE, params)
+        if not rows:
+            return None, generation, None
+    codec = _codec(connection)
+    answered = rows[0][7]
+    logged = None
+    if answered is not None:
+        logged = _logged(driver.fetch(connection, _EVENT, (session_id, answered))[0], codec)
+    return _state(rows[0], codec), generation, logged
 
 
 def create(
     connection: Connection, session_id: str, settings: dict[str, Any], active: list[str]
 ) -> SessionState:
     """Insert a new session and its ``create`` event (which carries the initial active list)."""
+    codec = _codec(connection)
     stamp = now()
-    connection.execute(
-        insert(Session).values(
-            id=session_id,
-            settings=settings,
-            active=active,
-            selected=[],
-            event_count=0,
-            created_at=stamp,
-            updated_at=stamp,
-        )
+    stored = codec.store_stamp(stamp)
+    marker = codec.json_marker
+    driver.execute(
+        connection,
+        "INSERT INTO sessions (id, settings, active, selected, event_count, created_at, updated_at) "
+        f"VALUES (?, {marker}, {marker}, {marker}, 0, ?, ?)",
+        (session_id, json_text(settings), json_text(active), "[]", stored, stored),
     )
     state = SessionState(session_id, settings, active, [], 0, stamp, stamp)
     return record(connection, state, Event(kind="create", params={"active": active}), active, [])
-
-
-# Built once, with every value a parameter: a search call writes both, and a statement built per
-# call (``.values(...)`` with literals) costs more to compile and cache-key than to run.
-_INSERT_EVENT = insert(SessionEvent)
-_UPDATE_LISTS = (
-    update(Session)
-    .where(Session.id == bindparam("key"))
-    .values(
-        active=bindparam("active"),
-        selected=bindparam("selected"),
-        event_count=bindparam("event_count"),
-        updated_at=bindparam("updated_at"),
-    )
-)
-_ANSWERED = (
-    select(func.min(SessionEvent.seq))
-    .where(
-        SessionEvent.session_id == Session.id,
-        SessionEvent.call_id == bindparam("call_id"),
-        SessionEvent.kind == "search",
-    )
-    .scalar_subquery()
-    .label("answered")
-)
-_EVENT = select(*SessionEvent.__table__.c).where(
-    SessionEvent.session_id == bindparam("session_id"), SessionEvent.seq == bindparam("seq")
-)
-_LOCK_FOR_CALL_SQLITE = select(
-    *_COLUMNS,
-    select(CatalogState.generation).where(CatalogState.id == 1).scalar_subquery().label("generation"),
-    _ANSWERED,
-).where(Session.id == bindparam("session_id"))
-_LOCK_FOR_CALL = (
-    select(*_COLUMNS, _ANSWERED).where(Session.id == bindparam("session_id")).with_for_update(of=Session)
-)
 
 
 def record(
@@ -196,84 +239,66 @@ def record(
     selected: list[str],
 ) -> SessionState:
     """Append ``event`` to the log and store the lists it produced, in the same transaction."""
+    codec = _codec(connection)
+    marker = codec.json_marker
     stamp = now()
+    stored = codec.store_stamp(stamp)
     seq = state.event_count + 1
-    connection.execute(
-        _INSERT_EVENT,
-        {
-            "session_id": state.id,
-            "seq": seq,
-            "kind": event.kind,
-            "tool_name": event.tool_name,
-            "call_id": event.call_id,
-            "params": storable(event.params),
-            "content": event.content,
-            "details": storable(event.details),
-            "error": event.error,
-            "activated": list(event.activated),
-            "created_at": stamp,
-        },
+    driver.execute(
+        connection,
+        f"INSERT INTO session_events (session_id, {_EVENT_COLUMNS}) "
+        f"VALUES (?, ?, ?, ?, ?, {marker}, ?, {marker}, ?, {marker}, ?)",
+        (
+            state.id,
+            seq,
+            event.kind,
+            event.tool_name,
+            event.call_id,
+            json_text(event.params),
+            event.content,
+            json_text(event.details),
+            event.error,
+            json_text(list(event.activated)),
+            stored,
+        ),
     )
-    connection.execute(
-        _UPDATE_LISTS,
-        {"key": state.id, "active": active, "selected": selected, "event_count": seq, "updated_at": stamp},
+    driver.execute(
+        connection,
+        f"UPDATE sessions SET active = {marker}, selected = {marker}, event_count = ?, updated_at = ? "
+        "WHERE id = ?",
+        (json_text(active), json_text(selected), seq, stored, state.id),
     )
     return SessionState(state.id, state.settings, active, selected, seq, state.created_at, stamp)
 
 
-def lock_for_call(
-    connection: Connection, session_id: str, call_id: str
-) -> tuple[SessionState | None, int, LoggedEvent | None]:
-    """``lock`` for a search call: also the catalog generation, and the logged answer when the
-    session already answered ``call_id`` — in one statement on SQLite, two on PostgreSQL (the
-    catalog share lock, then the session row), since every search call starts here."""
-    params = {"session_id": session_id, "call_id": call_id or None}
-    if connection.dialect.name == "sqlite":
-        row = connection.execute(_LOCK_FOR_CALL_SQLITE, params).one_or_none()
-        if row is None:
-            return None, 0, None
-        generation = int(row.generation)
-    else:
-        generation = int(connection.execute(_SHARE_CATALOG).scalar_one())
-        row = connection.execute(_LOCK_FOR_CALL, params).one_or_none()
-        if row is None:
-            return None, generation, None
-    answered = None
-    if row.answered is not None:
-        logged = connection.execute(_EVENT, {"session_id": session_id, "seq": row.answered}).one()
-        answered = _logged(logged)
-    return _state(row), generation, answered
-
-
 def events(connection: Connection, session_id: str) -> list[LoggedEvent]:
-    rows = connection.execute(
-        select(*SessionEvent.__table__.c)
-        .where(SessionEvent.session_id == session_id)
-        .order_by(SessionEvent.seq)
-    )
-    return [_logged(row) for row in rows]
+    rows = driver.fetch(connection, _EVENTS, (session_id,))
+    codec = _codec(connection)
+    return [_logged(row, codec) for row in rows]
 
 
-def _logged(row: Any) -> LoggedEvent:
+def _logged(row: Sequence[Any], codec: _Codec) -> LoggedEvent:
+    seq, kind, tool_name, call_id, params, content, details, error, activated, created_at = row
     return LoggedEvent(
-        seq=row.seq,
+        seq=int(seq),
         event=Event(
-            kind=row.kind,
-            tool_name=row.tool_name,
-            call_id=row.call_id,
-            params=row.params,
-            content=row.content,
-            details=row.details,
-            error=row.error,
-            activated=tuple(row.activated),
+            kind=kind,
+            tool_name=tool_name,
+            call_id=call_id,
+            params=codec.load_json(params),
+            content=content,
+            details=codec.load_json(details),
+            error=error,
+            activated=tuple(codec.load_json(activated)),
         ),
-        created_at=row.created_at,
+        created_at=codec.load_stamp(created_at),
     )
 
 
 def all_sessions(connection: Connection) -> list[SessionState]:
-    rows = connection.execute(select(*_COLUMNS).order_by(Session.created_at, Session.id))
-    return [_state(row) for row in rows]
+    rows = driver.fetch(connection, f"SELECT {_SESSION_COLUMNS} FROM sessions s ORDER BY s.created_at, s.id")
+    codec = _codec(connection)
+    return [_state(row, codec) for row in rows]
 
 
 def search_counts(connection: Connection) -> dict[str, int]:
