@@ -251,6 +251,9 @@ class ToolIndex:
 
     def session_record(self, session_id: str) -> dict[str, Any]:
         """``{"id", "settings", "active", "selected", "calls"}`` with every logged event."""
+        from discovery.session import checked_id
+
+        session_id = checked_id(session_id, "session id")
         with read_transaction(self.engine) as connection:
             state = store_sessions.load(connection, session_id)
             if state is None:
@@ -275,6 +278,9 @@ class ToolIndex:
         return RestoredSelection(session_id, found=names is not None, restored=restored, missing=missing)
 
     def delete_session(self, session_id: str) -> None:
+        from discovery.session import checked_id
+
+        session_id = checked_id(session_id, "session id")
         with write_transaction(self.engine) as connection:
             if not store_sessions.remove(connection, session_id):
                 raise SessionNotFound(f"no session {session_id!r} in the store")

@@ -139,6 +139,18 @@ def opening_active(index: ToolIndex, connection: Connection, settings: SessionSe
     return [*dict.fromkeys(name for name in active if name != SEARCH_TOOL_NAME), SEARCH_TOOL_NAME]
 
 
+def checked_id(value: object, what: str, *, blank: bool = False) -> str:
+    """A session or call id the store can keep and match exactly: text, with no NUL and no lone
+    surrogate (no backend stores those as given), and not blank unless ``blank``."""
+    if not isinstance(value, str):
+        raise ToolIndexError(f"a {what} must be text, not {type(value).__name__}")
+    if not blank and not value.strip():
+        raise ToolIndexError(f"a {what} must not be blank")
+    if sessions.storable(value) != value:
+        raise ToolIndexError(f"a {what} must not contain NUL characters or lone surrogates: {value!r}")
+    return value
+
+
 def activation_order(names: Sequence[str]) -> list[str]:
     """MCP names first, then the others, each once, rank order kept within each part."""
     unique = list(dict.fromkeys(names))
@@ -156,9 +168,7 @@ class Session:
     @classmethod
     def open(cls, index: ToolIndex, session_id: str | None, settings: dict[str, Any] | None) -> Session:
         """Create the session, or resume it (settings, when given, must match the stored ones)."""
-        session_id = session_id if session_id is not None else uuid.uuid4().hex
-        if not session_id.strip():
-            raise ToolIndexError("a session id must not be blank")
+        session_id = checked_id(session_id, "session id") if session_id is not None else uuid.uuid4().hex
         wanted = _settings(settings or {})
         with write_transaction(index.engine) as connection:
             state = sessions.lock(connection, session_id)

@@ -21,7 +21,7 @@ from discovery.errors import (
 )
 from discovery.index import DEFAULT_LIMIT
 from discovery.scoring import query_term_counts, round6
-from discovery.session import SessionView, activation_order, view_of
+from discovery.session import SessionView, activation_order, checked_id, view_of
 from store import StoredTool, sessions
 from store.engine import write_transaction
 
@@ -155,9 +155,11 @@ class SearchTool:
         """Run one search call: rank, activate, persist and log, all before returning.
 
         Raises ``ToolCallError`` with the exact message of SPEC §6; failed calls are logged
-        too. A call id the session has already answered returns the logged answer.
+        too. A call id the session has already answered returns the logged answer; an empty
+        one is never matched. A call id the store cannot keep is a ``ToolIndexError``.
         """
         index = self.session.index
+        call_id = checked_id(call_id, "call id", blank=True)
         outcome: ToolResult | ToolCallError
         with write_transaction(index.engine) as connection:
             state, generation, done = sessions.lock_for_call(connection, self.session.id, call_id)

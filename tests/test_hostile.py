@@ -3,6 +3,7 @@ and a refused write leaves the database exactly as it was."""
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from discovery import InvalidLimit, InvalidRecord, QueryWithoutTerms, ToolIndex, ToolIndexError
 from discovery.models import MAX_SCHEMA_DEPTH
+from store import sessions
 from tests.catalogs import WORKED_EXAMPLE
 
 ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=60)
@@ -125,3 +127,54 @@ def test_names_that_cannot_be_stored_are_refused(index: ToolIndex) -> None:
         with pytest.raises(ToolIndexError):
             index.upsert_tools([{"name": name}])
     assert index.stats()["tools"] == 0
+
+
+JSON_KEYS = st.one_of(ANY_TEXT, SQLISH, st.integers(), st.floats(), st.booleans(), st.none())
+JSON_LEAVES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), ANY_TEXT, SQLISH, st.sets(st.integers(), max_size=2)
+)
+JSON_VALUES = st.recursive(
+    JSON_LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.tuples(inner, inner), st.dictionaries(JSON_KEYS, inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=JSON_VALUES)
+def test_logged_json_is_the_storable_value_whichever_path_encodes_it(value: Any) -> None:
+    """The log encodes most values without walking them; the text must be what the walk gives."""
+    walked = json.dumps(sessions.storable(value), ensure_ascii=False, separators=(",", ":"))
+    assert sessions.json_text(value) == walked
+    assert "\x00" not in walked and walked.encode("utf-8")
+
+
+@HOSTILE
+@given(extra=st.dictionaries(JSON_KEYS, JSON_VALUES, max_size=3))
+def test_any_call_params_are_logged_as_storable_values(index: ToolIndex, extra: dict[Any, Any]) -> None:
+    if not index.stats()["tools"]:
+        index.upsert_tools(WORKED_EXAMPLE)
+    session = index.session(discovery_mode="mcp-only")
+    params = {**extra, "query": "github"}
+    session.search_tool.execute("c", params)
+    logged = index.session_record(session.id)["calls"][-1]["params"]
+    assert logged == json.loads(sessions.json_text(params))
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "lone\ud800", 7, None, b"bytes"])
+def test_ids_the_store_cannot_keep_are_refused_and_nothing_is_written(index: ToolIndex, bad: Any) -> None:
+    index.upsert_tools(WORKED_EXAMPLE)
+    session = index.session("kept", discovery_mode="mcp-only")
+    before = index.session_record("kept")
+    with pytest.raises(ToolIndexError, match="call id"):
+        session.search_tool.execute(bad, {"query": "github"})
+    if bad is not None:  # no id means "make one up"
+        for attempt in (lambda: index.session(bad), lambda: index.session_record(bad)):
+            with pytest.raises(ToolIndexError, match="session id"):
+                attempt()
+        with pytest.raises(ToolIndexError, match="session id"):
+            index.delete_session(bad)
+    assert index.session_record("kept") == before
+    assert [summary.id for summary in index.sessions()] == ["kept"]
