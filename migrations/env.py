@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from store.schema import Base
+from store.schema import metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:
@@ -12,7 +12,7 @@ if connection is None:
 
 context.configure(
     connection=connection,
-    target_metadata=Base.metadata,
+    target_metadata=metadata,
     render_as_batch=True,  # SQLite can only alter tables by copying them
     compare_type=True,
 )

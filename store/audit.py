@@ -18,7 +18,7 @@ from store import postings
 from store.catalog import chunks
 from store.reads import _TOOL_COLUMNS
 from store.records import GroupStats, StoredTool, TermStats
-from store.schema import GroupStat, Term, TermStat, Tool
+from store.schema import group_stats_table, term_stats_table, terms_table, tools_table
 
 AUDIT_BATCH = 1000
 """Tool rows read per batch (the term index is read whole: 24 bytes per posting)."""
@@ -81,9 +81,9 @@ def tool_batches(
     last_id = 0
     while True:
         rows = connection.execute(
-            select(*_TOOL_COLUMNS, Tool.content_hash, Tool.indexed_terms)
-            .where(Tool.id > last_id)
-            .order_by(Tool.id)
+            select(*_TOOL_COLUMNS, tools_table.c.content_hash, tools_table.c.indexed_terms)
+            .where(tools_table.c.id > last_id)
+            .order_by(tools_table.c.id)
             .limit(batch_size)
         ).all()
         if not rows:
@@ -114,7 +114,13 @@ def tool_batches(
 def _remember_texts(connection: Connection, texts: dict[int, str], term_ids: set[int]) -> None:
     missing = sorted(term_ids - texts.keys())
     for part in chunks(missing):
-        texts.update(dict(connection.execute(select(Term.id, Term.text).where(Term.id.in_(part))).all()))
+        texts.update(
+            dict(
+                connection.execute(
+                    select(terms_table.c.id, terms_table.c.text).where(terms_table.c.id.in_(part))
+                ).all()
+            )
+        )
 
 
 def postings_of_tools(connection: Connection, tool_ids: Sequence[int]) -> dict[int, list[StoredPosting]]:
@@ -124,7 +130,9 @@ def postings_of_tools(connection: Connection, tool_ids: Sequence[int]) -> dict[i
     texts: dict[int, str] = {}
     for part in chunks(list(tool_ids)):
         rows = connection.execute(
-            select(Tool.id, Tool.grp, Tool.doc_len, Tool.indexed_terms).where(Tool.id.in_(part))
+            select(
+                tools_table.c.id, tools_table.c.grp, tools_table.c.doc_len, tools_table.c.indexed_terms
+            ).where(tools_table.c.id.in_(part))
         ).all()
         forward = {tool_id: postings.forward_entries(packed, tool_id) for tool_id, _, _, packed in rows}
         _remember_texts(connection, texts, {int(t) for e in forward.values() for t in e["term_id"]})
@@ -136,7 +144,7 @@ def postings_of_tools(connection: Connection, tool_ids: Sequence[int]) -> dict[i
     return found
 
 
-_TABLES = {"tools": Tool, "terms": Term, "term_stats": TermStat}
+_TABLES = {"tools": tools_table, "terms": terms_table, "term_stats": term_stats_table}
 
 
 def row_count(connection: Connection, table: str) -> int:
@@ -147,13 +155,17 @@ def row_count(connection: Connection, table: str) -> int:
 def group_totals(connection: Connection) -> dict[int, GroupStats]:
     """Document count and total length per group, recomputed from the tool rows."""
     rows = connection.execute(
-        select(Tool.grp, func.count(), func.coalesce(func.sum(Tool.doc_len), 0)).group_by(Tool.grp)
+        select(tools_table.c.grp, func.count(), func.coalesce(func.sum(tools_table.c.doc_len), 0)).group_by(
+            tools_table.c.grp
+        )
     )
     return {int(grp): GroupStats(int(count), int(total)) for grp, count, total in rows}
 
 
 def stored_group_stats(connection: Connection) -> dict[int, GroupStats]:
-    rows = connection.execute(select(GroupStat.grp, GroupStat.doc_count, GroupStat.total_len))
+    rows = connection.execute(
+        select(group_stats_table.c.grp, group_stats_table.c.doc_count, group_stats_table.c.total_len)
+    )
     return {int(grp): GroupStats(int(count), int(total)) for grp, count, total in rows}
 
 
@@ -168,7 +180,12 @@ def term_stat_mismatches(
     stored = {
         (int(term), int(grp)): TermStats(int(df), int(max_tf))
         for term, grp, df, max_tf in connection.execute(
-            select(TermStat.term_id, TermStat.grp, TermStat.df, TermStat.max_tf)
+            select(
+                term_stats_table.c.term_id,
+                term_stats_table.c.grp,
+                term_stats_table.c.df,
+                term_stats_table.c.max_tf,
+            )
         )
     }
     wrong = sorted(key for key in stored.keys() | actual.keys() if stored.get(key) != actual.get(key))[:limit]
@@ -187,7 +204,9 @@ def orphan_terms(
     everything = catalog_postings(connection) if indexed is None else indexed
     used = set(np.unique(everything["term_id"]).tolist())
     found: list[tuple[int, str]] = []
-    for term_id, text in connection.execute(select(Term.id, Term.text).order_by(Term.id)):
+    for term_id, text in connection.execute(
+        select(terms_table.c.id, terms_table.c.text).order_by(terms_table.c.id)
+    ):
         if term_id not in used:
             found.append((int(term_id), text))
             if len(found) >= limit:

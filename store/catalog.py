@@ -32,7 +32,7 @@ from sqlalchemy import (
 from store import driver, postings
 from store.postings import Key
 from store.records import IndexedTool, WriteReport
-from store.schema import CatalogState, GroupStat, Term, TermStat, Tool
+from store.schema import catalog_state_table, group_stats_table, term_stats_table, terms_table, tools_table
 
 CHUNK = 500
 """Names or ids per ``IN (...)``: far below every backend's bound-parameter limit."""
@@ -64,7 +64,7 @@ def lookup_keys(names: Iterable[str]) -> list[str]:
 
 def lock_catalog(connection: Connection) -> int:
     """Take the catalog write lock (a no-op beyond ``BEGIN IMMEDIATE`` on SQLite)."""
-    query = select(CatalogState.generation).where(CatalogState.id == 1)
+    query = select(catalog_state_table.c.generation).where(catalog_state_table.c.id == 1)
     if connection.dialect.name != "sqlite":
         query = query.with_for_update()
     return int(connection.execute(query).scalar_one())
@@ -122,7 +122,7 @@ class _Write:
         self.written: dict[str, tuple[int, str]] = {}
         """Rows this write inserted or updated: ``(id, hash)`` by name."""
         self.written_ids: set[int] = set()
-        self.empty_before = not connection.execute(select(Tool.id).limit(1)).first()
+        self.empty_before = not connection.execute(select(tools_table.c.id).limit(1)).first()
         self.term_ids: dict[str, int] = {}
         self.delta = _AggregateDelta()
         self.changes: list[np.ndarray] = []
@@ -192,15 +192,17 @@ class _Write:
         _apply_aggregates(self.connection, self.delta)
         self.generation += 1
         self.connection.execute(
-            update(CatalogState).where(CatalogState.id == 1).values(generation=self.generation)
+            update(catalog_state_table)
+            .where(catalog_state_table.c.id == 1)
+            .values(generation=self.generation)
         )
         return _with_generation(report, self.generation)
 
 
 def _names_in_scope(connection: Connection, scope: ReplaceScope) -> list[str]:
-    query = select(Tool.name)
+    query = select(tools_table.c.name)
     if scope.server is not None:
-        query = query.where(Tool.server_name == scope.server)
+        query = query.where(tools_table.c.server_name == scope.server)
     return list(connection.execute(query).scalars())
 
 
@@ -225,7 +227,11 @@ def _last_per_name(tools: Sequence[IndexedTool]) -> list[IndexedTool]:
 def _existing(connection: Connection, names: Sequence[str]) -> dict[str, tuple[int, str]]:
     found: dict[str, tuple[int, str]] = {}
     for part in chunks(lookup_keys(names)):
-        rows = connection.execute(select(Tool.name, Tool.id, Tool.content_hash).where(Tool.name.in_(part)))
+        rows = connection.execute(
+            select(tools_table.c.name, tools_table.c.id, tools_table.c.content_hash).where(
+                tools_table.c.name.in_(part)
+            )
+        )
         found.update({name: (tool_id, digest) for name, tool_id, digest in rows})
     return found
 
@@ -270,7 +276,9 @@ def _current_postings(connection: Connection, tool_ids: Sequence[int], delta: _A
     parts: list[np.ndarray] = []
     for part in chunks(tool_ids):
         rows = connection.execute(
-            select(Tool.id, Tool.grp, Tool.doc_len, Tool.indexed_terms).where(Tool.id.in_(part))
+            select(
+                tools_table.c.id, tools_table.c.grp, tools_table.c.doc_len, tools_table.c.indexed_terms
+            ).where(tools_table.c.id.in_(part))
         )
         for tool_id, grp, doc_len, packed in rows:
             delta.add_document(grp, doc_len, -1)
@@ -296,7 +304,7 @@ def _last_per_key(changes: np.ndarray) -> np.ndarray:
 
 def _delete_tools(connection: Connection, tool_ids: Sequence[int]) -> None:
     for part in chunks(tool_ids):
-        connection.execute(delete(Tool).where(Tool.id.in_(part)))
+        connection.execute(delete(tools_table).where(tools_table.c.id.in_(part)))
 
 
 _PLAIN_COLUMNS = (
@@ -387,7 +395,11 @@ def _write_rows(
         if tool.name in existing
     ]
     if updates:
-        rewrite = update(Tool).where(Tool.id == bindparam("tool_id")).values(**_row_values(connection))
+        rewrite = (
+            update(tools_table)
+            .where(tools_table.c.id == bindparam("tool_id"))
+            .values(**_row_values(connection))
+        )
         connection.execute(rewrite, updates)
         ids.update({row["name"]: row["tool_id"] for row in updates})
     additions = [
@@ -396,10 +408,10 @@ def _write_rows(
     if connection.dialect.name == "sqlite":
         ids.update(_insert_rows_sqlite(connection, additions))
         return ids
-    add = insert(Tool).values(**_row_values(connection))
+    add = insert(tools_table).values(**_row_values(connection))
     for part in chunks(additions):
         inserted = connection.execute(
-            add.returning(Tool.name, Tool.id, sort_by_parameter_order=True),
+            add.returning(tools_table.c.name, tools_table.c.id, sort_by_parameter_order=True),
             [_tool_values(tool, packed) for tool, packed in part],
         )
         ids.update({name: tool_id for name, tool_id in inserted})
@@ -449,7 +461,13 @@ def _add_term_ids(connection: Connection, terms: set[str], ids: dict[str, int]) 
     catalog lock)."""
     wanted = sorted(term for term in terms if term not in ids)
     for part in chunks(wanted):
-        ids.update(dict(connection.execute(select(Term.text, Term.id).where(Term.text.in_(part))).all()))
+        ids.update(
+            dict(
+                connection.execute(
+                    select(terms_table.c.text, terms_table.c.id).where(terms_table.c.text.in_(part))
+                ).all()
+            )
+        )
     missing = [term for term in wanted if term not in ids]
     if missing and connection.dialect.name == "sqlite":
         # Ids given here under the write lock, straight to the driver: an import adds tens of
@@ -463,7 +481,7 @@ def _add_term_ids(connection: Connection, terms: set[str], ids: dict[str, int]) 
         return
     for part in chunks(missing):
         rows = connection.execute(
-            insert(Term).returning(Term.text, Term.id, sort_by_parameter_order=True),
+            insert(terms_table).returning(terms_table.c.text, terms_table.c.id, sort_by_parameter_order=True),
             [{"text": term} for term in part],
         )
         ids.update({text: term_id for text, term_id in rows})
@@ -472,11 +490,11 @@ def _add_term_ids(connection: Connection, terms: set[str], ids: dict[str, int]) 
 def _apply_aggregates(connection: Connection, delta: _AggregateDelta) -> None:
     for grp in set(delta.doc_count) | set(delta.total_len):
         connection.execute(
-            update(GroupStat)
-            .where(GroupStat.grp == grp)
+            update(group_stats_table)
+            .where(group_stats_table.c.grp == grp)
             .values(
-                doc_count=GroupStat.doc_count + delta.doc_count[grp],
-                total_len=GroupStat.total_len + delta.total_len[grp],
+                doc_count=group_stats_table.c.doc_count + delta.doc_count[grp],
+                total_len=group_stats_table.c.total_len + delta.total_len[grp],
             )
         )
     keys = sorted(set(delta.df) | set(delta.added_max_tf))
@@ -507,18 +525,20 @@ def _apply_aggregates(connection: Connection, delta: _AggregateDelta) -> None:
         if key in current and current[key] != (df, max_tf)
     ]
     if inserts:
-        connection.execute(insert(TermStat), inserts)
+        connection.execute(insert(term_stats_table), inserts)
     if updates:
         connection.execute(
-            update(TermStat).where(
-                TermStat.term_id == bindparam("key_term"), TermStat.grp == bindparam("key_grp")
+            update(term_stats_table).where(
+                term_stats_table.c.term_id == bindparam("key_term"),
+                term_stats_table.c.grp == bindparam("key_grp"),
             ),
             updates,
         )
     if deletes:
         connection.execute(
-            delete(TermStat).where(
-                TermStat.term_id == bindparam("key_term"), TermStat.grp == bindparam("key_grp")
+            delete(term_stats_table).where(
+                term_stats_table.c.term_id == bindparam("key_term"),
+                term_stats_table.c.grp == bindparam("key_grp"),
             ),
             [{"key_term": term, "key_grp": grp} for term, grp in deletes],
         )
@@ -532,9 +552,12 @@ def _term_stats(
     found: dict[tuple[int, int], tuple[int, int]] = {}
     for part in chunks(sorted({term_id for term_id, _ in keys})):
         rows = connection.execute(
-            select(TermStat.term_id, TermStat.grp, TermStat.df, TermStat.max_tf).where(
-                TermStat.term_id.in_(part)
-            )
+            select(
+                term_stats_table.c.term_id,
+                term_stats_table.c.grp,
+                term_stats_table.c.df,
+                term_stats_table.c.max_tf,
+            ).where(term_stats_table.c.term_id.in_(part))
         )
         for term_id, grp, df, max_tf in rows:
             if (term_id, grp) in wanted:
@@ -545,8 +568,10 @@ def _term_stats(
 def _drop_orphan_terms(connection: Connection, term_ids: Sequence[int]) -> None:
     for part in chunks(term_ids):
         still_used = set(
-            connection.execute(select(TermStat.term_id).where(TermStat.term_id.in_(part))).scalars()
+            connection.execute(
+                select(term_stats_table.c.term_id).where(term_stats_table.c.term_id.in_(part))
+            ).scalars()
         )
         orphans = [term_id for term_id in part if term_id not in still_used]
         if orphans:
-            connection.execute(delete(Term).where(Term.id.in_(orphans)))
+            connection.execute(delete(terms_table).where(terms_table.c.id.in_(orphans)))

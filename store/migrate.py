@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, Engine, inspect, text
 
 from store.errors import DatabaseUnavailable, SchemaOutdated, SchemaTooNew
-from store.schema import Base
+from store.schema import metadata
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -89,7 +89,7 @@ def pending_model_changes(engine: Engine) -> list[object]:
     from alembic.migration import MigrationContext
 
     with engine.connect() as connection:
-        return list(compare_metadata(MigrationContext.configure(connection), Base.metadata))
+        return list(compare_metadata(MigrationContext.configure(connection), metadata))
 
 
 def ensure_schema(engine: Engine, *, upgrade_if_old: bool) -> None:

@@ -7,14 +7,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Row, func, select
+from sqlalchemy import Connection, func, select
 
 from store import postings as packed
 from store.catalog import chunks, lookup_keys, matchable
 from store.records import GroupStats, StoredTool, TermStats
-from store.schema import CatalogState, GroupStat, Term, TermStat, Tool
+from store.schema import catalog_state_table, group_stats_table, term_stats_table, terms_table, tools_table
 
-_GENERATION = select(CatalogState.generation).where(CatalogState.id == 1)
+_GENERATION = select(catalog_state_table.c.generation).where(catalog_state_table.c.id == 1)
 """Built once: every search starts with it."""
 
 
@@ -23,7 +23,9 @@ def generation(connection: Connection) -> int:
 
 
 def group_stats(connection: Connection) -> dict[int, GroupStats]:
-    rows = connection.execute(select(GroupStat.grp, GroupStat.doc_count, GroupStat.total_len))
+    rows = connection.execute(
+        select(group_stats_table.c.grp, group_stats_table.c.doc_count, group_stats_table.c.total_len)
+    )
     return {grp: GroupStats(int(count), int(total)) for grp, count, total in rows}
 
 
@@ -32,9 +34,15 @@ def term_stats(connection: Connection, terms: Sequence[str]) -> dict[str, tuple[
     found: dict[str, tuple[int, dict[int, TermStats]]] = {}
     for part in chunks(list(terms)):
         rows = connection.execute(
-            select(Term.text, Term.id, TermStat.grp, TermStat.df, TermStat.max_tf)
-            .join(TermStat, TermStat.term_id == Term.id)
-            .where(Term.text.in_(part))
+            select(
+                terms_table.c.text,
+                terms_table.c.id,
+                term_stats_table.c.grp,
+                term_stats_table.c.df,
+                term_stats_table.c.max_tf,
+            )
+            .join(term_stats_table, term_stats_table.c.term_id == terms_table.c.id)
+            .where(terms_table.c.text.in_(part))
         )
         for text, term_id, grp, df, max_tf in rows:
             found.setdefault(text, (term_id, {}))[1][grp] = TermStats(int(df), int(max_tf))
@@ -47,30 +55,30 @@ def postings(connection: Connection, term_id: int) -> np.ndarray:
 
 
 _TOOL_COLUMNS = (
-    Tool.id,
-    Tool.name,
-    Tool.label,
-    Tool.description,
-    Tool.summary,
-    Tool.source,
-    Tool.server_name,
-    Tool.mcp_tool_name,
-    Tool.schema_keys,
-    Tool.input_schema,
-    Tool.load_mode,
-    Tool.grp,
-    Tool.doc_len,
+    tools_table.c.id,
+    tools_table.c.name,
+    tools_table.c.label,
+    tools_table.c.description,
+    tools_table.c.summary,
+    tools_table.c.source,
+    tools_table.c.server_name,
+    tools_table.c.mcp_tool_name,
+    tools_table.c.schema_keys,
+    tools_table.c.input_schema,
+    tools_table.c.load_mode,
+    tools_table.c.grp,
+    tools_table.c.doc_len,
 )
 
 
-def _stored(row: Row[Any]) -> StoredTool:
+def _stored(row: Any) -> StoredTool:
     return StoredTool(**row._asdict())
 
 
 def tools_by_ids(connection: Connection, ids: Sequence[int]) -> dict[int, StoredTool]:
     found: dict[int, StoredTool] = {}
     for part in chunks(list(ids)):
-        for row in connection.execute(select(*_TOOL_COLUMNS).where(Tool.id.in_(part))):
+        for row in connection.execute(select(*_TOOL_COLUMNS).where(tools_table.c.id.in_(part))):
             found[row.id] = _stored(row)
     return found
 
@@ -78,7 +86,7 @@ def tools_by_ids(connection: Connection, ids: Sequence[int]) -> dict[int, Stored
 def tools_by_names(connection: Connection, names: Sequence[str]) -> dict[str, StoredTool]:
     found: dict[str, StoredTool] = {}
     for part in chunks(lookup_keys(names)):
-        for row in connection.execute(select(*_TOOL_COLUMNS).where(Tool.name.in_(part))):
+        for row in connection.execute(select(*_TOOL_COLUMNS).where(tools_table.c.name.in_(part))):
             found[row.name] = _stored(row)
     return found
 
@@ -86,7 +94,13 @@ def tools_by_names(connection: Connection, names: Sequence[str]) -> dict[str, St
 def names_by_ids(connection: Connection, ids: Sequence[int]) -> dict[int, str]:
     found: dict[int, str] = {}
     for part in chunks(list(ids)):
-        found.update(dict(connection.execute(select(Tool.id, Tool.name).where(Tool.id.in_(part))).all()))
+        found.update(
+            dict(
+                connection.execute(
+                    select(tools_table.c.id, tools_table.c.name).where(tools_table.c.id.in_(part))
+                ).all()
+            )
+        )
     return found
 
 
@@ -96,11 +110,11 @@ def all_tools(
     """Catalog tools in catalog order (the order they were first added)."""
     if not all(matchable(value) for value in (server, source) if value is not None):
         return []
-    query = select(*_TOOL_COLUMNS).order_by(Tool.id)
+    query = select(*_TOOL_COLUMNS).order_by(tools_table.c.id)
     if server is not None:
-        query = query.where(Tool.server_name == server)
+        query = query.where(tools_table.c.server_name == server)
     if source is not None:
-        query = query.where(Tool.source == source)
+        query = query.where(tools_table.c.source == source)
     return [_stored(row) for row in connection.execute(query)]
 
 
@@ -109,18 +123,22 @@ def catalog_summary(connection: Connection) -> dict[str, Any]:
     groups = group_stats(connection)
     tools = sum(g.doc_count for g in groups.values())
     total_len = sum(g.total_len for g in groups.values())
-    by_source = dict(connection.execute(select(Tool.source, func.count()).group_by(Tool.source)).all())
-    by_server = dict(
+    by_source: dict[str, int] = dict(
+        connection.execute(select(tools_table.c.source, func.count()).group_by(tools_table.c.source)).all()
+    )
+    by_server: dict[str, int] = dict(
         connection.execute(
-            select(Tool.server_name, func.count())
-            .where(Tool.server_name.is_not(None))
-            .group_by(Tool.server_name)
+            select(tools_table.c.server_name, func.count())
+            .where(tools_table.c.server_name.is_not(None))
+            .group_by(tools_table.c.server_name)
         ).all()
     )
     return {
         "tools": tools,
-        "terms": int(connection.execute(select(func.count()).select_from(Term)).scalar_one()),
-        "postings": int(connection.execute(select(func.coalesce(func.sum(TermStat.df), 0))).scalar_one()),
+        "terms": int(connection.execute(select(func.count()).select_from(terms_table)).scalar_one()),
+        "postings": int(
+            connection.execute(select(func.coalesce(func.sum(term_stats_table.c.df), 0))).scalar_one()
+        ),
         "avgdl": total_len / tools if tools else 0.0,
         "generation": generation(connection),
         "sources": dict(sorted(by_source.items())),
@@ -133,27 +151,31 @@ def opening_candidates(
 ) -> list[tuple[str, int, str]]:
     """``(name, group, load_mode)`` in catalog order of the tools a new session may start with:
     every tool, or the non-MCP tools plus the MCP tools of ``servers`` or named in ``names``."""
-    query = select(Tool.name, Tool.grp, Tool.load_mode).order_by(Tool.id)
+    query = select(tools_table.c.name, tools_table.c.grp, tools_table.c.load_mode).order_by(tools_table.c.id)
     if not everything:
-        mcp = Tool.name.startswith("mcp__", autoescape=True)
+        mcp = tools_table.c.name.startswith("mcp__", autoescape=True)
         chosen = ~mcp
         if servers:
-            chosen = chosen | Tool.server_name.in_(list(servers))
+            chosen = chosen | tools_table.c.server_name.in_(list(servers))
         if names:
-            chosen = chosen | Tool.name.in_(list(names))
+            chosen = chosen | tools_table.c.name.in_(list(names))
         query = query.where(chosen)
     return [(name, int(grp), load_mode) for name, grp, load_mode in connection.execute(query)]
 
 
 def group_members(connection: Connection, grp: int) -> list[tuple[str, str | None]]:
     """``(name, server_name)`` of every tool in a corpus group."""
-    rows = connection.execute(select(Tool.name, Tool.server_name).where(Tool.grp == grp))
+    rows = connection.execute(
+        select(tools_table.c.name, tools_table.c.server_name).where(tools_table.c.grp == grp)
+    )
     return [(name, server) for name, server in rows]
 
 
 def group_server_counts(connection: Connection, grp: int) -> dict[str | None, int]:
     rows = connection.execute(
-        select(Tool.server_name, func.count()).where(Tool.grp == grp).group_by(Tool.server_name)
+        select(tools_table.c.server_name, func.count())
+        .where(tools_table.c.grp == grp)
+        .group_by(tools_table.c.server_name)
     )
     return {server: int(count) for server, count in rows}
 
@@ -163,7 +185,7 @@ def term_ids_of_tools(connection: Connection, tool_ids: Sequence[int]) -> dict[i
     found: dict[int, frozenset[int]] = {tool_id: frozenset() for tool_id in tool_ids}
     for part in chunks(list(tool_ids)):
         for tool_id, indexed in connection.execute(
-            select(Tool.id, Tool.indexed_terms).where(Tool.id.in_(part))
+            select(tools_table.c.id, tools_table.c.indexed_terms).where(tools_table.c.id.in_(part))
         ):
             found[tool_id] = frozenset(packed.forward_entries(indexed, tool_id)["term_id"].tolist())
     return found

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import JSON, Connection, DateTime, delete, func, select
 
 from store import driver
-from store.schema import Session, SessionEvent
+from store.schema import session_events_table, sessions_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,16 +303,16 @@ def all_sessions(connection: Connection) -> list[SessionState]:
 
 def search_counts(connection: Connection) -> dict[str, int]:
     rows = connection.execute(
-        select(SessionEvent.session_id, func.count())
-        .where(SessionEvent.kind == "search")
-        .group_by(SessionEvent.session_id)
+        select(session_events_table.c.session_id, func.count())
+        .where(session_events_table.c.kind == "search")
+        .group_by(session_events_table.c.session_id)
     )
     return {session_id: int(count) for session_id, count in rows}
 
 
 def remove(connection: Connection, session_id: str) -> bool:
-    connection.execute(delete(SessionEvent).where(SessionEvent.session_id == session_id))
-    return bool(connection.execute(delete(Session).where(Session.id == session_id)).rowcount)
+    connection.execute(delete(session_events_table).where(session_events_table.c.session_id == session_id))
+    return bool(connection.execute(delete(sessions_table).where(sessions_table.c.id == session_id)).rowcount)
 
 
 def replay(logged: list[LoggedEvent]) -> tuple[list[str], list[str]]:

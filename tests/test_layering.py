@@ -150,9 +150,10 @@ def test_migrations_use_only_the_store_schema() -> None:
     assert ours <= {"store.schema"}
 
 
-def test_opening_and_searching_an_index_does_not_load_pydantic(tmp_path: Path) -> None:
+def test_opening_and_searching_an_index_does_not_load_pydantic_or_the_orm(tmp_path: Path) -> None:
     """The record and settings models load when records are validated or sessions opened; a
-    process that only searches (the cold start of every CLI search) skips pydantic."""
+    process that only searches (the cold start of every CLI search) skips pydantic, and the
+    store's tables are Core tables, so it never imports ``sqlalchemy.orm`` either."""
     import subprocess
     import sys
 
@@ -166,9 +167,9 @@ def test_opening_and_searching_an_index_does_not_load_pydantic(tmp_path: Path) -
         "import sys\n"
         "from discovery import ToolIndex\n"
         f"hits = ToolIndex.open({url!r}).search('github issue')\n"
-        "print(hits[0].name, 'pydantic' in sys.modules)\n"
+        "print(hits[0].name, 'pydantic' in sys.modules, 'sqlalchemy.orm' in sys.modules)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
     )
-    assert done.stdout.split() == ["mcp__github_create_issue", "False"]
+    assert done.stdout.split() == ["mcp__github_create_issue", "False", "False"]

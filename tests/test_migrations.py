@@ -19,10 +19,10 @@ from discovery.models import ToolRecord
 from discovery.verify import verify
 from store import DatabaseUnavailable, SchemaOutdated, SchemaTooNew, make_engine, migrate
 from store import postings as packed_postings
-from store.schema import Base
+from store.schema import metadata
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
 
-MODEL_TABLES = set(Base.metadata.tables)
+MODEL_TABLES = set(metadata.tables)
 
 
 @pytest.fixture
