@@ -53,6 +53,10 @@ def directory_bytes(directory: Path) -> int:
     return sum(path.stat().st_size for path in directory.rglob("*") if path.is_file())
 
 
+SESSION_PATHS = ("execute", "read-only beside execute", "rank", "read-only beside rank")
+"""The session measurements, each a row of the table (``tool-index session·50 <path>``)."""
+
+
 def timed(action: Callable[[], object]) -> float:
     """Seconds ``action`` took."""
     start = time.perf_counter()
@@ -102,28 +106,33 @@ def query_rounds(
 
 def session_latencies(index: Any, plan: dict[str, Any], texts: Sequence[str]) -> dict[str, Any]:
     """Searches in a session with 50 active tools: ``session.preview()``, the ranking of the
-    session's corpus without activating or logging, measured like the read-only search (no writes
-    in between); and ``search_tool_bm25.execute()`` (ranks, activates, logs: a write), with the
-    active set put back (untimed) after each call so every call ranks the same corpus."""
+    session's corpus without activating or logging; and ``search_tool_bm25.execute()`` (ranks,
+    activates, logs: a write), with the active set put back (untimed) after each call so every
+    call ranks the same corpus. Each is timed right after a read-only search of the same query,
+    and those read-only searches are kept too: the ratios compare samples taken side by side,
+    so a machine that slows down between two phases does not move them."""
     active = [*plan["session_active"], "search_tool_bm25"]
     session = index.session("bench-50-active", discovery_mode="all")
     session.set_active(active)
     tool = session.search_tool
     limit = plan["limit"]
+    samples: dict[str, list[float]] = {key: [] for key in SESSION_PATHS}
+
+    def read_only(text: str) -> object:
+        return index.search(text, limit=limit)
 
     def rank_only(text: str) -> object:
         return session.preview(text, limit)
 
-    # Ranking only first, as the read-only search is measured: one untimed pass, then timed passes
-    # with nothing written in between. Then execute(), also after one untimed pass, the active set
-    # put back (untimed) after each call.
+    # Ranking only first, with nothing written in between: one untimed pass, then timed passes.
     for text in texts:
+        read_only(text)
         rank_only(text)
-    ranked: list[float] = []
-    executed: list[float] = []
     deadline = time.perf_counter() + plan["budget_s"]
     for _ in range(plan["rounds"]):
-        ranked.extend(timed(partial(rank_only, text)) for text in texts)
+        for text in texts:
+            samples["read-only beside rank"].append(timed(partial(read_only, text)))
+            samples["rank"].append(timed(partial(rank_only, text)))
         if time.perf_counter() > deadline:
             break
     for i, text in enumerate(texts):  # one untimed pass, as for every other measurement
@@ -133,11 +142,12 @@ def session_latencies(index: Any, plan: dict[str, Any], texts: Sequence[str]) ->
     for round_no in range(plan["rounds"]):
         for i, text in enumerate(texts):
             params = {"query": text, "limit": limit}
-            executed.append(timed(partial(tool.execute, f"bench-{round_no}-{i}", params)))
+            samples["read-only beside execute"].append(timed(partial(read_only, text)))
+            samples["execute"].append(timed(partial(tool.execute, f"bench-{round_no}-{i}", params)))
             session.set_active(active)
         if time.perf_counter() > deadline:
             break
-    return {"execute": executed, "rank": ranked}
+    return samples
 
 
 def serve_phase(engine: str, plan: dict[str, Any], directory: Path) -> dict[str, Any]:
