@@ -8,8 +8,9 @@ compares. Each function reads through the caller's connection, so an audit sees 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Connection, func, select
@@ -37,14 +38,51 @@ class StoredPosting:
 
 @dataclass(frozen=True, slots=True)
 class AuditedTool:
-    """A catalog tool as stored: its record, content hash, the postings its indexed terms list
-    (ordered by term id; group and length are the tool's), and the postings the term index
-    holds for it (ordered by term id, group)."""
+    """A catalog tool as stored: its record, its content hash, the terms its indexed terms list
+    (``listed``: term ids, tfs) and the postings the term index holds for it (``held``: term ids,
+    groups, tfs, lengths; ordered by term id, group), as parallel lists. ``texts`` names the ids.
+
+    ``postings`` and ``indexed`` build one object per posting, which an audit of 100k tools needs
+    only for the few tools whose terms differ (``terms_listed``, ``terms_held``)."""
 
     tool: StoredTool
     content_hash: str
-    postings: list[StoredPosting]
-    indexed: list[StoredPosting]
+    listed: tuple[list[int], list[int]]
+    held: tuple[list[int], list[int], list[int], list[int]]
+    texts: Mapping[int, str]
+
+    def terms_listed(self) -> dict[str | None, int] | None:
+        """``{term: tf}`` as the indexed terms list them; ``None`` if a term is listed twice."""
+        term_ids, tfs = self.listed
+        found = dict(zip(map(self.texts.get, term_ids), tfs, strict=True))
+        return found if len(found) == len(term_ids) else None
+
+    def terms_held(self) -> dict[str | None, int] | None:
+        """``{term: tf}`` as the term index holds them; ``None`` if a term is held twice or a
+        posting's group or length is not the tool's."""
+        term_ids, grps, tfs, doc_lens = self.held
+        count = len(term_ids)
+        if grps.count(self.tool.grp) != count or doc_lens.count(self.tool.doc_len) != count:
+            return None
+        found = dict(zip(map(self.texts.get, term_ids), tfs, strict=True))
+        return found if len(found) == count else None
+
+    @property
+    def postings(self) -> list[StoredPosting]:
+        """The postings its indexed terms list (ordered by term id; group and length are the tool's)."""
+        tool = self.tool
+        return [
+            StoredPosting(term_id, self.texts.get(term_id), tool.grp, tf, tool.doc_len)
+            for term_id, tf in zip(*self.listed, strict=True)
+        ]
+
+    @property
+    def indexed(self) -> list[StoredPosting]:
+        """The postings the term index holds for it (ordered by term id, group)."""
+        return [
+            StoredPosting(term_id, self.texts.get(term_id), grp, tf, doc_len)
+            for term_id, grp, tf, doc_len in zip(*self.held, strict=True)
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +115,9 @@ def tool_batches(
     """
     everything = catalog_postings(connection) if indexed is None else indexed
     by_tool = everything[np.argsort(everything["tool_id"], kind="stable")]
+    # Plain columns: turning a structured slice into tuples costs far more than zipping lists.
+    columns = [np.ascontiguousarray(by_tool[field]) for field in ("term_id", "grp", "tf", "doc_len")]
+    tool_ids = np.ascontiguousarray(by_tool["tool_id"])  # searched once per batch: copied once here
     texts: dict[int, str] = {}
     last_id = 0
     while True:
@@ -89,26 +130,41 @@ def tool_batches(
         if not rows:
             return
         ids = np.array([row.id for row in rows], dtype=np.int64)
-        starts = np.searchsorted(by_tool["tool_id"], ids, side="left").tolist()
-        ends = np.searchsorted(by_tool["tool_id"], ids, side="right").tolist()
-        forward = {row.id: postings.forward_entries(row.indexed_terms, row.id) for row in rows}
-        wanted = {int(t) for entries in forward.values() for t in entries["term_id"]}
-        wanted |= {int(t) for s, e in zip(starts, ends, strict=True) for t in by_tool["term_id"][s:e]}
+        starts = np.searchsorted(tool_ids, ids, side="left").tolist()
+        ends = np.searchsorted(tool_ids, ids, side="right").tolist()
+        forward = _forward_terms(rows)
+        wanted = {term_id for term_ids, _ in forward.values() for term_id in term_ids}
+        # The batch's ids ascend, so its postings are one range of the regrouped term index.
+        first = starts[0]
+        term_ids, grps, tfs, doc_lens = (column[first : ends[-1]].tolist() for column in columns)
+        wanted.update(term_ids)
         _remember_texts(connection, texts, wanted)
         batch = []
         for row, start, end in zip(rows, starts, ends, strict=True):
             tool = StoredTool(*row[:-2])
-            listed = [
-                StoredPosting(term_id, texts.get(term_id), tool.grp, tf, tool.doc_len)
-                for term_id, tf in forward[row.id].tolist()
-            ]
-            held = [  # by term and group still: the regrouping sort is stable
-                StoredPosting(term_id, texts.get(term_id), grp, tf, doc_len)
-                for term_id, grp, _, tf, doc_len in by_tool[start:end].tolist()
-            ]
-            batch.append(AuditedTool(tool, row.content_hash, listed, held))
+            # By term and group still: the regrouping sort is stable.
+            part = slice(start - first, end - first)
+            held = (term_ids[part], grps[part], tfs[part], doc_lens[part])
+            batch.append(AuditedTool(tool, row.content_hash, forward[row.id], held, texts))
         yield batch
         last_id = rows[-1].id
+
+
+def _forward_terms(rows: Sequence[Any]) -> dict[int, tuple[list[int], list[int]]]:
+    """Each row's indexed terms as (term ids, tfs), decoded for the batch at once."""
+    width = postings.FORWARD_DTYPE.itemsize
+    for row in rows:  # a torn entry is reported for its tool, not for the batch
+        if len(row.indexed_terms) % width:
+            postings.forward_entries(row.indexed_terms, row.id)
+    entries = np.frombuffer(b"".join(row.indexed_terms for row in rows), postings.FORWARD_DTYPE)
+    term_ids, tfs = entries["term_id"].tolist(), entries["tf"].tolist()
+    found: dict[int, tuple[list[int], list[int]]] = {}
+    start = 0
+    for row in rows:
+        end = start + len(row.indexed_terms) // width
+        found[row.id] = (term_ids[start:end], tfs[start:end])
+        start = end
+    return found
 
 
 def _remember_texts(connection: Connection, texts: dict[int, str], term_ids: set[int]) -> None:

@@ -10,14 +10,18 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import text
 
 from discovery import QueryWithoutTerms, ToolIndex, ToolIndexError
 from discovery import verify as verify_module
 from discovery.explain import NotInCorpus, explain
+from discovery.indexing import indexed_tool
+from discovery.models import ToolRecord
 from discovery.scoring import FIELD_WEIGHTS, round6
 from discovery.verify import CHECKS, VerifyReport, verify
-from store import CorruptIndex, ToolNotFound
+from store import CorruptIndex, StoredTool, ToolNotFound, audit
 from tests.catalogs import generated_catalog
 from tests.conftest import BACKENDS, shared_path
 from tests.test_conformance import scratch_database
@@ -418,3 +422,61 @@ def test_problems_beyond_the_cap_are_counted(index: ToolIndex, monkeypatch: pyte
     report = verify(index)
     assert len(report.problems) == 4 and report.omitted > 0
     assert report.problems[-1] == f"… and {report.omitted} more problems"
+
+
+# --- verify's whole-map comparison against the posting-by-posting one (no ../shared needed) -------
+
+POSTING_FIELDS = st.tuples(
+    st.integers(1, 6), st.sampled_from([1, 2]), st.integers(1, 4), st.sampled_from([80, 81])
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    listed=st.lists(st.tuples(st.integers(1, 6), st.integers(1, 4)), max_size=6),
+    held=st.lists(POSTING_FIELDS, max_size=6),
+)
+def test_term_maps_agree_with_the_postings_they_summarize(
+    listed: list[tuple[int, int]], held: list[tuple[int, int, int, int]]
+) -> None:
+    """``terms_listed``/``terms_held`` (what verify compares first) say a tool is sound exactly
+    when its postings, taken one by one, are: no term twice, the tool's group and length."""
+    tool = StoredTool(1, "t", "t", "", "", "builtin", None, None, (), None, "discoverable", 2, 80)
+    texts = {term_id: f"term{term_id}" for term_id in range(1, 6)}  # id 6 has no terms row
+    audited = audit.AuditedTool(
+        tool,
+        "hash",
+        ([term_id for term_id, _ in listed], [tf for _, tf in listed]),
+        ([p[0] for p in held], [p[1] for p in held], [p[2] for p in held], [p[3] for p in held]),
+        texts,
+    )
+    by_one = {p.term: p.tf for p in audited.postings}
+    assert audited.terms_listed() == (by_one if len(by_one) == len(listed) else None)
+    held_by_one = {p.term: p.tf for p in audited.indexed}
+    sound = len(held_by_one) == len(held) and all(p.grp == 2 and p.doc_len == 80 for p in audited.indexed)
+    assert audited.terms_held() == (held_by_one if sound else None)
+
+
+def test_postings_at_odds_with_their_tool_are_named(index: ToolIndex) -> None:
+    index.upsert_tools(generated_catalog(40, seed=5))
+    tool = index.tools()[7]
+    terms = indexed_tool(ToolRecord.model_validate(tool.as_record())).terms
+    term, tf = sorted(terms.items())[0]
+    with index.engine.connect() as connection:
+        others = connection.execute(text("SELECT id, text FROM terms ORDER BY id")).all()
+    other_id, other = next((term_id, text) for term_id, text in others if text not in terms)
+    place = {"grp": tool.grp, "tool": scalar(index, "SELECT id FROM tools WHERE name = :n", n=tool.name)}
+    wrong = (
+        "INSERT INTO posting_delta (term_id, grp, tool_id, tf, doc_len) "
+        "VALUES (:term, :grp, :tool, :tf, :len)"
+    )
+    undo = "DELETE FROM posting_delta WHERE term_id = :term AND grp = :grp AND tool_id = :tool"
+    where = f"tool {tool.name!r}, term index"
+    term_id = ids(index, tool.name, term)["term"]
+    with corrupted(index, wrong, undo, term=term_id, tf=tf, len=tool.doc_len + 1, **place):
+        expected = f"{where}, term {term!r}: posting doc_len {tool.doc_len + 1}, the tool's is {tool.doc_len}"
+        assert expected in verify(index).problems
+    with corrupted(index, wrong, undo, term=other_id, tf=3, len=tool.doc_len, **place):
+        problems = verify(index).problems
+        assert f"{where}: posting of term {other!r} (tf 3) is not in its record" in problems
+        assert not any(p.startswith(f"tool {tool.name!r}, indexed terms") for p in problems)
