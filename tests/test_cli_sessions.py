@@ -57,6 +57,15 @@ def test_discovery_errors_are_errors(db_url: str) -> None:
     )
 
 
+def test_session_ids_the_store_cannot_keep_are_errors(db_url: str) -> None:
+    """A session id from a byte string that is not UTF-8 arrives with lone surrogates."""
+    ok(db_url, "import", str(DEMO))
+    message = "Error: a session id must not contain NUL characters or lone surrogates: 'bad\\udcff'\n"
+    for args in (("search", "note", "--session", "bad\udcff"), ("session", "show", "bad\udcff")):
+        assert fails(db_url, *args) == message
+    assert ok(db_url, "sessions") == "No sessions.\n"
+
+
 def test_import_jsonl_restores_the_selection(db_url: str, tmp_path: Path) -> None:
     ok(db_url, "import", str(DEMO))
     path = tmp_path / "host.jsonl"
