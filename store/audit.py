@@ -133,7 +133,7 @@ def tool_batches(
         starts = np.searchsorted(tool_ids, ids, side="left").tolist()
         ends = np.searchsorted(tool_ids, ids, side="right").tolist()
         forward = _forward_terms(rows)
-        wanted = {term_id for term_ids, _ in forward.values() for term_id in term_ids}
+        wanted = _listed_term_ids(forward)
         # The batch's ids ascend, so its postings are one range of the regrouped term index.
         first = starts[0]
         term_ids, grps, tfs, doc_lens = (column[first : ends[-1]].tolist() for column in columns)
@@ -167,6 +167,10 @@ def _forward_terms(rows: Sequence[Any]) -> dict[int, tuple[list[int], list[int]]
     return found
 
 
+def _listed_term_ids(forward: dict[int, tuple[list[int], list[int]]]) -> set[int]:
+    return {term_id for term_ids, _ in forward.values() for term_id in term_ids}
+
+
 def _remember_texts(connection: Connection, texts: dict[int, str], term_ids: set[int]) -> None:
     missing = sorted(term_ids - texts.keys())
     for part in chunks(missing):
@@ -190,12 +194,12 @@ def postings_of_tools(connection: Connection, tool_ids: Sequence[int]) -> dict[i
                 tools_table.c.id, tools_table.c.grp, tools_table.c.doc_len, tools_table.c.indexed_terms
             ).where(tools_table.c.id.in_(part))
         ).all()
-        forward = {tool_id: postings.forward_entries(packed, tool_id) for tool_id, _, _, packed in rows}
-        _remember_texts(connection, texts, {int(t) for e in forward.values() for t in e["term_id"]})
-        for tool_id, grp, doc_len, _ in rows:
-            found[tool_id] = [
-                StoredPosting(term_id, texts.get(term_id), grp, tf, doc_len)
-                for term_id, tf in forward[tool_id].tolist()
+        forward = _forward_terms(rows)
+        _remember_texts(connection, texts, _listed_term_ids(forward))
+        for row in rows:
+            found[row.id] = [
+                StoredPosting(term_id, texts.get(term_id), row.grp, tf, row.doc_len)
+                for term_id, tf in zip(*forward[row.id], strict=True)
             ]
     return found
 
