@@ -193,15 +193,18 @@ class Ranker:
         """Which of ``names`` are catalog tools (cached until the catalog changes)."""
         self._sync(connection)
         self._remember_documents(connection, names)
-        return {name for name in names if self._documents.get(name) is not None}
+        documents = self._documents
+        return {name for name in names if documents[name] is not None}
 
     def catalog_size(self, connection: Connection) -> int:
         self._sync(connection)
         return sum(stats.doc_count for stats in self._group_stats.values())
 
     def _remember_documents(self, connection: Connection, names: Sequence[str]) -> None:
-        missing = [name for name in dict.fromkeys(names) if name not in self._documents]
+        documents = self._documents
+        missing = [name for name in names if name not in documents]
         if missing:
+            missing = list(dict.fromkeys(missing))
             found = reads.tools_by_names(connection, missing)
             for name in missing:
                 self._documents[name] = found.get(name)

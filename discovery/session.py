@@ -82,6 +82,15 @@ def essential_names(index: ToolIndex, connection: Connection, settings: SessionS
     return list(dict.fromkeys(name for name in trimmed if name in known))
 
 
+@dataclass(frozen=True, slots=True)
+class SessionRules:
+    """What a session's settings amount to against one catalog generation."""
+
+    settings: SessionSettings
+    mode: EffectiveMode
+    essentials: list[str]
+
+
 @dataclass(frozen=True)
 class SessionView:
     """A session as one transaction sees it: the rules of SPEC §5 applied to the live catalog."""
@@ -104,16 +113,22 @@ def registered_tool_count(index: ToolIndex, connection: Connection) -> int:
     return index.catalog_size(connection) - len(index.known_names(connection, [SEARCH_TOOL_NAME]))
 
 
-def view_of(index: ToolIndex, connection: Connection, state: sessions.SessionState) -> SessionView:
-    settings = SessionSettings.model_validate(state.settings)
+def rules_of(index: ToolIndex, connection: Connection, stored: dict[str, Any]) -> SessionRules:
+    settings = SessionSettings.model_validate(stored)
     mode = effective_mode(settings, registered_tool_count(index, connection))
+    return SessionRules(settings, mode, essential_names(index, connection, settings))
+
+
+def view_of(
+    index: ToolIndex, connection: Connection, state: sessions.SessionState, rules: SessionRules
+) -> SessionView:
     known = index.known_names(connection, [*state.active, *state.selected])
     live = known | {SEARCH_TOOL_NAME}
     return SessionView(
         state=state,
-        settings=settings,
-        mode=mode,
-        essentials=essential_names(index, connection, settings),
+        settings=rules.settings,
+        mode=rules.mode,
+        essentials=rules.essentials,
         live_active=[name for name in state.active if name in live],
         live_selected=[name for name in state.selected if name in known],
     )
@@ -164,6 +179,7 @@ class Session:
         self.index = index
         self.id = session_id
         self._cached_view: tuple[tuple[int, object, int], SessionView] | None = None
+        self._cached_rules: tuple[int, dict[str, Any], SessionRules] | None = None
 
     @classmethod
     def open(cls, index: ToolIndex, session_id: str | None, settings: dict[str, Any] | None) -> Session:
@@ -194,8 +210,19 @@ class Session:
         # The view depends only on the stored state and the catalog: reuse it while neither moved.
         key = (state.event_count, state.updated_at, generation)
         if self._cached_view is None or self._cached_view[0] != key:
-            self._cached_view = (key, view_of(self.index, connection, state))
+            self._cached_view = (key, self.view_in(connection, state, generation))
         return self._cached_view[1]
+
+    def view_in(self, connection: Connection, state: sessions.SessionState, generation: int) -> SessionView:
+        """``state`` as seen in the caller's transaction, synced to catalog ``generation``.
+
+        A session's settings rarely change (only when it is deleted and made anew), so what
+        they amount to is kept until they or the catalog do; every search call starts here."""
+        cached = self._cached_rules
+        if cached is None or cached[0] != generation or cached[1] != state.settings:
+            cached = (generation, state.settings, rules_of(self.index, connection, state.settings))
+            self._cached_rules = cached
+        return view_of(self.index, connection, state, cached[2])
 
     @property
     def settings(self) -> SessionSettings:

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from sqlalchemy import Connection
 
 from discovery.corpus import SEARCH_TOOL_NAME
@@ -21,7 +22,7 @@ from discovery.errors import (
 )
 from discovery.index import DEFAULT_LIMIT
 from discovery.scoring import query_term_counts, round6
-from discovery.session import SessionView, activation_order, checked_id, view_of
+from discovery.session import SessionView, activation_order, checked_id
 from store import StoredTool, sessions
 from store.engine import write_transaction
 
@@ -76,7 +77,14 @@ def json_text(value: Any, *, indent: int | None = None) -> str:
 
 
 def compact_json(value: Any) -> str:
-    return json_text(value)
+    """``json_text`` of a call's content (text, names and counts), on every search call.
+
+    ``orjson`` writes strings and whole numbers exactly as ``JSON.stringify`` does; what it
+    refuses (a lone surrogate, an integer past 64 bits) goes the standard way."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        return json_text(value)
 
 
 def plural(count: int, word: str) -> str:
@@ -168,7 +176,7 @@ class SearchTool:
             if done is not None:
                 return _replayed(done, params)
             index.sync(connection, generation)
-            view = view_of(index, connection, state)
+            view = self.session.view_in(connection, state, generation)
             try:
                 outcome = self._search(connection, view, params)
             except ToolCallError as error:

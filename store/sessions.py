@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import JSON, Connection, DateTime, delete, func, select
 
 from store import driver
@@ -88,8 +89,8 @@ def now() -> datetime:
 def json_text(value: Any) -> str:
     """``value`` made ``storable`` and encoded as compact JSON, the way the JSON columns take it.
 
-    Most values (every search call logs its details) need no change: they are encoded first and
-    walked only when the text shows a NUL, a lone surrogate or a value JSON refuses."""
+    Most values need no change: they are encoded first and walked only when the text shows a
+    NUL, a lone surrogate or a value JSON refuses."""
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         if "\\u0000" not in text:
@@ -98,6 +99,25 @@ def json_text(value: Any) -> str:
     except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
         pass
     return json.dumps(storable(value), ensure_ascii=False, separators=(",", ":"))
+
+
+_PLAIN = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
+def plain_json_text(value: Any) -> str:
+    """``json_text`` for the values the library builds itself (a call's details, lists of
+    names): text, whole numbers, finite floats, lists and string-keyed dicts.
+
+    Every search call logs its details, so they go to ``orjson`` (a tenth of the standard
+    encoder's time). Anything it would spell differently from ``json_text`` goes there instead:
+    a type it refuses, NUL, a lone surrogate, and any ``null`` (how it writes NaN)."""
+    try:
+        text = orjson.dumps(value, option=_PLAIN).decode()
+    except TypeError:  # orjson.JSONEncodeError: another type, a lone surrogate, a huge integer
+        return json_text(value)
+    if "\\u0000" in text or "null" in text:
+        return json_text(value)
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +130,7 @@ class _Codec:
 
     json_marker: str
     load_json: Callable[[Any], Any]
+    load_names: Callable[[Any], Any]
     store_stamp: Callable[[datetime], Any]
     load_stamp: Callable[[Any], Any]
 
@@ -122,10 +143,15 @@ def _codec(connection: Connection) -> _Codec:
     if dialect.name not in _CODECS:
         json_type = JSON().dialect_impl(dialect)
         stamp_type = DateTime(timezone=True).dialect_impl(dialect)
+        load_json = json_type.result_processor(dialect, None) or _unchanged
+        sqlite = dialect.name == "sqlite"
         _CODECS[dialect.name] = _Codec(
             # PostgreSQL takes the text as ``json`` only when told; SQLite stores it as it is.
-            json_marker="?" if dialect.name == "sqlite" else "CAST(? AS JSON)",
-            load_json=json_type.result_processor(dialect, None) or _unchanged,
+            json_marker="?" if sqlite else "CAST(? AS JSON)",
+            load_json=load_json,
+            # SQLite hands back the text of the active and selected lists on every call; they
+            # hold only names, which ``orjson`` reads as the standard decoder does, in half the time.
+            load_names=_names_reader(load_json) if sqlite else load_json,
             store_stamp=stamp_type.bind_processor(dialect) or _unchanged,
             load_stamp=stamp_type.result_processor(dialect, None) or _unchanged,
         )
@@ -134,6 +160,16 @@ def _codec(connection: Connection) -> _Codec:
 
 def _unchanged(value: Any) -> Any:
     return value
+
+
+def _names_reader(load_json: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def load_names(text: Any) -> Any:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:  # not what the log writes; the standard decoder decides
+            return load_json(text)
+
+    return load_names
 
 
 _SESSION_COLUMNS = "s.id, s.settings, s.active, s.selected, s.event_count, s.created_at, s.updated_at"
@@ -159,8 +195,8 @@ def _state(row: Sequence[Any], codec: _Codec) -> SessionState:
     return SessionState(
         id=row[0],
         settings=dict(codec.load_json(row[1])),
-        active=list(codec.load_json(row[2])),
-        selected=list(codec.load_json(row[3])),
+        active=list(codec.load_names(row[2])),
+        selected=list(codec.load_names(row[3])),
         event_count=int(row[4]),
         created_at=codec.load_stamp(row[5]),
         updated_at=codec.load_stamp(row[6]),
@@ -256,9 +292,9 @@ def record(
             event.call_id,
             json_text(event.params),
             event.content,
-            json_text(event.details),
+            plain_json_text(event.details),
             event.error,
-            json_text(list(event.activated)),
+            plain_json_text(list(event.activated)),
             stored,
         ),
     )
@@ -266,7 +302,7 @@ def record(
         connection,
         f"UPDATE sessions SET active = {marker}, selected = {marker}, event_count = ?, updated_at = ? "
         "WHERE id = ?",
-        (json_text(active), json_text(selected), seq, stored, state.id),
+        (plain_json_text(active), plain_json_text(selected), seq, stored, state.id),
     )
     return SessionState(state.id, state.settings, active, selected, seq, state.created_at, stamp)
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import create_engine
 
 from discovery import InvalidLimit, InvalidRecord, QueryWithoutTerms, ToolIndex, ToolIndexError
 from discovery.models import MAX_SCHEMA_DEPTH
@@ -149,6 +150,21 @@ def test_logged_json_is_the_storable_value_whichever_path_encodes_it(value: Any)
     walked = json.dumps(sessions.storable(value), ensure_ascii=False, separators=(",", ":"))
     assert sessions.json_text(value) == walked
     assert "\x00" not in walked and walked.encode("utf-8")
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=JSON_VALUES)
+def test_the_library_s_own_values_are_logged_as_the_standard_path_would(value: Any) -> None:
+    """Details and name lists go to ``orjson``; whatever it writes must read back as the value
+    the standard path stores (NaN, NUL, lone surrogates and huge integers included)."""
+    assert json.loads(sessions.plain_json_text(value)) == json.loads(sessions.json_text(value))
+
+
+def test_stored_name_lists_orjson_cannot_read_are_read_the_standard_way() -> None:
+    with create_engine("sqlite://").connect() as connection:
+        codec = sessions._codec(connection)
+    assert codec.load_names('["a","\\ud800",NaN]') == json.loads('["a","\\ud800",NaN]')
+    assert codec.load_names('["mcp__x","é"]') == ["mcp__x", "é"]
 
 
 @HOSTILE

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from discovery import DiscoveryUnavailable, ToolCallError, ToolIndex, ToolIndexError
 from discovery.session import SessionSettings, effective_mode
-from discovery.tool import compact_json
+from discovery.tool import compact_json, json_text
 from store import SessionNotFound, sessions
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
 
@@ -188,6 +190,39 @@ def test_hostile_queries_search_and_log(example: ToolIndex, query: str) -> None:
 
 def test_content_json_matches_javascript_stringify() -> None:
     assert compact_json({"q": 'é\ud800\n"', "n": 1}) == '{"q":"é\\ud800\\n\\"","n":1}'
+
+
+CONTENT_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    query=CONTENT_TEXT,
+    names=st.lists(CONTENT_TEXT, max_size=4),
+    count=st.one_of(st.integers(min_value=0, max_value=10**6), st.integers(min_value=2**63)),
+)
+def test_content_json_is_the_standard_encoding_whichever_encoder_writes_it(
+    query: str, names: list[str], count: int
+) -> None:
+    """Content goes to ``orjson`` first; the text must be exactly ``JSON.stringify``'s."""
+    content = {"query": query, "activated_tools": names, "match_count": len(names), "total_tools": count}
+    assert compact_json(content) == json_text(content)
+
+
+def test_a_session_handle_follows_the_catalog_and_a_session_made_anew(index: ToolIndex) -> None:
+    """What a session's settings amount to is kept between calls, never past a change."""
+    tools = generated_catalog(41)
+    index.upsert_tools(tools[:40])
+    session = index.session("s")  # auto: 40 registered tools keep discovery off
+    with pytest.raises(ToolCallError, match="disabled"):
+        session.search_tool.execute("c1", {"query": "tool"})
+    index.upsert_tools(tools[40:])  # the 41st turns it on, for the same handle
+    assert session.search_tool.execute("c2", {"query": "tool"}).details["total_tools"] > 0
+    index.delete_session("s")
+    index.session("s", discovery_mode="off")  # same id, other settings, another handle
+    with pytest.raises(ToolCallError, match="disabled"):
+        session.search_tool.execute("c3", {"query": "tool"})
+    assert session.effective_mode == "off"
 
 
 def test_session_search_matches_a_fresh_corpus(index: ToolIndex) -> None:
