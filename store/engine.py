@@ -99,13 +99,13 @@ def read_transaction(engine: Engine) -> Iterator[Connection]:
 @contextmanager
 def translated_errors(engine: Engine) -> Iterator[None]:
     """Turn driver errors people can act on into one clear store error."""
-    where = display_url(engine.url)
     # Bulk reads and writes of postings and tool rows go to the driver's cursor directly, so its
     # own errors arrive unwrapped.
     driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
     try:
         yield
     except (DBAPIError, driver_error) as exc:
+        where = display_url(engine.url)
         original = exc.orig if isinstance(exc, DBAPIError) else exc
         invalidated = exc.connection_invalidated if isinstance(exc, DBAPIError) else False
         message = str(original).strip().splitlines()[0] if original is not None else str(exc)

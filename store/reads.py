@@ -9,17 +9,16 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, func, select
 
+from store import driver
 from store import postings as packed
 from store.catalog import chunks, lookup_keys, matchable
 from store.records import GroupStats, StoredTool, TermStats
-from store.schema import catalog_state_table, group_stats_table, term_stats_table, terms_table, tools_table
-
-_GENERATION = select(catalog_state_table.c.generation).where(catalog_state_table.c.id == 1)
-"""Built once: every search starts with it."""
+from store.schema import group_stats_table, term_stats_table, terms_table, tools_table
 
 
 def generation(connection: Connection) -> int:
-    return int(connection.execute(_GENERATION).scalar_one())
+    """The catalog generation; every read-only search starts here, so straight to the driver."""
+    return int(driver.fetch(connection, "SELECT generation FROM catalog_state WHERE id = 1")[0][0])
 
 
 def group_stats(connection: Connection) -> dict[int, GroupStats]:
