@@ -59,8 +59,8 @@ NOTES = (
     "the call log (a write), and `set_active` restores the 50 after each call, untimed; timed "
     "after one untimed pass, like the rest. "
     "`session·50 rank` = the read part alone: `session.preview(query, 8)`. "
-    "Each session call is timed right after a read-only search of the same query "
-    "(`read-only beside …`), and the session targets compare with those.",
+    "Each session call is timed beside a read-only search of the same query "
+    "(`read-only beside …`), first and second in turn, and the session targets compare with those.",
     "Peak RSS = the process's VmHWM: import process and serving process separately. `RSS import` "
     "is the peak, then (+) how much the import added to a process already holding the parsed "
     "catalog. The "
