@@ -131,6 +131,9 @@ class _Codec:
     json_marker: str
     load_json: Callable[[Any], Any]
     load_names: Callable[[Any], Any]
+    record: tuple[str, ...]
+    """The statements of ``record``: the log entry's insert, then the lists' update; PostgreSQL
+    runs both as one statement (one round trip)."""
     store_stamp: Callable[[datetime], Any]
     load_stamp: Callable[[Any], Any]
 
@@ -145,13 +148,23 @@ def _codec(connection: Connection) -> _Codec:
         stamp_type = DateTime(timezone=True).dialect_impl(dialect)
         load_json = json_type.result_processor(dialect, None) or _unchanged
         sqlite = dialect.name == "sqlite"
+        # PostgreSQL takes the text as ``json`` only when told; SQLite stores it as it is.
+        marker = "?" if sqlite else "CAST(? AS JSON)"
+        insert = (
+            f"INSERT INTO session_events (session_id, {_EVENT_COLUMNS}) "
+            f"VALUES (?, ?, ?, ?, ?, {marker}, ?, {marker}, ?, {marker}, ?)"
+        )
+        update = (
+            f"UPDATE sessions SET active = {marker}, selected = {marker}, event_count = ?, "
+            "updated_at = ? WHERE id = ?"
+        )
         _CODECS[dialect.name] = _Codec(
-            # PostgreSQL takes the text as ``json`` only when told; SQLite stores it as it is.
-            json_marker="?" if sqlite else "CAST(? AS JSON)",
+            json_marker=marker,
             load_json=load_json,
             # SQLite hands back the text of the active and selected lists on every call; they
             # hold only names, which ``orjson`` reads as the standard decoder does, in half the time.
             load_names=_names_reader(load_json) if sqlite else load_json,
+            record=(insert, update) if sqlite else (f"WITH logged AS ({insert}) {update}",),
             store_stamp=stamp_type.bind_processor(dialect) or _unchanged,
             load_stamp=stamp_type.result_processor(dialect, None) or _unchanged,
         )
@@ -184,9 +197,13 @@ _ANSWERED = (
 _SESSION = f"SELECT {_SESSION_COLUMNS} FROM sessions s WHERE s.id = ?"
 _SESSION_WITH_GENERATION = f"SELECT {_SESSION_COLUMNS}, {_GENERATION} FROM sessions s WHERE s.id = ?"
 _SHARE_CATALOG = "SELECT generation FROM catalog_state WHERE id = 1 FOR SHARE"
-_SESSION_FOR_UPDATE = f"{_SESSION} FOR UPDATE"
 _CALL_SQLITE = f"SELECT {_SESSION_COLUMNS}, {_ANSWERED}, {_GENERATION} FROM sessions s WHERE s.id = ?"
-_CALL_FOR_UPDATE = f"SELECT {_SESSION_COLUMNS}, {_ANSWERED} FROM sessions s WHERE s.id = ? FOR UPDATE OF s"
+# PostgreSQL: a share lock on the catalog row (catalog writers wait, so the transaction sees one
+# catalog) and the session row for update, in one round trip. Catalog writers lock only the
+# catalog row, so no order of these two locks can close a cycle with them.
+_LOCKED = "FROM catalog_state c, sessions s WHERE c.id = 1 AND s.id = ? FOR SHARE OF c FOR UPDATE OF s"
+_LOCK_POSTGRES = f"SELECT {_SESSION_COLUMNS}, NULL, c.generation {_LOCKED}"
+_CALL_POSTGRES = f"SELECT {_SESSION_COLUMNS}, {_ANSWERED}, c.generation {_LOCKED}"
 _EVENT = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? AND seq = ?"
 _EVENTS = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? ORDER BY seq"
 
@@ -218,29 +235,24 @@ def lock(connection: Connection, session_id: str) -> SessionState | None:
     """Load a session for update; also holds the catalog steady until the transaction ends."""
     if connection.dialect.name == "sqlite":  # the transaction's write lock covers both
         return load(connection, session_id)
-    # A share lock on the catalog row: catalog writers wait, so the search sees one catalog.
-    driver.fetch(connection, _SHARE_CATALOG)
-    rows = driver.fetch(connection, _SESSION_FOR_UPDATE, (session_id,))
-    return _state(rows[0], _codec(connection)) if rows else None
+    rows = driver.fetch(connection, _LOCK_POSTGRES, (session_id,))
+    if not rows:  # a session about to be made still reads the catalog steady
+        driver.fetch(connection, _SHARE_CATALOG)
+        return None
+    return _state(rows[0], _codec(connection))
 
 
 def lock_for_call(
     connection: Connection, session_id: str, call_id: str
 ) -> tuple[SessionState | None, int, LoggedEvent | None]:
     """``lock`` for a search call: also the catalog generation, and the logged answer when the
-    session already answered ``call_id`` — in one statement on SQLite, two on PostgreSQL (the
-    catalog share lock, then the session row), since every search call starts here."""
-    params = (call_id or None, session_id)
-    if connection.dialect.name == "sqlite":
-        rows = driver.fetch(connection, _CALL_SQLITE, params)
-        if not rows:
-            return None, 0, None
-        generation = int(rows[0][8])
-    else:
-        generation = int(driver.fetch(connection, _SHARE_CATALOG)[0][0])
-        rows = driver.fetch(connection, _CALL_FOR_UPDATE, params)
-        if not rows:
-            return None, generation, None
+    session already answered ``call_id``, in one statement (every search call starts here).
+    The generation is 0 when there is no such session."""
+    sqlite = connection.dialect.name == "sqlite"
+    rows = driver.fetch(connection, _CALL_SQLITE if sqlite else _CALL_POSTGRES, (call_id or None, session_id))
+    if not rows:
+        return None, 0, None
+    generation = int(rows[0][8])
     codec = _codec(connection)
     answered = rows[0][7]
     logged = None
@@ -276,34 +288,29 @@ def record(
 ) -> SessionState:
     """Append ``event`` to the log and store the lists it produced, in the same transaction."""
     codec = _codec(connection)
-    marker = codec.json_marker
     stamp = now()
     stored = codec.store_stamp(stamp)
     seq = state.event_count + 1
-    driver.execute(
-        connection,
-        f"INSERT INTO session_events (session_id, {_EVENT_COLUMNS}) "
-        f"VALUES (?, ?, ?, ?, ?, {marker}, ?, {marker}, ?, {marker}, ?)",
-        (
-            state.id,
-            seq,
-            event.kind,
-            event.tool_name,
-            event.call_id,
-            json_text(event.params),
-            event.content,
-            plain_json_text(event.details),
-            event.error,
-            plain_json_text(list(event.activated)),
-            stored,
-        ),
+    entry = (
+        state.id,
+        seq,
+        event.kind,
+        event.tool_name,
+        event.call_id,
+        json_text(event.params),
+        event.content,
+        plain_json_text(event.details),
+        event.error,
+        plain_json_text(list(event.activated)),
+        stored,
     )
-    driver.execute(
-        connection,
-        f"UPDATE sessions SET active = {marker}, selected = {marker}, event_count = ?, updated_at = ? "
-        "WHERE id = ?",
-        (plain_json_text(active), plain_json_text(selected), seq, stored, state.id),
-    )
+    lists = (plain_json_text(active), plain_json_text(selected), seq, stored, state.id)
+    if len(codec.record) == 1:
+        driver.execute(connection, codec.record[0], entry + lists)
+    else:
+        insert, update = codec.record
+        driver.execute(connection, insert, entry)
+        driver.execute(connection, update, lists)
     return SessionState(state.id, state.settings, active, selected, seq, state.created_at, stamp)
 
 

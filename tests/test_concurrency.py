@@ -17,7 +17,12 @@ QUERIES = ["create issue", "list message", "search page", "delete branch", "sync
 
 
 def run_workers(job: str, url: str, arguments: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Start one process per argument set at once; wait for all; every one must succeed."""
+    """Start one ``job`` process per argument set at once; wait for all; every one must succeed."""
+    return run_jobs(url, [(job, args) for args in arguments])
+
+
+def run_jobs(url: str, jobs: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Start one process per ``(job, arguments)`` at once; wait for all; every one must succeed."""
     processes = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.workers", job, url, json.dumps(args)],
@@ -26,7 +31,7 @@ def run_workers(job: str, url: str, arguments: list[dict[str, Any]]) -> list[dic
             stderr=subprocess.PIPE,
             text=True,
         )
-        for args in arguments
+        for job, args in jobs
     ]
     results = []
     for process in processes:
@@ -67,6 +72,46 @@ def test_eight_processes_share_sessions_without_losing_anything(index: ToolIndex
         selected_everywhere |= set(record["selected"])
     assert searches == 8 * 25
     assert selected_everywhere == activated_by_workers
+
+
+def test_session_searches_run_while_the_catalog_changes_under_them(index: ToolIndex, db_url: str) -> None:
+    # Searches hold the catalog steady while they rank and log; writers change it between them.
+    # Whatever interleaving happens, no call fails, no write is lost and the stored index stays
+    # exactly what its tools tokenize to.
+    index.upsert_tools(generated_catalog(300, seed=5, servers=SERVERS[:6]))
+    session_ids = ["busy-a", "busy-b"]
+    for session_id in session_ids:
+        index.session(session_id, discovery_mode="mcp-only")
+    searchers = [
+        ("search_many", {"worker": n, "sessions": session_ids, "count": 20, "queries": QUERIES, "limit": 3})
+        for n in range(4)
+    ]
+    churners = [
+        ("churn_catalog", {"server": server, "count": 40, "seed": 50 + number, "rounds": 4})
+        for number, server in enumerate(SERVERS[6:8])
+    ]
+    results = run_jobs(db_url, searchers + churners)
+    assert all(result["errors"] == [] for result in results[:4])
+    for result in results[4:]:
+        assert result["generations"] == sorted(result["generations"])
+    for session_id in session_ids:
+        record = index.session_record(session_id)
+        calls = [call for call in record["calls"] if call["kind"] == "search"]
+        assert len(calls) == 2 * 20
+        with index.engine.connect() as connection:
+            replayed = sessions.replay(sessions.events(connection, session_id))
+        assert replayed == (record["active"], record["selected"])
+    for number, server in enumerate(SERVERS[6:8]):
+        expected: set[str] = set()
+        for round_number in range(4):
+            tools = generated_catalog(40, seed=50 + number + round_number, servers=[server])
+            names = [tool["name"] for tool in tools]
+            expected = (expected | set(names)) - set(names[::2])
+        assert {tool.name for tool in index.tools(server=server)} == expected
+    from discovery.verify import verify
+
+    report = verify(index)
+    assert report.ok, report.problems
 
 
 def test_four_importers_equal_one_sequential_import(index: ToolIndex, db_url: str, tmp_path: Path) -> None:

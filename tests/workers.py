@@ -42,6 +42,19 @@ def import_servers(url: str, args: dict[str, Any]) -> dict[str, Any]:
     return {"counts": counts}
 
 
+def churn_catalog(url: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Rewrite one server's tools ``rounds`` times with new words, then remove half of them."""
+    generations = []
+    with ToolIndex.open(url) as index:
+        for round_number in range(args["rounds"]):
+            seed = args["seed"] + round_number
+            tools = generated_catalog(args["count"], seed=seed, servers=[args["server"]])
+            index.upsert_tools(tools)
+            index.remove_tools(tool["name"] for tool in tools[::2])
+            generations.append(index.stats()["generation"])
+    return {"generations": generations}
+
+
 def import_batch(url: str, args: dict[str, Any]) -> dict[str, Any]:
     """One large write, tagged with a marker server, for the crash test to interrupt."""
     tools = generated_catalog(args["count"], seed=args["seed"], servers=[args["server"]])
@@ -50,7 +63,12 @@ def import_batch(url: str, args: dict[str, Any]) -> dict[str, Any]:
         return index.upsert_tools(tools).counts()
 
 
-JOBS = {"search_many": search_many, "import_servers": import_servers, "import_batch": import_batch}
+JOBS = {
+    "search_many": search_many,
+    "import_servers": import_servers,
+    "churn_catalog": churn_catalog,
+    "import_batch": import_batch,
+}
 
 if __name__ == "__main__":
     job, url, raw = sys.argv[1], sys.argv[2], sys.argv[3]
