@@ -1,4 +1,5 @@
-"""Engines: URL defaults, SQLite pragmas (WAL, busy timeout, foreign keys) and safe URL display."""
+"""Engines: URL defaults, SQLite pragmas (WAL, busy timeout, foreign keys, background
+checkpoints) and safe URL display."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import contextlib
 import os
 import re
 import sqlite3
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +18,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
+from store.checkpoints import FALLBACK_PAGES, Checkpointer
 from store.errors import ConcurrentUpdate, DatabaseUnavailable, ReadOnlyDatabase
 
 ENV_VAR = "TOOL_INDEX_DB"
@@ -23,6 +26,7 @@ BUSY_TIMEOUT_MS = 30_000
 """How long a SQLite writer waits for another process's lock before giving up."""
 SQLITE_CACHE_KIB = 65_536
 """Page cache per connection: large imports touch the postings index all over."""
+_CHECKPOINTERS: weakref.WeakKeyDictionary[Engine, Checkpointer] = weakref.WeakKeyDictionary()
 
 
 def default_url() -> str:
@@ -82,6 +86,14 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
     """One write transaction (SQLite: ``BEGIN IMMEDIATE``); database errors become store errors."""
     with translated_errors(engine), engine.begin() as connection:
         yield connection
+    checkpointer = _CHECKPOINTERS.get(engine)
+    if checkpointer is not None:
+        checkpointer.wrote()
+
+
+def checkpointer_of(engine: Engine) -> Checkpointer | None:
+    """The background checkpointer of a SQLite file's engine (``None`` for other databases)."""
+    return _CHECKPOINTERS.get(engine)
 
 
 @contextmanager
@@ -142,6 +154,7 @@ def _sqlite_engine(url: URL) -> Engine:
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}")
+        cursor.execute(f"PRAGMA wal_autocheckpoint = {FALLBACK_PAGES}")  # see store.checkpoints
         # A read-only file keeps the mode it has; reading it still works.
         with contextlib.suppress(sqlite3.Error):
             cursor.execute("PRAGMA journal_mode = WAL")
@@ -155,5 +168,15 @@ def _sqlite_engine(url: URL) -> Engine:
         # Straight to the driver: every search runs one transaction, and its errors are
         # translated like any other (``translated_errors``).
         connection.connection.dbapi_connection.execute(f"BEGIN {mode}")
+
+    if database and database != ":memory:" and not database.startswith("file:"):
+        checkpointer = Checkpointer(os.path.abspath(database))  # the file SQLAlchemy opens
+        _CHECKPOINTERS[engine] = checkpointer
+
+        @event.listens_for(engine, "engine_disposed")
+        def _on_dispose(_engine: Engine) -> None:
+            checkpointer.close()
+
+        weakref.finalize(engine, checkpointer.close)  # an index dropped without ``close()``
 
     return engine

@@ -1,0 +1,88 @@
+"""SQLite WAL checkpoints on a background thread, so that no write waits for one.
+
+In WAL mode SQLite appends every commit to the ``-wal`` file and, by default, the commit that
+takes the file past 1,000 pages also copies them back into the database and syncs it to disk
+before returning: on a busy session one call in every 150 or so took 16 ms instead of 0.1 ms.
+SQLite's documentation suggests the remedy: turn the automatic checkpoint down and run
+checkpoints from another thread. Each engine that writes gets one daemon thread with its own
+connection; a committed write wakes it, it waits ``BATCH_SECONDS`` for more writes to join the
+same checkpoint, and runs a ``PASSIVE`` checkpoint (which never blocks readers or writers).
+Pool connections keep a high automatic threshold (``FALLBACK_PAGES``) as a safety net, and the
+last connection to close checkpoints what is left, as SQLite always does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+
+BATCH_SECONDS = 0.25
+"""How long a checkpoint waits after a write for more writes to share it."""
+FALLBACK_PAGES = 10_000
+"""The automatic checkpoint threshold of pool connections, should this thread fall behind."""
+_THREAD_NAME = "tool-index-checkpoint"
+
+
+class Checkpointer:
+    """Checkpoints one SQLite database file in the background of the writes made to it."""
+
+    def __init__(self, database: str) -> None:
+        self._database = database
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.checkpoints = 0
+        """Checkpoints run so far (for tests and diagnostics)."""
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def wrote(self) -> None:
+        """A write was committed: checkpoint soon. Starts the thread on the first write (and
+        again in a forked child, where the parent's thread does not exist)."""
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._run, name=_THREAD_NAME, daemon=True)
+                    self._thread.start()
+        self._wake.set()
+
+    def close(self) -> None:
+        """Stop the thread after any checkpoint it is running; later writes checkpoint the usual way."""
+        with self._lock:
+            self._stop.set()
+            self._wake.set()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self) -> None:
+        connection: sqlite3.Connection | None = None
+        try:
+            while True:
+                self._wake.wait()
+                if self._stop.wait(BATCH_SECONDS):
+                    return
+                self._wake.clear()
+                if connection is None:
+                    connection = _connect(self._database)
+                with contextlib.suppress(sqlite3.Error):  # busy or gone: the next write retries
+                    connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    self.checkpoints += 1
+        except sqlite3.Error:
+            return  # the file cannot be opened: writes fall back to automatic checkpoints
+        finally:
+            if connection is not None:
+                connection.close()
+
+
+def _connect(database: str) -> sqlite3.Connection:
+    connection = sqlite3.connect(database, timeout=0, isolation_level=None, check_same_thread=False)
+    connection.execute("PRAGMA wal_autocheckpoint = 0")
+    return connection
