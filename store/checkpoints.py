@@ -27,8 +27,9 @@ _THREAD_NAME = "tool-index-checkpoint"
 class Checkpointer:
     """Checkpoints one SQLite database file in the background of the writes made to it."""
 
-    def __init__(self, database: str) -> None:
+    def __init__(self, database: str, batch_seconds: float = BATCH_SECONDS) -> None:
         self._database = database
+        self._batch_seconds = batch_seconds
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -67,19 +68,24 @@ class Checkpointer:
         try:
             while True:
                 self._wake.wait()
-                if self._stop.wait(BATCH_SECONDS):
-                    return
+                # Clear before looking at ``_stop``: ``close`` sets it before waking us, so a
+                # close that comes after this look leaves the wake set for the next round.
                 self._wake.clear()
+                if self._stop.wait(self._batch_seconds):
+                    return
                 if connection is None:
                     connection = _connect(self._database)
-                with contextlib.suppress(sqlite3.Error):  # busy or gone: the next write retries
-                    connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    self.checkpoints += 1
+                self._checkpoint(connection)
         except sqlite3.Error:
             return  # the file cannot be opened: writes fall back to automatic checkpoints
         finally:
             if connection is not None:
                 connection.close()
+
+    def _checkpoint(self, connection: sqlite3.Connection) -> None:
+        with contextlib.suppress(sqlite3.Error):  # busy or gone: the next write retries
+            connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self.checkpoints += 1
 
 
 def _connect(database: str) -> sqlite3.Connection:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import random
 import shutil
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -74,3 +76,48 @@ def test_other_databases_have_no_checkpointer(tmp_path: Path) -> None:
     with ToolIndex.open("sqlite://") as memory:
         memory.upsert_tools(generated_catalog(5))
         assert checkpointer_of(memory.engine) is None
+
+
+def test_closing_never_waits_forever_whenever_it_comes(tmp_path: Path) -> None:
+    # ``close`` may land at any point of the thread's loop: waiting for a write, batching, or
+    # between a checkpoint and the next wait. Without a batching pause the windows are short,
+    # so many rounds with random timing reach each of them.
+    database = tmp_path / "race.db"
+    with sqlite3.connect(database) as connection:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("CREATE TABLE t (x)")
+    rng = random.Random(5)
+    for _ in range(300):
+        checkpointer = Checkpointer(str(database), batch_seconds=0)
+        for _ in range(rng.randint(1, 3)):
+            checkpointer.wrote()
+            time.sleep(rng.choice([0, 0, 0.0001, 0.001]))
+        closing = threading.Thread(target=checkpointer.close, daemon=True)
+        closing.start()
+        closing.join(timeout=30)
+        assert not closing.is_alive(), "close() hung waiting for the checkpoint thread"
+        assert not checkpointer.running
+
+
+class ClosedMidCheckpoint(Checkpointer):
+    """Closed by another thread while its first checkpoint runs."""
+
+    def _checkpoint(self, connection: sqlite3.Connection) -> None:
+        if self.checkpoints == 0:
+            closing = threading.Thread(target=self.close, daemon=True)
+            closing.start()
+            self.closer = closing
+            assert wait_for(lambda: self._stop.is_set(), 30)
+        super()._checkpoint(connection)
+
+
+def test_a_close_during_a_checkpoint_ends_the_thread_after_it(tmp_path: Path) -> None:
+    database = tmp_path / "mid.db"
+    with sqlite3.connect(database) as connection:
+        connection.execute("PRAGMA journal_mode = WAL")
+    checkpointer = ClosedMidCheckpoint(str(database), batch_seconds=0)
+    checkpointer.wrote()
+    assert wait_for(lambda: hasattr(checkpointer, "closer"), 30)
+    checkpointer.closer.join(timeout=30)
+    assert not checkpointer.closer.is_alive(), "close() hung waiting for the checkpoint thread"
+    assert checkpointer.checkpoints == 1 and not checkpointer.running
