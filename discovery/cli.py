@@ -33,7 +33,7 @@ from discovery.scoring import round6
 from discovery.tool import json_text
 from discovery.verify import verify as verify_index
 from store import StoreError, make_engine, migrate, parse_url
-from store.engine import ENV_VAR, default_url, translated_errors
+from store.engine import ENV_VAR, default_url, sqlite_file, translated_errors
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -583,10 +583,8 @@ def check(app: App) -> None:
 
 def _missing_sqlite_file(url: URL) -> str | None:
     """The path of a SQLite database file that does not exist yet, else ``None``."""
-    database = url.database or ""
-    if url.get_backend_name() != "sqlite" or database in ("", ":memory:") or database.startswith("file:"):
-        return None
-    return None if Path(database).expanduser().exists() else database
+    database = sqlite_file(url)
+    return None if database is None or Path(database).expanduser().exists() else database
 
 
 def _revision(engine: Engine) -> str | None:

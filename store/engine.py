@@ -86,7 +86,7 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
     """One write transaction (SQLite: ``BEGIN IMMEDIATE``); database errors become store errors."""
     with translated_errors(engine), engine.begin() as connection:
         yield connection
-    checkpointer = _CHECKPOINTERS.get(engine)
+    checkpointer = checkpointer_of(engine)
     if checkpointer is not None:
         checkpointer.wrote()
 
@@ -139,9 +139,18 @@ def translated_errors(engine: Engine) -> Iterator[None]:
         raise
 
 
-def _sqlite_engine(url: URL) -> Engine:
+def sqlite_file(url: URL) -> str | None:
+    """The path of the plain SQLite file ``url`` names; ``None`` for other databases, memory and
+    ``file:`` URIs."""
     database = url.database or ""
-    if database and database != ":memory:" and not database.startswith("file:"):
+    if url.get_backend_name() != "sqlite" or database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    return database
+
+
+def _sqlite_engine(url: URL) -> Engine:
+    database = sqlite_file(url)
+    if database is not None:
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
 
@@ -169,7 +178,7 @@ def _sqlite_engine(url: URL) -> Engine:
         # translated like any other (``translated_errors``).
         connection.connection.dbapi_connection.execute(f"BEGIN {mode}")
 
-    if database and database != ":memory:" and not database.startswith("file:"):
+    if database is not None:
         checkpointer = Checkpointer(os.path.abspath(database))  # the file SQLAlchemy opens
         _CHECKPOINTERS[engine] = checkpointer
 

@@ -202,7 +202,7 @@ _CALL_SQLITE = f"SELECT {_SESSION_COLUMNS}, {_ANSWERED}, {_GENERATION} FROM sess
 # catalog) and the session row for update, in one round trip. Catalog writers lock only the
 # catalog row, so no order of these two locks can close a cycle with them.
 _LOCKED = "FROM catalog_state c, sessions s WHERE c.id = 1 AND s.id = ? FOR SHARE OF c FOR UPDATE OF s"
-_LOCK_POSTGRES = f"SELECT {_SESSION_COLUMNS}, NULL, c.generation {_LOCKED}"
+_LOCK_POSTGRES = f"SELECT {_SESSION_COLUMNS} {_LOCKED}"
 _CALL_POSTGRES = f"SELECT {_SESSION_COLUMNS}, {_ANSWERED}, c.generation {_LOCKED}"
 _EVENT = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? AND seq = ?"
 _EVENTS = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? ORDER BY seq"
