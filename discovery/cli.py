@@ -32,8 +32,8 @@ from discovery.render import indented, one_line, printable, render_result, table
 from discovery.scoring import round6
 from discovery.tool import json_text
 from discovery.verify import verify as verify_index
-from store import StoreError, make_engine, migrate, parse_url
-from store.engine import ENV_VAR, default_url, sqlite_file, translated_errors
+from store import StoreError, make_engine, migrate, parse_url, sqlite_file
+from store.engine import ENV_VAR, default_url, translated_errors
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine

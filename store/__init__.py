@@ -1,7 +1,7 @@
 """Everything that touches SQL: schema, engines, migrations, catalog and session storage."""
 
 from store import catalog, migrate, reads
-from store.engine import default_url, display_url, make_engine, parse_url
+from store.engine import default_url, display_url, make_engine, parse_url, sqlite_file
 from store.errors import (
     ConcurrentUpdate,
     CorruptIndex,
@@ -42,4 +42,5 @@ __all__ = [
     "migrate",
     "parse_url",
     "reads",
+    "sqlite_file",
 ]
