@@ -37,6 +37,16 @@ def execute(connection: Connection, statement: str, params: Sequence[Any] = ()) 
         cursor.close()
 
 
+def execute_each(connection: Connection, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    """Several statements that return no rows, in order, on one cursor."""
+    cursor = connection.connection.cursor()
+    try:
+        for statement, params in statements:
+            cursor.execute(_sql(connection, statement), tuple(params))
+    finally:
+        cursor.close()
+
+
 def execute_many(connection: Connection, statement: str, rows: Sequence[Sequence[Any]]) -> None:
     """One statement for each of ``rows``, in one driver call."""
     if not rows:

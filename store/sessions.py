@@ -105,12 +105,13 @@ _PLAIN = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | or
 
 
 def plain_json_text(value: Any) -> str:
-    """``json_text`` for the values the library builds itself (a call's details, lists of
-    names): text, whole numbers, finite floats, lists and string-keyed dicts.
+    """A text that reads back as the value ``json_text`` stores, for what every search call
+    logs: its params, its details and the session's lists.
 
-    Every search call logs its details, so they go to ``orjson`` (a tenth of the standard
-    encoder's time). Anything it would spell differently from ``json_text`` goes there instead:
-    a type it refuses, NUL, a lone surrogate, and any ``null`` (how it writes NaN)."""
+    These go to ``orjson`` (a tenth of the standard encoder's time); it may spell a float
+    differently (``1e16`` for ``1e+16``), never another value. Whatever it would store
+    otherwise goes to ``json_text``: a type it refuses (non-text keys, subclasses, integers past
+    64 bits), NUL, a lone surrogate, and any ``null`` (how it writes NaN)."""
     try:
         text = orjson.dumps(value, option=_PLAIN).decode()
     except TypeError:  # orjson.JSONEncodeError: another type, a lone surrogate, a huge integer
@@ -297,7 +298,7 @@ def record(
         event.kind,
         event.tool_name,
         event.call_id,
-        json_text(event.params),
+        plain_json_text(event.params),
         event.content,
         plain_json_text(event.details),
         event.error,
@@ -309,8 +310,7 @@ def record(
         driver.execute(connection, codec.record[0], entry + lists)
     else:
         insert, update = codec.record
-        driver.execute(connection, insert, entry)
-        driver.execute(connection, update, lists)
+        driver.execute_each(connection, [(insert, entry), (update, lists)])
     return SessionState(state.id, state.settings, active, selected, seq, state.created_at, stamp)
 
 
