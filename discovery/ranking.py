@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from sqlalchemy import Connection
@@ -19,9 +19,17 @@ from discovery.collation import collation_key
 from discovery.scoring import DELTA, K1, B, average_length, idf
 from store import GroupStats, StoredTool, TermStats, reads
 
-CACHED_POSTINGS_LIMIT = 2_000_000
-"""Postings kept in memory per process (40 bytes each with their saturation), least recently used
-first out."""
+CACHED_POSTINGS_BYTES = 80_000_000
+"""Memory for the postings kept per process, least recently used term first out: 32 bytes a
+posting, and 8 more for each corpus whose saturation it keeps (2M postings with one each)."""
+
+SATURATIONS_KEPT = 4
+"""Corpora whose saturations a term keeps. Each session leaves its own active tools out, so its
+corpus has its own average length: the read-only corpus and a few sessions searched in turn by
+one process each find theirs computed (one slot made them recompute every time, some 14% of a
+search at 100k tools)."""
+
+Saturations = OrderedDict[tuple[float, tuple[int, ...]], np.ndarray]
 
 
 @dataclass(slots=True)
@@ -29,8 +37,9 @@ class TermPostings:
     """A term's postings sorted by (group, tool id), with where each group's run starts.
 
     ``tf_k1`` is ``tf · (k1 + 1)``, the part of every contribution that no corpus changes;
-    ``saturation`` keeps, for the last average length seen, ``tf·(k1+1) / (tf + norm) + δ``,
-    so repeated searches of one corpus only multiply by the query weight.
+    ``saturations`` keeps ``tf·(k1+1) / (tf + norm) + δ`` by (average length, groups) for the
+    corpora searched last (the ranker fills it), so repeated searches of one corpus only multiply
+    by the query weight.
     """
 
     term_id: int
@@ -41,7 +50,7 @@ class TermPostings:
     doc_len: np.ndarray
     group_starts: dict[int, tuple[int, int]]
     max_id: int
-    saturation: tuple[float, tuple[int, ...], np.ndarray] | None = None
+    saturations: Saturations = field(default_factory=OrderedDict)
 
     def span(self, groups: Sequence[int]) -> slice:
         """The postings of ``groups``: one contiguous run, since corpus groups are adjacent."""
@@ -50,15 +59,17 @@ class TermPostings:
             return slice(0, 0)
         return slice(min(s for s, _ in spans), max(e for _, e in spans))
 
-    def saturated(self, groups: tuple[int, ...], avgdl: float, norms: np.ndarray | None) -> np.ndarray:
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.tool_ids, self.tf, self.tf_k1, self.doc_len, *self.saturations.values())
+        return sum(array.nbytes for array in arrays)
+
+    def saturation(self, groups: tuple[int, ...], avgdl: float, norms: np.ndarray | None) -> np.ndarray:
         """``tf·(k1+1) / (tf + norm) + δ`` for the postings of ``groups`` at ``avgdl``."""
-        if self.saturation is not None and self.saturation[:2] == (avgdl, groups):
-            return self.saturation[2]
         run = self.span(groups)
         tf, doc_len = self.tf[run], self.doc_len[run]
         norm = norms[doc_len] if norms is not None else K1 * (1 - B + B * (doc_len / avgdl))
-        values = self.tf_k1[run] / (tf + norm) + DELTA
-        self.saturation = (avgdl, groups, values)
+        values: np.ndarray = self.tf_k1[run] / (tf + norm) + DELTA
         return values
 
 
@@ -100,7 +111,7 @@ class Ranker:
         self._generation = -1
         self._group_stats: dict[int, GroupStats] = {}
         self._postings: OrderedDict[str, TermPostings | None] = OrderedDict()
-        self._cached_postings = 0
+        self._cached_bytes = 0
         self._documents: dict[str, StoredTool | None] = {}
         self._names: dict[int, str] = {}
         self._tools: dict[int, StoredTool] = {}
@@ -142,7 +153,8 @@ class Ranker:
             if df <= 0:
                 continue
             weight = qtf * idf(n_docs, df)
-            scores[ids] += weight * entry.saturated(corpus.groups, avgdl, norms)
+            scores[ids] += weight * self._saturated(term, entry, corpus.groups, avgdl, norms)
+        self._evict()
         dropped = [doc.id for doc in excluded if doc.id < scores.size]
         scores[dropped] = 0.0
         return Ranking(total_tools=n_docs, hits=self._top(connection, scores, limit))
@@ -173,7 +185,7 @@ class Ranker:
             self._generation = current
             self._group_stats = reads.group_stats(connection)
             self._postings.clear()
-            self._cached_postings = 0
+            self._cached_bytes = 0
             self._documents.clear()
             self._names.clear()
             self._tools.clear()
@@ -231,27 +243,50 @@ class Ranker:
         return [self._document_terms[i] for i in tool_ids]
 
     def _term_postings(self, connection: Connection, terms: Sequence[str]) -> dict[str, TermPostings | None]:
-        missing = [term for term in terms if term not in self._postings]
+        """The postings of ``terms`` (``None`` for a term no tool has), from the cache or the store.
+
+        The answer is collected as the terms are found, not read back from the cache: the terms
+        of one query may hold more postings than the cache does, and then loading the last ones
+        evicts the first."""
+        found: dict[str, TermPostings | None] = {}
+        for term in terms:
+            if term in self._postings:
+                self._postings.move_to_end(term)
+                found[term] = self._postings[term]
+        missing = [term for term in terms if term not in found]
         if missing:
             stats = reads.term_stats(connection, missing)
             for term in missing:
-                if term in stats:
-                    term_id, by_group = stats[term]
-                    self._remember(term, _load(connection, term_id, by_group))
-                else:
-                    self._remember(term, None)
-        found = {}
-        for term in terms:
-            self._postings.move_to_end(term)
-            found[term] = self._postings[term]
+                entry = _load(connection, *stats[term]) if term in stats else None
+                found[term] = entry
+                self._postings[term] = entry
+                self._cached_bytes += 0 if entry is None else entry.nbytes
+                self._evict()
         return found
 
-    def _remember(self, term: str, entry: TermPostings | None) -> None:
-        self._postings[term] = entry
-        self._cached_postings += 0 if entry is None else entry.tool_ids.size
-        while self._cached_postings > CACHED_POSTINGS_LIMIT and len(self._postings) > 1:
+    def _saturated(
+        self, term: str, entry: TermPostings, groups: tuple[int, ...], avgdl: float, norms: np.ndarray | None
+    ) -> np.ndarray:
+        """``entry``'s saturation for a corpus, kept among the term's last ``SATURATIONS_KEPT``."""
+        key = (avgdl, groups)
+        kept = entry.saturations
+        values = kept.get(key)
+        if values is not None:
+            kept.move_to_end(key)
+            return values
+        values = entry.saturation(groups, avgdl, norms)
+        if self._postings.get(term) is entry:  # not evicted by the query's own loading
+            kept[key] = values
+            self._cached_bytes += values.nbytes
+            if len(kept) > SATURATIONS_KEPT:
+                self._cached_bytes -= kept.popitem(last=False)[1].nbytes
+        return values
+
+    def _evict(self) -> None:
+        """Drop least recently used terms until the cache fits ``CACHED_POSTINGS_BYTES``."""
+        while self._cached_bytes > CACHED_POSTINGS_BYTES and len(self._postings) > 1:
             _, evicted = self._postings.popitem(last=False)
-            self._cached_postings -= 0 if evicted is None else evicted.tool_ids.size
+            self._cached_bytes -= 0 if evicted is None else evicted.nbytes
 
     def _top(self, connection: Connection, scores: np.ndarray, limit: int | None) -> list[RankedTool]:
         """Documents by score, descending; names are read (and collated) only where they decide."""

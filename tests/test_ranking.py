@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyuca import Collator
 
-from discovery import QueryWithoutTerms, ToolIndex
-from discovery.ranking import Corpus
+from discovery import QueryWithoutTerms, ToolIndex, ranking
+from discovery.ranking import SATURATIONS_KEPT, Corpus
 from discovery.scoring import js_log
 from discovery.tokenize import tokenize
 from store import GROUP_LOCAL, GROUP_MCP
@@ -173,6 +173,57 @@ def test_a_limit_keeps_a_prefix_of_the_full_ranking(
 ) -> None:
     index.upsert_tools(catalog, replace=True)
     assert searched(index, query, limit=limit) == reference_ranking(catalog, query)[:limit]
+
+
+def cache_is_consistent(index: ToolIndex, budget: int) -> None:
+    """The postings cache counts exactly what it holds, and holds no more than its budget."""
+    ranker = index._ranker
+    held = [entry for entry in ranker._postings.values() if entry is not None]
+    assert ranker._cached_bytes == sum(entry.nbytes for entry in held)
+    assert ranker._cached_bytes <= budget or len(ranker._postings) <= 1
+    assert all(len(entry.saturations) <= SATURATIONS_KEPT for entry in held)
+
+
+@RANDOM
+@given(
+    catalog=catalogs(),
+    queries=st.lists(QUERIES, min_size=1, max_size=4),
+    budget=st.sampled_from([0, 400, 4_000, ranking.CACHED_POSTINGS_BYTES]),
+    data=st.data(),
+)
+def test_corpora_searched_in_turn_rank_as_the_reference_whatever_the_cache_keeps(
+    index: ToolIndex,
+    monkeypatch: pytest.MonkeyPatch,
+    catalog: list[dict[str, Any]],
+    queries: list[str],
+    budget: int,
+    data: st.DataObject,
+) -> None:
+    """More corpora than a term keeps saturations for, searched in turn, twice, under budgets
+    from none at all (every term evicted as the next one loads, mid-query) to the default."""
+    monkeypatch.setattr(ranking, "CACHED_POSTINGS_BYTES", budget)
+    index.upsert_tools(catalog, replace=True)
+    names = [record["name"] for record in catalog] or ["unknown"]
+    corpora = [
+        (mode, frozenset(data.draw(st.sets(st.sampled_from(names)))) | ESSENTIAL_NAMES | INTERNAL_NAMES)
+        for mode in ["all", "mcp-only"] * (SATURATIONS_KEPT // 2 + 1)
+    ]
+    for _ in range(2):
+        for query in queries:
+            for mode, excluded in corpora:
+                expected = reference_ranking(catalog, query, mode=mode, excluded=excluded)
+                assert ranked(index, query, Corpus(MODE_GROUPS[mode], excluded)) == expected
+                cache_is_consistent(index, budget)
+
+
+def test_a_query_holding_more_postings_than_the_cache_ranks_them_all(
+    index: ToolIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ranking, "CACHED_POSTINGS_BYTES", 1)
+    catalog = [{"name": f"tool_{i}", "description": f"alpha beta gamma {'delta ' * i}"} for i in range(6)]
+    index.upsert_tools(catalog)
+    assert searched(index, "alpha beta gamma delta") == reference_ranking(catalog, "alpha beta gamma delta")
+    cache_is_consistent(index, 1)
 
 
 # Six tools whose only difference is the name: the name's tokens are padded with schema keys so
