@@ -23,8 +23,7 @@ from discovery.scoring import FIELD_WEIGHTS, round6
 from discovery.verify import CHECKS, VerifyReport, verify
 from store import CorruptIndex, StoredTool, ToolNotFound, audit
 from tests.catalogs import generated_catalog
-from tests.conftest import BACKENDS, shared_path
-from tests.test_conformance import scratch_database
+from tests.conftest import BACKENDS, scratch_database, shared_path
 
 CREATE_ISSUE = "mcp__github__create_issue"
 
@@ -441,7 +440,7 @@ def test_term_maps_agree_with_the_postings_they_summarize(
 ) -> None:
     """``terms_listed``/``terms_held`` (what verify compares first) say a tool is sound exactly
     when its postings, taken one by one, are: no term twice, the tool's group and length."""
-    tool = StoredTool(1, "t", "t", "", "", "builtin", None, None, (), None, "discoverable", 2, 80)
+    tool = StoredTool(1, "t", "t", "", "", "builtin", None, None, [], None, "discoverable", 2, 80)
     texts = {term_id: f"term{term_id}" for term_id in range(1, 6)}  # id 6 has no terms row
     audited = audit.AuditedTool(
         tool,

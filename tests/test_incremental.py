@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 from discovery import ToolIndex
 from discovery.verify import verify
 from store import catalog, postings
-from tests.conftest import BACKENDS, PG_ENV
-from tests.test_conformance import scratch_database
+from tests.conftest import BACKENDS, PG_ENV, scratch_database
 from tests.test_ranking import MCP_NAMES, PLAIN_NAMES, WORDS, tool_records
 
 Record = dict[str, Any]

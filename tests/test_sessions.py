@@ -235,7 +235,7 @@ def test_session_search_matches_a_fresh_corpus(index: ToolIndex) -> None:
     details = session.search_tool.execute("c2", {"query": "repository channel", "limit": 5}).details
     remaining = [tool for tool in tools if tool["name"] not in active]
     with ToolIndex.open(
-        str(index.engine.url.set(database=index.engine.url.database + "-fresh"))
+        str(index.engine.url.set(database=f"{index.engine.url.database}-fresh"))
         if index.engine.dialect.name == "sqlite"
         else "sqlite://"
     ) as fresh:
@@ -302,6 +302,7 @@ def _lookup_steps(index: ToolIndex, session_id: str) -> int:
 
     with index.engine.begin() as connection:
         raw = connection.connection.dbapi_connection
+        assert raw is not None
         raw.set_progress_handler(count, 1)
         try:
             state, _, answered = sessions.lock_for_call(connection, session_id, "never-used")
