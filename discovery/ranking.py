@@ -8,9 +8,12 @@ any process bumps it and the next search here starts from fresh data.
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 from sqlalchemy import Connection
@@ -104,10 +107,33 @@ class Ranking:
     hits: list[RankedTool]
 
 
+Params = ParamSpec("Params")
+Result = TypeVar("Result")
+
+
+def _serialized(
+    method: Callable[Concatenate[Ranker, Params], Result],
+) -> Callable[Concatenate[Ranker, Params], Result]:
+    """One caller at a time: threads sharing an index share its caches, and a catalog change
+    seen by one of them clears what another may be reading."""
+
+    @functools.wraps(method)
+    def serialized(ranker: Ranker, /, *args: Params.args, **kwargs: Params.kwargs) -> Result:
+        with ranker._lock:
+            return method(ranker, *args, **kwargs)
+
+    return serialized
+
+
 class Ranker:
-    """Scores queries against the store; one per process and index."""
+    """Scores queries against the store; one per process and index, shared by its threads.
+
+    Every public method runs alone (``_serialized``) and starts by checking the catalog
+    generation its caller's transaction sees, so a thread whose snapshot is older or newer than
+    what the caches hold reloads them before using them."""
 
     def __init__(self) -> None:
+        self._lock = threading.RLock()
         self._generation = -1
         self._group_stats: dict[int, GroupStats] = {}
         self._postings: OrderedDict[str, TermPostings | None] = OrderedDict()
@@ -119,6 +145,7 @@ class Ranker:
         self._synced_on: Connection | None = None
         self._exclusions: dict[Corpus, Exclusion] = {}
 
+    @_serialized
     def rank(
         self,
         connection: Connection,
@@ -159,17 +186,20 @@ class Ranker:
         scores[dropped] = 0.0
         return Ranking(total_tools=n_docs, hits=self._top(connection, scores, limit))
 
+    @_serialized
     def corpus_size(self, connection: Connection, corpus: Corpus) -> int:
         """``N`` of a corpus, from the group aggregates less its excluded documents."""
         self._sync(connection)
         excluded = self._exclusion(connection, corpus).documents
         return sum(self._group_stats[g].doc_count for g in corpus.groups) - len(excluded)
 
+    @_serialized
     def excluded_documents(self, connection: Connection, corpus: Corpus) -> list[StoredTool]:
         """The catalog documents of ``corpus.groups`` that the corpus leaves out."""
         self._sync(connection)
         return self._exclusion(connection, corpus).documents
 
+    @_serialized
     def sync(self, connection: Connection, generation: int) -> None:
         """Take the generation the caller read in this transaction, saving the query."""
         self._synced_on = None
@@ -201,6 +231,7 @@ class Ranker:
             if (doc := self._documents[name]) is not None and doc.grp in groups
         ]
 
+    @_serialized
     def known_names(self, connection: Connection, names: Sequence[str]) -> set[str]:
         """Which of ``names`` are catalog tools (cached until the catalog changes)."""
         self._sync(connection)
@@ -208,6 +239,7 @@ class Ranker:
         documents = self._documents
         return {name for name in names if documents[name] is not None}
 
+    @_serialized
     def catalog_size(self, connection: Connection) -> int:
         self._sync(connection)
         return sum(stats.doc_count for stats in self._group_stats.values())
@@ -317,6 +349,7 @@ class Ranker:
             ranked.extend(hits)
         return ranked if limit is None else ranked[:limit]
 
+    @_serialized
     def tools(self, connection: Connection, ids: Sequence[int]) -> dict[int, StoredTool]:
         """Tool rows by id (cached until the catalog changes: the hits of a session's searches
         recur, and a search call returns each hit's row)."""

@@ -209,9 +209,11 @@ class Session:
         self.index.sync(connection, generation)
         # The view depends only on the stored state and the catalog: reuse it while neither moved.
         key = (state.event_count, state.updated_at, generation)
-        if self._cached_view is None or self._cached_view[0] != key:
-            self._cached_view = (key, self.view_in(connection, state, generation))
-        return self._cached_view[1]
+        cached = self._cached_view  # one read: another thread may replace it meanwhile
+        if cached is None or cached[0] != key:
+            cached = (key, self.view_in(connection, state, generation))
+            self._cached_view = cached
+        return cached[1]
 
     def view_in(self, connection: Connection, state: sessions.SessionState, generation: int) -> SessionView:
         """``state`` as seen in the caller's transaction, synced to catalog ``generation``.

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
+import threading
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from discovery import ToolIndex
-from store import sessions
+from store import reads, sessions
+from store.engine import read_transaction
 from tests.catalogs import SERVERS, generated_catalog
 
 REPO = Path(__file__).resolve().parent.parent
@@ -133,3 +141,118 @@ def _comparable(index: ToolIndex) -> dict[str, Any]:
     records = sorted((tool.as_record() for tool in index.tools()), key=lambda record: record["name"])
     searches = {query: [(hit.name, hit.score) for hit in index.search(query, limit=20)] for query in QUERIES}
     return {"stats": stats, "records": records, "searches": searches}
+
+
+@contextmanager
+def threads_switching_often() -> Iterator[None]:
+    """Let the interpreter switch threads after every few bytecodes, where races show."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def test_threads_share_one_index_while_the_catalog_changes(index: ToolIndex) -> None:
+    """Six threads search, preview and call the search tool through one index (one set of
+    caches) while a seventh rewrites tools: no call fails, and once the writer stops every
+    thread ranks exactly what one thread alone does."""
+    catalog = generated_catalog(400, seed=11)
+    index.upsert_tools(catalog)
+    names = [tool["name"] for tool in catalog if tool["name"].startswith("mcp__")]
+    shared = []
+    for number in range(3):
+        session = index.session(f"threads-{number}", discovery_mode="all")
+        session.set_active([*random.Random(number).sample(names, 20), "search_tool_bm25"])
+        shared.append(session)
+    errors: list[str] = []
+    writing = threading.Event()
+    writing.set()
+
+    def search(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for call in range(60):
+                query, session = rng.choice(QUERIES), rng.choice([None, *shared])
+                if session is None:
+                    index.search(query, limit=5)
+                elif call % 2:
+                    session.preview(query, 5)
+                else:
+                    session.search_tool.execute(f"t{seed}-{call}", {"query": query, "limit": 2})
+        except Exception:  # noqa: BLE001 - a thread's failure, whatever it is, must reach the test
+            errors.append(traceback.format_exc())
+
+    def write() -> None:
+        rng = random.Random(3)
+        try:
+            while writing.is_set():
+                tool = rng.choice(catalog)
+                index.upsert_tools([{**tool, "description": f"{tool.get('description', '')} {rng.random()}"}])
+        except Exception:  # noqa: BLE001 - a thread's failure, whatever it is, must reach the test
+            errors.append(traceback.format_exc())
+
+    with threads_switching_often():
+        writer = threading.Thread(target=write)
+        searchers = [threading.Thread(target=search, args=(seed,)) for seed in range(6)]
+        for thread in [writer, *searchers]:
+            thread.start()
+        for thread in searchers:
+            thread.join()
+        writing.clear()
+        writer.join()
+    assert errors == []
+
+    def answers() -> list[list[tuple[str, float]]]:
+        return [
+            [(hit.name, hit.score) for hit in (index.search(q, 5) if s is None else s.preview(q, 5))]
+            for q in QUERIES
+            for s in [None, *shared]
+        ]
+
+    alone = answers()
+    together: list[list[list[tuple[str, float]]]] = []
+    with threads_switching_often():
+        readers = [threading.Thread(target=lambda: together.append(answers())) for _ in range(4)]
+        for thread in readers:
+            thread.start()
+        for thread in readers:
+            thread.join()
+    assert together == [alone] * 4
+
+
+def test_a_thread_seeing_a_newer_catalog_waits_for_one_reading_the_caches(
+    index: ToolIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thread A, inside the index's caches, stops while reading tool rows of its (older)
+    snapshot; meanwhile thread B removes one of those tools and searches, which finds the newer
+    generation and resets the caches to it. B must wait until A is done: A would otherwise put
+    what its snapshot read into the newer generation's caches, and the removed tool would stay
+    known there."""
+    index.upsert_tools(generated_catalog(50, seed=2))
+    names = [tool.name for tool in index.tools()][:5]
+    inside, b_done = threading.Event(), threading.Event()
+    lookup = reads.tools_by_names
+    reader = threading.current_thread()
+
+    def pausing_lookup(connection: Any, wanted: Any) -> Any:
+        if threading.current_thread() is reader and not inside.is_set():
+            inside.set()
+            b_done.wait(timeout=1)  # B finishing while A is inside is the failure
+        return lookup(connection, wanted)
+
+    def remove_and_search() -> None:
+        inside.wait()
+        index.remove_tools([names[0]])
+        index.search("tool", limit=1)
+        b_done.set()
+
+    monkeypatch.setattr(reads, "tools_by_names", pausing_lookup)
+    b = threading.Thread(target=remove_and_search)
+    b.start()
+    with read_transaction(index.engine) as connection:
+        assert index.known_names(connection, names) == set(names)  # A's snapshot
+    b.join()
+    with read_transaction(index.engine) as connection:
+        assert index.known_names(connection, names) == set(names[1:])
