@@ -188,7 +188,7 @@ def cache_is_consistent(index: ToolIndex, budget: int) -> None:
 @given(
     catalog=catalogs(),
     queries=st.lists(QUERIES, min_size=1, max_size=4),
-    budget=st.sampled_from([0, 400, 4_000, ranking.CACHED_POSTINGS_BYTES]),
+    budget=st.sampled_from([0, 64, 160, 400, 4_000, ranking.CACHED_POSTINGS_BYTES]),
     data=st.data(),
 )
 def test_corpora_searched_in_turn_rank_as_the_reference_whatever_the_cache_keeps(
@@ -202,6 +202,9 @@ def test_corpora_searched_in_turn_rank_as_the_reference_whatever_the_cache_keeps
     """More corpora than a term keeps saturations for, searched in turn, twice, under budgets
     from none at all (every term evicted as the next one loads, mid-query) to the default."""
     monkeypatch.setattr(ranking, "CACHED_POSTINGS_BYTES", budget)
+    # The index outlives an example, and an unchanged catalog keeps its cache, filled under the
+    # previous example's budget: bring it within this one's, as loading the next term would.
+    index._ranker._evict()
     index.upsert_tools(catalog, replace=True)
     names = [record["name"] for record in catalog] or ["unknown"]
     corpora = [
@@ -224,6 +227,22 @@ def test_a_query_holding_more_postings_than_the_cache_ranks_them_all(
     index.upsert_tools(catalog)
     assert searched(index, "alpha beta gamma delta") == reference_ranking(catalog, "alpha beta gamma delta")
     cache_is_consistent(index, 1)
+
+
+def test_saturations_count_against_the_cache_budget(
+    index: ToolIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two terms' postings fill the budget exactly; their saturations for a corpus overflow it."""
+    catalog = [{"name": f"tool_{i}", "description": f"alpha beta {'gamma ' * i}"} for i in range(8)]
+    index.upsert_tools(catalog)
+    # None of these tools is an MCP tool: this loads both terms and saturates no postings.
+    assert searched(index, "alpha beta", mode="mcp-only") == []
+    postings_only = index._ranker._cached_bytes
+    assert postings_only > 0 and len(index._ranker._postings) == 2
+    monkeypatch.setattr(ranking, "CACHED_POSTINGS_BYTES", postings_only)
+    assert searched(index, "alpha beta") == reference_ranking(catalog, "alpha beta")
+    cache_is_consistent(index, postings_only)
+    assert len(index._ranker._postings) == 1
 
 
 # Six tools whose only difference is the name: the name's tokens are padded with schema keys so
