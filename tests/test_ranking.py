@@ -175,6 +175,53 @@ def test_a_limit_keeps_a_prefix_of_the_full_ranking(
     assert searched(index, query, limit=limit) == reference_ranking(catalog, query)[:limit]
 
 
+@pytest.mark.parametrize("dense_share", [0, ranking.DENSE_SHARE, 10**9], ids=["sparse", "default", "dense"])
+@RANDOM
+@given(
+    catalog=catalogs(),
+    query=QUERIES,
+    limit=st.one_of(st.none(), st.integers(min_value=1, max_value=12)),
+    data=st.data(),
+)
+def test_saturation_layouts_and_top_selection_rank_as_the_reference(
+    index: ToolIndex,
+    monkeypatch: pytest.MonkeyPatch,
+    dense_share: int,
+    catalog: list[dict[str, Any]],
+    query: str,
+    limit: int | None,
+    data: st.DataObject,
+) -> None:
+    """Saturations laid out per posting, by tool id, or as their share decides, in any corpus;
+    limits below and above the number of matches (the top is then partitioned, in the whole
+    score array or among the positive scores, whichever its zeros leave cheaper)."""
+    monkeypatch.setattr(ranking, "DENSE_SHARE", dense_share)
+    index.upsert_tools(catalog, replace=True)
+    names = [record["name"] for record in catalog] or ["unknown"]
+    mode = data.draw(st.sampled_from(["all", "mcp-only"]))
+    excluded = frozenset(data.draw(st.sets(st.sampled_from(names)))) | ESSENTIAL_NAMES | INTERNAL_NAMES
+    expected = reference_ranking(catalog, query, mode=mode, excluded=excluded)
+    got = ranked(index, query, Corpus(MODE_GROUPS[mode], excluded), limit)
+    assert got == (expected if limit is None else expected[:limit])
+
+
+@pytest.mark.parametrize("matching", [3, 10, 20, 30])
+def test_the_top_is_exact_whatever_share_of_the_catalog_matches(index: ToolIndex, matching: int) -> None:
+    """Thirty tools, ``matching`` of them holding the query's term, with few distinct term
+    frequencies and lengths so that scores tie: the top comes from partitioning the whole score
+    array when most tools match, and the positive scores alone when few do."""
+    catalog = [
+        {
+            "name": f"tool_{i:02d}",
+            "description": ("alpha " * (1 + i % 3) if i < matching else "") + "beta " * (1 + i % 4),
+        }
+        for i in range(30)
+    ]
+    index.upsert_tools(catalog)
+    for limit in (1, 5, 8, 40):
+        assert searched(index, "alpha", limit=limit) == reference_ranking(catalog, "alpha")[:limit]
+
+
 def cache_is_consistent(index: ToolIndex, budget: int) -> None:
     """The postings cache counts exactly what it holds, and holds no more than its budget."""
     ranker = index._ranker
