@@ -24,45 +24,45 @@ from store import GroupStats, StoredTool, TermStats, reads
 
 CACHED_POSTINGS_BYTES = 80_000_000
 """Memory for the postings kept per process, least recently used term first out: 32 bytes a
-posting, and 8 more for each corpus whose saturation it keeps (2M postings with one each)."""
+posting, and 8 more for each contribution it keeps (2M postings with one each)."""
 
-SATURATIONS_KEPT = 4
-"""Corpora whose saturations a term keeps. Each session leaves its own active tools out, so its
-corpus has its own average length: the read-only corpus and a few sessions searched in turn by
-one process each find theirs computed (one slot made them recompute every time, some 14% of a
-search at 100k tools)."""
+CONTRIBUTIONS_KEPT = 4
+"""Contributions a term keeps, one per corpus (and query weight). Each session leaves its own
+active tools out, so its corpus has its own average length and idf: the read-only corpus and a
+few sessions searched in turn by one process each find theirs computed (one slot made them
+recompute every time, some 14% of a search at 100k tools)."""
 
 DENSE_SHARE = 6
-"""A saturation is laid out densely by tool id when its postings are at least one in this many
-ids: adding it is then one contiguous pass (about 0.65 ns an id at 100k tools on a 2-core EPYC)
-instead of a scatter (about 2.5 ns a posting), and it costs at most this many times the memory."""
+"""A contribution is laid out densely by tool id when its postings are at least one in this
+many ids: adding it is then one contiguous pass (about 0.65 ns an id at 100k tools on a 2-core
+EPYC) instead of a scatter (about 2.5 ns a posting), and it costs at most this many times the
+memory."""
 
 
 @dataclass(frozen=True, slots=True)
-class Saturation:
-    """A term's ``tf·(k1+1) / (tf + norm) + δ`` in one corpus: per posting of the corpus'
-    groups (``ids`` their tool ids, a view of the cached postings), or, with ``ids`` ``None``,
-    laid out by tool id with 0 where the term is absent. Adding ``0·weight`` leaves a score's
-    bits as they are, so both layouts give the same scores."""
+class Contribution:
+    """What a term adds to each document's score in one corpus: ``weight · (tf·(k1+1) /
+    (tf + norm) + δ)``, per posting of the corpus' groups, whose tool ids are ``ids`` (a view of
+    the cached postings), or, when ``dense``, laid out by tool id with 0 where the term is
+    absent. Adding 0 leaves a score's bits as they are, so both layouts give the same scores."""
 
     values: np.ndarray
-    ids: np.ndarray | None
+    ids: np.ndarray
+    dense: bool
 
     @property
     def nbytes(self) -> int:
         return int(self.values.nbytes)
 
-    def add_weighted(self, scores: np.ndarray, weight: float, scratch: np.ndarray) -> None:
-        """``scores[id] += weight · value`` for every value, with ``scratch`` for the products."""
-        products = np.multiply(self.values, weight, out=scratch[: self.values.size])
-        if self.ids is None:
-            target = scores[: products.size]
-            target += products
+    def add_to(self, scores: np.ndarray) -> None:
+        if self.dense:
+            target = scores[: self.values.size]
+            target += self.values
         else:
-            np.add.at(scores, self.ids, products)  # ids are unique: a plain scatter-add
+            np.add.at(scores, self.ids, self.values)  # ids are unique: a plain scatter-add
 
 
-Saturations = OrderedDict[tuple[float, tuple[int, ...]], Saturation]
+Contributions = OrderedDict[tuple[float, tuple[int, ...], float], Contribution]
 
 
 @dataclass(slots=True)
@@ -70,9 +70,9 @@ class TermPostings:
     """A term's postings sorted by (group, tool id), with where each group's run starts.
 
     ``tf_k1`` is ``tf · (k1 + 1)``, the part of every contribution that no corpus changes;
-    ``saturations`` keeps ``tf·(k1+1) / (tf + norm) + δ`` by (average length, groups) for the
-    corpora searched last (the ranker fills it), so repeated searches of one corpus only multiply
-    by the query weight.
+    ``contributions`` keeps what the term adds to each score by (average length, groups, weight)
+    for the corpora searched last (the ranker fills it), so a repeated search of one corpus only
+    adds them up.
     """
 
     term_id: int
@@ -84,7 +84,7 @@ class TermPostings:
     group_starts: dict[int, tuple[int, int]]
     max_id: int
     longest: int
-    saturations: Saturations = field(default_factory=OrderedDict)
+    contributions: Contributions = field(default_factory=OrderedDict)
 
     def span(self, groups: Sequence[int]) -> slice:
         """The postings of ``groups``: one contiguous run, since corpus groups are adjacent."""
@@ -96,22 +96,23 @@ class TermPostings:
     @property
     def nbytes(self) -> int:
         arrays = (self.tool_ids, self.tf, self.tf_k1, self.doc_len)
-        return sum(array.nbytes for array in arrays) + sum(kept.nbytes for kept in self.saturations.values())
+        return sum(array.nbytes for array in arrays) + sum(
+            kept.nbytes for kept in self.contributions.values()
+        )
 
-    def saturation(self, groups: tuple[int, ...], avgdl: float, norms: np.ndarray | None) -> Saturation:
-        """``tf·(k1+1) / (tf + norm) + δ`` for the postings of ``groups`` at ``avgdl``."""
+    def contribution(
+        self, groups: tuple[int, ...], avgdl: float, norms: np.ndarray | None, weight: float
+    ) -> Contribution:
+        """``weight · (tf·(k1+1) / (tf + norm) + δ)`` for the postings of ``groups`` at ``avgdl``."""
         run = self.span(groups)
         tf, doc_len, ids = self.tf[run], self.doc_len[run], self.tool_ids[run]
         norm = norms[doc_len] if norms is not None else K1 * (1 - B + B * (doc_len / avgdl))
-        values: np.ndarray = self.tf_k1[run] / (tf + norm) + DELTA
-        if ids.size == 0:
-            return Saturation(values, ids)
-        id_range = int(ids.max()) + 1
-        if ids.size * DENSE_SHARE < id_range:
-            return Saturation(values, ids)
-        dense = np.zeros(id_range)
+        values: np.ndarray = weight * (self.tf_k1[run] / (tf + norm) + DELTA)
+        if ids.size == 0 or ids.size * DENSE_SHARE < int(ids.max()) + 1:
+            return Contribution(values, ids, dense=False)
+        dense = np.zeros(int(ids.max()) + 1)
         dense[ids] = values
-        return Saturation(dense, None)
+        return Contribution(dense, ids, dense=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,9 +183,11 @@ class Ranker:
         self._document_terms: dict[int, frozenset[int]] = {}
         self._synced_on: Connection | None = None
         self._exclusions: dict[Corpus, Exclusion] = {}
-        # Scores and products of one search at a time (callers are serialized): reused, since a
-        # fresh array of a large catalog's size costs page faults each time it is allocated.
+        # The scores of one search at a time (callers are serialized), and room to partition
+        # them: reused, since a fresh array of a large catalog's size costs page faults each
+        # time it is allocated.
         self._scores = np.zeros(0)
+        self._scores_zeroed = True
         self._scratch = np.zeros(0)
 
     @_serialized
@@ -208,11 +211,13 @@ class Ranker:
         avgdl = average_length(n_docs, total_len)
         entries = self._term_postings(connection, list(query_terms))
         present = [entry for entry in entries.values() if entry is not None]
-        # Needed only to compute a saturation that is not cached yet.
+        # Needed only to compute a contribution that is not cached yet.
         norms = functools.cache(functools.partial(_norm_table, present, avgdl))
         if not present:
             return Ranking(total_tools=n_docs, hits=[])
-        scores, scratch = self._buffers(max(entry.max_id for entry in present) + 1)
+        scores = self._zeroed_scores(max(entry.max_id for entry in present) + 1)
+        scored: list[tuple[float, np.ndarray]] = []  # each term's weight and documents
+        sparse = True
         for term, qtf in query_terms.items():
             entry = entries.get(term)
             if entry is None:
@@ -222,11 +227,23 @@ class Ranker:
             if df <= 0:
                 continue
             weight = qtf * idf(n_docs, df)
-            self._saturated(term, entry, corpus.groups, avgdl, norms).add_weighted(scores, weight, scratch)
+            contribution = self._contribution(term, entry, corpus.groups, avgdl, norms, weight)
+            contribution.add_to(scores)
+            scored.append((weight, contribution.ids))
+            sparse = sparse and not contribution.dense
         self._evict()
         dropped = [doc.id for doc in excluded if doc.id < scores.size]
         scores[dropped] = 0.0
-        return Ranking(total_tools=n_docs, hits=self._top(connection, scores, limit))
+        hits = self._top(connection, scores, self._candidates(scores, limit, scored, sparse=sparse), limit)
+        # With sparse contributions only, the scores that are not 0 are all among the terms'
+        # documents: the array is zeroed for the next search without walking all of it.
+        if sparse:
+            for _, ids in scored:
+                scores[ids] = 0.0
+        else:
+            scores.fill(0.0)
+        self._scores_zeroed = True
+        return Ranking(total_tools=n_docs, hits=hits)
 
     @_serialized
     def corpus_size(self, connection: Connection, corpus: Corpus) -> int:
@@ -338,37 +355,41 @@ class Ranker:
                 self._evict()
         return found
 
-    def _buffers(self, size: int) -> tuple[np.ndarray, np.ndarray]:
-        """A zeroed score array of ``size`` and a scratch array at least as long."""
+    def _zeroed_scores(self, size: int) -> np.ndarray:
+        """A zeroed score array of ``size``, and a scratch array at least as long. A search
+        zeroes what it scored when it ends; one that ended in an error leaves it to the next."""
         if self._scores.size < size:
             self._scores = np.zeros(size)
             self._scratch = np.zeros(size)
-        scores = self._scores[:size]
-        scores.fill(0.0)
-        return scores, self._scratch
+        elif not self._scores_zeroed:
+            self._scores.fill(0.0)
+        self._scores_zeroed = False
+        return self._scores[:size]
 
-    def _saturated(
+    def _contribution(
         self,
         term: str,
         entry: TermPostings,
         groups: tuple[int, ...],
         avgdl: float,
         norms: Callable[[], np.ndarray | None],
-    ) -> Saturation:
-        """``entry``'s saturation for a corpus, kept among the term's last ``SATURATIONS_KEPT``."""
-        key = (avgdl, groups)
-        kept = entry.saturations
-        values = kept.get(key)
-        if values is not None:
+        weight: float,
+    ) -> Contribution:
+        """``entry``'s contribution to a corpus at ``weight``, kept among its last
+        ``CONTRIBUTIONS_KEPT``."""
+        key = (avgdl, groups, weight)
+        kept = entry.contributions
+        found = kept.get(key)
+        if found is not None:
             kept.move_to_end(key)
-            return values
-        values = entry.saturation(groups, avgdl, norms())
+            return found
+        found = entry.contribution(groups, avgdl, norms(), weight)
         if self._postings.get(term) is entry:  # not evicted by the query's own loading
-            kept[key] = values
-            self._cached_bytes += values.nbytes
-            if len(kept) > SATURATIONS_KEPT:
+            kept[key] = found
+            self._cached_bytes += found.nbytes
+            if len(kept) > CONTRIBUTIONS_KEPT:
                 self._cached_bytes -= kept.popitem(last=False)[1].nbytes
-        return values
+        return found
 
     def _evict(self) -> None:
         """Drop least recently used terms until the cache fits ``CACHED_POSTINGS_BYTES``."""
@@ -376,9 +397,11 @@ class Ranker:
             _, evicted = self._postings.popitem(last=False)
             self._cached_bytes -= 0 if evicted is None else evicted.nbytes
 
-    def _top(self, connection: Connection, scores: np.ndarray, limit: int | None) -> list[RankedTool]:
-        """Documents by score, descending; names are read (and collated) only where they decide."""
-        candidates = self._candidates(scores, limit)
+    def _top(
+        self, connection: Connection, scores: np.ndarray, candidates: np.ndarray, limit: int | None
+    ) -> list[RankedTool]:
+        """``candidates`` by score, descending, cut after the run of equal scores that reaches
+        ``limit``; names are read (and collated) only where they decide."""
         order = np.argsort(-scores[candidates], kind="stable")
         ordered, values = candidates[order], scores[candidates][order]
         # Runs of equal scores: only inside a run does the collation of names matter. Whole runs
@@ -402,28 +425,44 @@ class Ranker:
             start = end
         return ranked if limit is None else ranked[:limit]
 
-    def _candidates(self, scores: np.ndarray, limit: int | None) -> np.ndarray:
+    def _candidates(
+        self, scores: np.ndarray, limit: int | None, scored: list[tuple[float, np.ndarray]], *, sparse: bool
+    ) -> np.ndarray:
         """The documents with a positive score that may place in the top ``limit``: those scoring
         at least the limit-th best score, ties included.
 
-        The limit-th best is found by partitioning in the scratch array: copies of a large
-        catalog's scores into fresh arrays cost page faults, and partitioning runs of equal
-        values (the zeros of the documents a query misses) degenerates."""
-        positive = scores > 0
-        count = int(np.count_nonzero(positive))
-        if limit is None or count <= limit:
-            return np.flatnonzero(positive)
-        if count * 2 > scores.size:  # zeros are the minority: partition a copy of all scores
-            kept = self._scratch[: scores.size]
-            np.copyto(kept, scores)
-            kept.partition(scores.size - limit)
-            return np.flatnonzero(scores >= kept[scores.size - limit])
-        found = np.flatnonzero(positive)
-        kept = np.take(scores, found, out=self._scratch[:count])
-        kept.partition(count - limit)
-        threshold = kept[count - limit]
-        placing: np.ndarray = found[np.take(scores, found, out=self._scratch[:count]) >= threshold]
+        A floor first: the limit-th best score among one term's documents is at most the
+        limit-th best among all, so nothing below it can place. The term weighing most (the
+        rarest, usually) gives a floor close to the answer from few documents. With sparse
+        contributions only, every positive score is among the terms' documents, and the rest of
+        the array is never read. Partitions run in the scratch array: copies of a large
+        catalog's scores into fresh arrays cost page faults."""
+        floor = 0.0
+        enough = [(weight, ids) for weight, ids in scored if limit is not None and ids.size >= limit]
+        if limit is not None and enough:
+            _, ids = max(enough, key=lambda term: term[0])
+            floor = float(self._kth_best(scores, ids, limit))
+        if sparse:
+            parts = []
+            for _, ids in scored:
+                values = np.take(scores, ids, out=self._scratch[: ids.size])
+                parts.append(ids[(values > 0) & (values >= floor)])
+            found = (
+                parts[0] if len(parts) == 1 else np.unique(np.concatenate([np.zeros(0, np.int64), *parts]))
+            )
+        else:
+            found = np.flatnonzero(scores >= floor) if floor > 0 else np.flatnonzero(scores > 0)
+        if limit is None or found.size <= limit:
+            return found
+        threshold = self._kth_best(scores, found, limit)
+        placing: np.ndarray = found[np.take(scores, found, out=self._scratch[: found.size]) >= threshold]
         return placing
+
+    def _kth_best(self, scores: np.ndarray, ids: np.ndarray, k: int) -> float:
+        """The k-th best score among ``ids`` (at least ``k`` of them, no repeats)."""
+        values = np.take(scores, ids, out=self._scratch[: ids.size])
+        values.partition(ids.size - k)
+        return float(values[ids.size - k])
 
     @_serialized
     def tools(self, connection: Connection, ids: Sequence[int]) -> dict[int, StoredTool]:

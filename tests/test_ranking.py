@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from pyuca import Collator
 
 from discovery import QueryWithoutTerms, ToolIndex, ranking
-from discovery.ranking import SATURATIONS_KEPT, Corpus
+from discovery.ranking import CONTRIBUTIONS_KEPT, Corpus
 from discovery.scoring import js_log
 from discovery.tokenize import tokenize
-from store import GROUP_LOCAL, GROUP_MCP
+from store import GROUP_LOCAL, GROUP_MCP, reads
 
 WEIGHTS = {"name": 6, "label": 4, "mcp_tool_name": 4, "server_name": 2, "summary": 2, "schema_key": 1}
 ESSENTIAL_NAMES = {"read", "bash", "edit", "write", "glob", "eval"}
@@ -183,7 +183,7 @@ def test_a_limit_keeps_a_prefix_of_the_full_ranking(
     limit=st.one_of(st.none(), st.integers(min_value=1, max_value=12)),
     data=st.data(),
 )
-def test_saturation_layouts_and_top_selection_rank_as_the_reference(
+def test_contribution_layouts_and_top_selection_rank_as_the_reference(
     index: ToolIndex,
     monkeypatch: pytest.MonkeyPatch,
     dense_share: int,
@@ -192,9 +192,9 @@ def test_saturation_layouts_and_top_selection_rank_as_the_reference(
     limit: int | None,
     data: st.DataObject,
 ) -> None:
-    """Saturations laid out per posting, by tool id, or as their share decides, in any corpus;
-    limits below and above the number of matches (the top is then partitioned, in the whole
-    score array or among the positive scores, whichever its zeros leave cheaper)."""
+    """Contributions laid out per posting, by tool id, or as their share decides, in any corpus,
+    with limits below and above the number of matches: the top is cut at a floor taken from one
+    term's documents, among the terms' documents or the whole score array."""
     monkeypatch.setattr(ranking, "DENSE_SHARE", dense_share)
     index.upsert_tools(catalog, replace=True)
     names = [record["name"] for record in catalog] or ["unknown"]
@@ -205,21 +205,46 @@ def test_saturation_layouts_and_top_selection_rank_as_the_reference(
     assert got == (expected if limit is None else expected[:limit])
 
 
+@pytest.mark.parametrize("dense_share", [0, ranking.DENSE_SHARE], ids=["sparse", "default"])
 @pytest.mark.parametrize("matching", [3, 10, 20, 30])
-def test_the_top_is_exact_whatever_share_of_the_catalog_matches(index: ToolIndex, matching: int) -> None:
-    """Thirty tools, ``matching`` of them holding the query's term, with few distinct term
-    frequencies and lengths so that scores tie: the top comes from partitioning the whole score
-    array when most tools match, and the positive scores alone when few do."""
+def test_the_top_is_exact_whatever_share_of_the_catalog_matches(
+    index: ToolIndex, monkeypatch: pytest.MonkeyPatch, dense_share: int, matching: int
+) -> None:
+    """Thirty tools, the last ``matching`` of them holding ``alpha``, with few distinct term
+    frequencies and lengths so that scores tie, and so do the floor the top is cut at and the
+    limit-th best score."""
+    monkeypatch.setattr(ranking, "DENSE_SHARE", dense_share)
     catalog = [
         {
             "name": f"tool_{i:02d}",
-            "description": ("alpha " * (1 + i % 3) if i < matching else "") + "beta " * (1 + i % 4),
+            "description": ("alpha " * (1 + i % 3) if i >= 30 - matching else "") + "beta " * (1 + i % 4),
         }
         for i in range(30)
     ]
     index.upsert_tools(catalog)
-    for limit in (1, 5, 8, 40):
-        assert searched(index, "alpha", limit=limit) == reference_ranking(catalog, "alpha")[:limit]
+    for query in ("alpha", "alpha beta", "beta"):
+        for limit in (1, 5, 8, 40):
+            assert searched(index, query, limit=limit) == reference_ranking(catalog, query)[:limit]
+
+
+@pytest.mark.parametrize("dense_share", [0, 10**9], ids=["sparse", "dense"])
+def test_a_search_that_failed_midway_leaves_no_scores_behind(
+    index: ToolIndex, monkeypatch: pytest.MonkeyPatch, dense_share: int
+) -> None:
+    """The score array is reused from search to search; one that fails after scoring (here
+    reading the names of its hits) must not leave its scores to the next."""
+    monkeypatch.setattr(ranking, "DENSE_SHARE", dense_share)
+    catalog = [{"name": f"tool_{i}", "description": "alpha " * (1 + i % 3)} for i in range(12)]
+    index.upsert_tools(catalog)
+
+    def unreadable(connection: Any, ids: Any) -> dict[int, str]:
+        raise RuntimeError("names unreadable")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(reads, "names_by_ids", unreadable)
+        with pytest.raises(RuntimeError, match="names unreadable"):
+            index.search("alpha", limit=5)
+    assert searched(index, "alpha", limit=5) == reference_ranking(catalog, "alpha")[:5]
 
 
 def cache_is_consistent(index: ToolIndex, budget: int) -> None:
@@ -228,7 +253,7 @@ def cache_is_consistent(index: ToolIndex, budget: int) -> None:
     held = [entry for entry in ranker._postings.values() if entry is not None]
     assert ranker._cached_bytes == sum(entry.nbytes for entry in held)
     assert ranker._cached_bytes <= budget or len(ranker._postings) <= 1
-    assert all(len(entry.saturations) <= SATURATIONS_KEPT for entry in held)
+    assert all(len(entry.contributions) <= CONTRIBUTIONS_KEPT for entry in held)
 
 
 @RANDOM
@@ -246,7 +271,7 @@ def test_corpora_searched_in_turn_rank_as_the_reference_whatever_the_cache_keeps
     budget: int,
     data: st.DataObject,
 ) -> None:
-    """More corpora than a term keeps saturations for, searched in turn, twice, under budgets
+    """More corpora than a term keeps contributions for, searched in turn, twice, under budgets
     from none at all (every term evicted as the next one loads, mid-query) to the default."""
     monkeypatch.setattr(ranking, "CACHED_POSTINGS_BYTES", budget)
     # The index outlives an example, and an unchanged catalog keeps its cache, filled under the
@@ -256,7 +281,7 @@ def test_corpora_searched_in_turn_rank_as_the_reference_whatever_the_cache_keeps
     names = [record["name"] for record in catalog] or ["unknown"]
     corpora = [
         (mode, frozenset(data.draw(st.sets(st.sampled_from(names)))) | ESSENTIAL_NAMES | INTERNAL_NAMES)
-        for mode in ["all", "mcp-only"] * (SATURATIONS_KEPT // 2 + 1)
+        for mode in ["all", "mcp-only"] * (CONTRIBUTIONS_KEPT // 2 + 1)
     ]
     for _ in range(2):
         for query in queries:
@@ -276,13 +301,13 @@ def test_a_query_holding_more_postings_than_the_cache_ranks_them_all(
     cache_is_consistent(index, 1)
 
 
-def test_saturations_count_against_the_cache_budget(
+def test_contributions_count_against_the_cache_budget(
     index: ToolIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two terms' postings fill the budget exactly; their saturations for a corpus overflow it."""
+    """Two terms' postings fill the budget exactly; their contributions to a corpus overflow it."""
     catalog = [{"name": f"tool_{i}", "description": f"alpha beta {'gamma ' * i}"} for i in range(8)]
     index.upsert_tools(catalog)
-    # None of these tools is an MCP tool: this loads both terms and saturates no postings.
+    # None of these tools is an MCP tool: this loads both terms and computes no contribution.
     assert searched(index, "alpha beta", mode="mcp-only") == []
     postings_only = index._ranker._cached_bytes
     assert postings_only > 0 and len(index._ranker._postings) == 2
