@@ -283,11 +283,16 @@ def machine_info() -> dict[str, str]:
     }
 
 
+WRITTEN = ("README.md", "bench/results.md")
+"""What a run writes (the default paths): a run right after another still measures its commit."""
+
+
 def _commit() -> str:
-    """The checked-out commit, with ``+changes`` when the tree differs from it."""
+    """The checked-out commit, with ``+changes`` when the tree differs from it (other than in
+    the results a previous run wrote)."""
     try:
         head = _git("rev-parse", "--short", "HEAD")
-        dirty = _git("status", "--porcelain", "--untracked-files=no")
+        dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *(f":!{p}" for p in WRITTEN))
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return f"{head}+changes" if dirty else head
