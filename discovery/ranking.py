@@ -24,7 +24,7 @@ from store import GroupStats, StoredTool, TermStats, reads
 
 CACHED_POSTINGS_BYTES = 80_000_000
 """Memory for the postings kept per process, least recently used term first out: 32 bytes a
-posting, and 8 more for each contribution it keeps (2M postings with one each)."""
+posting, and for each contribution kept 8 more a posting, or 8 an id when laid out densely."""
 
 CONTRIBUTIONS_KEPT = 4
 """Contributions a term keeps, one per corpus (and query weight). Each session leaves its own
@@ -213,7 +213,7 @@ class Ranker:
         present = [entry for entry in entries.values() if entry is not None]
         # Needed only to compute a contribution that is not cached yet.
         norms = functools.cache(functools.partial(_norm_table, present, avgdl))
-        if not present:
+        if not present or (limit is not None and limit < 1):
             return Ranking(total_tools=n_docs, hits=[])
         scores = self._zeroed_scores(max(entry.max_id for entry in present) + 1)
         scored: list[tuple[float, np.ndarray]] = []  # each term's weight and documents

@@ -247,6 +247,12 @@ def test_a_search_that_failed_midway_leaves_no_scores_behind(
     assert searched(index, "alpha", limit=5) == reference_ranking(catalog, "alpha")[:5]
 
 
+def test_a_limit_below_one_ranks_nothing(index: ToolIndex) -> None:
+    index.upsert_tools([{"name": "grep", "description": "search files"}])
+    assert index.rank("search", Corpus(MODE_GROUPS["all"]), 0).hits == []
+    assert ranked(index, "search", Corpus(MODE_GROUPS["all"]), 1)[0][0] == "grep"
+
+
 def cache_is_consistent(index: ToolIndex, budget: int) -> None:
     """The postings cache counts exactly what it holds, and holds no more than its budget."""
     ranker = index._ranker
