@@ -108,9 +108,10 @@ class TermPostings:
         tf, doc_len, ids = self.tf[run], self.doc_len[run], self.tool_ids[run]
         norm = norms[doc_len] if norms is not None else K1 * (1 - B + B * (doc_len / avgdl))
         values: np.ndarray = weight * (self.tf_k1[run] / (tf + norm) + DELTA)
-        if ids.size == 0 or ids.size * DENSE_SHARE < int(ids.max()) + 1:
+        id_range = int(ids.max()) + 1 if ids.size else 0
+        if ids.size == 0 or ids.size * DENSE_SHARE < id_range:
             return Contribution(values, ids, dense=False)
-        dense = np.zeros(int(ids.max()) + 1)
+        dense = np.zeros(id_range)
         dense[ids] = values
         return Contribution(dense, ids, dense=True)
 
@@ -437,19 +438,19 @@ class Ranker:
         contributions only, every positive score is among the terms' documents, and the rest of
         the array is never read. Partitions run in the scratch array: copies of a large
         catalog's scores into fresh arrays cost page faults."""
+        if not scored:
+            return np.zeros(0, dtype=np.int64)
         floor = 0.0
         enough = [(weight, ids) for weight, ids in scored if limit is not None and ids.size >= limit]
-        if limit is not None and enough:
+        if enough and limit is not None:
             _, ids = max(enough, key=lambda term: term[0])
-            floor = float(self._kth_best(scores, ids, limit))
+            floor = self._kth_best(scores, ids, limit)
         if sparse:
             parts = []
             for _, ids in scored:
                 values = np.take(scores, ids, out=self._scratch[: ids.size])
                 parts.append(ids[(values > 0) & (values >= floor)])
-            found = (
-                parts[0] if len(parts) == 1 else np.unique(np.concatenate([np.zeros(0, np.int64), *parts]))
-            )
+            found = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
         else:
             found = np.flatnonzero(scores >= floor) if floor > 0 else np.flatnonzero(scores > 0)
         if limit is None or found.size <= limit:
