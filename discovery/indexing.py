@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
+
+import orjson
 
 from discovery.corpus import corpus_group
 from discovery.models import ToolRecord
@@ -42,10 +44,33 @@ def record_fields(record: IndexedFields) -> list[tuple[str, str]]:
     )
 
 
+_RECORD_FIELDS = tuple(ToolRecord.model_fields)
+
+
 def content_hash(record: ToolRecord) -> str:
-    """A digest of the whole record: equal digests mean an upsert has nothing to rewrite."""
-    canonical = json.dumps(record.model_dump(), sort_keys=True, ensure_ascii=True)
+    """A digest of the whole record: equal digests mean an upsert has nothing to rewrite.
+
+    Stored digests must stay comparable, so the text hashed is exactly what the standard
+    encoder makes of ``record.model_dump()``; the fields are read directly, which encodes the
+    same (a tuple as a list) without ``model_dump`` copying the input schema first."""
+    fields = {name: getattr(record, name) for name in _RECORD_FIELDS}
+    canonical = json.dumps(fields, sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def column_json(value: Any) -> str:
+    """The text a JSON column stores for ``value``: one that reads back as the standard
+    encoder's text for it does.
+
+    ``orjson`` takes a fifth of the time on an import's schemas; it may spell a number
+    differently (``1e16`` for ``1e+16``) and keeps non-ASCII text as it is, never another value.
+    What it would change or refuses goes the standard way: non-finite numbers (which it writes
+    as ``null``, so any ``null`` does), lone surrogates, non-text keys, integers past 64 bits."""
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(value)
+    return json.dumps(value) if "null" in text else text
 
 
 def indexed_tool(record: ToolRecord) -> IndexedTool:
@@ -58,8 +83,8 @@ def indexed_tool(record: ToolRecord) -> IndexedTool:
         source=record.source,
         server_name=record.server_name,
         mcp_tool_name=record.mcp_tool_name,
-        schema_keys_json=json.dumps(list(record.schema_keys)),
-        input_schema_json=json.dumps(record.input_schema),
+        schema_keys_json=column_json(record.schema_keys),
+        input_schema_json=column_json(record.input_schema),
         load_mode=record.load_mode,
         grp=corpus_group(record),
         doc_len=sum(terms.values()),

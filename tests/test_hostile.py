@@ -3,17 +3,19 @@ and a refused write leaves the database exactly as it was."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine
 
 from discovery import InvalidLimit, InvalidRecord, QueryWithoutTerms, ToolIndex, ToolIndexError
-from discovery.models import MAX_SCHEMA_DEPTH
+from discovery.indexing import column_json, content_hash
+from discovery.models import MAX_SCHEMA_DEPTH, ToolRecord
 from store import sessions
 from tests.catalogs import WORKED_EXAMPLE
 
@@ -158,6 +160,60 @@ def test_the_library_s_own_values_are_logged_as_the_standard_path_would(value: A
     """Details and name lists go to ``orjson``; whatever it writes must read back as the value
     the standard path stores (NaN, NUL, lone surrogates and huge integers included)."""
     assert json.loads(sessions.plain_json_text(value)) == json.loads(sessions.json_text(value))
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=JSON_VALUES)
+@example({"maximum": math.inf, "minimum": -math.inf, "default": math.nan, "const": None})
+@example({"default": 2**70, "title": "\ud800", "enum": ["é", 1e16]})
+@example({1: "a", "1": "b"})
+def test_tool_json_columns_read_back_as_the_standard_encoder_s_text(value: Any) -> None:
+    """An import encodes schemas with ``orjson``; the stored text must read back as what the
+    standard encoder writes (NaN and huge integers included), and what it refuses stays refused."""
+    try:
+        standard = json.dumps(value)
+    except (TypeError, ValueError) as refused:
+        with pytest.raises(type(refused)):
+            column_json(value)
+        return
+    # Compared re-encoded: NaN is not equal to itself.
+    assert json.dumps(json.loads(column_json(value))) == json.dumps(json.loads(standard))
+
+
+@settings(max_examples=300, deadline=None)
+@given(record=records)
+def test_content_hashes_are_the_digest_of_the_dumped_record(record: dict[str, Any]) -> None:
+    """Stored digests decide which rows an upsert rewrites, so the digest must stay the one of
+    the record's standard JSON, however it is computed."""
+    try:
+        tool = ToolRecord.model_validate(record)
+    except ValueError:
+        return
+    canonical = json.dumps(tool.model_dump(), sort_keys=True, ensure_ascii=True)
+    assert content_hash(tool) == hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def test_a_record_s_content_hash_does_not_change_between_versions() -> None:
+    """A digest stored by an earlier version must match, or re-importing an unchanged catalog
+    would rewrite every row."""
+    tool = ToolRecord.model_validate(
+        {
+            "name": "mcp__atlas__find_route",
+            "description": "Itinéraire le plus court — 最短経路 between two stops",
+            "server_name": "atlas",
+            "mcp_tool_name": "find_route",
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    "to": {"type": "string"},
+                    "from": {"type": "string"},
+                    "max_hops": {"type": "integer", "maximum": 1e16, "default": 3},
+                },
+                "required": ["from", "to"],
+            },
+        }
+    )
+    assert content_hash(tool) == "e10aa98374eb19d5d9c38e68d16e50a6d2da88889c5862a9781211c6a6706cf4"
 
 
 def test_stored_name_lists_orjson_cannot_read_are_read_the_standard_way() -> None:
