@@ -9,6 +9,7 @@ any process bumps it and the next search here starts from fresh data.
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
@@ -450,7 +451,7 @@ class Ranker:
             for _, ids in scored:
                 values = np.take(scores, ids, out=self._scratch[: ids.size])
                 parts.append(ids[(values > 0) & (values >= floor)])
-            found = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+            found = parts[0] if len(parts) == 1 else _union(parts)
         else:
             found = np.flatnonzero(scores >= floor) if floor > 0 else np.flatnonzero(scores > 0)
         if limit is None or found.size <= limit:
@@ -484,13 +485,22 @@ class Ranker:
         return {i: self._names[i] for i in ids}
 
 
+def _union(parts: list[np.ndarray]) -> np.ndarray:
+    """The distinct ids of ``parts``, ascending (``np.unique`` without its ``numpy.ma`` import)."""
+    ids = np.sort(np.concatenate(parts))
+    if ids.size < 2:
+        return ids
+    distinct: np.ndarray = ids[np.concatenate(([True], ids[1:] != ids[:-1]))]
+    return distinct
+
+
 def _load(connection: Connection, term_id: int, stats: dict[int, TermStats]) -> TermPostings:
     rows = reads.postings(connection, term_id)
     groups = rows["grp"]
-    starts: dict[int, tuple[int, int]] = {}
-    for grp in np.unique(groups).tolist():
-        run = np.flatnonzero(groups == grp)
-        starts[int(grp)] = (int(run[0]), int(run[-1]) + 1)
+    # The rows come ordered by (group, tool id), so each group is one run: found where the group
+    # changes, in one pass (``np.unique`` sorts, and its first call imports ``numpy.ma``).
+    edges = [0, *(np.flatnonzero(groups[1:] != groups[:-1]) + 1).tolist(), int(groups.size)]
+    starts = {int(groups[start]): (start, end) for start, end in itertools.pairwise(edges) if end > start}
     tf = rows["tf"].astype(np.float64)
     return TermPostings(
         term_id=term_id,
