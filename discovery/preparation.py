@@ -94,8 +94,18 @@ def prepared(records: Iterable[Record], progress: Progress | None = None) -> Gen
     # Imported here: a process that only searches (or imports little) never pays for them.
     from concurrent.futures import ProcessPoolExecutor
 
-    tasks = [(start, items[start : start + CHUNK]) for start in range(0, len(items), CHUNK)]
-    pool = ProcessPoolExecutor(workers, mp_context=_start_method(), initializer=_yield_to_the_writer)
+    context = _start_method()
+    bounds = [(start, min(start + CHUNK, len(items))) for start in range(0, len(items), CHUNK)]
+    if context.get_start_method() == "fork":
+        # A forked worker starts with a copy of this process's memory, the records included (a
+        # fork does not pickle a process's arguments): a task names its records by position.
+        # Pickling them into tasks cost the writer a tenth of a 100k-tool import.
+        inherited: Sequence[Record] | None = items
+        tasks: list[Task] = [(start, end, None) for start, end in bounds]
+    else:
+        inherited = None
+        tasks = [(start, end, items[start:end]) for start, end in bounds]
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(inherited,))
     try:
         for done in pool.map(_prepare_chunk, tasks):
             yield from (IndexedTool(*values) for values in done)
@@ -115,12 +125,23 @@ def worker_count(records: int) -> int:
     return min(cores, -(-records // CHUNK))
 
 
-def _yield_to_the_writer() -> None:
-    """Run workers at a lower priority than the process that writes what they prepare.
+_inherited: Sequence[Record] = ()
+"""In a forked worker: the records of the import that started it."""
+
+Task = tuple[int, int, Sequence[Record] | None]
+"""``(start, end, records)``: the records at positions ``start:end``, sent along unless the
+worker inherited them."""
+
+
+def _start_worker(inherited: Sequence[Record] | None) -> None:
+    """Keep the records a forked worker inherited, and run at a lower priority than the writer.
 
     The writer is the one process every record passes through: when it waits for a core the
     whole import waits, while a worker that waits only delays records queued behind it.
     """
+    global _inherited
+    if inherited is not None:
+        _inherited = inherited
     if hasattr(os, "nice"):
         os.nice(WORKER_NICENESS)
 
@@ -147,9 +168,10 @@ def _prepare_here(items: Sequence[Record], progress: Progress | None) -> list[In
 _FIELDS = [field.name for field in dataclasses.fields(IndexedTool)]
 
 
-def _prepare_chunk(task: tuple[int, Sequence[Record]]) -> list[tuple[Any, ...]]:
+def _prepare_chunk(task: Task) -> list[tuple[Any, ...]]:
     """A worker's share, as plain tuples: unpickling a frozen slotted dataclass costs a hundred
     times more than rebuilding it from one."""
-    start, records = task
+    start, end, sent = task
+    records = _inherited[start:end] if sent is None else sent
     tools = (indexed_tool(as_record(record, start + offset)) for offset, record in enumerate(records))
     return [tuple(getattr(tool, name) for name in _FIELDS) for tool in tools]

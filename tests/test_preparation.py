@@ -4,7 +4,10 @@ error for the same bad record, progress for every record; and the import around 
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -15,14 +18,38 @@ from discovery.verify import verify
 from tests.catalogs import generated_catalog
 
 
-@pytest.fixture
-def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Workers for any import of more than 10 records, 7 records a task."""
+@pytest.fixture(params=["fork", "spawn"])
+def small_chunks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Workers for any import of more than 10 records, 7 records a task, started either way:
+    forked workers inherit the records, spawned ones are sent them."""
     monkeypatch.setattr(preparation, "PARALLEL_MIN", 10)
     monkeypatch.setattr(preparation, "CHUNK", 7)
+    method: str = request.param
+    monkeypatch.setattr(preparation, "_start_method", lambda: multiprocessing.get_context(method))
+    return method
 
 
-def test_workers_prepare_what_one_process_prepares(small_chunks: None) -> None:
+def test_forked_workers_are_sent_positions_and_spawned_ones_records(
+    small_chunks: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[preparation.Task] = []
+    real_map = ProcessPoolExecutor.map
+
+    def recording_map(pool: ProcessPoolExecutor, fn: Any, tasks: Any) -> Any:
+        sent.extend(tasks)
+        return real_map(pool, fn, sent)
+
+    monkeypatch.setattr(ProcessPoolExecutor, "map", recording_map)
+    records = generated_catalog(30)
+    assert preparation.prepare(records) == [indexed_tool(ToolRecord.model_validate(r)) for r in records]
+    assert [(start, end) for start, end, _ in sent] == [(0, 7), (7, 14), (14, 21), (21, 28), (28, 30)]
+    if small_chunks == "fork":
+        assert all(given is None for _, _, given in sent)
+    else:
+        assert [list(given or ()) for _, _, given in sent] == [records[i : i + 7] for i in range(0, 30, 7)]
+
+
+def test_workers_prepare_what_one_process_prepares(small_chunks: str) -> None:
     records = generated_catalog(60)
     assert preparation.worker_count(len(records)) == min(len(os.sched_getaffinity(0)), 9)
     done: list[int] = []
@@ -32,7 +59,7 @@ def test_workers_prepare_what_one_process_prepares(small_chunks: None) -> None:
 
 
 def test_the_first_bad_record_is_reported_as_in_one_process(
-    small_chunks: None, monkeypatch: pytest.MonkeyPatch
+    small_chunks: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     records = generated_catalog(60)
     records[23] = {**records[23], "name": ""}
@@ -46,7 +73,7 @@ def test_the_first_bad_record_is_reported_as_in_one_process(
 
 
 def test_a_parallel_import_equals_a_sequential_one(
-    small_chunks: None, tmp_path: pytest.TempPathFactory
+    small_chunks: str, tmp_path: pytest.TempPathFactory
 ) -> None:
     records = generated_catalog(80)
     with ToolIndex.open(f"sqlite:///{tmp_path}/a.db") as parallel:
