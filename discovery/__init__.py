@@ -1,19 +1,31 @@
 """tool-index: a persistent BM25+ index for tool discovery in LLM agents."""
 
+import gc
 from typing import TYPE_CHECKING, Any
 
-from discovery.errors import (
-    DiscoveryDisabled,
-    DiscoveryUnavailable,
-    EmptyQuery,
-    InvalidLimit,
-    InvalidRecord,
-    QueryWithoutTerms,
-    ToolCallError,
-    ToolIndexError,
-)
-from discovery.hits import SearchHit
-from discovery.index import ImportReport, ToolIndex
+# Importing SQLAlchemy and numpy makes some eighty thousand objects that live as long as the
+# process, enough to set off several collections on the way, a full one among them: a tenth of
+# a cold start, spent looking for garbage among objects that are not. The collector waits until
+# the imports are done.
+_collecting = gc.isenabled()
+gc.disable()
+try:
+    from discovery.errors import (
+        DiscoveryDisabled,
+        DiscoveryUnavailable,
+        EmptyQuery,
+        InvalidLimit,
+        InvalidRecord,
+        QueryWithoutTerms,
+        ToolCallError,
+        ToolIndexError,
+    )
+    from discovery.hits import SearchHit
+    from discovery.index import ImportReport, ToolIndex
+finally:
+    if _collecting:
+        gc.enable()
+    del _collecting
 
 if TYPE_CHECKING:
     from discovery.models import ToolRecord

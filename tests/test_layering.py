@@ -174,3 +174,21 @@ def test_opening_and_searching_an_index_does_not_load_pydantic_or_the_orm(tmp_pa
         [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
     )
     assert done.stdout.split() == ["mcp__github_create_issue", "False", "False", "False"]
+
+
+@pytest.mark.parametrize("before", ["enabled", "disabled"])
+def test_importing_the_package_leaves_the_collector_as_it_found_it(before: str) -> None:
+    """The collector waits while the package's imports run, and is then as the process had it."""
+    import subprocess
+    import sys
+
+    script = (
+        "import gc, sys\n"
+        f"{'gc.disable()' if before == 'disabled' else ''}\n"
+        "import discovery\n"
+        "print(gc.isenabled(), 'sqlalchemy' in sys.modules, 'numpy' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == [str(before == "enabled"), "True", "True"]
