@@ -59,7 +59,7 @@ def content_hash(record: ToolRecord) -> str:
 
 
 def column_json(value: Any) -> str:
-    """The text a JSON column stores for ``value``: one that reads back as the standard
+    """The text a JSON column stores for ``value``: it reads back as the value the standard
     encoder's text for it does.
 
     ``orjson`` takes a fifth of the time on an import's schemas; it may spell a number
