@@ -4,9 +4,9 @@ import gc
 from typing import TYPE_CHECKING, Any
 
 # Importing SQLAlchemy and numpy makes some eighty thousand objects that live as long as the
-# process, enough to set off several collections on the way, a full one among them: a tenth of
-# a cold start, spent looking for garbage among objects that are not. The collector waits until
-# the imports are done.
+# process. On the way they set off about a hundred collections, a full one among them, which
+# free next to nothing and cost a tenth of a cold start. The collector waits until the imports
+# are done.
 _collecting = gc.isenabled()
 gc.disable()
 try:
