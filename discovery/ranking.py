@@ -404,8 +404,9 @@ class Ranker:
     ) -> list[RankedTool]:
         """``candidates`` by score, descending, cut after the run of equal scores that reaches
         ``limit``; names are read (and collated) only where they decide."""
-        order = np.argsort(-scores[candidates], kind="stable")
-        ordered, values = candidates[order], scores[candidates][order]
+        candidate_scores = scores[candidates]
+        order = np.argsort(-candidate_scores, kind="stable")
+        ordered, values = candidates[order], candidate_scores[order]
         # Runs of equal scores: only inside a run does the collation of names matter. Whole runs
         # are taken until the limit is reached.
         ends = [*(np.flatnonzero(values[1:] != values[:-1]) + 1).tolist(), values.size]
@@ -442,10 +443,11 @@ class Ranker:
         if not scored:
             return np.zeros(0, dtype=np.int64)
         floor = 0.0
-        enough = [(weight, ids) for weight, ids in scored if limit is not None and ids.size >= limit]
-        if enough and limit is not None:
-            _, ids = max(enough, key=lambda term: term[0])
-            floor = self._kth_best(scores, ids, limit)
+        if limit is not None:
+            enough = [(weight, ids) for weight, ids in scored if ids.size >= limit]
+            if enough:
+                _, ids = max(enough, key=lambda term: term[0])
+                floor = self._kth_best(scores, ids, limit)
         if sparse:
             parts = []
             for _, ids in scored:

@@ -150,7 +150,7 @@ def test_migrations_use_only_the_store_schema() -> None:
     assert ours <= {"store.schema"}
 
 
-def test_opening_and_searching_an_index_does_not_load_pydantic_or_the_orm(tmp_path: Path) -> None:
+def test_opening_and_searching_an_index_loads_neither_pydantic_the_orm_nor_numpy_ma(tmp_path: Path) -> None:
     """The record and settings models load when records are validated or sessions opened; a
     process that only searches (the cold start of every CLI search) skips pydantic, and the
     store's tables are Core tables, so it never imports ``sqlalchemy.orm`` either. Nor does
