@@ -231,11 +231,6 @@ def write_jsonl(records: Sequence[dict[str, Any]], path: str) -> None:
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def read_jsonl(path: str) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as src:
-        return [json.loads(line) for line in src if line.strip()]
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--size", type=int, default=1000)

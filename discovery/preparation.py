@@ -156,15 +156,6 @@ def _start_method() -> BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def _prepare_here(items: Sequence[Record], progress: Progress | None) -> list[IndexedTool]:
-    prepared = []
-    for position, record in enumerate(items):
-        prepared.append(indexed_tool(as_record(record, position)))
-        if progress is not None:
-            progress(1)
-    return prepared
-
-
 _FIELDS = [field.name for field in dataclasses.fields(IndexedTool)]
 
 
