@@ -327,11 +327,12 @@ def session_show(app: App, session_id: str, as_json: bool) -> None:
     click.echo(f"  selected ({len(record['selected'])}): {one_line(', '.join(record['selected']))}")
     click.echo(f"  log ({len(record['calls'])} events):")
     for call in record["calls"]:
-        click.echo(indented(indented(one_line(_event_line(call)))))
+        # Outside ``one_line``, which would fold the sequence number's padding.
+        click.echo(f"    {call['seq']:>4} {one_line(_event_line(call))}")
 
 
 def _event_line(call: dict[str, Any]) -> str:
-    head = f"{call['seq']:>4} {call['time']} {call['kind']}"
+    head = f"{call['time']} {call['kind']}"
     if call["kind"] != "search":
         return head
     query = (call.get("params") or {}).get("query")

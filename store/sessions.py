@@ -136,7 +136,7 @@ class _Codec:
     """The statements of ``record``: the log entry's insert, then the lists' update; PostgreSQL
     runs both as one statement (one round trip)."""
     store_stamp: Callable[[datetime], Any]
-    load_stamp: Callable[[Any], Any]
+    load_stamp: Callable[[Any], datetime]
 
 
 _CODECS: dict[str, _Codec] = {}
@@ -167,13 +167,27 @@ def _codec(connection: Connection) -> _Codec:
             load_names=_names_reader(load_json) if sqlite else load_json,
             record=(insert, update) if sqlite else (f"WITH logged AS ({insert}) {update}",),
             store_stamp=stamp_type.bind_processor(dialect) or _unchanged,
-            load_stamp=stamp_type.result_processor(dialect, None) or _unchanged,
+            load_stamp=_in_utc(stamp_type.result_processor(dialect, None) or _unchanged),
         )
     return _CODECS[dialect.name]
 
 
 def _unchanged(value: Any) -> Any:
     return value
+
+
+def _in_utc(load: Callable[[Any], Any]) -> Callable[[Any], datetime]:
+    """``load``, giving times in UTC on every backend.
+
+    Times are written in UTC. SQLite keeps them as text without an offset and gives them back
+    naive; PostgreSQL gives them in the connection's time zone. Either way a time reads the same.
+    """
+
+    def load_in_utc(value: Any) -> datetime:
+        stamp: datetime = load(value)
+        return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
+
+    return load_in_utc
 
 
 def _names_reader(load_json: Callable[[Any], Any]) -> Callable[[Any], Any]:

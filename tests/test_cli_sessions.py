@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.test_cli import DEMO, REPO, fails, ok
+from tests.test_cli import DEMO, REPO, fails, ok, run
 
 
 def test_search_in_a_session_activates_and_persists(db_url: str) -> None:
@@ -100,3 +101,68 @@ def test_import_jsonl_restores_the_selection(db_url: str, tmp_path: Path) -> Non
     shown = json.loads(ok(db_url, "session", "show", "h", "--json"))
     assert shown["selected"] == ["mcp__gitforge__create_issue"]
     assert shown["active"][-2:] == ["search_tool_bm25", "mcp__gitforge__create_issue"]
+
+
+TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00"
+
+
+def test_sessions_and_session_show_print_a_table_and_the_log(db_url: str) -> None:
+    ok(db_url, "import", str(DEMO))
+    found = json.loads(
+        ok(
+            db_url,
+            "search",
+            "create an issue",
+            "--session",
+            "s1",
+            "--mode",
+            "mcp-only",
+            "--limit",
+            "2",
+            "--json",
+        )
+    )
+    activated = found["activated_tools"]
+    ok(db_url, "search", "line\nbreak \x1b[31mred", "--session", "s1", "--limit", "1")
+    listed = ok(db_url, "sessions").splitlines()
+    assert re.fullmatch(r"id +mode +active +selected +calls +updated", listed[0])
+    assert re.fullmatch(rf"s1 +mcp-only +12 +2 +2 +{TIME}", listed[1]), listed
+    shown = ok(db_url, "session", "show", "s1").splitlines()
+    settings = '{"discovery_mode": "mcp-only", "mcp_discovery": false, "essential_override": [], '
+    assert shown[:2] == ["Session s1", f"  settings: {settings}" + '"default_servers": [], "requested": []}']
+    assert shown[2].startswith("  active (12): read, bash, ") and shown[2].endswith(", ".join(activated))
+    assert shown[3:5] == [f"  selected (2): {', '.join(activated)}", "  log (3 events):"]
+    assert re.fullmatch(rf"       1 {TIME} create", shown[5])
+    search = rf'       2 {TIME} search search_tool_bm25 "create an issue": activated {", ".join(activated)}'
+    assert re.fullmatch(search, shown[6])
+    # The query's line break and escape code stay escaped: one line per event, no terminal codes.
+    assert re.fullmatch(
+        rf'       3 {TIME} search search_tool_bm25 "line\\nbreak \\u001b\[31mred": activated nothing',
+        shown[7],
+    )
+    assert len(shown) == 8
+
+
+def test_import_jsonl_of_a_bad_file_is_an_error_that_creates_no_session(db_url: str, tmp_path: Path) -> None:
+    ok(db_url, "import", str(DEMO))
+    path = tmp_path / "host.jsonl"
+    path.write_text('{"id": "1"}\n{"id": "2", "parentId": "1"\n', encoding="utf-8")
+    assert fails(db_url, "session", "import-jsonl", str(path), "--id", "h") == (
+        f"Error: {path}:2: not a JSON entry: Expecting ',' delimiter: line 1 column 28 (char 27)\n"
+    )
+    path.write_text('{"id": "1", "type": "mcp_tool_selection", "selectedToolNames": "x"}\n', encoding="utf-8")
+    assert fails(db_url, "session", "import-jsonl", str(path), "--id", "h") == (
+        f"Error: {path}: entry '1': selectedToolNames must be a list of names\n"
+    )
+    assert ok(db_url, "sessions") == "No sessions.\n"
+
+
+def test_import_jsonl_without_a_selection_in_force_says_so(db_url: str, tmp_path: Path) -> None:
+    ok(db_url, "import", str(DEMO))
+    path = tmp_path / "host.jsonl"
+    path.write_text('{"id": "1"}\n{"id": "2", "parentId": "1", "type": "message"}\n', encoding="utf-8")
+    result = run(db_url, "session", "import-jsonl", str(path), "--id", "h", "--mode", "mcp-only")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == f"{path}: no tool selection in force; h has nothing selected\n"
+    assert result.stdout == "restored 0 selected tools into h\n"
+    assert json.loads(ok(db_url, "session", "show", "h", "--json"))["selected"] == []

@@ -6,6 +6,7 @@ import itertools
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,23 @@ def test_log_replays_to_the_stored_lists(example: ToolIndex) -> None:
         logged = sessions.events(connection, "s")
     assert sessions.replay(logged) == (record["active"], record["selected"])
     assert record["selected"] == ["mcp__github_create_issue", "mcp__slack_post_message"]
+
+
+def test_times_read_back_in_utc_on_every_backend(db_url: str) -> None:
+    """SQLite gives stored times back without an offset and PostgreSQL in the connection's time
+    zone (here five and a half hours from UTC); both read back as the UTC time written."""
+    if db_url.startswith("postgresql"):
+        db_url = db_url.replace("options=-c", "options=-ctimezone%3DAsia/Kolkata%20-c")
+    written = datetime.now(UTC)
+    with ToolIndex.open(db_url) as index:
+        index.upsert_tools(WORKED_EXAMPLE)
+        index.session("t", discovery_mode="mcp-only")
+        search(index, "t", "github", limit=1)
+        stamps = [summary.updated_at for summary in index.sessions()]
+        stamps += [call["time"] for call in index.session_record("t")["calls"]]
+    for stamp in map(datetime.fromisoformat, stamps):
+        assert stamp.utcoffset() == timedelta(0)
+        assert abs(stamp - written) < timedelta(minutes=10)
 
 
 def test_reset_restores_the_opening_state(example: ToolIndex) -> None:
