@@ -8,7 +8,7 @@ borrowed: it must be JavaScript's ``Math.log`` (``test_scoring`` pins it to V8's
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -328,9 +328,9 @@ def test_contributions_count_against_the_cache_budget(
 COLLATION_ORDER = ["a_b", "aB", "b", "Tool", "tool_a", "tool1"]
 
 
-def tied_tools() -> list[dict[str, Any]]:
+def tied_tools(names: Sequence[str] = COLLATION_ORDER) -> list[dict[str, Any]]:
     tools = []
-    for name in reversed(COLLATION_ORDER):  # catalog order must not matter
+    for name in reversed(names):  # catalog order must not matter
         padding = 6 * (2 - len(tokenize(name)))
         tools.append(
             {
@@ -355,6 +355,16 @@ def test_ties_are_ordered_by_unicode_collation_not_code_points(tied: ToolIndex) 
     assert len({score for _, score in hits}) == 1
     assert sorted(COLLATION_ORDER) != COLLATION_ORDER
     assert hits == reference_ranking(tied_tools(), "shared")
+
+
+def test_ties_between_non_ascii_names_follow_the_full_collation(index: ToolIndex) -> None:
+    names = ["Äpfel", "apfel", "éclair", "Eclair", "zèbre", "Zebra", "Ωmega", "omega", "ǆungla"]
+    tools = tied_tools(names)
+    index.upsert_tools(tools)
+    hits = searched(index, "shared", limit=len(names))
+    assert len(hits) == len(names) and len({score for _, score in hits}) == 1
+    assert hits == reference_ranking(tools, "shared")
+    assert [name for name, _ in hits] != sorted(names)
 
 
 @pytest.mark.parametrize("limit", range(1, 8))
