@@ -479,3 +479,112 @@ def test_postings_at_odds_with_their_tool_are_named(index: ToolIndex) -> None:
         problems = verify(index).problems
         assert f"{where}: posting of term {other!r} (tf 3) is not in its record" in problems
         assert not any(p.startswith(f"tool {tool.name!r}, indexed terms") for p in problems)
+
+
+# --- more kinds of damage, on a small catalog (no ../shared needed) --------------------------------
+
+
+@pytest.fixture
+def small(index: ToolIndex) -> ToolIndex:
+    index.upsert_tools(generated_catalog(30, seed=11))
+    assert verify(index).problems == []
+    return index
+
+
+def first_tool(index: ToolIndex) -> StoredTool:
+    return index.tools()[0]
+
+
+def test_a_term_stats_row_for_a_group_without_postings(small: ToolIndex) -> None:
+    term_id = scalar(small, "SELECT MIN(id) FROM terms")
+    term = scalar(small, "SELECT text FROM terms WHERE id = :term", term=term_id)
+    with corrupted(
+        small,
+        "INSERT INTO term_stats (term_id, grp, df, max_tf) VALUES (:term, 0, 3, 1)",
+        "DELETE FROM term_stats WHERE term_id = :term AND grp = 0",
+        term=term_id,
+    ):
+        assert verify(small).problems == [
+            f"term {term!r} in group 0: term_stats holds df 3, max_tf 1 but it has no postings"
+        ]
+
+
+def test_a_missing_group_stats_row(small: ToolIndex) -> None:
+    count = scalar(small, "SELECT doc_count FROM group_stats WHERE grp = 2")
+    total = scalar(small, "SELECT total_len FROM group_stats WHERE grp = 2")
+    with corrupted(
+        small,
+        "DELETE FROM group_stats WHERE grp = 2",
+        "INSERT INTO group_stats (grp, doc_count, total_len) VALUES (2, :count, :total)",
+        count=count,
+        total=total,
+    ):
+        assert verify(small).problems == [
+            f"group 2 (mcp): no group_stats row (the catalog has {count} tools there)"
+        ]
+
+
+def test_a_tool_moved_to_another_group(small: ToolIndex) -> None:
+    tool = first_tool(small)
+    with corrupted(
+        small,
+        "UPDATE tools SET grp = 1 WHERE name = :n",
+        "UPDATE tools SET grp = 2 WHERE name = :n",
+        n=tool.name,
+    ):
+        problems = verify(small).problems
+        assert f"tool {tool.name!r}: stored group 1, its record belongs to group 2" in problems
+
+
+def test_a_stored_record_that_is_no_longer_valid(small: ToolIndex) -> None:
+    tool = first_tool(small)
+    with corrupted(
+        small,
+        "UPDATE tools SET load_mode = 'sometimes' WHERE name = :n",
+        "UPDATE tools SET load_mode = :mode WHERE name = :n",
+        n=tool.name,
+        mode=tool.load_mode,
+    ):
+        problems = verify(small).problems
+        assert len(problems) == 1
+        assert problems[0].startswith(f"tool {tool.name!r}: its stored record is invalid: load_mode: ")
+
+
+def test_postings_of_a_tool_that_is_not_in_the_catalog(small: ToolIndex) -> None:
+    term_id = scalar(small, "SELECT MIN(id) FROM terms")
+    with corrupted(
+        small,
+        "INSERT INTO posting_delta (term_id, grp, tool_id, tf, doc_len) VALUES (:term, 2, 999999, 1, 5)",
+        "DELETE FROM posting_delta WHERE tool_id = 999999",
+        term=term_id,
+    ):
+        assert "1 postings belong to no catalog tool" in verify(small).problems
+
+
+def test_a_session_selecting_a_tool_twice_or_missing_a_log_entry(small: ToolIndex) -> None:
+    session = small.session("v", discovery_mode="mcp-only")
+    activated = session.search_tool.execute("c1", {"query": small.tools()[0].name, "limit": 2}).details[
+        "activated_tools"
+    ]
+    assert len(activated) == 2 and verify(small).problems == []
+    stored = scalar(small, "SELECT selected FROM sessions WHERE id = 'v'")
+    doubled = json.dumps([*activated, activated[0]])
+    with corrupted(
+        small,
+        "UPDATE sessions SET selected = :doubled WHERE id = 'v'",
+        "UPDATE sessions SET selected = :stored WHERE id = 'v'",
+        doubled=doubled,
+        stored=stored if isinstance(stored, str) else json.dumps(stored),
+    ):
+        assert (
+            f"session 'v': a tool is selected twice: {[*activated, activated[0]]}" in verify(small).problems
+        )
+    last = scalar(small, "SELECT MAX(seq) FROM session_events WHERE session_id = 'v'")
+    with corrupted(
+        small,
+        "UPDATE session_events SET seq = :gap WHERE session_id = 'v' AND seq = :last",
+        "UPDATE session_events SET seq = :last WHERE session_id = 'v' AND seq = :gap",
+        last=last,
+        gap=last + 5,
+    ):
+        assert verify(small).problems == ["session 'v': its log has gaps in its sequence numbers"]
