@@ -113,9 +113,9 @@ class ToolRecord(BaseModel):
     @classmethod
     def _usable_name(cls, name: str) -> str:
         if not name.strip():
-            raise ValueError("name must not be blank")
+            raise ValueError("must not be blank")
         if _UNSTORABLE.search(name):
-            raise ValueError("name must not contain NUL or unpaired surrogate characters")
+            raise ValueError("must not contain NUL or unpaired surrogate characters")
         return name
 
     @field_validator("label", "description", "summary", "server_name", "mcp_tool_name")
@@ -127,7 +127,7 @@ class ToolRecord(BaseModel):
     @classmethod
     def _shallow_enough(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
         if schema is not None and nesting_depth(schema) > MAX_SCHEMA_DEPTH:
-            raise ValueError(f"input schema nests deeper than {MAX_SCHEMA_DEPTH} levels")
+            raise ValueError(f"nests deeper than {MAX_SCHEMA_DEPTH} levels")
         return schema
 
     @field_validator("schema_keys")

@@ -52,7 +52,10 @@ def describe_validation_error(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors(include_url=False):
         where = ".".join(str(part) for part in error["loc"]) or "record"
-        parts.append(f"{where}: {error['msg']}")
+        what = error["msg"]
+        if error["type"] == "value_error" and "ctx" in error:
+            what = str(error["ctx"]["error"])  # our validators' words, without "Value error, "
+        parts.append(f"{where}: {what}")
     return "; ".join(parts)
 
 

@@ -183,6 +183,12 @@ BAD_RECORDS = [
         "f:4: inputSchema: Input should be a valid dictionary",
         id="tools-list-last-duplicate-key-wins",
     ),
+    pytest.param('{"name": "a"}\n{"name": "  "}\n', "f:2: name: must not be blank", id="blank-name"),
+    pytest.param(
+        '{"name": "a\\u0000b"}\n',
+        "f:1: name: must not contain NUL or unpaired surrogate characters",
+        id="nul-in-name",
+    ),
     pytest.param(
         '{"name": "a", "input_schema": ' + '{"a": ' * MAX_NESTING + "1" + "}" * MAX_NESTING + "}",
         f"f:1: nested deeper than {MAX_NESTING} levels",

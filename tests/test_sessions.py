@@ -14,7 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from discovery import DiscoveryUnavailable, ToolCallError, ToolIndex, ToolIndexError
+from discovery import (
+    DiscoveryDisabled,
+    DiscoveryUnavailable,
+    QueryWithoutTerms,
+    ToolCallError,
+    ToolIndex,
+    ToolIndexError,
+)
 from discovery.session import SessionSettings, effective_mode
 from discovery.tool import compact_json, json_text
 from store import SessionNotFound, sessions
@@ -126,6 +133,49 @@ def test_times_read_back_in_utc_on_every_backend(db_url: str) -> None:
     for stamp in map(datetime.fromisoformat, stamps):
         assert stamp.utcoffset() == timedelta(0)
         assert abs(stamp - written) < timedelta(minutes=10)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"default_servers": "github"},
+            "invalid session settings: default_servers: must be a list of names, not a single string",
+        ),
+        (
+            {"discovery_mode": "sometimes"},
+            "invalid session settings: discovery_mode: Input should be 'auto', 'off', 'mcp-only' or 'all'",
+        ),
+    ],
+)
+def test_bad_settings_are_refused_by_name(example: ToolIndex, settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(ToolIndexError) as raised:
+        example.session("bad", **settings)
+    assert str(raised.value) == message
+    assert example.sessions() == []
+
+
+def test_a_handle_on_a_session_deleted_elsewhere_says_so(example: ToolIndex) -> None:
+    session = example.session("gone", discovery_mode="mcp-only")
+    example.delete_session("gone")
+    for call in (
+        lambda: session.set_active(["search_tool_bm25"]),
+        session.active_tools,
+        session.reset,
+        lambda: session.preview("github"),
+    ):
+        with pytest.raises(SessionNotFound, match="no session 'gone' in the store"):
+            call()
+    with pytest.raises(DiscoveryUnavailable):
+        session.search_tool.execute("c", {"query": "github"})
+    assert example.sessions() == []
+
+
+def test_previews_check_like_execute(example: ToolIndex) -> None:
+    with pytest.raises(DiscoveryDisabled):
+        example.session("off", discovery_mode="off").preview("github")
+    with pytest.raises(QueryWithoutTerms):
+        example.session("on", discovery_mode="mcp-only").preview("!!!")
 
 
 def test_reset_restores_the_opening_state(example: ToolIndex) -> None:
