@@ -155,6 +155,30 @@ def test_a_bad_record_in_a_json_array_names_its_line(db_url: str, tmp_path: Path
     assert stats(db_url)["tools"] == 0
 
 
+def test_records_of_another_server_than_server_are_refused(demo_db: str, tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "a.jsonl", [{"name": "mcp__a__x", "server_name": "a", "source": "mcp"}])
+    before = stats(demo_db)
+    assert fails(demo_db, "import", str(path), "--server", "b") == (
+        f"Error: {path}:1: server_name is 'a', not --server 'b'\n"
+    )
+    assert stats(demo_db) == before
+
+
+def test_non_json_numbers_and_too_deep_schemas_are_refused(db_url: str, tmp_path: Path) -> None:
+    nan = tmp_path / "nan.jsonl"
+    nan.write_text('{"name": "x", "description": NaN}\n', encoding="utf-8")
+    assert fails(db_url, "import", str(nan)) == f"Error: {nan}: invalid JSON: NaN is not valid JSON\n"
+    schema: dict[str, Any] = {}
+    for _ in range(130):
+        schema = {"a": schema}
+    deep = tmp_path / "deep.json"
+    deep.write_text(json.dumps({"tools": [{"name": "ok"}, {"name": "deep", "inputSchema": schema}]}))
+    assert fails(db_url, "import", str(deep), "--server", "s") == (
+        f"Error: {deep}:1: nested deeper than 128 levels\n"
+    )
+    assert stats(db_url)["tools"] == 0
+
+
 def test_skip_invalid_warns_and_keeps_going(db_url: str, tmp_path: Path) -> None:
     path = tmp_path / "mixed.jsonl"
     path.write_text(
