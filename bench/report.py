@@ -321,10 +321,12 @@ def markdown(
     command: str,
     notes: Sequence[str],
     *,
+    quality: Sequence[str] = (),
     detailed: bool = True,
 ) -> str:
-    """The report: machine, one table per catalog, targets; when ``detailed``, also latency by
-    query kind, the cold-start breakdown and the notes on method."""
+    """The report: machine, one table per catalog, targets, the ``quality`` lines (markdown, from
+    ``bench.quality``); when ``detailed``, also latency by query kind, the cold-start breakdown
+    and the notes on method."""
     lines = [f"Command: `{command}`", "", "Machine: " + "; ".join(f"{k} {v}" for k, v in machine.items()), ""]
     for title, rows in datasets:
         lines += [f"**{title}**", "", *_md_table(COLUMNS, [cells(r) for r in rows]), ""]
@@ -340,6 +342,7 @@ def markdown(
             *_md_table(("catalog", "target", "measured", "met"), target_rows),
             "",
         ]
+    lines += quality
     if not detailed:
         return "\n".join(
             [

@@ -5,7 +5,8 @@
 For each catalog (generated ones of the given sizes, plus the real 757-tool catalog in
 ``../shared/data`` when it is there) and each engine, two fresh processes: one imports the
 catalog and times one-tool upserts and removals; one opens the index cold and answers the
-fixed query set. Each engine runs alone, so its peak RSS is its own. Prints rich tables, writes
+fixed query set. Each engine runs alone, so its peak RSS is its own. Then, untimed, every engine
+answers MetaTool's labelled queries (``bench.quality``) when they are there. Prints rich tables, writes
 ``bench/results.md`` and, with ``--write-readme``, the section between ``<!-- bench:start -->``
 and ``<!-- bench:end -->`` of the README.
 """
@@ -27,7 +28,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench import report
+from bench import quality, report
 from bench.generate import DEFAULT_SEED, generate_catalog, write_jsonl
 from bench.peers import ENGINES, read_catalog
 from bench.queries import query_set
@@ -68,6 +69,10 @@ NOTES = (
     "catalog. The "
     "peers' import processes load our library to validate records; their serving processes "
     "load only our tokenizer module.",
+    "Retrieval quality = `bench.quality`: every engine indexes MetaTool's 199 tools (a name and a "
+    "description each) and answers its 21,060 model-written queries with a top 8; Recall@k is the "
+    "share of queries with a labelled tool in the first k, MRR@8 the mean of 1/rank of the first. "
+    "Our ranking is SPEC §4's, fixed, so this shows how it compares, not something tuned.",
     "Top-8 overlap = the mean share of our ranking's top 8 (the `memory` engine, which runs "
     "our scoring code) that an engine also returns, over the query set: 100% for tool-index "
     "means the same tools; the peers show how much their tokenization and idf change results.",
@@ -82,7 +87,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--engines", default=",".join(ENGINES), help=f"comma-separated subset of {','.join(ENGINES)}"
     )
-    parser.add_argument("--no-real", action="store_true", help="skip the real catalog")
+    parser.add_argument(
+        "--no-real", action="store_true", help="skip the real data: the MCP catalog and MetaTool's queries"
+    )
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--rounds", type=int, default=5, help="passes over the query set")
     parser.add_argument(
@@ -206,10 +213,27 @@ def main(argv: Sequence[str] | None = None) -> None:
             report.set_overlaps(rows)
             console.print(rich_table(title, rows))
             results.append((title, rows))
+        quality_lines = measure_quality(args, engines, workdir / "quality", console)
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
-    finish(args, argv, results, machine, console)
+    finish(args, argv, results, machine, console, quality_lines)
+
+
+def measure_quality(
+    args: argparse.Namespace, engines: Sequence[str], workdir: Path, console: Console
+) -> list[str]:
+    """Recall on MetaTool's labelled queries for every engine (``bench.quality``), as markdown;
+    nothing with ``--no-real`` or without the data. Untimed, so it runs after the timed work."""
+    if args.no_real or not quality.available():
+        return []
+    rows = []
+    for engine in engines:
+        with console.status(f"MetaTool: {engine}"):
+            rows.append(quality.evaluate(engine, quality.METATOOL, workdir / engine))
+    heading = quality.title()
+    console.print(quality.rich_table(rows, heading))
+    return quality.markdown(rows, heading)
 
 
 def finish(
@@ -218,6 +242,7 @@ def finish(
     results: list[tuple[str, list[report.Row]]],
     machine: dict[str, str],
     console: Console,
+    quality_lines: Sequence[str],
 ) -> None:
     target_table = Table(title="Targets", title_justify="left")
     for column in ("catalog", "target", "measured", "met"):
@@ -229,11 +254,11 @@ def finish(
             )
     console.print(target_table)
     command = " ".join(["python -m bench.run", *(sys.argv[1:] if argv is None else argv)])
-    text = report.markdown(results, machine, command, NOTES)
+    text = report.markdown(results, machine, command, NOTES, quality=quality_lines)
     args.results.write_text("# Benchmark results\n\n" + text, encoding="utf-8")
     console.print(f"wrote {args.results}")
     if args.write_readme:
-        summary = report.markdown(results, machine, command, NOTES, detailed=False)
+        summary = report.markdown(results, machine, command, NOTES, quality=quality_lines, detailed=False)
         report.replace_section(args.readme, summary)
         console.print(f"updated {args.readme}")
 
