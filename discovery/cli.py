@@ -16,26 +16,23 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
 
 import click
-from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from discovery.errors import EmptyQuery, ToolIndexError
-from discovery.explain import explain as explain_score
 from discovery.index import DEFAULT_LIMIT, ToolIndex
-from discovery.ingest import read_catalog
-from discovery.preparation import describe_validation_error
 from discovery.render import indented, one_line, printable, render_result, table
 from discovery.scoring import round6
 from discovery.tool import json_text
-from discovery.verify import verify as verify_index
 from store import StoreError, make_engine, migrate, parse_url, sqlite_file
 from store.engine import ENV_VAR, default_url, translated_errors
 
+# What only some commands need (reading catalog files, explain, verify, progress bars) is imported
+# by those commands: a search never loads pydantic, which is a sixth of its start-up.
 if TYPE_CHECKING:
+    from pydantic import ValidationError
     from sqlalchemy import Engine
     from sqlalchemy.engine import URL
 
@@ -62,10 +59,20 @@ class ToolIndexGroup(click.Group):
             return super().invoke(ctx)
         except (ToolIndexError, StoreError) as exc:
             raise click.ClickException(str(exc) or (type(exc).__doc__ or type(exc).__name__)) from exc
-        except ValidationError as exc:
-            raise click.ClickException(describe_validation_error(exc)) from exc
         except RecursionError as exc:
             raise click.ClickException("the input is nested too deeply to process") from exc
+        except Exception as exc:
+            if not _is_validation_error(exc):
+                raise
+            from discovery.preparation import describe_validation_error
+
+            raise click.ClickException(describe_validation_error(exc)) from exc
+
+
+def _is_validation_error(exc: Exception) -> TypeGuard[ValidationError]:
+    """Whether ``exc`` is pydantic's ``ValidationError``; none can be raised before pydantic loads."""
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(exc, pydantic.ValidationError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +170,8 @@ def import_(
         paths = (*paths, str(EXAMPLE_CATALOG))
     if not paths:
         raise click.UsageError("give at least one PATH, or --example")
+    from discovery.ingest import read_catalog
+
     ingested = read_catalog(paths, server=server, skip_invalid=skip_invalid)
     for message in ingested.skipped:
         click.echo(f"Warning: skipped {message}", err=True)
@@ -487,6 +496,8 @@ def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
     if not query.strip():
         raise EmptyQuery()
     with app.index() as index:
+        from discovery.explain import explain as explain_score
+
         explanation = explain_score(index, query.strip(), name, mode=mode)
     if as_json:
         _echo_json(explanation.as_dict())
@@ -517,6 +528,8 @@ def verify(app: App) -> None:
     Recomputes them from the stored records; exits 0 only when everything agrees.
     """
     with app.index() as index:
+        from discovery.verify import verify as verify_index
+
         report = verify_index(index)
     checked = ", ".join(f"{count} {what}" for what, count in report.checked.items())
     if report.ok:
@@ -603,6 +616,8 @@ def _progress(total: int) -> Iterator[Callable[[int], None] | None]:
     if total <= PROGRESS_MIN_RECORDS or not _is_terminal(sys.stderr):
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("Indexing tools", total=total)

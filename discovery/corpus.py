@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from store import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP
@@ -26,6 +27,12 @@ MODE_GROUPS: dict[str, tuple[int, ...]] = {
 
 def is_mcp_name(name: str) -> bool:
     return name.startswith(MCP_PREFIX)
+
+
+def activation_order(names: Sequence[str]) -> list[str]:
+    """MCP names first, then the others, each once, rank order kept within each part."""
+    unique = list(dict.fromkeys(names))
+    return [name for name in unique if is_mcp_name(name)] + [name for name in unique if not is_mcp_name(name)]
 
 
 def corpus_group(record: ToolRecord) -> int:

@@ -13,6 +13,7 @@ from sqlalchemy import Connection, Engine
 from discovery.corpus import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES, MODE_GROUPS
 from discovery.errors import InvalidLimit, QueryWithoutTerms, ToolIndexError
 from discovery.hits import SearchHit
+from discovery.ids import checked_id
 from discovery.ranking import Corpus, Ranker, Ranking
 from discovery.resume import selection_from_file
 from discovery.scoring import query_term_counts
@@ -251,8 +252,6 @@ class ToolIndex:
 
     def session_record(self, session_id: str) -> dict[str, Any]:
         """``{"id", "settings", "active", "selected", "calls"}`` with every logged event."""
-        from discovery.session import checked_id
-
         session_id = checked_id(session_id, "session id")
         with read_transaction(self.engine) as connection:
             state = store_sessions.load(connection, session_id)
@@ -278,8 +277,6 @@ class ToolIndex:
         return RestoredSelection(session_id, found=names is not None, restored=restored, missing=missing)
 
     def delete_session(self, session_id: str) -> None:
-        from discovery.session import checked_id
-
         session_id = checked_id(session_id, "session id")
         with write_transaction(self.engine) as connection:
             if not store_sessions.remove(connection, session_id):

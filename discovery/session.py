@@ -25,6 +25,7 @@ from discovery.corpus import (
 )
 from discovery.errors import DiscoveryDisabled, QueryWithoutTerms, ToolIndexError
 from discovery.hits import SearchHit
+from discovery.ids import checked_id
 from discovery.preparation import describe_validation_error
 from discovery.ranking import Corpus
 from discovery.scoring import query_term_counts
@@ -152,24 +153,6 @@ def opening_active(index: ToolIndex, connection: Connection, settings: SessionSe
         ):
             active.append(name)
     return [*dict.fromkeys(name for name in active if name != SEARCH_TOOL_NAME), SEARCH_TOOL_NAME]
-
-
-def checked_id(value: object, what: str, *, blank: bool = False) -> str:
-    """A session or call id the store can keep and match exactly: text, with no NUL and no lone
-    surrogate (no backend stores those as given), and not blank unless ``blank``."""
-    if not isinstance(value, str):
-        raise ToolIndexError(f"a {what} must be text, not {type(value).__name__}")
-    if not blank and not value.strip():
-        raise ToolIndexError(f"a {what} must not be blank")
-    if sessions.storable(value) != value:
-        raise ToolIndexError(f"a {what} must not contain NUL characters or lone surrogates: {value!r}")
-    return value
-
-
-def activation_order(names: Sequence[str]) -> list[str]:
-    """MCP names first, then the others, each once, rank order kept within each part."""
-    unique = list(dict.fromkeys(names))
-    return [name for name in unique if is_mcp_name(name)] + [name for name in unique if not is_mcp_name(name)]
 
 
 class Session:

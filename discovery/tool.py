@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from sqlalchemy import Connection
 
-from discovery.corpus import SEARCH_TOOL_NAME
+from discovery.corpus import SEARCH_TOOL_NAME, activation_order
 from discovery.errors import (
     DiscoveryDisabled,
     DiscoveryUnavailable,
@@ -20,14 +20,16 @@ from discovery.errors import (
     QueryWithoutTerms,
     ToolCallError,
 )
+from discovery.ids import checked_id
 from discovery.index import DEFAULT_LIMIT
 from discovery.scoring import query_term_counts, round6
-from discovery.session import SessionView, activation_order, checked_id
 from store import StoredTool, sessions
 from store.engine import write_transaction
 
 if TYPE_CHECKING:
-    from discovery.session import Session
+    # Types only: a read-only search formats its matches here without loading sessions (and
+    # their pydantic settings model).
+    from discovery.session import Session, SessionView
 
 LABEL = "SearchTools"
 PARAMETERS: dict[str, Any] = {

@@ -176,6 +176,38 @@ def test_opening_and_searching_an_index_loads_neither_pydantic_the_orm_nor_numpy
     assert done.stdout.split() == ["mcp__github_create_issue", "False", "False", "False"]
 
 
+@pytest.mark.parametrize("output", [[], ["--json"]])
+def test_a_read_only_search_on_the_command_line_does_not_load_pydantic(
+    tmp_path: Path, output: list[str]
+) -> None:
+    """The commands that read catalog files, explain or verify import what they need themselves,
+    so ``tool-index search`` starts without pydantic; a session search does load it."""
+    import subprocess
+    import sys
+
+    from discovery import ToolIndex
+    from tests.catalogs import WORKED_EXAMPLE
+
+    url = f"sqlite:///{tmp_path / 'tools.db'}"
+    with ToolIndex.open(url) as index:
+        index.upsert_tools(WORKED_EXAMPLE)
+    script = (
+        "import sys\n"
+        "from discovery.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:], standalone_mode=False)\n"
+        "finally:\n"
+        "    print('pydantic' in sys.modules, file=sys.stderr)\n"
+    )
+    for extra, loaded in (([], "False"), (["--session", "s", "--mode", "mcp-only"], "True")):
+        args = ["--db", url, "search", "github issue", *output, *extra]
+        done = subprocess.run(
+            [sys.executable, "-c", script, *args], cwd=REPO, capture_output=True, text=True, check=True
+        )
+        assert "create_issue" in done.stdout
+        assert done.stderr.split() == [loaded]
+
+
 @pytest.mark.parametrize("before", ["enabled", "disabled"])
 def test_importing_the_package_leaves_the_collector_as_it_found_it(before: str) -> None:
     """The collector waits while the package's imports run, and is then as the process had it."""
