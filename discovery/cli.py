@@ -30,7 +30,7 @@ from store import StoreError, make_engine, migrate, parse_url, sqlite_file
 from store.engine import ENV_VAR, default_url, translated_errors
 
 # What only some commands need (reading catalog files, explain, verify, progress bars) is imported
-# by those commands: a search never loads pydantic, which is a sixth of its start-up.
+# by those commands: a read-only search never loads pydantic (some 45 ms of its start-up).
 if TYPE_CHECKING:
     from pydantic import ValidationError
     from sqlalchemy import Engine
