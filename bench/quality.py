@@ -19,6 +19,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from rich.console import Console
@@ -63,10 +64,11 @@ def available(directory: Path = METATOOL) -> bool:
     return (directory / "catalog.jsonl").is_file() and (directory / "queries.jsonl").is_file()
 
 
-def labelled_queries(directory: Path = METATOOL) -> list[Labelled]:
+@cache  # read once per run, not once per engine
+def labelled_queries(directory: Path = METATOOL) -> tuple[Labelled, ...]:
     with (directory / "queries.jsonl").open(encoding="utf-8") as src:
         rows = [json.loads(line) for line in src if line.strip()]
-    return [Labelled(row["query"], frozenset(row["relevant"])) for row in rows]
+    return tuple(Labelled(row["query"], frozenset(row["relevant"])) for row in rows)
 
 
 def first_relevant(names: Sequence[str], relevant: frozenset[str]) -> int:

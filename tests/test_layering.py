@@ -150,6 +150,17 @@ def test_migrations_use_only_the_store_schema() -> None:
     assert ours <= {"store.schema"}
 
 
+def worked_example_db(directory: Path) -> str:
+    """A SQLite file holding SPEC §6's worked example, for a new process to open."""
+    from discovery import ToolIndex
+    from tests.catalogs import WORKED_EXAMPLE
+
+    url = f"sqlite:///{directory / 'tools.db'}"
+    with ToolIndex.open(url) as index:
+        index.upsert_tools(WORKED_EXAMPLE)
+    return url
+
+
 def test_opening_and_searching_an_index_loads_neither_pydantic_the_orm_nor_numpy_ma(tmp_path: Path) -> None:
     """The record and settings models load when records are validated or sessions opened; a
     process that only searches (the cold start of every CLI search) skips pydantic, and the
@@ -158,12 +169,7 @@ def test_opening_and_searching_an_index_loads_neither_pydantic_the_orm_nor_numpy
     import subprocess
     import sys
 
-    from discovery import ToolIndex
-    from tests.catalogs import WORKED_EXAMPLE
-
-    url = f"sqlite:///{tmp_path / 'tools.db'}"
-    with ToolIndex.open(url) as index:
-        index.upsert_tools(WORKED_EXAMPLE)
+    url = worked_example_db(tmp_path)
     script = (
         "import sys\n"
         "from discovery import ToolIndex\n"
@@ -185,12 +191,7 @@ def test_a_read_only_search_on_the_command_line_does_not_load_pydantic(
     import subprocess
     import sys
 
-    from discovery import ToolIndex
-    from tests.catalogs import WORKED_EXAMPLE
-
-    url = f"sqlite:///{tmp_path / 'tools.db'}"
-    with ToolIndex.open(url) as index:
-        index.upsert_tools(WORKED_EXAMPLE)
+    url = worked_example_db(tmp_path)
     script = (
         "import sys\n"
         "from discovery.cli import main\n"
