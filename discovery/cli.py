@@ -27,7 +27,7 @@ from discovery.render import indented, one_line, printable, render_result, table
 from discovery.scoring import round6
 from discovery.tool import json_text
 from store import StoreError, make_engine, migrate, parse_url, sqlite_file
-from store.engine import ENV_VAR, default_url, translated_errors
+from store.engine import ENV_VAR, default_url, read_transaction, translated_errors
 
 # What only some commands need (reading catalog files, explain, verify, progress bars) is imported
 # by those commands: a read-only search never loads pydantic (some 45 ms of its start-up).
@@ -591,7 +591,7 @@ def check(app: App) -> None:
             raise click.ClickException(f"the schema is at {revision or 'no revision'}, head is {head}: {fix}")
         changes = migrate.pending_model_changes(engine)
     if changes:
-        raise click.ClickException(f"the schema at {head} differs from the models: {changes}")
+        raise click.ClickException(f"the schema at {head} differs from the models: {'; '.join(changes)}")
     click.echo(f"ok: {head} (head), the schema matches the models")
 
 
@@ -602,7 +602,7 @@ def _missing_sqlite_file(url: URL) -> str | None:
 
 
 def _revision(engine: Engine) -> str | None:
-    with engine.connect() as connection:
+    with read_transaction(engine) as connection:
         return migrate.current_revision(connection)
 
 

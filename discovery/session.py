@@ -169,16 +169,21 @@ class Session:
         """Create the session, or resume it (settings, when given, must match the stored ones)."""
         session_id = checked_id(session_id, "session id") if session_id is not None else uuid.uuid4().hex
         wanted = _settings(settings or {})
-        with write_transaction(index.engine) as connection:
-            state = sessions.lock(connection, session_id)
-            if state is None:
-                stored = wanted.model_dump(mode="json")
-                sessions.create(connection, session_id, stored, opening_active(index, connection, wanted))
-            elif settings is not None and SessionSettings.model_validate(state.settings) != wanted:
-                raise ToolIndexError(
-                    f"session {session_id!r} exists with other settings; resume it without settings "
-                    "or delete it first"
-                )
+        # Resuming only reads, so it does not wait for another process's write (a long import).
+        with read_transaction(index.engine) as connection:
+            state = sessions.load(connection, session_id)
+        if state is None:
+            with write_transaction(index.engine) as connection:
+                state = sessions.lock(connection, session_id)  # made meanwhile by another caller?
+                if state is None:
+                    stored = wanted.model_dump(mode="json")
+                    sessions.create(connection, session_id, stored, opening_active(index, connection, wanted))
+                    return cls(index, session_id)
+        if settings is not None and SessionSettings.model_validate(state.settings) != wanted:
+            raise ToolIndexError(
+                f"session {session_id!r} exists with other settings; resume it without settings "
+                "or delete it first"
+            )
         return cls(index, session_id)
 
     def view(self) -> SessionView:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from importlib.resources import files
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, inspect, text
 
+from store.engine import read_transaction
 from store.errors import DatabaseUnavailable, SchemaOutdated, SchemaTooNew
 from store.schema import metadata
 
@@ -83,13 +84,39 @@ def _lock_schema(connection: Connection) -> None:
         connection.execute(text("SELECT pg_advisory_xact_lock(hashtext('tool-index:' || current_schema()))"))
 
 
-def pending_model_changes(engine: Engine) -> list[object]:
-    """What autogenerate would change to make the database match the models (empty = in sync)."""
+def pending_model_changes(engine: Engine) -> list[str]:
+    """How the database differs from the models, one line per difference (empty = in sync)."""
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    with engine.connect() as connection:
-        return list(compare_metadata(MigrationContext.configure(connection), metadata))
+    with read_transaction(engine) as connection:
+        changes = compare_metadata(MigrationContext.configure(connection), metadata)
+    return [describe_change(change) for change in changes]
+
+
+def describe_change(change: Any) -> str:
+    """One of autogenerate's diff tuples in words. ``add_*`` names what the models have and the
+    database lacks, ``remove_*`` the reverse; the changes to one column come as a list."""
+    if isinstance(change, list):
+        return "; ".join(describe_change(part) for part in change)
+    kind, *args = change
+    action, _, what = kind.partition("_")
+    if action == "modify":  # (schema, table, column, existing settings, database's, models')
+        _schema, table, column, _existing, in_database, in_models = args
+        return f"column {table}.{column}: {what} is {in_database} in the database, {in_models} in the models"
+    if what == "column":  # (schema, table, column)
+        subject = f"column {args[1]}.{args[2].name}"
+    else:  # (item, ...): a table, an index, a constraint or a table's comment
+        item = args[0]
+        subject = f"{_NOUNS.get(what, what)} {item.name or '(unnamed)'}"
+        if what not in ("table", "table_comment"):
+            subject += f" on {item.table.name}"
+    if action == "add":
+        return f"the database lacks {subject}"
+    return f"the database has {subject}, which the models do not"
+
+
+_NOUNS = {"fk": "foreign key", "table_comment": "the comment of table"}
 
 
 def ensure_schema(engine: Engine, *, upgrade_if_old: bool) -> None:
@@ -99,7 +126,8 @@ def ensure_schema(engine: Engine, *, upgrade_if_old: bool) -> None:
     older one when ``upgrade_if_old`` is false, ``DatabaseUnavailable`` for a database holding
     other tables than ours.
     """
-    with engine.connect() as connection:
+    # A read, which another process's write does not hold up: every open starts here.
+    with read_transaction(engine) as connection:
         # Tables before revision: a concurrent first migration commits both at once, so this
         # order never sees its tables without its revision.
         tables = set(inspect(connection).get_table_names())

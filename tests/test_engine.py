@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from platformdirs import user_data_dir
 from sqlalchemy.engine import make_url
 
 import store
+import store.engine
 from discovery import ToolIndex
+from discovery.cli import main
 from store.engine import BUSY_TIMEOUT_MS
 
 TOOL = {"name": "mcp__files__read_text", "server_name": "files", "description": "Read a text file"}
@@ -47,9 +53,11 @@ def test_a_file_that_is_not_a_database_is_refused_and_left_alone(tmp_path: Path)
 
 @pytest.fixture
 def filled(sqlite_url: str) -> Path:
-    """A SQLite database holding one tool, closed (so its WAL is checkpointed into the file)."""
+    """A SQLite database holding one tool and one session, closed (so its WAL is checkpointed
+    into the file)."""
     with ToolIndex.open(sqlite_url) as index:
         index.upsert_tools([TOOL])
+        index.session("chat-1", discovery_mode="all")
     return database_path(sqlite_url)
 
 
@@ -78,6 +86,58 @@ def test_a_read_only_file_refuses_writes_and_still_reads(filled: Path) -> None:
         assert_refuses_writes_and_reads(f"sqlite:///{filled}", filled)
     finally:
         filled.chmod(stat.S_IRUSR | stat.S_IWUSR)
+
+
+HOLD_THE_WRITE_LOCK = """
+import sqlite3, sys
+connection = sqlite3.connect(sys.argv[1], isolation_level=None)
+connection.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.readline()
+connection.execute("ROLLBACK")
+"""
+
+
+def test_a_writer_that_keeps_the_lock_past_the_busy_timeout(
+    filled: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds SQLite's write lock for longer than a writer waits: the write is
+    refused with one clear error and changes nothing; reads go on; the same write succeeds once
+    the lock is free."""
+    monkeypatch.setattr(store.engine, "BUSY_TIMEOUT_MS", 200)
+    url = f"sqlite:///{filled}"
+    catalog = tmp_path / "other.jsonl"
+    catalog.write_text(json.dumps(OTHER) + "\n")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THE_WRITE_LOCK, str(filled)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        message = f"{url} stayed locked by another writer: database is locked"
+        with ToolIndex.open(url) as index:
+            with pytest.raises(store.ConcurrentUpdate) as caught:
+                index.upsert_tools([OTHER])
+            assert str(caught.value) == message
+            with pytest.raises(store.ConcurrentUpdate):
+                index.session("chat-2")
+            with pytest.raises(store.ConcurrentUpdate):
+                index.session("chat-1").search_tool.execute("call-1", {"query": "text file"})
+            assert [hit.name for hit in index.search("text file")] == [TOOL["name"]]
+            resumed = index.session("chat-1", discovery_mode="all")
+            assert resumed.selected == [] and resumed.preview("text file")[0].name == TOOL["name"]
+        result = CliRunner().invoke(main, ["--db", url, "import", str(catalog)])
+        assert (result.exit_code, result.stdout, result.stderr) == (1, "", f"Error: {message}\n")
+    finally:
+        holder.communicate("\n", timeout=60)
+    assert holder.returncode == 0
+    with ToolIndex.open(url) as index:
+        assert [tool.name for tool in index.tools()] == [TOOL["name"]]
+        assert [summary.id for summary in index.sessions()] == ["chat-1"]
+        assert [call["kind"] for call in index.session_record("chat-1")["calls"]] == ["create"]
+        assert index.upsert_tools([OTHER]).added == [OTHER["name"]]
 
 
 def test_default_url_is_tool_index_db_when_set(monkeypatch: pytest.MonkeyPatch, sqlite_url: str) -> None:

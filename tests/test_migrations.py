@@ -87,11 +87,45 @@ def test_models_match_migrations(engine: Engine) -> None:
     assert migrate.pending_model_changes(engine) == []
 
 
-def test_pending_model_changes_sees_a_difference(engine: Engine) -> None:
+def test_pending_model_changes_are_told_in_words(engine: Engine) -> None:
     migrate.upgrade(engine)
     with engine.begin() as connection:
         connection.execute(text("DROP INDEX ix_tools_server_name"))
-    assert migrate.pending_model_changes(engine) != []
+        connection.execute(text("CREATE INDEX ix_tools_label ON tools (label)"))
+        connection.execute(text("ALTER TABLE tools ADD COLUMN notes TEXT"))
+        connection.execute(text("CREATE TABLE invoices (id INTEGER PRIMARY KEY)"))
+    expected = [
+        "the database has table invoices, which the models do not",
+        "the database lacks index ix_tools_server_name on tools",
+        "the database has index ix_tools_label on tools, which the models do not",
+        "the database has column tools.notes, which the models do not",
+    ]
+    if engine.dialect.name == "postgresql":  # SQLite cannot alter a column in place
+        with engine.begin() as connection:
+            connection.execute(text("ALTER TABLE tools ALTER COLUMN label DROP NOT NULL"))
+        expected.append("column tools.label: nullable is True in the database, False in the models")
+    assert sorted(migrate.pending_model_changes(engine)) == sorted(expected)
+
+
+def test_each_kind_of_difference_has_words() -> None:
+    tools = metadata.tables["tools"]
+    unique = next(c for c in metadata.tables["terms"].constraints if c.name == "uq_terms_text")
+    changes: list[Any] = [
+        ("add_table", tools),
+        ("remove_constraint", unique),
+        ("add_column", None, "tools", tools.c.label),
+        [
+            ("modify_type", None, "tools", "grp", {}, "TEXT", "INTEGER"),
+            ("modify_nullable", None, "tools", "grp", {}, True, False),
+        ],
+    ]
+    assert [migrate.describe_change(change) for change in changes] == [
+        "the database lacks table tools",
+        "the database has constraint uq_terms_text on terms, which the models do not",
+        "the database lacks column tools.label",
+        "column tools.grp: type is TEXT in the database, INTEGER in the models; "
+        "column tools.grp: nullable is True in the database, False in the models",
+    ]
 
 
 def test_downgrade_to_base_and_upgrade_back(engine: Engine) -> None:
