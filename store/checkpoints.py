@@ -54,6 +54,14 @@ class Checkpointer:
                     self._thread.start()
         self._wake.set()
 
+    def forget_thread(self) -> None:
+        """In a forked child, where the parent's thread does not run: start afresh, with
+        primitives no thread of the parent can have left held."""
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = None
+
     def close(self) -> None:
         """Stop the thread after any checkpoint it is running; later writes checkpoint the usual way."""
         with self._lock:

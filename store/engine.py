@@ -27,6 +27,10 @@ BUSY_TIMEOUT_MS = 30_000
 SQLITE_CACHE_KIB = 65_536
 """Page cache per connection: large imports touch the postings index all over."""
 _CHECKPOINTERS: weakref.WeakKeyDictionary[Engine, Checkpointer] = weakref.WeakKeyDictionary()
+_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
+_INHERITED_POOLS: list[Any] = []
+"""In a forked child: the pools of the parent's engines, kept so their connections are never
+garbage-collected (and so closed) here."""
 
 
 def default_url() -> str:
@@ -71,8 +75,11 @@ def make_engine(url: str | URL) -> Engine:
     parsed = parse_url(url)
     try:
         if parsed.get_backend_name() == "sqlite":
-            return _sqlite_engine(parsed)
-        return create_engine(parsed, isolation_level="READ COMMITTED", pool_pre_ping=True)
+            engine = _sqlite_engine(parsed)
+        else:
+            engine = create_engine(parsed, isolation_level="READ COMMITTED", pool_pre_ping=True)
+        _ENGINES.add(engine)
+        return engine
     except (NoSuchModuleError, ImportError) as exc:
         raise DatabaseUnavailable(
             f"no driver for {display_url(parsed)}: use sqlite:///PATH or postgresql+psycopg://…"
@@ -189,3 +196,25 @@ def _sqlite_engine(url: URL) -> Engine:
         weakref.finalize(engine, checkpointer.close)  # an index dropped without ``close()``
 
     return engine
+
+
+def _leave_inherited_connections() -> None:
+    """After a fork, in the child: every engine gets a new, empty pool.
+
+    The connections in the old one belong to the parent. A PostgreSQL connection used by two
+    processes interleaves their messages on one socket, and SQLite forbids carrying a connection
+    across ``fork()``; closing them here would end the parent's sessions with the server, so the
+    old pools are kept, untouched, for the child's lifetime (SQLAlchemy's ``dispose(close=False)``
+    recipe, without its ``engine_disposed`` event, which would stop the checkpointer). The
+    checkpointer's thread did not survive the fork: it starts again on the child's first write.
+    """
+    for engine in list(_ENGINES):
+        _INHERITED_POOLS.append(engine.pool)
+        engine.pool = engine.pool.recreate()
+        checkpointer = _CHECKPOINTERS.get(engine)
+        if checkpointer is not None:
+            checkpointer.forget_thread()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_leave_inherited_connections)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import sqlite3
@@ -70,6 +71,35 @@ def test_every_index_that_writes_has_its_own_thread_and_closing_stops_it(tmp_pat
         for index in indexes:
             index.close()
     assert not any(c is not None and c.running for c in checkpointers)
+
+
+def test_a_forked_child_checkpoints_its_own_writes(sqlite_url: str, tmp_path: Path) -> None:
+    """The parent's thread does not survive a fork: the child's first write starts one of its
+    own, which copies the child's writes over and stops when the child closes the index."""
+    database = Path(make_url(sqlite_url).database or "")
+    with ToolIndex.open(sqlite_url) as index:
+        index.upsert_tools(generated_catalog(20))
+        checkpointer = checkpointer_of(index.engine)
+        assert checkpointer is not None and checkpointer.running
+        pid = os.fork()
+        if pid == 0:  # the child: every check is an exit status
+            status = 1
+            try:
+                before = checkpointer.checkpoints
+                index.upsert_tools(generated_catalog(300))
+                checks = [
+                    checkpointer.running,
+                    wait_for(lambda: checkpointer.checkpoints > before),
+                    tool_count_of_main_file(database, tmp_path) == 300,
+                ]
+                index.close()
+                checks.append(not checkpointer.running)
+                status = 0 if all(checks) else 10 + sum(2**i for i, ok in enumerate(checks) if not ok)
+            finally:
+                os._exit(status)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        assert checkpointer.running, "the child's close leaves the parent's thread running"
+        assert len(index.tools()) == 300
 
 
 def test_other_databases_have_no_checkpointer(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from discovery import ToolIndex
+from discovery.verify import verify
 from store import reads, sessions
 from store.engine import read_transaction
 from tests.catalogs import SERVERS, generated_catalog
@@ -152,6 +154,46 @@ def threads_switching_often() -> Iterator[None]:
         yield
     finally:
         sys.setswitchinterval(interval)
+
+
+def test_an_index_opened_before_a_fork_serves_the_parent_and_its_children(index: ToolIndex) -> None:
+    """A host that opens the index and then forks its workers (a pre-forking server): each
+    process gets connections of its own, so the parent and its children search, call and write
+    at once, and nothing is lost. Children that used the parent's connections broke its
+    PostgreSQL connection and their own calls."""
+    index.upsert_tools(generated_catalog(200))
+    parent = index.session("parent", discovery_mode="mcp-only")
+    # The pool now holds a connection that has been used.
+    parent.search_tool.execute("warm", {"query": "create issue", "limit": 1})
+    calls = 15
+
+    def search_and_call(session_id: str) -> None:
+        session = index.session(session_id, discovery_mode="mcp-only")
+        for number in range(calls):
+            query = QUERIES[number % len(QUERIES)]
+            index.search(query, limit=3)
+            session.search_tool.execute(f"call-{number}", {"query": query, "limit": 1})
+
+    children = []
+    for child in range(3):
+        pid = os.fork()
+        if pid == 0:  # the child: report through the exit status only, and never return to pytest
+            status = 1
+            try:
+                search_and_call(f"child-{child}")
+                index.upsert_tools([{"name": f"forked_{child}", "description": "written by a forked child"}])
+                status = 0
+            except Exception:  # noqa: BLE001 - the child's failure, whatever it is, must reach stderr
+                traceback.print_exc()
+            finally:
+                os._exit(status)
+        children.append(pid)
+    search_and_call("parent")
+    assert [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children] == [0, 0, 0]
+    assert {f"forked_{child}" for child in range(3)} <= {tool.name for tool in index.tools()}
+    for session_id, expected in [("parent", 2 + calls), *((f"child-{c}", 1 + calls) for c in range(3))]:
+        assert len(index.session_record(session_id)["calls"]) == expected  # create (and warm), then each call
+    assert verify(index).problems == []
 
 
 def test_threads_share_one_index_while_the_catalog_changes(index: ToolIndex) -> None:
