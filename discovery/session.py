@@ -177,8 +177,12 @@ class Session:
                 state = sessions.lock(connection, session_id)  # made meanwhile by another caller?
                 if state is None:
                     stored = wanted.model_dump(mode="json")
-                    sessions.create(connection, session_id, stored, opening_active(index, connection, wanted))
-                    return cls(index, session_id)
+                    active = opening_active(index, connection, wanted)
+                    if sessions.create(connection, session_id, stored, active) is not None:
+                        return cls(index, session_id)
+                    # Made at this very moment by another caller, now committed: resume it.
+                    state = sessions.lock(connection, session_id)
+                    assert state is not None
         if settings is not None and SessionSettings.model_validate(state.settings) != wanted:
             raise ToolIndexError(
                 f"session {session_id!r} exists with other settings; resume it without settings "

@@ -28,11 +28,12 @@ def fetch(connection: Connection, statement: str, params: Sequence[Any] = ()) ->
         cursor.close()
 
 
-def execute(connection: Connection, statement: str, params: Sequence[Any] = ()) -> None:
-    """One statement that returns no rows."""
+def execute(connection: Connection, statement: str, params: Sequence[Any] = ()) -> int:
+    """One statement that returns no rows; how many rows it changed."""
     cursor = connection.connection.cursor()
     try:
         cursor.execute(_sql(connection, statement), tuple(params))
+        return int(cursor.rowcount)
     finally:
         cursor.close()
 

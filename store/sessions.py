@@ -278,18 +278,23 @@ def lock_for_call(
 
 def create(
     connection: Connection, session_id: str, settings: dict[str, Any], active: list[str]
-) -> SessionState:
-    """Insert a new session and its ``create`` event (which carries the initial active list)."""
+) -> SessionState | None:
+    """Insert a new session and its ``create`` event (which carries the initial active list).
+
+    ``None`` when the id is taken: on PostgreSQL two callers can both find no session and insert
+    it at once; the second waits for the first to commit, then inserts nothing."""
     codec = _codec(connection)
     stamp = now()
     stored = codec.store_stamp(stamp)
     marker = codec.json_marker
-    driver.execute(
+    inserted = driver.execute(
         connection,
         "INSERT INTO sessions (id, settings, active, selected, event_count, created_at, updated_at) "
-        f"VALUES (?, {marker}, {marker}, {marker}, 0, ?, ?)",
+        f"VALUES (?, {marker}, {marker}, {marker}, 0, ?, ?) ON CONFLICT (id) DO NOTHING",
         (session_id, json_text(settings), json_text(active), "[]", stored, stored),
     )
+    if inserted == 0:
+        return None
     state = SessionState(session_id, settings, active, [], 0, stamp, stamp)
     return record(connection, state, Event(kind="create", params={"active": active}), active, [])
 

@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -194,6 +195,34 @@ def test_an_index_opened_before_a_fork_serves_the_parent_and_its_children(index:
     for session_id, expected in [("parent", 2 + calls), *((f"child-{c}", 1 + calls) for c in range(3))]:
         assert len(index.session_record(session_id)["calls"]) == expected  # create (and warm), then each call
     assert verify(index).problems == []
+
+
+def test_processes_opening_one_new_session_at_once_all_get_it(index: ToolIndex) -> None:
+    """Six processes open the same new session id at the same instant, ten times over: all of
+    them succeed and the session is made once. On PostgreSQL each could find no session and
+    insert it; all but one failed on the primary key."""
+    index.upsert_tools(generated_catalog(60))
+    index.search("warm the pool")
+    for round_no in range(10):
+        start = time.time() + 0.2
+        children = []
+        for _ in range(6):
+            pid = os.fork()
+            if pid == 0:
+                status = 1
+                try:
+                    while time.time() < start:
+                        pass
+                    index.session(f"race-{round_no}", discovery_mode="all")
+                    status = 0
+                except Exception:  # noqa: BLE001 - the child's failure, whatever it is, must reach stderr
+                    traceback.print_exc()
+                finally:
+                    os._exit(status)
+            children.append(pid)
+        assert [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children] == [0] * 6
+        calls = index.session_record(f"race-{round_no}")["calls"]
+        assert [call["kind"] for call in calls] == ["create"]
 
 
 def test_threads_share_one_index_while_the_catalog_changes(index: ToolIndex) -> None:
