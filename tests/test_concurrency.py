@@ -19,7 +19,7 @@ import pytest
 
 from discovery import ToolIndex
 from discovery.verify import verify
-from store import reads, sessions
+from store import migrate, reads, sessions
 from store.engine import read_transaction
 from tests.catalogs import SERVERS, generated_catalog
 
@@ -223,6 +223,31 @@ def test_processes_opening_one_new_session_at_once_all_get_it(index: ToolIndex) 
         assert [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children] == [0] * 6
         calls = index.session_record(f"race-{round_no}")["calls"]
         assert [call["kind"] for call in calls] == ["create"]
+
+
+OPEN_AND_CLOSE = """
+import sys, time
+from discovery import ToolIndex
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # imports done: start together
+ToolIndex.open(sys.argv[1]).close()
+"""
+
+
+def test_processes_opening_an_empty_database_at_once_all_succeed(db_url: str) -> None:
+    # Each process finds no schema and migrates; the migration lock (on SQLite, the write lock)
+    # makes all but one wait and then find the schema at head (without it they collide creating
+    # the same tables).
+    start = str(time.time() + 4)
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPEN_AND_CLOSE, db_url, start], cwd=REPO, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    errors = [worker.communicate(timeout=120)[1] for worker in workers]
+    assert [worker.returncode for worker in workers] == [0] * 4, errors
+    with ToolIndex.open(db_url) as index:
+        assert migrate.pending_model_changes(index.engine) == []
 
 
 def test_threads_share_one_index_while_the_catalog_changes(index: ToolIndex) -> None:

@@ -1,5 +1,5 @@
 """PostgreSQL as a backend: the same schema and the same rankings as SQLite, no password in any
-message, and the PostgreSQL-only paths (server errors, read-only servers, concurrent first opens).
+message, and the PostgreSQL-only paths (server errors, read-only servers).
 
 Tests marked ``on_postgresql`` take ``db_url`` on the PostgreSQL test server only and skip
 without ``TOOL_INDEX_TEST_PG``; the others need no server.
@@ -8,9 +8,6 @@ without ``TOOL_INDEX_TEST_PG``; the others need no server.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 from typing import Any
 
 import pytest
@@ -19,7 +16,7 @@ from sqlalchemy import Engine, inspect, text
 import store
 from discovery import QueryWithoutTerms, ToolIndex
 from store import migrate
-from tests.conftest import REPO, shared_path
+from tests.conftest import shared_path
 
 on_postgresql = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 """Run a test that takes ``db_url`` on the PostgreSQL schema only."""
@@ -196,31 +193,6 @@ def test_a_read_only_server_refuses_writes_and_still_reads(db_url: str) -> None:
         assert [hit.name for hit in read_only.search("text file")] == ["mcp__files__read_text"]
     with ToolIndex.open(db_url) as index:
         assert [tool.name for tool in index.tools()] == ["mcp__files__read_text"]
-
-
-OPEN_AND_CLOSE = """
-import sys, time
-from discovery import ToolIndex
-time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # imports done: start together
-ToolIndex.open(sys.argv[1]).close()
-"""
-
-
-@on_postgresql
-def test_processes_opening_an_empty_database_at_once_all_succeed(db_url: str) -> None:
-    # Each process finds no schema and migrates; the migration lock makes all but one wait and
-    # then find the schema at head (without it they collide creating the same tables).
-    start = str(time.time() + 4)
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-c", OPEN_AND_CLOSE, db_url, start], cwd=REPO, stderr=subprocess.PIPE, text=True
-        )
-        for _ in range(4)
-    ]
-    errors = [worker.communicate(timeout=120)[1] for worker in workers]
-    assert [worker.returncode for worker in workers] == [0] * 4, errors
-    with ToolIndex.open(db_url) as index:
-        assert migrate.pending_model_changes(index.engine) == []
 
 
 @pytest.mark.parametrize("name", ["read\x00", "\ud800", "mcp__a__\udfff\x00"])
