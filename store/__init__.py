@@ -10,6 +10,7 @@ from store.errors import (
     SchemaOutdated,
     SchemaTooNew,
     SessionNotFound,
+    StorageFull,
     StoreError,
     ToolNotFound,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "SchemaOutdated",
     "SchemaTooNew",
     "SessionNotFound",
+    "StorageFull",
     "StoreError",
     "StoredTool",
     "TermStats",

@@ -19,7 +19,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from store.checkpoints import FALLBACK_PAGES, Checkpointer
-from store.errors import ConcurrentUpdate, DatabaseUnavailable, ReadOnlyDatabase
+from store.errors import ConcurrentUpdate, DatabaseUnavailable, ReadOnlyDatabase, StorageFull
 
 ENV_VAR = "TOOL_INDEX_DB"
 BUSY_TIMEOUT_MS = 30_000
@@ -132,6 +132,17 @@ def translated_errors(engine: Engine) -> Iterator[None]:
         if "readonly" in lowered or "read-only" in lowered or "read only" in lowered:
             raise ReadOnlyDatabase(
                 f"{where} is read-only ({message}); use a writable file or server for changes"
+            ) from exc
+        if any(clue in lowered for clue in ("disk is full", "no space left", "could not extend")):
+            # SQLite: "database or disk is full"; PostgreSQL: "could not extend file …: No space
+            # left on device". The transaction was rolled back, so nothing is half written.
+            raise StorageFull(
+                f"{where} has no room for this write ({message}); nothing was written: "
+                "free some space and try again"
+            ) from exc
+        if "disk i/o error" in lowered:
+            raise DatabaseUnavailable(
+                f"{where} could not be read or written ({message}); check the disk and the file system"
             ) from exc
         if "locked" in lowered or "busy" in lowered:
             raise ConcurrentUpdate(f"{where} stayed locked by another writer: {message}") from exc

@@ -23,6 +23,10 @@ class ReadOnlyDatabase(StoreError):
     """A write was refused because the database file or server is read-only."""
 
 
+class StorageFull(StoreError):
+    """A write did not fit: the disk (or the database's size limit) is full. Nothing was written."""
+
+
 class ToolNotFound(StoreError):
     """No tool with that name is in the catalog."""
 

@@ -4,21 +4,27 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from platformdirs import user_data_dir
+from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
 
 import store
 import store.engine
 from discovery import ToolIndex
 from discovery.cli import main
+from discovery.verify import verify
 from store.engine import BUSY_TIMEOUT_MS
+from tests.catalogs import generated_catalog
 
 TOOL = {"name": "mcp__files__read_text", "server_name": "files", "description": "Read a text file"}
 OTHER = {"name": "mcp__files__write_text", "server_name": "files", "description": "Write a text file"}
@@ -138,6 +144,56 @@ def test_a_writer_that_keeps_the_lock_past_the_busy_timeout(
         assert [summary.id for summary in index.sessions()] == ["chat-1"]
         assert [call["kind"] for call in index.session_record("chat-1")["calls"]] == ["create"]
         assert index.upsert_tools([OTHER]).added == [OTHER["name"]]
+
+
+@pytest.fixture
+def capped_sqlite_files() -> Iterator[Callable[[int], None]]:
+    """``cap(pages)``: every SQLite connection opened from then on holds its database to that
+    many pages (``max_page_count``), as a full disk would."""
+    limit: list[int] = []
+
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        if limit and isinstance(dbapi_connection, sqlite3.Connection):
+            dbapi_connection.execute(f"PRAGMA max_page_count = {limit[0]}")
+
+    event.listen(Engine, "connect", on_connect)
+    try:
+        yield limit.append
+    finally:
+        event.remove(Engine, "connect", on_connect)
+
+
+def test_a_write_that_does_not_fit_is_refused_whole(
+    filled: Path, tmp_path: Path, capped_sqlite_files: Callable[[int], None]
+) -> None:
+    url = f"sqlite:///{filled}"
+    capped_sqlite_files(filled.stat().st_size // 4096 + 8)
+    catalog = tmp_path / "big.jsonl"
+    catalog.write_text("".join(json.dumps(tool) + "\n" for tool in generated_catalog(2_000)))
+    message = (
+        f"{url} has no room for this write (database or disk is full); nothing was written: "
+        "free some space and try again"
+    )
+    with ToolIndex.open(url) as index:
+        with pytest.raises(store.StorageFull) as caught:
+            index.upsert_tools(generated_catalog(2_000))
+        assert str(caught.value) == message
+        assert [tool.name for tool in index.tools()] == [TOOL["name"]]
+        assert verify(index).problems == []
+    result = CliRunner().invoke(main, ["--db", url, "import", str(catalog)])
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", f"Error: {message}\n")
+
+
+def test_a_disk_error_is_one_clear_error(sqlite_url: str) -> None:
+    engine = store.make_engine(sqlite_url)
+    try:
+        with pytest.raises(store.DatabaseUnavailable) as caught, store.engine.translated_errors(engine):
+            raise sqlite3.OperationalError("disk I/O error")
+        assert str(caught.value) == (
+            f"{sqlite_url} could not be read or written (disk I/O error); check the disk and the file system"
+        )
+    finally:
+        engine.dispose()
 
 
 def test_default_url_is_tool_index_db_when_set(monkeypatch: pytest.MonkeyPatch, sqlite_url: str) -> None:
