@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -10,7 +11,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -157,6 +158,22 @@ def threads_switching_often() -> Iterator[None]:
         sys.setswitchinterval(interval)
 
 
+def fork_child(work: Callable[[], None]) -> int:
+    """Run `work` in a forked child and return its pid. The child reports through its exit
+    status only (0 when `work` returned) and never returns to pytest."""
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            work()
+            status = 0
+        except Exception:  # noqa: BLE001 - the child's failure, whatever it is, must reach stderr
+            traceback.print_exc()
+        finally:
+            os._exit(status)
+    return pid
+
+
 def test_an_index_opened_before_a_fork_serves_the_parent_and_its_children(index: ToolIndex) -> None:
     """A host that opens the index and then forks its workers (a pre-forking server): each
     process gets connections of its own, so the parent and its children search, call and write
@@ -175,20 +192,11 @@ def test_an_index_opened_before_a_fork_serves_the_parent_and_its_children(index:
             index.search(query, limit=3)
             session.search_tool.execute(f"call-{number}", {"query": query, "limit": 1})
 
-    children = []
-    for child in range(3):
-        pid = os.fork()
-        if pid == 0:  # the child: report through the exit status only, and never return to pytest
-            status = 1
-            try:
-                search_and_call(f"child-{child}")
-                index.upsert_tools([{"name": f"forked_{child}", "description": "written by a forked child"}])
-                status = 0
-            except Exception:  # noqa: BLE001 - the child's failure, whatever it is, must reach stderr
-                traceback.print_exc()
-            finally:
-                os._exit(status)
-        children.append(pid)
+    def child_work(child: int) -> None:
+        search_and_call(f"child-{child}")
+        index.upsert_tools([{"name": f"forked_{child}", "description": "written by a forked child"}])
+
+    children = [fork_child(functools.partial(child_work, child)) for child in range(3)]
     search_and_call("parent")
     assert [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children] == [0, 0, 0]
     assert {f"forked_{child}" for child in range(3)} <= {tool.name for tool in index.tools()}
@@ -203,23 +211,15 @@ def test_processes_opening_one_new_session_at_once_all_get_it(index: ToolIndex) 
     insert it; all but one failed on the primary key."""
     index.upsert_tools(generated_catalog(60))
     index.search("warm the pool")
+
+    def open_at_start(session_id: str, start: float) -> None:
+        while time.time() < start:
+            pass
+        index.session(session_id, discovery_mode="all")
+
     for round_no in range(10):
         start = time.time() + 0.2
-        children = []
-        for _ in range(6):
-            pid = os.fork()
-            if pid == 0:
-                status = 1
-                try:
-                    while time.time() < start:
-                        pass
-                    index.session(f"race-{round_no}", discovery_mode="all")
-                    status = 0
-                except Exception:  # noqa: BLE001 - the child's failure, whatever it is, must reach stderr
-                    traceback.print_exc()
-                finally:
-                    os._exit(status)
-            children.append(pid)
+        children = [fork_child(functools.partial(open_at_start, f"race-{round_no}", start)) for _ in range(6)]
         assert [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children] == [0] * 6
         calls = index.session_record(f"race-{round_no}")["calls"]
         assert [call["kind"] for call in calls] == ["create"]
