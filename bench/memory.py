@@ -25,12 +25,16 @@ class MemoryPeer:
     persistent = False
 
     def __init__(self, directory: Path, catalog: Path) -> None:
-        from discovery import scoring
-        from discovery.collation import collation_key
-        from discovery.corpus import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES
-        from discovery.indexing import record_fields
+        from discovery import params
+        from discovery.catalog.indexing import record_fields
+        from discovery.ranking import bm25 as scoring
+        from discovery.ranking import fields
+        from discovery.ranking.corpus import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES
+        from discovery.text.collation import collation_key
 
         self.scoring = scoring
+        self.fields = fields
+        self.params = params
         self.record_fields = record_fields
         self.collation_key = collation_key
         self.catalog = catalog
@@ -65,7 +69,7 @@ class MemoryPeer:
             self.remove(record.name)
         if not self.searchable(record):
             return
-        frequencies = self.scoring.document_term_frequencies(self.record_fields(record))
+        frequencies = self.fields.document_term_frequencies(self.record_fields(record))
         doc = self.next_id
         self.next_id += 1
         for term, tf in frequencies.items():
@@ -107,7 +111,7 @@ class MemoryPeer:
         n_docs = len(self.names)
         term_score = self.scoring.term_score
         scores: dict[int, float] = {}
-        for term, qtf in self.scoring.query_term_counts(query).items():
+        for term, qtf in self.params.query_terms(query).items():
             posting = self.postings.get(term)
             if not posting:
                 continue

@@ -49,7 +49,7 @@ class Peer(Protocol):
 def standalone_tokenizer() -> Callable[[str], list[str]]:
     """``discovery/tokenize.py`` loaded on its own.
 
-    Importing it as ``discovery.tokenize`` runs ``discovery/__init__`` and loads the whole
+    Importing it as ``discovery.text.tokenizer`` runs ``discovery/__init__`` and loads the whole
     library (SQLAlchemy, pydantic, ...); the peers need only the tokenizer at query time, so
     their cold start and serving RSS should not pay for the rest. The module is pure (it imports
     nothing of ours), which is what makes this safe.
@@ -65,16 +65,16 @@ def standalone_tokenizer() -> Callable[[str], list[str]]:
 
 
 def tool_records(raw: Sequence[Raw]) -> list[Any]:
-    from discovery.models import ToolRecord
+    from discovery.catalog.models import ToolRecord
 
     return [ToolRecord.model_validate(item) for item in raw]
 
 
 def weighted_tokens(record: Any) -> list[str]:
     """A token list whose counts are our weighted term frequencies (each token × field weight)."""
-    from discovery.indexing import record_fields
-    from discovery.scoring import FIELD_WEIGHTS
-    from discovery.tokenize import tokenize
+    from discovery.catalog.indexing import record_fields
+    from discovery.ranking.fields import FIELD_WEIGHTS
+    from discovery.text.tokenizer import tokenize
 
     tokens: list[str] = []
     for field, text in record_fields(record):

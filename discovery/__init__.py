@@ -3,12 +3,12 @@
 import gc
 from typing import TYPE_CHECKING, Any
 
-# Importing SQLAlchemy and numpy makes some eighty thousand objects that live as long as the
-# process. On the way they set off about a hundred collections, a full one among them, which
-# free next to nothing and cost a tenth of a cold start. The collector waits until the imports
-# are done, and then does not walk what they made either: freezing and unfreezing moves every
-# tracked object to the oldest generation unexamined, where the young collections that would
-# have promoted them step by step (25-37 ms) do not look. A later full collection still does.
+# Importing SQLAlchemy and numpy makes tens of thousands of objects that live as long as the
+# process. On the way they set off many collections, a full one among them, which free next to
+# nothing and weigh on every cold start. The collector waits until the imports are done, and
+# then does not walk what they made either: freezing and unfreezing moves every tracked object
+# to the oldest generation unexamined, where the young collections that would have promoted
+# them step by step do not look. A later full collection still does.
 _collecting = gc.isenabled()
 gc.disable()
 try:
@@ -22,8 +22,20 @@ try:
         ToolCallError,
         ToolIndexError,
     )
-    from discovery.hits import SearchHit
     from discovery.index import ImportReport, ToolIndex
+    from discovery.results import MatchDetails, SearchDetails, SearchHit
+    from store.errors import (
+        ConcurrentUpdate,
+        CorruptIndex,
+        DatabaseUnavailable,
+        ReadOnlyDatabase,
+        SchemaOutdated,
+        SchemaTooNew,
+        SessionNotFound,
+        StorageFull,
+        StoreError,
+        ToolNotFound,
+    )
 finally:
     if _collecting:
         gc.freeze()
@@ -32,30 +44,57 @@ finally:
     del _collecting
 
 if TYPE_CHECKING:
-    from discovery.models import ToolRecord
+    from discovery.catalog.models import ToolRecord
+    from discovery.sessions.search_tool import SearchTool, ToolResult
+    from discovery.sessions.session import Session
+    from discovery.sessions.settings import SessionSettings
+
+_LOADED_WHEN_ASKED = {
+    "ToolRecord": "discovery.catalog.models",
+    "Session": "discovery.sessions.session",
+    "SessionSettings": "discovery.sessions.settings",
+    "SearchTool": "discovery.sessions.search_tool",
+    "ToolResult": "discovery.sessions.search_tool",
+}
+"""Names whose modules load pydantic (the record and settings models): imported when first asked
+for, so that opening an index and searching it does not load pydantic."""
 
 
 def __getattr__(name: str) -> Any:
-    # ``ToolRecord`` is a pydantic model: loaded when first asked for, so that opening an index
-    # and searching it does not load pydantic.
-    if name == "ToolRecord":
-        from discovery.models import ToolRecord
+    if name in _LOADED_WHEN_ASKED:
+        import importlib
 
-        return ToolRecord
+        return getattr(importlib.import_module(_LOADED_WHEN_ASKED[name]), name)
     raise AttributeError(f"module 'discovery' has no attribute {name!r}")
 
 
 __all__ = [
+    "ConcurrentUpdate",
+    "CorruptIndex",
+    "DatabaseUnavailable",
     "DiscoveryDisabled",
     "DiscoveryUnavailable",
     "EmptyQuery",
     "ImportReport",
     "InvalidLimit",
     "InvalidRecord",
+    "MatchDetails",
     "QueryWithoutTerms",
+    "ReadOnlyDatabase",
+    "SchemaOutdated",
+    "SchemaTooNew",
+    "SearchDetails",
     "SearchHit",
+    "SearchTool",
+    "Session",
+    "SessionNotFound",
+    "SessionSettings",
+    "StorageFull",
+    "StoreError",
     "ToolCallError",
     "ToolIndex",
     "ToolIndexError",
+    "ToolNotFound",
     "ToolRecord",
+    "ToolResult",
 ]

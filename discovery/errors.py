@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class ToolIndexError(Exception):
     """Base class of every error tool-index raises on purpose outside the store."""
@@ -51,3 +56,15 @@ class QueryWithoutTerms(ToolCallError):
 
     def __init__(self) -> None:
         super().__init__("Query must contain at least one letter or number.")
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line a person can act on: each failing field and what is wrong with it."""
+    parts = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "record"
+        what = error["msg"]
+        if error["type"] == "value_error" and "ctx" in error:
+            what = str(error["ctx"]["error"])  # our validators' words, without "Value error, "
+        parts.append(f"{where}: {what}")
+    return "; ".join(parts)

@@ -1,4 +1,8 @@
-"""ToolIndex: the catalog in a database, searched with exact BM25+."""
+"""ToolIndex: the catalog in a database, searched with exact BM25+ — the library's façade.
+
+It opens the database, owns the engine and the per-process ranker, and hands both to what it
+creates (sessions, diagnostics); the layers below never call back into it.
+"""
 
 from __future__ import annotations
 
@@ -8,43 +12,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Engine
 
-from discovery.corpus import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES, MODE_GROUPS
-from discovery.errors import InvalidLimit, QueryWithoutTerms, ToolIndexError
-from discovery.hits import SearchHit
-from discovery.ids import checked_id
-from discovery.ranking import Corpus, Ranker, Ranking
-from discovery.resume import selection_from_file
-from discovery.scoring import query_term_counts
-from store import (
-    GROUP_FIXED,
-    GROUP_LOCAL,
-    GROUP_MCP,
-    SessionNotFound,
-    StoredTool,
-    ToolNotFound,
-    WriteReport,
-    catalog,
-    display_url,
-    make_engine,
-    migrate,
-    reads,
-)
-from store import sessions as store_sessions
+from discovery.params import checked_search
+from discovery.ranking.corpus import read_only_corpus
+from discovery.ranking.ranker import Ranker
+from discovery.results import SearchDetails, SearchHit, match_details
+from store import StoredTool, ToolNotFound, WriteReport, display_url, make_engine
+from store.catalog import ReplaceScope, write_tools
 from store.engine import default_url, read_transaction, translated_errors, write_transaction
+from store.migrate import ensure_schema
+from store.reads import all_tools, catalog_summary, tools_by_names
 
 if TYPE_CHECKING:
     # Imported where used: opening an index and searching it never loads pydantic (the record
-    # and settings models), which is a third of a cold start.
-    from discovery.models import ToolRecord
-    from discovery.preparation import Progress
-    from discovery.session import Session
-
-DEFAULT_LIMIT = 8
-"""Matches returned when a search names no limit [fixed]."""
-
-"""Called with the number of records just prepared, so a caller can draw a progress bar."""
+    # and settings models), which weighs on every cold start.
+    from discovery.catalog.models import ToolRecord
+    from discovery.catalog.workers import Progress
+    from discovery.sessions.listing import RestoredSelection, SessionSummary
+    from discovery.sessions.session import Session
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,26 +55,12 @@ class ImportReport:
         }
 
 
-def validate_limit(limit: object) -> int:
-    """A positive integer (booleans, floats and strings are not), as SPEC §6 requires."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidLimit()
-    return limit
-
-
-def read_only_corpus(mode: str) -> Corpus:
-    """What a fresh session with default settings and nothing requested would search in ``mode``."""
-    if mode not in MODE_GROUPS:
-        raise ToolIndexError(f"unknown search mode {mode!r}: use 'all' or 'mcp-only'")
-    return Corpus(MODE_GROUPS[mode], frozenset(DEFAULT_ESSENTIAL_NAMES) | INTERNAL_NAMES)
-
-
 class ToolIndex:
     """A persistent tool catalog and its search; open one per process and database."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._ranker = Ranker()
+        self.ranker = Ranker()
 
     @classmethod
     def open(cls, url: str | None = None, *, upgrade: bool = True) -> ToolIndex:
@@ -99,7 +71,7 @@ class ToolIndex:
         engine = make_engine(url or default_url())
         try:
             with translated_errors(engine):
-                migrate.ensure_schema(engine, upgrade_if_old=upgrade)
+                ensure_schema(engine, upgrade_if_old=upgrade)
         except BaseException:
             engine.dispose()
             raise
@@ -132,8 +104,8 @@ class ToolIndex:
         With ``replace``, tools the input does not name are removed: those of ``server`` when
         given, else every other tool of the catalog.
         """
-        scope = catalog.ReplaceScope(server) if replace else None
-        from discovery.preparation import collector_paused, prepared
+        scope = ReplaceScope(server) if replace else None
+        from discovery.catalog.workers import collector_paused, prepared
 
         # Records are prepared (in worker processes when many) while the first ones are written.
         with (
@@ -141,74 +113,45 @@ class ToolIndex:
             closing(prepared(records, progress)) as tools,
             write_transaction(self.engine) as connection,
         ):
-            report = catalog.write_tools(connection, tools, replace=scope)
+            report = write_tools(connection, tools, replace=scope)
         return ImportReport.of(report)
 
-    def remove_tools(self, names: Iterable[str]) -> list[str]:
-        """Remove tools by name; returns the names that were in the catalog."""
-        with write_transaction(self.engine) as connection:
-            return catalog.write_tools(connection, [], remove=list(names)).removed
+    def remove_tools(self, names: Iterable[str], *, missing_ok: bool = True) -> list[str]:
+        """Remove tools by name in one transaction; returns the names that were in the catalog.
 
-    def search(self, query: str, limit: int = DEFAULT_LIMIT, *, mode: str = "all") -> list[SearchHit]:
+        With ``missing_ok=False`` nothing is removed unless every name is in the catalog
+        (``ToolNotFound`` names the others), checked in the same transaction as the removal.
+        """
+        wanted = list(dict.fromkeys(names))
+        with write_transaction(self.engine) as connection:
+            if not missing_ok:
+                missing = [name for name in wanted if name not in tools_by_names(connection, wanted)]
+                if missing:
+                    listed = ", ".join(repr(name) for name in missing)
+                    raise ToolNotFound(f"not in the catalog: {listed}; nothing removed")
+            return write_tools(connection, [], remove=wanted).removed
+
+    def search(self, query: str, limit: int | None = None, *, mode: str = "all") -> list[SearchHit]:
         """Read-only search of the whole catalog in ``mode`` with nothing active."""
-        ranking = self.rank(query, read_only_corpus(mode), validate_limit(limit))
+        _, limit, terms = checked_search(query, limit)
+        with read_transaction(self.engine) as connection:
+            ranking = self.ranker.rank(connection, terms, read_only_corpus(mode), limit)
         return [SearchHit(name=hit.name, score=hit.score) for hit in ranking.hits]
 
-    def search_details(self, query: str, limit: int = DEFAULT_LIMIT, *, mode: str = "all") -> dict[str, Any]:
+    def search_details(self, query: str, limit: int | None = None, *, mode: str = "all") -> SearchDetails:
         """The SPEC §6 details of a read-only search: ``search`` with each match's tool row."""
-        from discovery.tool import checked_limit, checked_query, tool_details  # tool imports this module
-
-        trimmed = checked_query({"query": query})
-        limit = checked_limit({"limit": limit})
-        terms = query_term_counts(trimmed)
-        if not terms:
-            raise QueryWithoutTerms()
+        trimmed, limit, terms = checked_search(query, limit)
         with read_transaction(self.engine) as connection:
-            ranking = self._ranker.rank(connection, terms, read_only_corpus(mode), limit)
-            tools = self._ranker.tools(connection, [hit.tool_id for hit in ranking.hits])
+            ranking = self.ranker.rank(connection, terms, read_only_corpus(mode), limit)
+            tools = self.ranker.tools(connection, [hit.tool_id for hit in ranking.hits])
         return {
             "query": trimmed,
             "limit": limit,
             "total_tools": ranking.total_tools,
             "activated_tools": [],
             "active_selected_tools": [],
-            "tools": [tool_details(tools[hit.tool_id], hit.score) for hit in ranking.hits],
+            "tools": [match_details(tools[hit.tool_id], hit.score) for hit in ranking.hits],
         }
-
-    def rank(self, query: str, corpus: Corpus, limit: int | None) -> Ranking:
-        """Rank ``corpus`` for ``query`` (library internals and the session tool use this)."""
-        terms = query_term_counts(query)
-        if not terms:
-            raise QueryWithoutTerms()
-        with read_transaction(self.engine) as connection:
-            return self._ranker.rank(connection, terms, corpus, limit)
-
-    def corpus_size(self, connection: Connection, corpus: Corpus) -> int:
-        return self._ranker.corpus_size(connection, corpus)
-
-    def sync(self, connection: Connection, generation: int) -> None:
-        """Tell the caches the catalog generation read in this transaction."""
-        self._ranker.sync(connection, generation)
-
-    def known_names(self, connection: Connection, names: Sequence[str]) -> set[str]:
-        """Which of ``names`` are in the catalog, from a per-process cache keyed by generation."""
-        return self._ranker.known_names(connection, names)
-
-    def catalog_size(self, connection: Connection) -> int:
-        return self._ranker.catalog_size(connection)
-
-    def excluded_documents(self, connection: Connection, corpus: Corpus) -> list[StoredTool]:
-        return self._ranker.excluded_documents(connection, corpus)
-
-    def tools_in(self, connection: Connection, ids: Sequence[int]) -> dict[int, StoredTool]:
-        """Tool rows by id inside the caller's transaction, from the per-process cache."""
-        return self._ranker.tools(connection, ids)
-
-    def rank_in(
-        self, connection: Connection, terms: dict[str, int], corpus: Corpus, limit: int | None
-    ) -> Ranking:
-        """Rank inside the caller's transaction (a session search holds its session lock)."""
-        return self._ranker.rank(connection, terms, corpus, limit)
 
     def session(
         self,
@@ -229,123 +172,56 @@ class ToolIndex:
             "requested": requested,
         }
         settings = {key: value for key, value in given.items() if value is not None}
-        from discovery.session import Session
+        from discovery.sessions.session import Session
 
-        return Session.open(self, session_id, settings or None)
+        return Session.open(self.engine, self.ranker, session_id, settings or None)
 
     def sessions(self) -> list[SessionSummary]:
         """Every stored session with its sizes and number of search calls."""
-        with read_transaction(self.engine) as connection:
-            counts = store_sessions.search_counts(connection)
-            return [
-                SessionSummary(
-                    id=state.id,
-                    settings=state.settings,
-                    active=len(state.active),
-                    selected=len(state.selected),
-                    calls=counts.get(state.id, 0),
-                    created_at=state.created_at.isoformat(),
-                    updated_at=state.updated_at.isoformat(),
-                )
-                for state in store_sessions.all_sessions(connection)
-            ]
+        from discovery.sessions.listing import session_summaries
+
+        return session_summaries(self.engine)
 
     def session_record(self, session_id: str) -> dict[str, Any]:
         """``{"id", "settings", "active", "selected", "calls"}`` with every logged event."""
-        session_id = checked_id(session_id, "session id")
-        with read_transaction(self.engine) as connection:
-            state = store_sessions.load(connection, session_id)
-            if state is None:
-                raise SessionNotFound(f"no session {session_id!r} in the store")
-            logged = store_sessions.events(connection, session_id)
-        return {
-            "id": state.id,
-            "settings": state.settings,
-            "active": state.active,
-            "selected": state.selected,
-            "calls": [event_record(entry) for entry in logged],
-        }
+        from discovery.sessions.listing import session_record
+
+        return session_record(self.engine, session_id)
 
     def import_session_file(self, path: Path, session_id: str, **settings: Any) -> RestoredSelection:
         """Restore the selection in force in a host's JSONL session file into a session.
 
         Names the catalog does not have are reported and skipped, as on resume.
         """
-        names = selection_from_file(path)
+        from discovery.sessions.host_files import selection_from_file
+        from discovery.sessions.listing import RestoredSelection
+
+        names = selection_from_file(path)  # an unreadable file creates no session
         session = self.session(session_id, **settings)
         restored, missing = session.restore_selection(names or [], source=str(path))
         return RestoredSelection(session_id, found=names is not None, restored=restored, missing=missing)
 
     def delete_session(self, session_id: str) -> None:
-        session_id = checked_id(session_id, "session id")
-        with write_transaction(self.engine) as connection:
-            if not store_sessions.remove(connection, session_id):
-                raise SessionNotFound(f"no session {session_id!r} in the store")
+        from discovery.sessions.listing import delete_session
+
+        delete_session(self.engine, session_id)
 
     def tool(self, name: str) -> StoredTool:
         with read_transaction(self.engine) as connection:
-            found = reads.tools_by_names(connection, [name])
+            found = tools_by_names(connection, [name])
         if name not in found:
             raise ToolNotFound(f"no tool named {name!r} in the catalog")
         return found[name]
 
-    def tools_by_names(self, names: Sequence[str]) -> dict[str, StoredTool]:
-        with read_transaction(self.engine) as connection:
-            return reads.tools_by_names(connection, names)
-
-    def tools_by_ids(self, ids: Sequence[int]) -> dict[int, StoredTool]:
-        with read_transaction(self.engine) as connection:
-            return reads.tools_by_ids(connection, ids)
-
     def tools(self, *, server: str | None = None, source: str | None = None) -> list[StoredTool]:
         with read_transaction(self.engine) as connection:
-            return reads.all_tools(connection, server=server, source=source)
+            return all_tools(connection, server=server, source=source)
+
+    def tools_by_names(self, names: Sequence[str]) -> dict[str, StoredTool]:
+        with read_transaction(self.engine) as connection:
+            return tools_by_names(connection, names)
 
     def stats(self) -> dict[str, Any]:
         """Catalog size, terms, postings, average length, and counts per source and server."""
         with read_transaction(self.engine) as connection:
-            return reads.catalog_summary(connection)
-
-
-GROUP_NAMES = {GROUP_FIXED: "fixed", GROUP_LOCAL: "local", GROUP_MCP: "mcp"}
-
-
-@dataclass(frozen=True, slots=True)
-class RestoredSelection:
-    """What ``import_session_file`` restored; ``found`` is false when the file had no selection."""
-
-    session_id: str
-    found: bool
-    restored: list[str]
-    missing: list[str]
-
-
-@dataclass(frozen=True, slots=True)
-class SessionSummary:
-    id: str
-    settings: dict[str, Any]
-    active: int
-    selected: int
-    calls: int
-    created_at: str
-    updated_at: str
-
-
-def event_record(entry: store_sessions.LoggedEvent) -> dict[str, Any]:
-    """A logged event as JSON: searches under the tool's wire name, other changes by kind."""
-    event = entry.event
-    record: dict[str, Any] = {"seq": entry.seq, "kind": event.kind}
-    if event.kind == "search":
-        record.update(
-            tool=event.tool_name,
-            call_id=event.call_id,
-            params=event.params,
-            content=event.content,
-            details=event.details,
-            error=event.error,
-        )
-    else:
-        record["params"] = event.params
-    record["activated"] = list(event.activated)
-    record["time"] = entry.created_at.isoformat()
-    return record
+            return catalog_summary(connection)

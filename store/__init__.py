@@ -1,6 +1,8 @@
-"""Everything that touches SQL: schema, engines, migrations, catalog and session storage."""
+"""Everything that touches SQL: schema, engines, migrations, catalog and session storage.
 
-from store import catalog, migrate, reads
+The package exports the store's types, errors and engine functions; the query modules
+(``catalog``, ``reads``, ``sessions``, ``audit``, ``migrate``) are imported by name."""
+
 from store.engine import default_url, display_url, make_engine, parse_url, sqlite_file
 from store.errors import (
     ConcurrentUpdate,
@@ -37,12 +39,9 @@ __all__ = [
     "TermStats",
     "ToolNotFound",
     "WriteReport",
-    "catalog",
     "default_url",
     "display_url",
     "make_engine",
-    "migrate",
     "parse_url",
-    "reads",
     "sqlite_file",
 ]

@@ -2,7 +2,7 @@
 them and as the term index holds them), streamed in batches, and the ranking aggregates
 recomputed from scratch.
 
-Nothing here knows how a record is tokenized; ``discovery.verify`` recomputes the postings and
+Nothing here knows how a record is tokenized; ``discovery.diagnostics.verify`` recomputes the postings and
 compares. Each function reads through the caller's connection, so an audit sees one snapshot.
 """
 
@@ -16,10 +16,9 @@ import numpy as np
 from sqlalchemy import Connection, func, select
 
 from store import postings
-from store.catalog import chunks
-from store.reads import _TOOL_COLUMNS
 from store.records import GroupStats, StoredTool, TermStats
 from store.schema import group_stats_table, term_stats_table, terms_table, tools_table
+from store.sql import TOOL_COLUMNS, chunks
 
 AUDIT_BATCH = 1000
 """Tool rows read per batch (the term index is read whole: 24 bytes per posting)."""
@@ -122,7 +121,7 @@ def tool_batches(
     last_id = 0
     while True:
         rows = connection.execute(
-            select(*_TOOL_COLUMNS, tools_table.c.content_hash, tools_table.c.indexed_terms)
+            select(*TOOL_COLUMNS, tools_table.c.content_hash, tools_table.c.indexed_terms)
             .where(tools_table.c.id > last_id)
             .order_by(tools_table.c.id)
             .limit(batch_size)

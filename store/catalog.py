@@ -8,12 +8,10 @@ one writer at a time and stay exact.
 
 from __future__ import annotations
 
-import re
-from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 from sqlalchemy import (
@@ -30,36 +28,10 @@ from sqlalchemy import (
 )
 
 from store import driver, postings
-from store.postings import Key
+from store.aggregates import AggregateDelta, add_term_ids, apply_aggregates, current_postings
 from store.records import IndexedTool, WriteReport
-from store.schema import catalog_state_table, group_stats_table, term_stats_table, terms_table, tools_table
-
-CHUNK = 500
-"""Names or ids per ``IN (...)``: far below every backend's bound-parameter limit."""
-
-T = TypeVar("T")
-
-
-def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-def matchable(text: str) -> bool:
-    """Whether stored text could equal ``text``: stored text never holds NUL or a lone surrogate.
-
-    Such a value matches nothing, and it cannot even be sent (PostgreSQL refuses NUL in a
-    parameter, neither driver encodes a lone surrogate), so lookups drop it instead.
-    """
-    return _UNSTORABLE.search(text) is None
-
-
-def lookup_keys(names: Iterable[str]) -> list[str]:
-    """Distinct names to look up, in first-seen order, less those that cannot match."""
-    return [name for name in dict.fromkeys(names) if matchable(name)]
+from store.schema import catalog_state_table, tools_table
+from store.sql import chunks, lookup_keys
 
 
 def lock_catalog(connection: Connection) -> int:
@@ -124,7 +96,7 @@ class _Write:
         self.written_ids: set[int] = set()
         self.empty_before = not connection.execute(select(tools_table.c.id).limit(1)).first()
         self.term_ids: dict[str, int] = {}
-        self.delta = _AggregateDelta()
+        self.delta = AggregateDelta()
         self.changes: list[np.ndarray] = []
         """Posting changes in the order made: a later change to the same key and tool wins."""
         self.voided = False
@@ -168,7 +140,7 @@ class _Write:
         """Take the current postings of ``tool_ids`` out (their rows are then rewritten or deleted)."""
         if not tool_ids:
             return
-        old_postings = _current_postings(self.connection, tool_ids, self.delta)
+        old_postings = current_postings(self.connection, tool_ids, self.delta)
         written_here = np.array([i for i in tool_ids if i in self.written_ids], dtype=np.int64)
         self.delta.add_postings(old_postings, -1, written_here=written_here)
         old_postings["tf"] = 0
@@ -189,7 +161,7 @@ class _Write:
         changes = np.concatenate(self.changes)
         # A stale posting is removed unless a later version of its tool sets the same key again.
         postings.write(self.connection, _last_per_key(changes) if self.voided else changes)
-        _apply_aggregates(self.connection, self.delta)
+        apply_aggregates(self.connection, self.delta)
         self.generation += 1
         self.connection.execute(
             update(catalog_state_table)
@@ -234,60 +206,6 @@ def _existing(connection: Connection, names: Sequence[str]) -> dict[str, tuple[i
         )
         found.update({name: (tool_id, digest) for name, tool_id, digest in rows})
     return found
-
-
-class _AggregateDelta:
-    """Changes to group and term statistics collected during one write."""
-
-    def __init__(self) -> None:
-        self.doc_count: dict[int, int] = defaultdict(int)
-        self.total_len: dict[int, int] = defaultdict(int)
-        self.df: dict[Key, int] = defaultdict(int)
-        self.added_max_tf: dict[Key, int] = {}
-        self.removed_max_tf: dict[Key, int] = {}
-        self.recheck: set[Key] = set()
-        """Keys that lost a posting added earlier in this write: their ``max_tf`` is recounted."""
-
-    def add_document(self, grp: int, doc_len: int, sign: int) -> None:
-        self.doc_count[grp] += sign
-        self.total_len[grp] += sign * doc_len
-
-    def add_postings(self, changes: np.ndarray, sign: int, written_here: np.ndarray | None = None) -> None:
-        """Count ``changes`` (``CHANGE_DTYPE``) in or out: per key, their number and largest tf.
-
-        ``written_here``: tools whose postings this write added; taking those out again makes
-        ``added_max_tf`` an overcount, so their keys are rechecked.
-        """
-        if changes.size == 0:
-            return
-        if written_here is not None and written_here.size:
-            again = changes[np.isin(changes["tool_id"], written_here)]
-            self.recheck.update(zip(again["term_id"].tolist(), again["grp"].tolist(), strict=True))
-        target = self.added_max_tf if sign > 0 else self.removed_max_tf
-        for term, grp, count, tf in postings.key_totals(changes):
-            key = (term, grp)
-            self.df[key] += sign * count
-            target[key] = max(target.get(key, 0), tf)
-
-
-def _current_postings(connection: Connection, tool_ids: Sequence[int], delta: _AggregateDelta) -> np.ndarray:
-    """The postings ``tool_ids`` hold now (``CHANGE_DTYPE``), read from their indexed terms, and
-    their documents counted out of the group statistics."""
-    parts: list[np.ndarray] = []
-    for part in chunks(tool_ids):
-        rows = connection.execute(
-            select(
-                tools_table.c.id, tools_table.c.grp, tools_table.c.doc_len, tools_table.c.indexed_terms
-            ).where(tools_table.c.id.in_(part))
-        )
-        for tool_id, grp, doc_len, packed in rows:
-            delta.add_document(grp, doc_len, -1)
-            entries = postings.forward_entries(packed, tool_id)
-            held = np.empty(entries.size, postings.CHANGE_DTYPE)
-            held["term_id"], held["tf"] = entries["term_id"], entries["tf"]
-            held["grp"], held["tool_id"], held["doc_len"] = grp, tool_id, doc_len
-            parts.append(held)
-    return np.concatenate(parts) if parts else np.empty(0, postings.CHANGE_DTYPE)
 
 
 def _last_per_key(changes: np.ndarray) -> np.ndarray:
@@ -348,13 +266,13 @@ def _store_tools(
     connection: Connection,
     tools: Sequence[IndexedTool],
     existing: dict[str, tuple[int, str]],
-    delta: _AggregateDelta,
+    delta: AggregateDelta,
     term_ids: dict[str, int],
 ) -> tuple[np.ndarray, dict[str, int]]:
     """Insert or update the rows of ``tools`` with their indexed terms; their postings
     (``CHANGE_DTYPE``) to write and their ids, and their documents counted into the group
     statistics. ``term_ids`` caches the ids of terms across the batches of one write."""
-    _add_term_ids(connection, {term for tool in tools for term in tool.terms}, term_ids)
+    add_term_ids(connection, {term for tool in tools for term in tool.terms}, term_ids)
     # Every posting of the write in flat arrays, so that sorting, packing and counting them is
     # numpy's work rather than a Python loop per posting.
     flat_terms: list[str] = []
@@ -454,124 +372,3 @@ def _insert_rows_sqlite(connection: Connection, rows: list[tuple[IndexedTool, by
     ]
     driver.execute_many(connection, _TOOL_INSERT, values)
     return {tool.name: first + offset for offset, (tool, _) in enumerate(rows)}
-
-
-def _add_term_ids(connection: Connection, terms: set[str], ids: dict[str, int]) -> None:
-    """Add the ids of ``terms`` to ``ids``, creating the missing terms (safe: writers hold the
-    catalog lock)."""
-    wanted = sorted(term for term in terms if term not in ids)
-    for part in chunks(wanted):
-        ids.update(
-            dict(
-                connection.execute(
-                    select(terms_table.c.text, terms_table.c.id).where(terms_table.c.text.in_(part))
-                ).all()
-            )
-        )
-    missing = [term for term in wanted if term not in ids]
-    if missing and connection.dialect.name == "sqlite":
-        # Ids given here under the write lock, straight to the driver: an import adds tens of
-        # thousands of terms, and RETURNING makes SQLAlchemy insert them one statement each.
-        first = driver.next_id(connection, "terms")
-        new = {term: first + offset for offset, term in enumerate(missing)}
-        driver.execute_many(
-            connection, "INSERT INTO terms (id, text) VALUES (?, ?)", [(i, t) for t, i in new.items()]
-        )
-        ids.update(new)
-        return
-    for part in chunks(missing):
-        rows = connection.execute(
-            insert(terms_table).returning(terms_table.c.text, terms_table.c.id, sort_by_parameter_order=True),
-            [{"text": term} for term in part],
-        )
-        ids.update({text: term_id for text, term_id in rows})
-
-
-def _apply_aggregates(connection: Connection, delta: _AggregateDelta) -> None:
-    for grp in set(delta.doc_count) | set(delta.total_len):
-        connection.execute(
-            update(group_stats_table)
-            .where(group_stats_table.c.grp == grp)
-            .values(
-                doc_count=group_stats_table.c.doc_count + delta.doc_count[grp],
-                total_len=group_stats_table.c.total_len + delta.total_len[grp],
-            )
-        )
-    keys = sorted(set(delta.df) | set(delta.added_max_tf))
-    current = _term_stats(connection, keys)
-    stats: dict[Key, tuple[int, int]] = {}
-    deletes: list[Key] = []
-    recompute: list[Key] = []
-    for key in keys:
-        old_df, old_max = current.get(key, (0, 0))
-        df = old_df + delta.df.get(key, 0)
-        if df <= 0:
-            deletes.append(key)
-            continue
-        stats[key] = (df, max(old_max, delta.added_max_tf.get(key, 0)))
-        removed_max, added_max = delta.removed_max_tf.get(key, 0), delta.added_max_tf.get(key, 0)
-        if key in delta.recheck or removed_max >= old_max > added_max:
-            recompute.append(key)  # a removed posting may have held the maximum
-    for key, block in postings.key_blocks(connection, recompute).items():
-        stats[key] = (stats[key][0], int(block.tf.max()))
-    inserts = [
-        {"term_id": key[0], "grp": key[1], "df": df, "max_tf": max_tf}
-        for key, (df, max_tf) in stats.items()
-        if key not in current
-    ]
-    updates = [
-        {"key_term": key[0], "key_grp": key[1], "df": df, "max_tf": max_tf}
-        for key, (df, max_tf) in stats.items()
-        if key in current and current[key] != (df, max_tf)
-    ]
-    if inserts:
-        connection.execute(insert(term_stats_table), inserts)
-    if updates:
-        connection.execute(
-            update(term_stats_table).where(
-                term_stats_table.c.term_id == bindparam("key_term"),
-                term_stats_table.c.grp == bindparam("key_grp"),
-            ),
-            updates,
-        )
-    if deletes:
-        connection.execute(
-            delete(term_stats_table).where(
-                term_stats_table.c.term_id == bindparam("key_term"),
-                term_stats_table.c.grp == bindparam("key_grp"),
-            ),
-            [{"key_term": term, "key_grp": grp} for term, grp in deletes],
-        )
-    _drop_orphan_terms(connection, sorted({term_id for term_id, _ in deletes}))
-
-
-def _term_stats(
-    connection: Connection, keys: Sequence[tuple[int, int]]
-) -> dict[tuple[int, int], tuple[int, int]]:
-    wanted = set(keys)
-    found: dict[tuple[int, int], tuple[int, int]] = {}
-    for part in chunks(sorted({term_id for term_id, _ in keys})):
-        rows = connection.execute(
-            select(
-                term_stats_table.c.term_id,
-                term_stats_table.c.grp,
-                term_stats_table.c.df,
-                term_stats_table.c.max_tf,
-            ).where(term_stats_table.c.term_id.in_(part))
-        )
-        for term_id, grp, df, max_tf in rows:
-            if (term_id, grp) in wanted:
-                found[(term_id, grp)] = (df, max_tf)
-    return found
-
-
-def _drop_orphan_terms(connection: Connection, term_ids: Sequence[int]) -> None:
-    for part in chunks(term_ids):
-        still_used = set(
-            connection.execute(
-                select(term_stats_table.c.term_id).where(term_stats_table.c.term_id.in_(part))
-            ).scalars()
-        )
-        orphans = [term_id for term_id in part if term_id not in still_used]
-        if orphans:
-            connection.execute(delete(terms_table).where(terms_table.c.id.in_(orphans)))

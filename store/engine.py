@@ -19,7 +19,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from store.checkpoints import FALLBACK_PAGES, Checkpointer
-from store.errors import ConcurrentUpdate, DatabaseUnavailable, ReadOnlyDatabase, StorageFull
+from store.errors import ConcurrentUpdate, DatabaseUnavailable, ReadOnlyDatabase, StorageFull, StoreError
 
 ENV_VAR = "TOOL_INDEX_DB"
 BUSY_TIMEOUT_MS = 30_000
@@ -117,44 +117,93 @@ def read_transaction(engine: Engine) -> Iterator[Connection]:
 
 @contextmanager
 def translated_errors(engine: Engine) -> Iterator[None]:
-    """Turn driver errors people can act on into one clear store error."""
+    """Turn driver errors people can act on into one clear store error, told apart by the
+    driver's error code (SQLite's result code name, PostgreSQL's SQLSTATE), not its wording."""
     # Bulk reads and writes of postings and tool rows go to the driver's cursor directly, so its
     # own errors arrive unwrapped.
     driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
     try:
         yield
     except (DBAPIError, driver_error) as exc:
-        where = display_url(engine.url)
         original = exc.orig if isinstance(exc, DBAPIError) else exc
         invalidated = exc.connection_invalidated if isinstance(exc, DBAPIError) else False
+        kind = error_kind(original, invalidated=invalidated)
+        if kind is None:
+            raise
         message = str(original).strip().splitlines()[0] if original is not None else str(exc)
-        lowered = message.lower()
-        if "readonly" in lowered or "read-only" in lowered or "read only" in lowered:
-            raise ReadOnlyDatabase(
-                f"{where} is read-only ({message}); use a writable file or server for changes"
-            ) from exc
-        if any(clue in lowered for clue in ("disk is full", "no space left", "could not extend")):
-            # SQLite: "database or disk is full"; PostgreSQL: "could not extend file …: No space
-            # left on device". The transaction was rolled back, so nothing is half written.
-            raise StorageFull(
-                f"{where} has no room for this write ({message}); nothing was written: "
-                "free some space and try again"
-            ) from exc
-        if "disk i/o error" in lowered:
-            raise DatabaseUnavailable(
-                f"{where} could not be read or written ({message}); check the disk and the file system"
-            ) from exc
-        if "locked" in lowered or "busy" in lowered:
-            raise ConcurrentUpdate(f"{where} stayed locked by another writer: {message}") from exc
-        if "not a database" in lowered or "malformed" in lowered or "unable to open" in lowered:
-            raise DatabaseUnavailable(
-                f"{where} is not a usable SQLite database ({message}); point --db at another file"
-            ) from exc
-        if invalidated or any(clue in lowered for clue in ("connection", "could not", "resolve host")):
-            raise DatabaseUnavailable(
-                f"cannot reach {where} ({message}); check that the server runs and the URL is right"
-            ) from exc
-        raise
+        where = display_url(engine.url)
+        raise _ERRORS[kind][0](_ERRORS[kind][1].format(where=where, message=message)) from exc
+
+
+_SQLITE_KINDS = {
+    "SQLITE_READONLY": "read-only",
+    "SQLITE_FULL": "full",
+    "SQLITE_IOERR": "io",
+    "SQLITE_BUSY": "busy",
+    "SQLITE_LOCKED": "busy",
+    "SQLITE_NOTADB": "not-a-database",
+    "SQLITE_CORRUPT": "not-a-database",
+    "SQLITE_CANTOPEN": "not-a-database",
+}
+"""SQLite result codes by primary name (``SQLITE_IOERR_WRITE`` is an ``SQLITE_IOERR``)."""
+
+_SQLSTATE_KINDS = {
+    "25006": "read-only",  # read_only_sql_transaction
+    "53100": "full",  # disk_full
+    "58030": "io",  # io_error
+    "40001": "busy",  # serialization_failure
+    "40P01": "busy",  # deadlock_detected
+    "55P03": "busy",  # lock_not_available (lock_timeout)
+    "3D000": "no-database",  # invalid_catalog_name
+}
+"""PostgreSQL SQLSTATEs; class 08 (connection exception), 28 (authorization) and 57P0x (the
+server shutting down or starting) mean the server cannot be used as given."""
+
+_ERRORS: dict[str, tuple[type[StoreError], str]] = {
+    "read-only": (
+        ReadOnlyDatabase,
+        "{where} is read-only ({message}); use a writable file or server for changes",
+    ),
+    # The transaction was rolled back, so nothing is half written.
+    "full": (
+        StorageFull,
+        "{where} has no room for this write ({message}); nothing was written: free some space and try again",
+    ),
+    "io": (
+        DatabaseUnavailable,
+        "{where} could not be read or written ({message}); check the disk and the file system",
+    ),
+    "busy": (ConcurrentUpdate, "{where} stayed locked by another writer: {message}"),
+    "not-a-database": (
+        DatabaseUnavailable,
+        "{where} is not a usable SQLite database ({message}); point --db at another file",
+    ),
+    "no-database": (
+        DatabaseUnavailable,
+        "{where}: the server has no such database ({message}); create it or fix the URL",
+    ),
+    "unreachable": (
+        DatabaseUnavailable,
+        "cannot reach {where} ({message}); check that the server runs and the URL is right",
+    ),
+}
+
+
+def error_kind(error: BaseException | None, *, invalidated: bool = False) -> str | None:
+    """What a driver error means for the user, from its code; ``None`` for anything else."""
+    name = getattr(error, "sqlite_errorname", None)
+    if isinstance(name, str):
+        return _SQLITE_KINDS.get("_".join(name.split("_")[:2]))
+    state = getattr(error, "sqlstate", None)
+    if isinstance(state, str):
+        if state in _SQLSTATE_KINDS:
+            return _SQLSTATE_KINDS[state]
+        if state.startswith(("08", "28", "57P0")):
+            return "unreachable"
+        return "unreachable" if invalidated else None
+    # psycopg raises OperationalError without a SQLSTATE when it cannot connect at all.
+    connecting = type(error).__module__.startswith("psycopg") and type(error).__name__ == "OperationalError"
+    return "unreachable" if invalidated or connecting else None
 
 
 def sqlite_file(url: URL) -> str | None:
@@ -190,7 +239,7 @@ def _sqlite_engine(url: URL) -> Engine:
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
         # IMMEDIATE takes the write lock up front, so read-then-write transactions never
-        # deadlock on a lock upgrade; readers use plain BEGIN through ``read_only``.
+        # deadlock on a lock upgrade; readers use plain BEGIN through ``read_transaction``.
         mode = connection.get_execution_options().get("sqlite_begin", "IMMEDIATE")
         # Straight to the driver: every search runs one transaction, and its errors are
         # translated like any other (``translated_errors``).

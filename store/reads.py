@@ -11,9 +11,9 @@ from sqlalchemy import Connection, func, select
 
 from store import driver
 from store import postings as packed
-from store.catalog import chunks, lookup_keys, matchable
 from store.records import GroupStats, StoredTool, TermStats
 from store.schema import group_stats_table, term_stats_table, terms_table, tools_table
+from store.sql import TOOL_COLUMNS, chunks, lookup_keys, matchable
 
 
 def generation(connection: Connection) -> int:
@@ -53,23 +53,6 @@ def postings(connection: Connection, term_id: int) -> np.ndarray:
     return packed.term_postings(connection, term_id)
 
 
-_TOOL_COLUMNS = (
-    tools_table.c.id,
-    tools_table.c.name,
-    tools_table.c.label,
-    tools_table.c.description,
-    tools_table.c.summary,
-    tools_table.c.source,
-    tools_table.c.server_name,
-    tools_table.c.mcp_tool_name,
-    tools_table.c.schema_keys,
-    tools_table.c.input_schema,
-    tools_table.c.load_mode,
-    tools_table.c.grp,
-    tools_table.c.doc_len,
-)
-
-
 def _stored(row: Any) -> StoredTool:
     return StoredTool(**row._asdict())
 
@@ -77,7 +60,7 @@ def _stored(row: Any) -> StoredTool:
 def tools_by_ids(connection: Connection, ids: Sequence[int]) -> dict[int, StoredTool]:
     found: dict[int, StoredTool] = {}
     for part in chunks(list(ids)):
-        for row in connection.execute(select(*_TOOL_COLUMNS).where(tools_table.c.id.in_(part))):
+        for row in connection.execute(select(*TOOL_COLUMNS).where(tools_table.c.id.in_(part))):
             found[row.id] = _stored(row)
     return found
 
@@ -85,7 +68,7 @@ def tools_by_ids(connection: Connection, ids: Sequence[int]) -> dict[int, Stored
 def tools_by_names(connection: Connection, names: Sequence[str]) -> dict[str, StoredTool]:
     found: dict[str, StoredTool] = {}
     for part in chunks(lookup_keys(names)):
-        for row in connection.execute(select(*_TOOL_COLUMNS).where(tools_table.c.name.in_(part))):
+        for row in connection.execute(select(*TOOL_COLUMNS).where(tools_table.c.name.in_(part))):
             found[row.name] = _stored(row)
     return found
 
@@ -109,7 +92,7 @@ def all_tools(
     """Catalog tools in catalog order (the order they were first added)."""
     if not all(matchable(value) for value in (server, source) if value is not None):
         return []
-    query = select(*_TOOL_COLUMNS).order_by(tools_table.c.id)
+    query = select(*TOOL_COLUMNS).order_by(tools_table.c.id)
     if server is not None:
         query = query.where(tools_table.c.server_name == server)
     if source is not None:

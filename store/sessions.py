@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +19,7 @@ from sqlalchemy import JSON, Connection, DateTime, delete, func, select
 
 from store import driver
 from store.schema import session_events_table, sessions_table
+from store.sql import UNSTORABLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +35,14 @@ class SessionState:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One logged change or call; ``params`` holds what replay needs (see ``SessionEvent``)."""
+    """One logged change or call; ``params`` holds what replay needs (see ``replay``)."""
 
     kind: str
     tool_name: str | None = None
     call_id: str | None = None
     params: dict[str, Any] | None = None
     content: str | None = None
-    details: dict[str, Any] | None = None
+    details: Mapping[str, Any] | None = None
     error: str | None = None
     activated: tuple[str, ...] = ()
 
@@ -54,14 +54,11 @@ class LoggedEvent:
     created_at: datetime
 
 
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
 def storable(value: Any) -> Any:
     """A JSON value every backend accepts: NUL and lone surrogates become U+FFFD, non-finite
     numbers and other non-JSON values their ``repr``."""
     if isinstance(value, str):
-        return _UNSTORABLE.sub("\ufffd", value)
+        return UNSTORABLE.sub("\ufffd", value)
     if isinstance(value, bool) or value is None or isinstance(value, int):
         return value
     if isinstance(value, float):

@@ -5,6 +5,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from discovery import ToolIndex
+from discovery.params import query_terms
+from discovery.ranking.corpus import Corpus
+from discovery.ranking.ranker import Ranking
+from store.engine import read_transaction
+
 WORKED_EXAMPLE: list[dict[str, Any]] = [
     {
         "name": "mcp__github_create_issue",
@@ -64,3 +70,9 @@ def generated_catalog(count: int, *, seed: int = 7, servers: list[str] | None = 
             }
         )
     return tools
+
+
+def rank(index: ToolIndex, query: str, corpus: Corpus, limit: int | None) -> Ranking:
+    """Rank any corpus of ``index`` for ``query`` in one read transaction, as a search does."""
+    with read_transaction(index.engine) as connection:
+        return index.ranker.rank(connection, query_terms(query), corpus, limit)

@@ -15,10 +15,11 @@ from click.testing import CliRunner, Result
 from sqlalchemy import create_engine, text
 
 import discovery
-import discovery.cli
+import discovery.cli.app
+import discovery.cli.main
 from discovery import ToolIndex
-from discovery.cli import main
-from discovery.render import render_to_text
+from discovery.cli.main import main
+from discovery.cli.render import render_to_text
 from store import display_url, migrate, parse_url
 from tests.conftest import shared_path
 
@@ -250,9 +251,9 @@ def test_import_arguments_are_checked(db_url: str, tmp_path: Path) -> None:
 
 
 def test_progress_bar_on_a_terminal_leaves_stdout_alone(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(discovery.cli, "_is_terminal", lambda stream: True)
-    monkeypatch.setattr(discovery.cli, "PROGRESS_MIN_RECORDS", 1)
-    with discovery.cli._progress(3) as advance:
+    monkeypatch.setattr(discovery.cli.app, "is_terminal", lambda stream: True)
+    monkeypatch.setattr(discovery.cli.app, "PROGRESS_MIN_RECORDS", 1)
+    with discovery.cli.app.progress_bar(3) as advance:
         assert advance is not None
         for _ in range(3):
             advance(1)
@@ -261,7 +262,7 @@ def test_progress_bar_on_a_terminal_leaves_stdout_alone(db_url: str, monkeypatch
 
 
 def test_no_progress_bar_when_piped_or_small() -> None:
-    with discovery.cli._progress(10_000) as advance:
+    with discovery.cli.app.progress_bar(10_000) as advance:
         assert advance is None  # pytest's stderr is not a terminal
 
 
@@ -590,7 +591,7 @@ def test_version() -> None:
 
 def cli_process(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "discovery.cli", *args],
+        [sys.executable, "-m", "discovery.cli.main", *args],
         input=stdin,
         capture_output=True,
         text=True,

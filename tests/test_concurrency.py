@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from discovery import ToolIndex
-from discovery.verify import verify
+from discovery.diagnostics.verify import verify
 from store import migrate, reads, sessions
 from store.engine import read_transaction
 from tests.catalogs import SERVERS, generated_catalog
@@ -120,7 +120,7 @@ def test_session_searches_run_while_the_catalog_changes_under_them(index: ToolIn
             names = [tool["name"] for tool in tools]
             expected = (expected | set(names)) - set(names[::2])
         assert {tool.name for tool in index.tools(server=server)} == expected
-    from discovery.verify import verify
+    from discovery.diagnostics.verify import verify
 
     report = verify(index)
     assert report.ok, report.problems
@@ -133,7 +133,7 @@ def test_four_importers_equal_one_sequential_import(index: ToolIndex, db_url: st
         for server in dict.fromkeys(server for plan in plans for server in plan):
             sequential.upsert_tools(generated_catalog(60, seed=3, servers=[server]))
         assert _comparable(index) == _comparable(sequential)
-    from discovery.verify import verify
+    from discovery.diagnostics.verify import verify
 
     report = verify(index)
     assert report.ok, report.problems
@@ -348,7 +348,7 @@ def test_a_thread_seeing_a_newer_catalog_waits_for_one_reading_the_caches(
     b = threading.Thread(target=remove_and_search)
     b.start()
     with read_transaction(index.engine) as connection:
-        assert index.known_names(connection, names) == set(names)  # A's snapshot
+        assert index.ranker.known_names(connection, names) == set(names)  # A's snapshot
     b.join()
     with read_transaction(index.engine) as connection:
-        assert index.known_names(connection, names) == set(names[1:])
+        assert index.ranker.known_names(connection, names) == set(names[1:])

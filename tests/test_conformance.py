@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from discovery import ToolCallError, ToolIndex
-from discovery.explain import explain
-from discovery.ranking import Corpus
-from discovery.scoring import round6
+from discovery.diagnostics.explain import explain
+from discovery.ranking.bm25 import round6
+from discovery.ranking.corpus import Corpus
 from store import GROUP_MCP
+from tests.catalogs import rank
 from tests.conftest import BACKENDS, CONFORMANCE, SHARED, scratch_database, shared_json
 
 FILES = ("ranking-real.json", "ranking-synthetic.json")
@@ -99,4 +100,4 @@ def test_corpus_statistics_match_the_store(imported: dict[str, ToolIndex], name:
     first = next(case for case in vectors["cases"] if case["expected"])
     explanation = explain(index, first["query"], first["expected"][0]["name"])
     assert (explanation.n_docs, explanation.avgdl) == (vectors["stats"]["N"], vectors["stats"]["avgdl"])
-    assert index.rank(first["query"], Corpus((GROUP_MCP,)), None).total_tools == vectors["stats"]["N"]
+    assert rank(index, first["query"], Corpus((GROUP_MCP,)), None).total_tools == vectors["stats"]["N"]

@@ -20,7 +20,7 @@ BATCH = 1500
 
 
 def test_sigkill_during_import_leaves_all_or_nothing(sqlite_url: str) -> None:
-    from discovery.verify import verify
+    from discovery.diagnostics.verify import verify
 
     with ToolIndex.open(sqlite_url) as index:
         index.upsert_tools(generated_catalog(200, seed=1, servers=["base"]))

@@ -21,8 +21,8 @@ from sqlalchemy.engine import make_url
 import store
 import store.engine
 from discovery import ToolIndex
-from discovery.cli import main
-from discovery.verify import verify
+from discovery.cli.main import main
+from discovery.diagnostics.verify import verify
 from store.engine import BUSY_TIMEOUT_MS
 from tests.catalogs import generated_catalog
 
@@ -188,7 +188,7 @@ def test_a_disk_error_is_one_clear_error(sqlite_url: str) -> None:
     engine = store.make_engine(sqlite_url)
     try:
         with pytest.raises(store.DatabaseUnavailable) as caught, store.engine.translated_errors(engine):
-            raise sqlite3.OperationalError("disk I/O error")
+            raise coded(sqlite3.OperationalError("disk I/O error"), "SQLITE_IOERR_READ")
         assert str(caught.value) == (
             f"{sqlite_url} could not be read or written (disk I/O error); check the disk and the file system"
         )
@@ -234,3 +234,32 @@ def test_a_url_without_a_driver_is_one_clear_error() -> None:
     assert str(caught.value) == (
         "no driver for nosuchdb://me@db.example/tools: use sqlite:///PATH or postgresql+psycopg://…"
     )
+
+
+def coded(error: sqlite3.Error, name: str) -> sqlite3.Error:
+    """``error`` as SQLite raises it: with its result code's name, which is what classifies it."""
+    error.sqlite_errorname = name
+    return error
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("SQLITE_READONLY", "read-only"),
+        ("SQLITE_READONLY_DIRECTORY", "read-only"),
+        ("SQLITE_FULL", "full"),
+        ("SQLITE_IOERR_WRITE", "io"),
+        ("SQLITE_BUSY_SNAPSHOT", "busy"),
+        ("SQLITE_LOCKED", "busy"),
+        ("SQLITE_NOTADB", "not-a-database"),
+        ("SQLITE_CORRUPT", "not-a-database"),
+        ("SQLITE_CANTOPEN", "not-a-database"),
+        ("SQLITE_CONSTRAINT_UNIQUE", None),
+    ],
+)
+def test_sqlite_errors_are_told_apart_by_their_code_not_their_words(name: str, kind: str | None) -> None:
+    assert store.engine.error_kind(coded(sqlite3.OperationalError("connection locked busy"), name)) == kind
+
+
+def test_an_uncoded_error_is_left_alone_whatever_it_says() -> None:
+    assert store.engine.error_kind(sqlite3.OperationalError("database is locked; no connection")) is None

@@ -13,9 +13,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine
 
-from discovery import InvalidLimit, InvalidRecord, QueryWithoutTerms, ToolIndex, ToolIndexError
-from discovery.indexing import column_json, content_hash
-from discovery.models import MAX_SCHEMA_DEPTH, ToolRecord
+from discovery import EmptyQuery, InvalidLimit, InvalidRecord, QueryWithoutTerms, ToolIndex, ToolIndexError
+from discovery.catalog.indexing import column_json, content_hash
+from discovery.catalog.models import MAX_SCHEMA_DEPTH, ToolRecord
+from discovery.text.tokenizer import tokenize
 from store import sessions
 from tests.catalogs import WORKED_EXAMPLE
 
@@ -61,7 +62,7 @@ def test_any_record_batch_is_stored_or_refused_whole(index: ToolIndex, batch: li
     for record in batch:
         stored = index.tool(record["name"])
         assert stored.name == record["name"]
-    from discovery.verify import verify
+    from discovery.diagnostics.verify import verify
 
     assert verify(index).ok
 
@@ -73,7 +74,8 @@ def test_any_query_gives_a_ranking_or_a_typed_error(index: ToolIndex, query: str
         index.upsert_tools(WORKED_EXAMPLE)
     try:
         hits = index.search(query, limit=limit)
-    except QueryWithoutTerms:
+    except (EmptyQuery, QueryWithoutTerms):
+        assert not query.strip() or not tokenize(query)
         return
     assert all(hit.score > 0 and math.isfinite(hit.score) for hit in hits)
     assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
@@ -99,7 +101,7 @@ def test_megabyte_fields_and_many_keys(index: ToolIndex) -> None:
     assert len(index.tool("many_keys").schema_keys) == 10_000
     assert index.search("key_9999")[0].name == "many_keys"
     assert index.search("needle")[0].name == "big_summary"
-    from discovery.verify import verify
+    from discovery.diagnostics.verify import verify
 
     assert verify(index).ok
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from discovery import ToolIndex
-from discovery.verify import verify
+from discovery.diagnostics.verify import verify
 from store import catalog, postings
 from tests.conftest import BACKENDS, PG_ENV, scratch_database
 from tests.test_ranking import MCP_NAMES, PLAIN_NAMES, WORDS, tool_records

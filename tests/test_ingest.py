@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from discovery import InvalidRecord, ToolIndex, ToolRecord
-from discovery.ingest import MAX_NESTING, UnreadableCatalog, parse_catalog, read_catalog
+from discovery.catalog.formats import MAX_NESTING, UnreadableCatalog, parse_catalog, read_catalog
 from tests.conftest import shared_path
 
 GITHUB_TOOLS = {

@@ -14,9 +14,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 
 from discovery import ToolIndex
-from discovery.indexing import indexed_tool
-from discovery.models import ToolRecord
-from discovery.verify import verify
+from discovery.catalog.indexing import indexed_tool
+from discovery.catalog.models import ToolRecord
+from discovery.diagnostics.verify import verify
 from store import DatabaseUnavailable, SchemaOutdated, SchemaTooNew, make_engine, migrate
 from store import postings as packed_postings
 from store.schema import metadata

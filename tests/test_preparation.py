@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from discovery import InvalidRecord, ToolIndex, preparation
-from discovery.indexing import indexed_tool
-from discovery.models import ToolRecord
-from discovery.verify import verify
+from discovery import InvalidRecord, ToolIndex
+from discovery.catalog import workers as preparation
+from discovery.catalog.indexing import indexed_tool
+from discovery.catalog.models import ToolRecord
+from discovery.diagnostics.verify import verify
 from tests.catalogs import generated_catalog
 
 

@@ -18,11 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyuca import Collator
 
-from discovery import QueryWithoutTerms, ToolIndex, ranking
-from discovery.ranking import CONTRIBUTIONS_KEPT, Corpus
-from discovery.scoring import js_log
-from discovery.tokenize import tokenize
+from discovery import QueryWithoutTerms, ToolIndex
+from discovery.ranking import postings as postings_module
+from discovery.ranking import ranker as ranker_module
+from discovery.ranking.bm25 import js_log
+from discovery.ranking.corpus import Corpus
+from discovery.ranking.ranker import CONTRIBUTIONS_KEPT
+from discovery.text.tokenizer import tokenize
 from store import GROUP_LOCAL, GROUP_MCP, reads
+from tests.catalogs import rank
 from tests.conftest import shared_path
 
 WEIGHTS = {"name": 6, "label": 4, "mcp_tool_name": 4, "server_name": 2, "summary": 2, "schema_key": 1}
@@ -98,7 +102,7 @@ def searched(index: ToolIndex, query: str, *, limit: int = 10_000, mode: str = "
 
 
 def ranked(index: ToolIndex, query: str, corpus: Corpus, limit: int | None = None) -> list[Hit]:
-    return [(hit.name, hit.score) for hit in index.rank(query, corpus, limit).hits]
+    return [(hit.name, hit.score) for hit in rank(index, query, corpus, limit).hits]
 
 
 # Random catalogs: few words, so terms repeat, scores tie and collation decides.
@@ -170,7 +174,7 @@ def test_excluded_names_leave_the_corpus_and_its_statistics(
     excluded = frozenset(active) | frozenset(ESSENTIAL_NAMES) | frozenset(INTERNAL_NAMES)
     expected = reference_ranking(catalog, query, mode=mode, excluded=excluded)
     assert ranked(index, query, Corpus(MODE_GROUPS[mode], excluded)) == expected
-    assert index.rank(query, Corpus(MODE_GROUPS[mode], excluded), None).total_tools == sum(
+    assert rank(index, query, Corpus(MODE_GROUPS[mode], excluded), None).total_tools == sum(
         1 for record in catalog if in_corpus(record, mode) and record["name"] not in excluded
     )
 
@@ -184,7 +188,9 @@ def test_a_limit_keeps_a_prefix_of_the_full_ranking(
     assert searched(index, query, limit=limit) == reference_ranking(catalog, query)[:limit]
 
 
-@pytest.mark.parametrize("dense_share", [0, ranking.DENSE_SHARE, 10**9], ids=["sparse", "default", "dense"])
+@pytest.mark.parametrize(
+    "dense_share", [0, postings_module.DENSE_SHARE, 10**9], ids=["sparse", "default", "dense"]
+)
 @RANDOM
 @given(
     catalog=catalogs(),
@@ -204,7 +210,7 @@ def test_contribution_layouts_and_top_selection_rank_as_the_reference(
     """Contributions laid out per posting, by tool id, or as their share decides, in any corpus,
     with limits below and above the number of matches: the top is cut at a floor taken from one
     term's documents, among the terms' documents or the whole score array."""
-    monkeypatch.setattr(ranking, "DENSE_SHARE", dense_share)
+    monkeypatch.setattr(postings_module, "DENSE_SHARE", dense_share)
     index.upsert_tools(catalog, replace=True)
     names = [record["name"] for record in catalog] or ["unknown"]
     mode = data.draw(st.sampled_from(["all", "mcp-only"]))
@@ -214,7 +220,7 @@ def test_contribution_layouts_and_top_selection_rank_as_the_reference(
     assert got == (expected if limit is None else expected[:limit])
 
 
-@pytest.mark.parametrize("dense_share", [0, ranking.DENSE_SHARE], ids=["sparse", "default"])
+@pytest.mark.parametrize("dense_share", [0, postings_module.DENSE_SHARE], ids=["sparse", "default"])
 @pytest.mark.parametrize("matching", [3, 10, 20, 30])
 def test_the_top_is_exact_whatever_share_of_the_catalog_matches(
     index: ToolIndex, monkeypatch: pytest.MonkeyPatch, dense_share: int, matching: int
@@ -222,7 +228,7 @@ def test_the_top_is_exact_whatever_share_of_the_catalog_matches(
     """Thirty tools, the last ``matching`` of them holding ``alpha``, with few distinct term
     frequencies and lengths so that scores tie, and so do the floor the top is cut at and the
     limit-th best score."""
-    monkeypatch.setattr(ranking, "DENSE_SHARE", dense_share)
+    monkeypatch.setattr(postings_module, "DENSE_SHARE", dense_share)
     catalog = [
         {
             "name": f"tool_{i:02d}",
@@ -242,7 +248,7 @@ def test_a_search_that_failed_midway_leaves_no_scores_behind(
 ) -> None:
     """The score array is reused from search to search; one that fails after scoring (here
     reading the names of its hits) must not leave its scores to the next."""
-    monkeypatch.setattr(ranking, "DENSE_SHARE", dense_share)
+    monkeypatch.setattr(postings_module, "DENSE_SHARE", dense_share)
     catalog = [{"name": f"tool_{i}", "description": "alpha " * (1 + i % 3)} for i in range(12)]
     index.upsert_tools(catalog)
 
@@ -258,13 +264,13 @@ def test_a_search_that_failed_midway_leaves_no_scores_behind(
 
 def test_a_limit_below_one_ranks_nothing(index: ToolIndex) -> None:
     index.upsert_tools([{"name": "grep", "description": "search files"}])
-    assert index.rank("search", Corpus(MODE_GROUPS["all"]), 0).hits == []
+    assert rank(index, "search", Corpus(MODE_GROUPS["all"]), 0).hits == []
     assert ranked(index, "search", Corpus(MODE_GROUPS["all"]), 1)[0][0] == "grep"
 
 
 def cache_is_consistent(index: ToolIndex, budget: int) -> None:
     """The postings cache counts exactly what it holds, and holds no more than its budget."""
-    ranker = index._ranker
+    ranker = index.ranker
     held = [entry for entry in ranker._postings.values() if entry is not None]
     assert ranker._cached_bytes == sum(entry.nbytes for entry in held)
     assert ranker._cached_bytes <= budget or len(ranker._postings) <= 1
@@ -275,7 +281,7 @@ def cache_is_consistent(index: ToolIndex, budget: int) -> None:
 @given(
     catalog=catalogs(),
     queries=st.lists(QUERIES, min_size=1, max_size=4),
-    budget=st.sampled_from([0, 64, 160, 400, 4_000, ranking.CACHED_POSTINGS_BYTES]),
+    budget=st.sampled_from([0, 64, 160, 400, 4_000, ranker_module.CACHED_POSTINGS_BYTES]),
     data=st.data(),
 )
 def test_corpora_searched_in_turn_rank_as_the_reference_whatever_the_cache_keeps(
@@ -288,10 +294,10 @@ def test_corpora_searched_in_turn_rank_as_the_reference_whatever_the_cache_keeps
 ) -> None:
     """More corpora than a term keeps contributions for, searched in turn, twice, under budgets
     from none at all (every term evicted as the next one loads, mid-query) to the default."""
-    monkeypatch.setattr(ranking, "CACHED_POSTINGS_BYTES", budget)
+    monkeypatch.setattr(ranker_module, "CACHED_POSTINGS_BYTES", budget)
     # The index outlives an example, and an unchanged catalog keeps its cache, filled under the
     # previous example's budget: bring it within this one's, as loading the next term would.
-    index._ranker._evict()
+    index.ranker._evict()
     index.upsert_tools(catalog, replace=True)
     names = [record["name"] for record in catalog] or ["unknown"]
     corpora = [
@@ -309,7 +315,7 @@ def test_corpora_searched_in_turn_rank_as_the_reference_whatever_the_cache_keeps
 def test_a_query_holding_more_postings_than_the_cache_ranks_them_all(
     index: ToolIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ranking, "CACHED_POSTINGS_BYTES", 1)
+    monkeypatch.setattr(ranker_module, "CACHED_POSTINGS_BYTES", 1)
     catalog = [{"name": f"tool_{i}", "description": f"alpha beta gamma {'delta ' * i}"} for i in range(6)]
     index.upsert_tools(catalog)
     assert searched(index, "alpha beta gamma delta") == reference_ranking(catalog, "alpha beta gamma delta")
@@ -324,12 +330,12 @@ def test_contributions_count_against_the_cache_budget(
     index.upsert_tools(catalog)
     # None of these tools is an MCP tool: this loads both terms and computes no contribution.
     assert searched(index, "alpha beta", mode="mcp-only") == []
-    postings_only = index._ranker._cached_bytes
-    assert postings_only > 0 and len(index._ranker._postings) == 2
-    monkeypatch.setattr(ranking, "CACHED_POSTINGS_BYTES", postings_only)
+    postings_only = index.ranker._cached_bytes
+    assert postings_only > 0 and len(index.ranker._postings) == 2
+    monkeypatch.setattr(ranker_module, "CACHED_POSTINGS_BYTES", postings_only)
     assert searched(index, "alpha beta") == reference_ranking(catalog, "alpha beta")
     cache_is_consistent(index, postings_only)
-    assert len(index._ranker._postings) == 1
+    assert len(index.ranker._postings) == 1
 
 
 # Six tools whose only difference is the name: the name's tokens are padded with schema keys so
@@ -444,4 +450,4 @@ def test_query_without_terms_is_an_error(index: ToolIndex) -> None:
 
 def test_empty_catalog_ranks_nothing(index: ToolIndex) -> None:
     assert searched(index, "anything") == []
-    assert index.rank("anything", Corpus(MODE_GROUPS["all"]), None).total_tools == 0
+    assert rank(index, "anything", Corpus(MODE_GROUPS["all"]), None).total_tools == 0

@@ -10,7 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from discovery.resume import UnreadableSessionFile, read_entries, selection_from_file, selection_in_force
+from discovery.sessions.host_files import (
+    UnreadableSessionFile,
+    read_entries,
+    selection_from_file,
+    selection_in_force,
+)
 
 
 def write(path: Path, *entries: dict[str, Any]) -> Path:

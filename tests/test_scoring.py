@@ -8,22 +8,25 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from discovery.scoring import (
+from discovery import QueryWithoutTerms
+from discovery.params import query_terms
+from discovery.ranking.bm25 import (
     DELTA,
-    FIELD_WEIGHTS,
     K1,
     B,
     average_length,
-    document_term_frequencies,
-    field_term_frequencies,
-    field_texts,
     idf,
     js_log,
     length_norm,
-    query_term_counts,
     round6,
     term_score,
     term_upper_bound,
+)
+from discovery.ranking.fields import (
+    FIELD_WEIGHTS,
+    document_term_frequencies,
+    field_term_frequencies,
+    field_texts,
 )
 
 
@@ -118,10 +121,11 @@ def test_average_length(n_docs: int, total_len: int, expected: float) -> None:
     assert average_length(n_docs, total_len) == expected
 
 
-def test_query_term_counts_keep_first_appearance_order_and_count_repeats() -> None:
-    counts = query_term_counts("Issue github ISSUE createIssue, github!")
+def test_query_terms_keep_first_appearance_order_and_count_repeats() -> None:
+    counts = query_terms("Issue github ISSUE createIssue, github!")
     assert list(counts.items()) == [("issue", 3), ("github", 2), ("create", 1)]
-    assert query_term_counts("?!") == {}
+    with pytest.raises(QueryWithoutTerms):
+        query_terms("?!")
 
 
 @pytest.mark.parametrize(

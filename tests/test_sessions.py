@@ -22,8 +22,8 @@ from discovery import (
     ToolIndex,
     ToolIndexError,
 )
-from discovery.session import SessionSettings, effective_mode
-from discovery.tool import compact_json, json_text
+from discovery.results import SearchDetails, compact_json, json_text
+from discovery.sessions.settings import SessionSettings, effective_mode
 from store import SessionNotFound, sessions
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
 
@@ -37,7 +37,7 @@ def example(index: ToolIndex) -> ToolIndex:
     return index
 
 
-def search(index: ToolIndex, session_id: str, query: str, **params: Any) -> dict[str, Any]:
+def search(index: ToolIndex, session_id: str, query: str, **params: Any) -> SearchDetails:
     call_id = f"call-{next(CALLS)}"
     return index.session(session_id).search_tool.execute(call_id, {"query": query, **params}).details
 
@@ -338,7 +338,7 @@ def test_import_session_file_restores_the_selection_in_force(example: ToolIndex,
 def test_verify_replays_every_session_log(example: ToolIndex) -> None:
     from sqlalchemy import text
 
-    from discovery.verify import verify
+    from discovery.diagnostics.verify import verify
 
     session = example.session("v", discovery_mode="mcp-only")
     session.search_tool.execute("c1", {"query": "github", "limit": 1})

@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import cache, lru_cache
 from typing import Any
 
-from discovery.collation_ascii import ASCII_ELEMENTS
+from discovery.text.collation_table import ASCII_ELEMENTS
 
 
 @cache

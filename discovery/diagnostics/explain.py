@@ -2,7 +2,7 @@
 
 The numbers come from the same stored statistics and postings a read-only search uses (group
 aggregates less the corpus' excluded documents, the tool's own postings) and are combined in the
-same floating-point order as ``discovery.ranking``, so ``Explanation.score`` equals the score
+same floating-point order as ``discovery.ranking.ranker``, so ``Explanation.score`` equals the score
 ``ToolIndex.search`` reports for the tool, bit for bit.
 """
 
@@ -11,21 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from discovery.errors import QueryWithoutTerms, ToolIndexError
-from discovery.index import ToolIndex, read_only_corpus
-from discovery.indexing import record_fields
-from discovery.scoring import (
-    FIELD_WEIGHTS,
-    average_length,
-    field_term_frequencies,
-    idf,
-    length_norm,
-    query_term_counts,
-    round6,
-    term_score,
-)
-from store import StoredTool, ToolNotFound, audit, reads
+from discovery.catalog.indexing import record_fields
+from discovery.errors import ToolIndexError
+from discovery.index import ToolIndex
+from discovery.params import checked_query, query_terms
+from discovery.ranking.bm25 import average_length, idf, length_norm, round6, term_score
+from discovery.ranking.corpus import read_only_corpus
+from discovery.ranking.fields import FIELD_WEIGHTS, field_term_frequencies
+from store import StoredTool, ToolNotFound
+from store.audit import StoredPosting, postings_of_tools
 from store.engine import read_transaction
+from store.reads import group_stats, term_stats, tools_by_names
 
 
 class NotInCorpus(ToolIndexError):
@@ -135,21 +131,19 @@ class Explanation:
 
 def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Explanation:
     """Break down the score of tool ``name`` for ``query`` in the read-only corpus of ``mode``."""
-    query_terms = query_term_counts(query)
-    if not query_terms:
-        raise QueryWithoutTerms()
+    counts = query_terms(checked_query(query))
     corpus = read_only_corpus(mode)
     with read_transaction(index.engine) as connection:
-        tool = reads.tools_by_names(connection, [name]).get(name)
+        tool = tools_by_names(connection, [name]).get(name)
         if tool is None:
             raise ToolNotFound(f"no tool named {name!r} in the catalog")
         if tool.grp not in corpus.groups or name in corpus.excluded:
             raise NotInCorpus(f"{name!r} is never ranked in mode {mode!r}: it is not discoverable there")
-        groups = reads.group_stats(connection)
-        candidates = reads.tools_by_names(connection, sorted(corpus.excluded)).values()
+        groups = group_stats(connection)
+        candidates = tools_by_names(connection, sorted(corpus.excluded)).values()
         excluded = [doc for doc in candidates if doc.grp in corpus.groups]
-        stats = reads.term_stats(connection, list(query_terms))
-        postings = audit.postings_of_tools(connection, [tool.id, *(doc.id for doc in excluded)])
+        stats = term_stats(connection, list(counts))
+        postings = postings_of_tools(connection, [tool.id, *(doc.id for doc in excluded)])
     n_docs = sum(groups[g].doc_count for g in corpus.groups) - len(excluded)
     total_len = sum(groups[g].total_len for g in corpus.groups) - sum(doc.doc_len for doc in excluded)
     avgdl = average_length(n_docs, total_len)
@@ -157,7 +151,7 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
     own = {p.term: p for p in postings.get(tool.id, []) if p.term is not None}
     per_field = field_term_frequencies(record_fields(tool))
     terms = []
-    for term, qtf in query_terms.items():
+    for term, qtf in counts.items():
         by_group = stats[term][1] if term in stats else {}
         df = sum(by_group[g].df for g in corpus.groups if g in by_group) - excluded_df.get(term, 0)
         idf_value = idf(n_docs, df)
@@ -184,7 +178,7 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
 
 
 def _excluded_document_frequencies(
-    postings: dict[int, list[audit.StoredPosting]], excluded: list[StoredTool]
+    postings: dict[int, list[StoredPosting]], excluded: list[StoredTool]
 ) -> dict[str, int]:
     """How many excluded documents hold each term: the corpus df is the groups' df less these."""
     counts: dict[str, int] = {}

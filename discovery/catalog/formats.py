@@ -17,10 +17,9 @@ from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from discovery.corpus import MCP_PREFIX
-from discovery.errors import InvalidRecord, ToolIndexError
-from discovery.models import ToolRecord
-from discovery.preparation import describe_validation_error
+from discovery.catalog.models import ToolRecord
+from discovery.errors import InvalidRecord, ToolIndexError, describe_validation_error
+from discovery.ranking.corpus import MCP_PREFIX
 
 STDIN = "-"
 STDIN_NAME = "<stdin>"

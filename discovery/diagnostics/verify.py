@@ -2,7 +2,7 @@
 
 Every check reads the same snapshot and appends what disagrees to one ``VerifyReport``:
 
-1. ``check_postings`` — each tool's stored record, indexed again (``discovery.indexing``), gives
+1. ``check_postings`` — each tool's stored record, indexed again (``discovery.catalog.indexing``), gives
    its stored group, length, content hash and postings, term by term, in both places postings
    are kept: the tool's own indexed terms (tf) and the term index, blocks with their overrides
    applied (tf, and the length and group each posting copies from its tool); no posting belongs
@@ -26,13 +26,24 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 from sqlalchemy import Connection
 
-from discovery.index import GROUP_NAMES, ToolIndex
-from discovery.indexing import indexed_tool
-from discovery.models import ToolRecord
-from discovery.preparation import describe_validation_error
-from store import GROUPS, CorruptIndex, GroupStats, StoredTool, audit, sessions
+from discovery.catalog.indexing import indexed_tool
+from discovery.catalog.models import ToolRecord
+from discovery.errors import describe_validation_error
+from discovery.index import ToolIndex
+from store import (
+    GROUP_FIXED,
+    GROUP_LOCAL,
+    GROUP_MCP,
+    GROUPS,
+    CorruptIndex,
+    GroupStats,
+    StoredTool,
+    audit,
+    sessions,
+)
 from store.engine import read_transaction
 
+GROUP_NAMES = {GROUP_FIXED: "fixed", GROUP_LOCAL: "local", GROUP_MCP: "mcp"}
 MAX_PROBLEMS = 1000
 """Problems listed in a report; the rest are counted, so a wrecked index cannot exhaust memory."""
 BATCH_SIZE = audit.AUDIT_BATCH
@@ -52,6 +63,11 @@ class VerifyReport:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @property
+    def found(self) -> int:
+        """Every problem found, listed or not."""
+        return len(self.problems) + self.omitted
 
     def problem(self, message: str) -> None:
         if len(self.problems) < MAX_PROBLEMS:
@@ -76,8 +92,6 @@ def verify(index: ToolIndex, *, checks: Sequence[Check] | None = None) -> Verify
                 check(connection, report)
             except CorruptIndex as exc:  # data the check cannot even read: that is its finding
                 report.problem(str(exc))
-    if report.omitted:
-        report.problems.append(f"… and {report.omitted} more problems")
     return report
 
 

@@ -9,19 +9,20 @@ any process bumps it and the next search here starts from fresh data.
 from __future__ import annotations
 
 import functools
-import itertools
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 from sqlalchemy import Connection
 
-from discovery.collation import collation_key
-from discovery.scoring import DELTA, K1, B, average_length, idf
-from store import GroupStats, StoredTool, TermStats, reads
+from discovery.ranking.bm25 import average_length, idf
+from discovery.ranking.corpus import Corpus
+from discovery.ranking.postings import Contribution, TermPostings, load_postings, norm_table
+from discovery.ranking.topk import RankedTool, candidates, ordered
+from store import GroupStats, StoredTool, reads
 
 CACHED_POSTINGS_BYTES = 80_000_000
 """Memory for the postings kept per process, least recently used term first out: 32 bytes a
@@ -31,98 +32,7 @@ CONTRIBUTIONS_KEPT = 4
 """Contributions a term keeps, one per corpus (and query weight). Each session leaves its own
 active tools out, so its corpus has its own average length and idf: the read-only corpus and a
 few sessions searched in turn by one process each find theirs computed (one slot made them
-recompute every time, some 14% of a search at 100k tools)."""
-
-DENSE_SHARE = 6
-"""A contribution is laid out densely by tool id when its postings are at least one in this
-many ids: adding it is then one contiguous pass (about 0.65 ns an id at 100k tools on a 2-core
-EPYC) instead of a scatter (about 2.5 ns a posting), and it costs at most this many times the
-memory."""
-
-
-@dataclass(frozen=True, slots=True)
-class Contribution:
-    """What a term adds to each document's score in one corpus: ``weight · (tf·(k1+1) /
-    (tf + norm) + δ)``, per posting of the corpus' groups, whose tool ids are ``ids`` (a view of
-    the cached postings), or, when ``dense``, laid out by tool id with 0 where the term is
-    absent. Adding 0 leaves a score's bits as they are, so both layouts give the same scores."""
-
-    values: np.ndarray
-    ids: np.ndarray
-    dense: bool
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.values.nbytes)
-
-    def add_to(self, scores: np.ndarray) -> None:
-        if self.dense:
-            target = scores[: self.values.size]
-            target += self.values
-        else:
-            np.add.at(scores, self.ids, self.values)  # ids are unique: a plain scatter-add
-
-
-Contributions = OrderedDict[tuple[float, tuple[int, ...], float], Contribution]
-
-
-@dataclass(slots=True)
-class TermPostings:
-    """A term's postings sorted by (group, tool id), with where each group's run starts.
-
-    ``tf_k1`` is ``tf · (k1 + 1)``, the part of every contribution that no corpus changes;
-    ``contributions`` keeps what the term adds to each score by (average length, groups, weight)
-    for the corpora searched last (the ranker fills it), so a repeated search of one corpus only
-    adds them up.
-    """
-
-    term_id: int
-    stats: dict[int, TermStats]
-    tool_ids: np.ndarray
-    tf: np.ndarray
-    tf_k1: np.ndarray
-    doc_len: np.ndarray
-    group_starts: dict[int, tuple[int, int]]
-    max_id: int
-    longest: int
-    contributions: Contributions = field(default_factory=OrderedDict)
-
-    def span(self, groups: Sequence[int]) -> slice:
-        """The postings of ``groups``: one contiguous run, since corpus groups are adjacent."""
-        spans = [self.group_starts[g] for g in groups if g in self.group_starts]
-        if not spans:
-            return slice(0, 0)
-        return slice(min(s for s, _ in spans), max(e for _, e in spans))
-
-    @property
-    def nbytes(self) -> int:
-        arrays = (self.tool_ids, self.tf, self.tf_k1, self.doc_len)
-        return sum(array.nbytes for array in arrays) + sum(
-            kept.nbytes for kept in self.contributions.values()
-        )
-
-    def contribution(
-        self, groups: tuple[int, ...], avgdl: float, norms: np.ndarray | None, weight: float
-    ) -> Contribution:
-        """``weight · (tf·(k1+1) / (tf + norm) + δ)`` for the postings of ``groups`` at ``avgdl``."""
-        run = self.span(groups)
-        tf, doc_len, ids = self.tf[run], self.doc_len[run], self.tool_ids[run]
-        norm = norms[doc_len] if norms is not None else K1 * (1 - B + B * (doc_len / avgdl))
-        values: np.ndarray = weight * (self.tf_k1[run] / (tf + norm) + DELTA)
-        id_range = int(ids.max()) + 1 if ids.size else 0
-        if ids.size == 0 or ids.size * DENSE_SHARE < id_range:
-            return Contribution(values, ids, dense=False)
-        dense = np.zeros(id_range)
-        dense[ids] = values
-        return Contribution(dense, ids, dense=True)
-
-
-@dataclass(frozen=True, slots=True)
-class Corpus:
-    """A corpus: whole groups, less the named documents a session excludes."""
-
-    groups: tuple[int, ...]
-    excluded: frozenset[str] = frozenset()
+recompute every time, a visible share of a search on a large catalog)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,13 +43,6 @@ class Exclusion:
     documents: list[StoredTool]
     total_len: int
     term_counts: Counter[int]
-
-
-@dataclass(frozen=True, slots=True)
-class RankedTool:
-    tool_id: int
-    name: str
-    score: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +117,7 @@ class Ranker:
         entries = self._term_postings(connection, list(query_terms))
         present = [entry for entry in entries.values() if entry is not None]
         # Needed only to compute a contribution that is not cached yet.
-        norms = functools.cache(functools.partial(_norm_table, present, avgdl))
+        norms = functools.cache(functools.partial(norm_table, present, avgdl))
         if not present or (limit is not None and limit < 1):
             return Ranking(total_tools=n_docs, hits=[])
         scores = self._zeroed_scores(max(entry.max_id for entry in present) + 1)
@@ -236,7 +139,8 @@ class Ranker:
         self._evict()
         dropped = [doc.id for doc in excluded if doc.id < scores.size]
         scores[dropped] = 0.0
-        hits = self._top(connection, scores, self._candidates(scores, limit, scored, sparse=sparse), limit)
+        found = candidates(scores, self._scratch, limit, scored, sparse=sparse)
+        hits = ordered(scores, found, limit, functools.partial(self._names_of, connection))
         # With sparse contributions only, the scores that are not 0 are all among the terms'
         # documents: the array is zeroed for the next search without walking all of it.
         if sparse:
@@ -350,7 +254,7 @@ class Ranker:
         if missing:
             stats = reads.term_stats(connection, missing)
             for term in missing:
-                entry = _load(connection, *stats[term]) if term in stats else None
+                entry = load_postings(connection, *stats[term]) if term in stats else None
                 found[term] = entry
                 self._postings[term] = entry
                 self._cached_bytes += 0 if entry is None else entry.nbytes
@@ -399,75 +303,6 @@ class Ranker:
             _, evicted = self._postings.popitem(last=False)
             self._cached_bytes -= 0 if evicted is None else evicted.nbytes
 
-    def _top(
-        self, connection: Connection, scores: np.ndarray, candidates: np.ndarray, limit: int | None
-    ) -> list[RankedTool]:
-        """``candidates`` by score, descending, cut after the run of equal scores that reaches
-        ``limit``; names are read (and collated) only where they decide."""
-        candidate_scores = scores[candidates]
-        order = np.argsort(-candidate_scores, kind="stable")
-        ordered, values = candidates[order], candidate_scores[order]
-        # Runs of equal scores: only inside a run does the collation of names matter. Whole runs
-        # are taken until the limit is reached.
-        ends = [*(np.flatnonzero(values[1:] != values[:-1]) + 1).tolist(), values.size]
-        if limit is not None:
-            ends = ends[: next((i for i, end in enumerate(ends) if end >= limit), len(ends) - 1) + 1]
-        ids: list[int] = ordered[: ends[-1]].tolist()
-        found: list[float] = values[: ends[-1]].tolist()
-        names = self._names_of(connection, ids)
-        ranked: list[RankedTool] = []
-        start = 0
-        for end in ends:
-            hits = [
-                RankedTool(i, names[i], score)
-                for i, score in zip(ids[start:end], found[start:end], strict=True)
-            ]
-            if len(hits) > 1:
-                hits.sort(key=lambda hit: (collation_key(hit.name), hit.name))
-            ranked.extend(hits)
-            start = end
-        return ranked if limit is None else ranked[:limit]
-
-    def _candidates(
-        self, scores: np.ndarray, limit: int | None, scored: list[tuple[float, np.ndarray]], *, sparse: bool
-    ) -> np.ndarray:
-        """The documents with a positive score that may place in the top ``limit``: those scoring
-        at least the limit-th best score, ties included.
-
-        A floor first: the limit-th best score among one term's documents is at most the
-        limit-th best among all, so nothing below it can place. The term weighing most (the
-        rarest, usually) gives a floor close to the answer from few documents. With sparse
-        contributions only, every positive score is among the terms' documents, and the rest of
-        the array is never read. Partitions run in the scratch array: copies of a large
-        catalog's scores into fresh arrays cost page faults."""
-        if not scored:
-            return np.zeros(0, dtype=np.int64)
-        floor = 0.0
-        if limit is not None:
-            enough = [(weight, ids) for weight, ids in scored if ids.size >= limit]
-            if enough:
-                _, ids = max(enough, key=lambda term: term[0])
-                floor = self._kth_best(scores, ids, limit)
-        if sparse:
-            parts = []
-            for _, ids in scored:
-                values = np.take(scores, ids, out=self._scratch[: ids.size])
-                parts.append(ids[(values > 0) & (values >= floor)])
-            found = parts[0] if len(parts) == 1 else _union(parts)
-        else:
-            found = np.flatnonzero(scores >= floor) if floor > 0 else np.flatnonzero(scores > 0)
-        if limit is None or found.size <= limit:
-            return found
-        threshold = self._kth_best(scores, found, limit)
-        placing: np.ndarray = found[np.take(scores, found, out=self._scratch[: found.size]) >= threshold]
-        return placing
-
-    def _kth_best(self, scores: np.ndarray, ids: np.ndarray, k: int) -> float:
-        """The k-th best score among ``ids`` (at least ``k`` of them, no repeats)."""
-        values = np.take(scores, ids, out=self._scratch[: ids.size])
-        values.partition(ids.size - k)
-        return float(values[ids.size - k])
-
     @_serialized
     def tools(self, connection: Connection, ids: Sequence[int]) -> dict[int, StoredTool]:
         """Tool rows by id (cached until the catalog changes: the hits of a session's searches
@@ -487,54 +322,8 @@ class Ranker:
         return {i: self._names[i] for i in ids}
 
 
-def _union(parts: list[np.ndarray]) -> np.ndarray:
-    """The distinct ids of ``parts``, ascending (``np.unique`` without its ``numpy.ma`` import)."""
-    ids = np.sort(np.concatenate(parts))
-    if ids.size < 2:
-        return ids
-    distinct: np.ndarray = ids[np.concatenate(([True], ids[1:] != ids[:-1]))]
-    return distinct
-
-
-def _load(connection: Connection, term_id: int, stats: dict[int, TermStats]) -> TermPostings:
-    rows = reads.postings(connection, term_id)
-    groups = rows["grp"]
-    # The rows come ordered by (group, tool id), so each group is one run: found where the group
-    # changes, in one pass (``np.unique`` sorts, and its first call imports ``numpy.ma``).
-    edges = [0, *(np.flatnonzero(groups[1:] != groups[:-1]) + 1).tolist(), int(groups.size)]
-    starts = {int(groups[start]): (start, end) for start, end in itertools.pairwise(edges) if end > start}
-    tf = rows["tf"].astype(np.float64)
-    return TermPostings(
-        term_id=term_id,
-        stats=stats,
-        tool_ids=rows["tool_id"].astype(np.int64),
-        tf=tf,
-        tf_k1=tf * (K1 + 1),
-        doc_len=rows["doc_len"].astype(np.int64),
-        group_starts=starts,
-        max_id=int(rows["tool_id"].max()) if rows.size else 0,
-        longest=int(rows["doc_len"].max()) if rows.size else 0,
-    )
-
-
 CACHED_TOOLS_LIMIT = 4096
 """Tool rows kept per process for search results."""
 
 EXCLUSION_CACHE_SIZE = 256
 """Corpora (sessions' exclusion sets) whose per-term exclusion counts are kept."""
-
-NORM_TABLE_LIMIT = 1 << 16
-"""Longest document for which length norms come from a table rather than per posting."""
-
-
-def _norm_table(entries: list[TermPostings], avgdl: float) -> np.ndarray | None:
-    """``k1 · (1 − b + b · (len / avgdl))`` for every length up to the longest posting's.
-
-    Lengths are small integers shared by many postings; the table holds exactly the doubles the
-    formula gives each of them, so looking them up changes no bit of any score.
-    """
-    longest = max((entry.longest for entry in entries), default=0)
-    if longest > NORM_TABLE_LIMIT:
-        return None
-    lengths = np.arange(longest + 1, dtype=np.float64)
-    return np.asarray(K1 * (1 - B + B * (lengths / avgdl)))

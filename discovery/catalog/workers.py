@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from discovery.errors import InvalidRecord
-from discovery.indexing import indexed_tool
-from discovery.models import ToolRecord
+from discovery.catalog.indexing import indexed_tool
+from discovery.catalog.models import ToolRecord
+from discovery.errors import InvalidRecord, describe_validation_error
 from store import IndexedTool
 
 if TYPE_CHECKING:
@@ -45,18 +45,6 @@ def as_record(record: Record, position: int) -> ToolRecord:
         return ToolRecord.model_validate(record)
     except ValidationError as exc:
         raise InvalidRecord(f"record {position + 1}: {describe_validation_error(exc)}") from exc
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """One line a person can act on: each failing field and what is wrong with it."""
-    parts = []
-    for error in exc.errors(include_url=False):
-        where = ".".join(str(part) for part in error["loc"]) or "record"
-        what = error["msg"]
-        if error["type"] == "value_error" and "ctx" in error:
-            what = str(error["ctx"]["error"])  # our validators' words, without "Value error, "
-        parts.append(f"{where}: {what}")
-    return "; ".join(parts)
 
 
 @contextmanager

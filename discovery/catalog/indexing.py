@@ -9,10 +9,10 @@ from typing import Any, Protocol
 
 import orjson
 
-from discovery.corpus import corpus_group
-from discovery.models import ToolRecord
-from discovery.scoring import document_term_frequencies, field_texts
-from store import IndexedTool
+from discovery.catalog.models import ToolRecord
+from discovery.ranking.corpus import INTERNAL_NAMES
+from discovery.ranking.fields import document_term_frequencies, field_texts
+from store import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, IndexedTool
 
 
 class IndexedFields(Protocol):
@@ -91,3 +91,12 @@ def indexed_tool(record: ToolRecord) -> IndexedTool:
         content_hash=content_hash(record),
         terms=terms,
     )
+
+
+def corpus_group(record: ToolRecord) -> int:
+    """The group a tool is stored in; a session corpus is drawn from whole groups."""
+    if record.name in INTERNAL_NAMES or record.load_mode == "essential":
+        return GROUP_FIXED
+    if record.is_mcp:
+        return GROUP_MCP
+    return GROUP_LOCAL if record.load_mode == "discoverable" else GROUP_FIXED

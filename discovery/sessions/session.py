@@ -1,7 +1,8 @@
-"""Sessions (SPEC §5): settings, effective mode, essential tools, corpus rules and activation.
+"""Sessions (SPEC §5): essential tools, the corpus rules, activation and the session handle.
 
 A session's state lives in the store; every method reads or changes it in one transaction, so
-any number of processes can hold the same session and see each other's changes.
+any number of processes can hold the same session and see each other's changes. A session works
+on the index's engine and ranker directly: nothing here calls back up into ``ToolIndex``.
 """
 
 from __future__ import annotations
@@ -10,76 +11,37 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 
-from discovery.collation import collation_key, utf16_sort_key
-from discovery.corpus import (
+from discovery.errors import DiscoveryDisabled, ToolIndexError
+from discovery.params import checked_id, checked_search
+from discovery.ranking.corpus import (
     DEFAULT_ESSENTIAL_NAMES,
     INTERNAL_NAMES,
     MODE_GROUPS,
     SEARCH_TOOL_NAME,
+    Corpus,
     is_mcp_name,
 )
-from discovery.errors import DiscoveryDisabled, QueryWithoutTerms, ToolIndexError
-from discovery.hits import SearchHit
-from discovery.ids import checked_id
-from discovery.preparation import describe_validation_error
-from discovery.ranking import Corpus
-from discovery.scoring import query_term_counts
-from store import GROUP_LOCAL, GROUP_MCP, SessionNotFound, StoredTool, reads, sessions
+from discovery.ranking.ranker import Ranker
+from discovery.results import SearchHit
+from discovery.sessions.search_tool import SearchTool
+from discovery.sessions.settings import EffectiveMode, SessionSettings, effective_mode, parsed_settings
+from discovery.text.collation import collation_key, utf16_sort_key
+from store import GROUP_LOCAL, GROUP_MCP, SessionNotFound, StoredTool
+from store import sessions as stored_sessions
 from store.engine import read_transaction, write_transaction
-
-if TYPE_CHECKING:
-    from discovery.index import ToolIndex
-    from discovery.tool import SearchTool
-
-AUTO_THRESHOLD = 40
-"""``auto`` turns discovery on when a session registers more tools than this [fixed]."""
-
-DiscoveryMode = Literal["auto", "off", "mcp-only", "all"]
-EffectiveMode = Literal["off", "mcp-only", "all"]
+from store.reads import group_members, group_server_counts, opening_candidates, tools_by_names
 
 
-class SessionSettings(BaseModel):
-    """How a session discovers tools (SPEC §5); ``requested`` names start active."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    discovery_mode: DiscoveryMode = "auto"
-    mcp_discovery: bool = False
-    essential_override: tuple[str, ...] = ()
-    default_servers: tuple[str, ...] = ()
-    requested: tuple[str, ...] = ()
-
-    @field_validator("essential_override", "default_servers", "requested", mode="before")
-    @classmethod
-    def _list_of_strings(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            raise ValueError("must be a list of names, not a single string")
-        return value
-
-
-def effective_mode(settings: SessionSettings, registered_tools: int) -> EffectiveMode:
-    """``all``/``mcp-only`` as set win; the legacy flag means ``mcp-only``; ``auto`` is
-    ``mcp-only`` above the threshold; everything else is ``off``."""
-    if settings.discovery_mode in ("all", "mcp-only"):
-        return settings.discovery_mode
-    if settings.mcp_discovery:
-        return "mcp-only"
-    if settings.discovery_mode == "auto" and registered_tools > AUTO_THRESHOLD:
-        return "mcp-only"
-    return "off"
-
-
-def essential_names(index: ToolIndex, connection: Connection, settings: SessionSettings) -> list[str]:
+def essential_names(ranker: Ranker, connection: Connection, settings: SessionSettings) -> list[str]:
     """The override (trimmed, blanks and unknown names dropped — possibly empty) or the default."""
     if not settings.essential_override:
         return list(DEFAULT_ESSENTIAL_NAMES)
     trimmed = [name.strip() for name in settings.essential_override]
-    known = index.known_names(connection, [name for name in trimmed if name])
+    known = ranker.known_names(connection, [name for name in trimmed if name])
     return list(dict.fromkeys(name for name in trimmed if name in known))
 
 
@@ -96,7 +58,7 @@ class SessionRules:
 class SessionView:
     """A session as one transaction sees it: the rules of SPEC §5 applied to the live catalog."""
 
-    state: sessions.SessionState
+    state: stored_sessions.SessionState
     settings: SessionSettings
     mode: EffectiveMode
     essentials: list[str]
@@ -109,21 +71,21 @@ class SessionView:
         return Corpus(groups, frozenset(self.state.active) | frozenset(self.essentials) | INTERNAL_NAMES)
 
 
-def registered_tool_count(index: ToolIndex, connection: Connection) -> int:
+def registered_tool_count(ranker: Ranker, connection: Connection) -> int:
     """Catalog tools, not counting a catalog entry named like the search tool itself."""
-    return index.catalog_size(connection) - len(index.known_names(connection, [SEARCH_TOOL_NAME]))
+    return ranker.catalog_size(connection) - len(ranker.known_names(connection, [SEARCH_TOOL_NAME]))
 
 
-def rules_of(index: ToolIndex, connection: Connection, stored: dict[str, Any]) -> SessionRules:
+def rules_of(ranker: Ranker, connection: Connection, stored: dict[str, Any]) -> SessionRules:
     settings = SessionSettings.model_validate(stored)
-    mode = effective_mode(settings, registered_tool_count(index, connection))
-    return SessionRules(settings, mode, essential_names(index, connection, settings))
+    mode = effective_mode(settings, registered_tool_count(ranker, connection))
+    return SessionRules(settings, mode, essential_names(ranker, connection, settings))
 
 
 def view_of(
-    index: ToolIndex, connection: Connection, state: sessions.SessionState, rules: SessionRules
+    ranker: Ranker, connection: Connection, state: stored_sessions.SessionState, rules: SessionRules
 ) -> SessionView:
-    known = index.known_names(connection, [*state.active, *state.selected])
+    known = ranker.known_names(connection, [*state.active, *state.selected])
     live = known | {SEARCH_TOOL_NAME}
     return SessionView(
         state=state,
@@ -135,17 +97,17 @@ def view_of(
     )
 
 
-def opening_active(index: ToolIndex, connection: Connection, settings: SessionSettings) -> list[str]:
+def opening_active(ranker: Ranker, connection: Connection, settings: SessionSettings) -> list[str]:
     """The active list of a new (or reset) session, in catalog order (SPEC §5)."""
-    mode = effective_mode(settings, registered_tool_count(index, connection))
+    mode = effective_mode(settings, registered_tool_count(ranker, connection))
     if mode == "off":
-        candidates = reads.opening_candidates(connection, everything=True, servers=(), names=())
+        candidates = opening_candidates(connection, everything=True, servers=(), names=())
         return [name for name, _, _ in candidates]
     requested = set(settings.requested)
-    candidates = reads.opening_candidates(
+    candidates = opening_candidates(
         connection, everything=False, servers=settings.default_servers, names=settings.requested
     )
-    essentials = set(essential_names(index, connection, settings))
+    essentials = set(essential_names(ranker, connection, settings))
     active = []
     for name, _grp, load_mode in candidates:
         if is_mcp_name(name) or not (
@@ -156,49 +118,52 @@ def opening_active(index: ToolIndex, connection: Connection, settings: SessionSe
 
 
 class Session:
-    """A handle on one stored session. Cheap: it holds only the id and the index."""
+    """A handle on one stored session. Cheap: it holds only the id, the engine and the ranker."""
 
-    def __init__(self, index: ToolIndex, session_id: str) -> None:
-        self.index = index
+    def __init__(self, engine: Engine, ranker: Ranker, session_id: str) -> None:
+        self.engine = engine
+        self.ranker = ranker
         self.id = session_id
         self._cached_view: tuple[tuple[int, object, int], SessionView] | None = None
         self._cached_rules: tuple[int, dict[str, Any], SessionRules] | None = None
 
     @classmethod
-    def open(cls, index: ToolIndex, session_id: str | None, settings: dict[str, Any] | None) -> Session:
+    def open(
+        cls, engine: Engine, ranker: Ranker, session_id: str | None, settings: dict[str, Any] | None
+    ) -> Session:
         """Create the session, or resume it (settings, when given, must match the stored ones)."""
         session_id = checked_id(session_id, "session id") if session_id is not None else uuid.uuid4().hex
-        wanted = _settings(settings or {})
+        wanted = parsed_settings(settings or {})
         # Resuming only reads, so it does not wait for another process's write (a long import).
-        with read_transaction(index.engine) as connection:
-            state = sessions.load(connection, session_id)
+        with read_transaction(engine) as connection:
+            state = stored_sessions.load(connection, session_id)
         if state is None:
-            with write_transaction(index.engine) as connection:
-                state = sessions.lock(connection, session_id)  # made meanwhile by another caller?
+            with write_transaction(engine) as connection:
+                state = stored_sessions.lock(connection, session_id)  # made meanwhile by another caller?
                 if state is None:
                     stored = wanted.model_dump(mode="json")
-                    active = opening_active(index, connection, wanted)
-                    if sessions.create(connection, session_id, stored, active) is not None:
-                        return cls(index, session_id)
+                    active = opening_active(ranker, connection, wanted)
+                    if stored_sessions.create(connection, session_id, stored, active) is not None:
+                        return cls(engine, ranker, session_id)
                     # Made at this very moment by another caller, now committed: resume it.
-                    state = sessions.lock(connection, session_id)
+                    state = stored_sessions.lock(connection, session_id)
                     assert state is not None
         if settings is not None and SessionSettings.model_validate(state.settings) != wanted:
             raise ToolIndexError(
                 f"session {session_id!r} exists with other settings; resume it without settings "
                 "or delete it first"
             )
-        return cls(index, session_id)
+        return cls(engine, ranker, session_id)
 
     def view(self) -> SessionView:
-        with read_transaction(self.index.engine) as connection:
+        with read_transaction(self.engine) as connection:
             return self._view(connection)
 
     def _view(self, connection: Connection) -> SessionView:
-        state, generation = sessions.load_with_generation(connection, self.id)
+        state, generation = stored_sessions.load_with_generation(connection, self.id)
         if state is None or generation is None:
             raise SessionNotFound(f"no session {self.id!r} in the store")
-        self.index.sync(connection, generation)
+        self.ranker.sync(connection, generation)
         # The view depends only on the stored state and the catalog: reuse it while neither moved.
         key = (state.event_count, state.updated_at, generation)
         cached = self._cached_view  # one read: another thread may replace it meanwhile
@@ -207,16 +172,18 @@ class Session:
             self._cached_view = cached
         return cached[1]
 
-    def view_in(self, connection: Connection, state: sessions.SessionState, generation: int) -> SessionView:
+    def view_in(
+        self, connection: Connection, state: stored_sessions.SessionState, generation: int
+    ) -> SessionView:
         """``state`` as seen in the caller's transaction, synced to catalog ``generation``.
 
         A session's settings rarely change (only when it is deleted and made anew), so what
         they amount to is kept until they or the catalog do; every search call starts here."""
         cached = self._cached_rules
         if cached is None or cached[0] != generation or cached[1] != state.settings:
-            cached = (generation, state.settings, rules_of(self.index, connection, state.settings))
+            cached = (generation, state.settings, rules_of(self.ranker, connection, state.settings))
             self._cached_rules = cached
-        return view_of(self.index, connection, state, cached[2])
+        return view_of(self.ranker, connection, state, cached[2])
 
     @property
     def settings(self) -> SessionSettings:
@@ -239,42 +206,40 @@ class Session:
     @property
     def total_tools(self) -> int:
         """The size of the corpus a search would rank now."""
-        with read_transaction(self.index.engine) as connection:
+        with read_transaction(self.engine) as connection:
             view = self._view(connection)
-            return self.index.corpus_size(connection, view.corpus) if view.corpus.groups else 0
+            return self.ranker.corpus_size(connection, view.corpus) if view.corpus.groups else 0
 
     @property
     def search_tool(self) -> SearchTool:
-        from discovery.tool import SearchTool
-
         return SearchTool(self)
 
     def active_tools(self) -> list[StoredTool]:
         """Full records of the active catalog tools, in active order, input schemas included."""
-        with read_transaction(self.index.engine) as connection:
+        with read_transaction(self.engine) as connection:
             view = self._view(connection)
-            found = reads.tools_by_names(connection, view.live_active)
+            found = tools_by_names(connection, view.live_active)
         return [found[name] for name in view.live_active if name in found]
 
     def set_active(self, names: Iterable[str]) -> list[str]:
         """Replace the active list; selected tools left out are unselected (SPEC §5)."""
         requested = list(names)
-        with write_transaction(self.index.engine) as connection:
+        with write_transaction(self.engine) as connection:
             state = self._lock(connection)
-            known = self.index.known_names(connection, requested) | {SEARCH_TOOL_NAME}
+            known = self.ranker.known_names(connection, requested) | {SEARCH_TOOL_NAME}
             active = [name for name in dict.fromkeys(requested) if name in known]
             selected = [name for name in state.selected if name in active]
-            event = sessions.Event(kind="set_active", params={"names": requested, "active": active})
-            sessions.record(connection, state, event, active, selected)
+            event = stored_sessions.Event(kind="set_active", params={"names": requested, "active": active})
+            stored_sessions.record(connection, state, event, active, selected)
         return active
 
     def reset(self) -> list[str]:
         """Back to a new session's state with the same settings; the selection is emptied."""
-        with write_transaction(self.index.engine) as connection:
+        with write_transaction(self.engine) as connection:
             state = self._lock(connection)
-            active = opening_active(self.index, connection, SessionSettings.model_validate(state.settings))
-            sessions.record(
-                connection, state, sessions.Event(kind="reset", params={"active": active}), active, []
+            active = opening_active(self.ranker, connection, SessionSettings.model_validate(state.settings))
+            stored_sessions.record(
+                connection, state, stored_sessions.Event(kind="reset", params={"active": active}), active, []
             )
         return active
 
@@ -283,23 +248,23 @@ class Session:
 
         Returns ``(restored, missing)``: names not in the catalog are reported and skipped.
         """
-        with write_transaction(self.index.engine) as connection:
+        with write_transaction(self.engine) as connection:
             state = self._lock(connection)
-            known = self.index.known_names(connection, list(names))
+            known = self.ranker.known_names(connection, list(names))
             restored = [name for name in dict.fromkeys(names) if name in known]
             missing = [name for name in dict.fromkeys(names) if name not in known]
             settings = SessionSettings.model_validate(state.settings)
-            opening = opening_active(self.index, connection, settings)
+            opening = opening_active(self.ranker, connection, settings)
             active = [*opening, *(name for name in restored if name not in opening)]
-            event = sessions.Event(
+            event = stored_sessions.Event(
                 kind="restore",
                 params={"source": source, "names": list(names), "active": active, "selected": restored},
             )
-            sessions.record(connection, state, event, active, restored)
+            stored_sessions.record(connection, state, event, active, restored)
         return restored, missing
 
-    def _lock(self, connection: Connection) -> sessions.SessionState:
-        state = sessions.lock(connection, self.id)
+    def _lock(self, connection: Connection) -> stored_sessions.SessionState:
+        state = stored_sessions.lock(connection, self.id)
         if state is None:
             raise SessionNotFound(f"no session {self.id!r} in the store")
         return state
@@ -308,33 +273,29 @@ class Session:
         """What a search would match now, without activating or logging anything.
 
         The session's own corpus and statistics, in one read snapshot; for hosts and UIs that
-        want to show matches before committing to them.
+        want to show matches before committing to them. Query and limit are checked as a
+        search call checks them.
         """
-        from discovery.index import validate_limit
-
-        terms = query_term_counts(query)
-        if not terms:
-            raise QueryWithoutTerms()
-        limit = validate_limit(limit)
-        with read_transaction(self.index.engine) as connection:
+        _, limit, terms = checked_search(query, limit)
+        with read_transaction(self.engine) as connection:
             view = self._view(connection)
             if not view.corpus.groups:
                 raise DiscoveryDisabled()
             selected = set(view.state.selected)
             extra = len(selected - view.corpus.excluded)
-            ranking = self.index.rank_in(connection, terms, view.corpus, limit + extra)
+            ranking = self.ranker.rank(connection, terms, view.corpus, limit + extra)
         hits = [hit for hit in ranking.hits if hit.name not in selected][:limit]
         return [SearchHit(name=hit.name, score=hit.score) for hit in hits]
 
     def describe_corpus(self) -> tuple[list[tuple[str, int]], list[str], int]:
         """``(servers with counts, built-in names, corpus size)`` for the tool description."""
-        with read_transaction(self.index.engine) as connection:
+        with read_transaction(self.engine) as connection:
             view = self._view(connection)
-            return corpus_overview(self.index, connection, view)
+            return corpus_overview(self.ranker, connection, view)
 
 
 def corpus_overview(
-    index: ToolIndex, connection: Connection, view: SessionView
+    ranker: Ranker, connection: Connection, view: SessionView
 ) -> tuple[list[tuple[str, int]], list[str], int]:
     corpus = view.corpus
     if not corpus.groups:
@@ -344,20 +305,13 @@ def corpus_overview(
     builtins: list[str] = []
     total = 0
     if GROUP_MCP in corpus.groups:
-        counts = reads.group_server_counts(connection, GROUP_MCP)
-        for doc in index.excluded_documents(connection, Corpus((GROUP_MCP,), excluded)):
+        counts = group_server_counts(connection, GROUP_MCP)
+        for doc in ranker.excluded_documents(connection, Corpus((GROUP_MCP,), excluded)):
             counts[doc.server_name] -= 1
         total += sum(counts.values())
         servers = {server: n for server, n in counts.items() if server is not None and n > 0}
     if GROUP_LOCAL in corpus.groups:
-        builtins = [name for name, _ in reads.group_members(connection, GROUP_LOCAL) if name not in excluded]
+        builtins = [name for name, _ in group_members(connection, GROUP_LOCAL) if name not in excluded]
         total += len(builtins)
     ordered_servers = sorted(servers.items(), key=lambda item: (collation_key(item[0]), item[0]))
     return ordered_servers, sorted(builtins, key=utf16_sort_key), total
-
-
-def _settings(values: dict[str, Any]) -> SessionSettings:
-    try:
-        return SessionSettings.model_validate(values)
-    except ValidationError as exc:
-        raise ToolIndexError(f"invalid session settings: {describe_validation_error(exc)}") from exc

@@ -1,7 +1,8 @@
-"""BM25+ of SPEC §4: constants, field weights and one small pure function per formula term.
+"""BM25+ of SPEC §4: the constants and one small pure function per formula term.
 
-Every function evaluates in the reference's order of operations so that equal inputs give
-bit-identical doubles, which is what makes score ties reproducible.
+The ranker applies them to arrays of postings and ``explain`` to single numbers; both evaluate
+in the reference's order of operations, so equal inputs give bit-identical doubles, which is
+what makes score ties reproducible.
 """
 
 from __future__ import annotations
@@ -9,31 +10,22 @@ from __future__ import annotations
 import functools
 import math
 import struct
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
-from discovery.tokenize import tokenize
+import numpy as np
 
 K1 = 1.2
 B = 0.75
 DELTA = 1.0
 
-FIELD_WEIGHTS: Mapping[str, int] = {
-    "name": 6,
-    "label": 4,
-    "mcp_tool_name": 4,
-    "server_name": 2,
-    "summary": 2,
-    "schema_key": 1,
-}
-"""Each token occurrence in a field adds that field's weight to the term frequency [fixed]."""
+Number = TypeVar("Number", float, np.ndarray)
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def idf(n_docs: int, df: int) -> float:
     """``ln(1 + (N − df + 0.5) / (df + 0.5))``, with the reference's ``ln`` (see ``js_log``).
 
-    Cached: ``js_log`` is plain Python (some 8 µs), and a search asks for a few terms' idf in
+    Cached: ``js_log`` is plain Python, and a search asks for a few terms' idf in
     a corpus whose ``N`` and ``df`` recur from search to search."""
     return js_log(1 + (n_docs - df + 0.5) / (df + 0.5))
 
@@ -54,7 +46,7 @@ def js_log(x: float) -> float:
     """JavaScript's ``Math.log``: V8 computes it with fdlibm's ``__ieee754_log``, ported here.
 
     The platform ``math.log`` is closer to correctly rounded and differs from it by one ulp on
-    about 1 % of arguments; the reference's scores (and so its ties) are fdlibm's.
+    a small share of arguments; the reference's scores (and so its ties) are fdlibm's.
 
     Port of fdlibm 5.3 e_log.c. Copyright (C) 1993 by Sun Microsystems, Inc. All rights reserved.
     Developed at SunSoft, a Sun Microsystems, Inc. business. Permission to use, copy, modify, and
@@ -99,14 +91,26 @@ def js_log(x: float) -> float:
     return dk * _LN2_HI - ((s * (f - r) - dk * _LN2_LO) - f)
 
 
-def length_norm(doc_len: float, avgdl: float) -> float:
-    """``k1 · (1 − b + b · (len / avgdl))``."""
+def length_norm(doc_len: Number, avgdl: float) -> Number:
+    """``k1 · (1 − b + b · (len / avgdl))``, for one length or an array of them."""
     return K1 * (1 - B + B * (doc_len / avgdl))
 
 
+def saturation_numerator(tf: Number) -> Number:
+    """``tf · (k1 + 1)``: the part of a term's contribution that no corpus changes."""
+    return tf * (K1 + 1)
+
+
+def contribution(weight: float, numerator: Number, tf: Number, norm: Number) -> Number:
+    """``weight · (numerator / (tf + norm) + δ)``, where ``weight`` is ``qtf · idf`` and
+    ``numerator`` is ``saturation_numerator(tf)``: what a matched term adds to a score."""
+    added: Number = weight * (numerator / (tf + norm) + DELTA)
+    return added
+
+
 def term_score(qtf: int, idf_value: float, tf: float, norm: float) -> float:
-    """One matched query term: ``qtf · idf · ((tf · (k1 + 1)) / (tf + norm) + δ)``."""
-    return qtf * idf_value * ((tf * (K1 + 1)) / (tf + norm) + DELTA)
+    """One matched query term: ``contribution`` at weight ``qtf · idf``."""
+    return contribution(qtf * idf_value, saturation_numerator(tf), tf, norm)
 
 
 def term_upper_bound(qtf: int, idf_value: float, max_tf: float) -> float:
@@ -115,7 +119,7 @@ def term_upper_bound(qtf: int, idf_value: float, max_tf: float) -> float:
     ``term_score`` grows with tf and shrinks as the document gets longer, so no document can
     exceed this; pruning may use it to skip work without changing a result.
     """
-    return term_score(qtf, idf_value, max_tf, K1 * (1 - B))
+    return term_score(qtf, idf_value, max_tf, length_norm(0.0, 1.0))
 
 
 def average_length(n_docs: int, total_len: float) -> float:
@@ -126,52 +130,6 @@ def average_length(n_docs: int, total_len: float) -> float:
     return mean if mean > 0 else 1.0
 
 
-def query_term_counts(query: str) -> dict[str, int]:
-    """Distinct query tokens with their counts, in order of first appearance."""
-    return dict(Counter(tokenize(query)))
-
-
 def round6(score: float) -> float:
     """Round to 6 decimals as the reference reports scores (half away from zero)."""
     return math.floor(score * 1_000_000 + 0.5) / 1_000_000
-
-
-def field_texts(
-    *,
-    name: str,
-    label: str,
-    mcp_tool_name: str | None,
-    server_name: str | None,
-    summary: str,
-    schema_keys: Iterable[str],
-) -> list[tuple[str, str]]:
-    """The indexed ``(field, text)`` pairs of a tool, one per schema key."""
-    pairs = [("name", name), ("label", label)]
-    if mcp_tool_name:
-        pairs.append(("mcp_tool_name", mcp_tool_name))
-    if server_name:
-        pairs.append(("server_name", server_name))
-    pairs.append(("summary", summary))
-    pairs.extend(("schema_key", key) for key in schema_keys)
-    return pairs
-
-
-def field_term_frequencies(pairs: Iterable[tuple[str, str]]) -> dict[str, dict[str, int]]:
-    """Weighted term frequencies per field: ``{field: {term: weight · occurrences}}``."""
-    per_field: dict[str, dict[str, int]] = {}
-    for field, text in pairs:
-        weight = FIELD_WEIGHTS[field]
-        bucket = per_field.setdefault(field, {})
-        for token in tokenize(text):
-            bucket[token] = bucket.get(token, 0) + weight
-    return per_field
-
-
-def document_term_frequencies(pairs: Iterable[tuple[str, str]]) -> dict[str, int]:
-    """Weighted term frequencies of a whole document; their sum is the document length."""
-    totals: dict[str, int] = {}
-    for field, text in pairs:
-        weight = FIELD_WEIGHTS[field]
-        for token in tokenize(text):
-            totals[token] = totals.get(token, 0) + weight
-    return totals

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from discovery.collation import utf16_sort_key
-from discovery.corpus import MCP_PREFIX
+from discovery.ranking.corpus import MCP_PREFIX
+from discovery.text.collation import utf16_sort_key
 
 SUMMARY_UTF16_UNITS = 200
 """The reference indexes the first 200 UTF-16 code units of a description [fixed]."""

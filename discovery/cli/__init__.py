@@ -1,0 +1,1 @@
+"""The command line: commands and rendering (the only layer importing click and rich)."""

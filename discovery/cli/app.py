@@ -1,0 +1,141 @@
+"""What every command shares: the database of ``--db``, errors as ``Error: …``, output helpers."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
+
+import click
+from rich.console import Console
+
+from discovery.errors import ToolIndexError
+from discovery.index import ToolIndex
+from discovery.results import json_text
+from store import StoreError, make_engine, parse_url, sqlite_file
+from store.engine import translated_errors
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+    from sqlalchemy import Engine
+    from sqlalchemy.engine import URL
+
+PROGRESS_MIN_RECORDS = 500
+"""Imports of more records than this draw a progress bar on a terminal."""
+PIPED_WIDTH = 120
+"""Columns of rich output that goes to a file or a pipe (no terminal to measure)."""
+
+
+def example(*lines: str) -> str:
+    """An epilog that click prints as written: ``Example:`` and the indented command lines."""
+    title = "Examples:" if len(lines) > 1 else "Example:"
+    return "\b\n" + title + "\n" + "\n".join(f"  {line}" for line in lines)
+
+
+class ToolIndexGroup(click.Group):
+    """A group that turns the errors a user can act on into ``Error: <message>`` and exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (ToolIndexError, StoreError) as exc:
+            raise click.ClickException(str(exc) or (type(exc).__doc__ or type(exc).__name__)) from exc
+        except RecursionError as exc:
+            raise click.ClickException("the input is nested too deeply to process") from exc
+        except Exception as exc:
+            if not _is_validation_error(exc):
+                raise
+            from discovery.errors import describe_validation_error
+
+            raise click.ClickException(describe_validation_error(exc)) from exc
+
+
+def _is_validation_error(exc: Exception) -> TypeGuard[ValidationError]:
+    """Whether ``exc`` is pydantic's ``ValidationError``; none can be raised before pydantic loads."""
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(exc, pydantic.ValidationError)
+
+
+@dataclass(frozen=True, slots=True)
+class App:
+    """What every command shares: the database URL of ``--db``."""
+
+    db: str
+
+    def index(self) -> ToolIndex:
+        """The index, created when the database is new; an older schema is an error, not upgraded."""
+        return ToolIndex.open(self.db, upgrade=False)
+
+    @contextmanager
+    def engine(self, *, must_exist: bool) -> Iterator[Engine]:
+        """A bare engine for the ``db`` commands: no schema is created or checked."""
+        url = parse_url(self.db)
+        missing = missing_sqlite_file(url)
+        if must_exist and missing:
+            raise click.ClickException(f"no database at {missing}: run `tool-index db upgrade` to create it")
+        engine = make_engine(url)
+        try:
+            with translated_errors(engine):
+                yield engine
+        finally:
+            engine.dispose()
+
+
+pass_app = click.make_pass_decorator(App)
+
+
+def missing_sqlite_file(url: URL) -> str | None:
+    """The path of a SQLite database file that does not exist yet, else ``None``."""
+    database = sqlite_file(url)
+    return None if database is None or Path(database).expanduser().exists() else database
+
+
+@contextmanager
+def progress_bar(total: int) -> Iterator[Callable[[int], None] | None]:
+    """A progress callback drawing a bar on a terminal's stderr; ``None`` when piped or small."""
+    if total <= PROGRESS_MIN_RECORDS or not is_terminal(sys.stderr):
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("Indexing tools", total=total)
+        prepared = 0
+
+        def advance(count: int) -> None:
+            nonlocal prepared
+            prepared += count
+            # Once every record is prepared, the one write transaction is what is left.
+            bar.update(
+                task, advance=count, description="Writing to the database" if prepared >= total else None
+            )
+
+        yield advance
+
+
+def is_terminal(stream: TextIO) -> bool:
+    return stream.isatty()
+
+
+def stdout_width() -> int:
+    return shutil.get_terminal_size().columns if is_terminal(sys.stdout) else PIPED_WIDTH
+
+
+def stdout_console() -> Console:
+    return Console(
+        file=sys.stdout,
+        width=stdout_width(),
+        highlight=False,
+        emoji=False,
+        force_jupyter=False,
+        legacy_windows=False,
+    )
+
+
+def echo_json(value: Any) -> None:
+    click.echo(json_text(value, indent=2))

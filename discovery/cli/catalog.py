@@ -1,0 +1,154 @@
+"""Catalog commands: import, tools, show, remove, stats."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import click
+
+from discovery.cli.app import App, echo_json, example, pass_app, progress_bar, stdout_width
+from discovery.cli.render import indented, one_line, printable, table
+
+SOURCES = ("builtin", "mcp", "extension", "custom")
+EXAMPLE_CATALOG = Path(__file__).parent.parent / "examples" / "demo-catalog.jsonl"
+"""A small catalog written for tool-index: built-ins and five made-up MCP servers."""
+
+
+@click.command(
+    "import",
+    epilog=example(
+        "tool-index import catalog.jsonl",
+        "tool-index import servers/github.json --server github --replace",
+        "cat tools-list.json | tool-index import - --server github",
+        "tool-index import --example",
+    ),
+)
+@click.argument(
+    "paths",
+    nargs=-1,
+    metavar="PATH...",
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True),
+)
+@click.option(
+    "--server",
+    metavar="NAME",
+    help="MCP server of tools/list input (default: the file name without extension; required on "
+    "stdin). With tool records, every record must belong to it.",
+)
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Also remove the tools the input no longer has: those of --server, else the whole catalog.",
+)
+@click.option("--skip-invalid", is_flag=True, help="Skip bad records with a warning instead of failing.")
+@click.option("--example", is_flag=True, help="Also import the example catalog that ships with tool-index.")
+@pass_app
+def import_(
+    app: App, paths: tuple[str, ...], server: str | None, replace: bool, skip_invalid: bool, example: bool
+) -> None:
+    """Add or update tools from catalog files.
+
+    A catalog is a JSON array or JSON lines of tool records, or an MCP tools/list result; the
+    format is detected from the content; PATH '-' reads standard input. Tools are matched by
+    name: unchanged ones are not rewritten. A bad record stops the import before anything is
+    written, unless --skip-invalid.
+    """
+    if example:
+        paths = (*paths, str(EXAMPLE_CATALOG))
+    if not paths:
+        raise click.UsageError("give at least one PATH, or --example")
+    from discovery.catalog.formats import read_catalog
+
+    ingested = read_catalog(paths, server=server, skip_invalid=skip_invalid)
+    for message in ingested.skipped:
+        click.echo(f"Warning: skipped {message}", err=True)
+    if replace and ingested.skipped:
+        raise click.ClickException(
+            f"{len(ingested.skipped)} invalid records: --replace would remove their tools; "
+            "fix them or import without --replace"
+        )
+    with app.index() as index, progress_bar(len(ingested.records)) as progress:
+        report = index.upsert_tools(ingested.records, replace=replace, server=server, progress=progress)
+    counts = report.counts()
+    if skip_invalid:
+        counts["skipped"] = len(ingested.skipped)
+    click.echo(", ".join(f"{key} {value}" for key, value in counts.items()))
+
+
+@click.command(epilog=example("tool-index tools --server github", "tool-index tools --json > catalog.json"))
+@click.option("--server", metavar="NAME", help="Only the tools of this MCP server.")
+@click.option("--source", type=click.Choice(SOURCES), help="Only the tools of this source.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole records as a JSON array (importable).")
+@pass_app
+def tools(app: App, server: str | None, source: str | None, as_json: bool) -> None:
+    """List the catalog's tools in catalog order."""
+    with app.index() as index:
+        found = index.tools(server=server, source=source)
+    if as_json:
+        echo_json([tool.as_record() for tool in found])
+    elif not found:
+        click.echo("No tools match." if server or source else "No tools in the catalog.")
+    else:
+        # Names are never cut (people copy them into other commands); summaries fill the rest.
+        rows = [(t.name, t.source, t.server_name or "", t.summary) for t in found]
+        click.echo(table([("name", "source", "server", "summary"), *rows], stdout_width()))
+
+
+@click.command(epilog=example("tool-index show mcp__github__create_issue", "tool-index show read --json"))
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@pass_app
+def show(app: App, name: str, as_json: bool) -> None:
+    """Show one tool's whole record, input schema included."""
+    with app.index() as index:
+        record = index.tool(name).as_record()
+    if as_json:
+        echo_json(record)
+        return
+    for key in ("name", "label", "source", "server_name", "mcp_tool_name", "load_mode"):
+        if record[key] is not None:
+            click.echo(f"{key + ':':<15}{one_line(record[key])}")
+    click.echo(f"{'schema_keys:':<15}{one_line(', '.join(record['schema_keys']))}")
+    click.echo(f"{'summary:':<15}{one_line(record['summary'])}")
+    click.echo("description:")
+    click.echo(indented(printable(record["description"], keep="\n\t")))
+    click.echo("input_schema:")
+    click.echo(indented(json.dumps(record["input_schema"], indent=2, ensure_ascii=False)))
+
+
+@click.command(epilog=example("tool-index remove mcp__github__create_issue mcp__github__list_issues"))
+@click.argument("names", nargs=-1, required=True)
+@pass_app
+def remove(app: App, names: tuple[str, ...]) -> None:
+    """Remove tools by name.
+
+    All or nothing: when any NAME is not in the catalog, nothing is removed and the command fails.
+    """
+    with app.index() as index:
+        removed = index.remove_tools(names, missing_ok=False)
+    click.echo(f"removed {len(removed)}")
+
+
+@click.command(epilog=example("tool-index stats", "tool-index stats --json"))
+@click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@pass_app
+def stats(app: App, as_json: bool) -> None:
+    """Show catalog sizes and counts per source and server."""
+    with app.index() as index:
+        summary = index.stats()
+        where = index.url
+    if as_json:
+        echo_json(summary)
+        return
+    click.echo(f"{'database:':<12}{where}")
+    for key in ("tools", "terms", "postings", "generation"):
+        click.echo(f"{key + ':':<12}{summary[key]}")
+    click.echo(f"{'avgdl:':<12}{summary['avgdl']:.3f}")
+    for key in ("sources", "servers"):
+        counts: Mapping[str, int] = summary[key]
+        click.echo(f"{key}:" + ("" if counts else " none"))
+        width = max((len(name) for name in counts), default=0)
+        for name, count in counts.items():
+            click.echo(f"  {one_line(name):<{width}}  {count}")

@@ -1,0 +1,100 @@
+"""Database commands: verify, and db upgrade|current|check (migrations)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from discovery.cli.app import App, ToolIndexGroup, example, pass_app
+from discovery.cli.render import one_line
+from store import migrate
+from store.engine import read_transaction
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+
+@click.command(epilog=example("tool-index verify && echo index ok"))
+@pass_app
+def verify(app: App) -> None:
+    """Check every posting and aggregate against the tool records.
+
+    Recomputes them from the stored records; exits 0 only when everything agrees.
+    """
+    with app.index() as index:
+        from discovery.diagnostics.verify import verify as verify_index
+
+        report = verify_index(index)
+    checked = ", ".join(f"{count} {what}" for what, count in report.checked.items())
+    if report.ok:
+        click.echo(f"ok: checked {checked}")
+        return
+    for problem in report.problems:
+        click.echo(one_line(problem))
+    if report.omitted:
+        click.echo(f"… and {report.omitted} more problems")
+    raise click.ClickException(
+        f"the index disagrees with its tool records: {report.found} problems (checked {checked})"
+    )
+
+
+@click.group(cls=ToolIndexGroup, epilog=example("tool-index db current", "tool-index db upgrade"))
+def db() -> None:
+    """Show, check and upgrade the database schema (migrations)."""
+
+
+@db.command(epilog=example("tool-index db upgrade"))
+@pass_app
+def upgrade(app: App) -> None:
+    """Create the schema, or upgrade it to the newest revision."""
+    with app.engine(must_exist=False) as engine:
+        before = _revision(engine)
+        migrate.ensure_schema(engine, upgrade_if_old=True)
+        after = _revision(engine)
+    if before == after:
+        click.echo(f"already at head {after}")
+    else:
+        click.echo(f"upgraded {before or 'an empty database'} to {after} (head)")
+
+
+@db.command(epilog=example("tool-index db current"))
+@pass_app
+def current(app: App) -> None:
+    """Print the schema revision and whether it is the newest."""
+    with app.engine(must_exist=True) as engine:
+        revision = _revision(engine)
+    head = migrate.head_revision()
+    if revision is None:
+        click.echo(f"none (no tool-index schema; head is {head}: run `tool-index db upgrade`)")
+    elif revision == head:
+        click.echo(f"{revision} (head)")
+    elif revision in migrate.known_revisions():
+        click.echo(f"{revision} (behind head {head}: run `tool-index db upgrade`)")
+    else:
+        click.echo(f"{revision} (unknown: newer than this tool-index, whose head is {head})")
+
+
+@db.command(epilog=example("tool-index db check && echo schema ok"))
+@pass_app
+def check(app: App) -> None:
+    """Fail unless the schema is at head and matches the models."""
+    with app.engine(must_exist=True) as engine:
+        revision = _revision(engine)
+        head = migrate.head_revision()
+        if revision != head:
+            fix = "upgrade tool-index" if _is_newer(revision) else "run `tool-index db upgrade`"
+            raise click.ClickException(f"the schema is at {revision or 'no revision'}, head is {head}: {fix}")
+        changes = migrate.pending_model_changes(engine)
+    if changes:
+        raise click.ClickException(f"the schema at {head} differs from the models: {'; '.join(changes)}")
+    click.echo(f"ok: {head} (head), the schema matches the models")
+
+
+def _revision(engine: Engine) -> str | None:
+    with read_transaction(engine) as connection:
+        return migrate.current_revision(connection)
+
+
+def _is_newer(revision: str | None) -> bool:
+    return revision is not None and revision not in migrate.known_revisions()

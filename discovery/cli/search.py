@@ -1,0 +1,153 @@
+"""Search commands: search (read-only or in a session) and explain."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import click
+
+from discovery.cli.app import App, echo_json, example, pass_app, stdout_console, stdout_width
+from discovery.cli.render import one_line, render_result, table
+from discovery.errors import EmptyQuery
+from discovery.params import DEFAULT_LIMIT
+from discovery.ranking.bm25 import round6
+from discovery.results import SearchDetails
+
+
+@click.command(
+    epilog=example(
+        "tool-index search 'create issue' --limit 5",
+        "tool-index search 'post a message' --mode mcp-only --json",
+        "tool-index search 'open a pull request' --session chat-42 --mode all",
+    )
+)
+@click.argument("query")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=DEFAULT_LIMIT, show_default=True, help="Most matches."
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["all", "mcp-only"]),
+    default=None,
+    help="Search every discoverable tool, or the MCP tools only [default: all; with --session, the "
+    "mode of a new session, default auto].",
+)
+@click.option("--session", "session_id", metavar="ID", help="Run search_tool_bm25 in this session.")
+@click.option(
+    "--default-server",
+    "default_servers",
+    multiple=True,
+    metavar="NAME",
+    help=("New session: an MCP server whose tools stay active (repeatable)."),
+)
+@click.option(
+    "--request",
+    "requested",
+    multiple=True,
+    metavar="NAME",
+    help=("New session: a tool to start active (repeatable)."),
+)
+@click.option(
+    "--essential",
+    "essential_override",
+    multiple=True,
+    metavar="NAME",
+    help=("New session: replace the essential tool names (repeatable)."),
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the details object as one JSON document.")
+@click.option("--expanded", is_flag=True, help="Show every match, not only the first five.")
+@pass_app
+def search(
+    app: App,
+    query: str,
+    limit: int,
+    mode: str | None,
+    session_id: str | None,
+    default_servers: tuple[str, ...],
+    requested: tuple[str, ...],
+    essential_override: tuple[str, ...],
+    as_json: bool,
+    expanded: bool,
+) -> None:
+    """Rank the catalog's tools for QUERY.
+
+    Without --session: read-only, the whole catalog in MODE with nothing active. With --session:
+    the search_tool_bm25 call of that session (created when new), which activates the matches
+    and persists them.
+    """
+    if session_id is None:
+        details = _read_only_search(app, query, limit, mode or "all")
+    else:
+        settings = {
+            "discovery_mode": mode,
+            "default_servers": list(default_servers) or None,
+            "requested": list(requested) or None,
+            "essential_override": list(essential_override) or None,
+        }
+        details = _session_search(app, session_id, query, limit, settings)
+    if as_json:
+        echo_json(details)
+    else:
+        stdout_console().print(render_result(details, expanded=expanded))
+
+
+def _read_only_search(app: App, query: str, limit: int, mode: str) -> SearchDetails:
+    with app.index() as index:
+        return index.search_details(query, limit, mode=mode)
+
+
+def _session_search(
+    app: App, session_id: str, query: str, limit: int, settings: dict[str, Any]
+) -> SearchDetails:
+    """One search_tool_bm25 call; the session is created with ``settings`` when it is new."""
+    given = {key: value for key, value in settings.items() if value is not None}
+    with app.index() as index:
+        # Settings given for an existing session must match its own (else a clear error).
+        session = index.session(session_id, **given)
+        call_id = f"cli-{uuid.uuid4().hex[:12]}"
+        return session.search_tool.execute(call_id, {"query": query, "limit": limit}).details
+
+
+@click.command(epilog=example("tool-index explain 'create a pull request' mcp__github__create_pull_request"))
+@click.argument("query")
+@click.argument("name")
+@click.option(
+    "--mode",
+    type=click.Choice(["all", "mcp-only"]),
+    default="all",
+    show_default=True,
+    help="The read-only corpus the score is computed in, as for search.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the breakdown as JSON.")
+@pass_app
+def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
+    """Break down NAME's score for QUERY by term and by field.
+
+    The score is the one a read-only search in MODE gives NAME, with the corpus statistics behind it.
+    """
+    if not query.strip():
+        raise EmptyQuery()
+    with app.index() as index:
+        from discovery.diagnostics.explain import explain as explain_score
+
+        explanation = explain_score(index, query.strip(), name, mode=mode)
+    if as_json:
+        echo_json(explanation.as_dict())
+        return
+    click.echo(f"{one_line(name)}  score {round6(explanation.score)}  (mode {mode})")
+    click.echo(
+        f"corpus: {explanation.n_docs} tools, avgdl {explanation.avgdl:.3f}; "
+        f"tool length {explanation.doc_len}, norm {explanation.norm:.6f}"
+    )
+    rows: list[tuple[str, ...]] = [("term / field", "qtf", "df", "idf", "tf", "score")]
+    for term in explanation.terms:
+        idf = f"{term.idf:.6f}"
+        rows.append((term.term, str(term.qtf), str(term.df), idf, str(term.tf), _six(term.contribution)))
+        for part in term.fields:
+            rows.append((f"  {part.field} ×{part.weight}", "", "", "", str(part.tf), _six(part.contribution)))
+    click.echo(table(rows, stdout_width()))
+
+
+def _six(score: float) -> str:
+    return f"{round6(score):.6f}"

@@ -1,0 +1,125 @@
+"""Session commands: sessions, session show|reset|delete|import-jsonl."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from discovery.cli.app import App, ToolIndexGroup, echo_json, example, pass_app, stdout_width
+from discovery.cli.render import one_line, table
+
+
+@click.command(epilog=example("tool-index sessions", "tool-index sessions --json"))
+@click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
+@pass_app
+def sessions(app: App, as_json: bool) -> None:
+    """List the stored sessions with their sizes and search calls."""
+    with app.index() as index:
+        summaries = index.sessions()
+    if as_json:
+        echo_json([dataclasses.asdict(summary) for summary in summaries])
+        return
+    if not summaries:
+        click.echo("No sessions.")
+        return
+    rows: list[tuple[str, ...]] = [("id", "mode", "active", "selected", "calls", "updated")]
+    rows += [
+        (
+            s.id,
+            str(s.settings.get("discovery_mode", "auto")),
+            str(s.active),
+            str(s.selected),
+            str(s.calls),
+            s.updated_at,
+        )
+        for s in summaries
+    ]
+    click.echo(table(rows, stdout_width()))
+
+
+@click.group(
+    cls=ToolIndexGroup, epilog=example("tool-index session show chat-42", "tool-index session reset chat-42")
+)
+def session() -> None:
+    """Show, reset, delete or import one session."""
+
+
+@session.command("show", epilog=example("tool-index session show chat-42 --json"))
+@click.argument("session_id", metavar="ID")
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"id", "settings", "active", "selected", "calls"}.'
+)
+@pass_app
+def session_show(app: App, session_id: str, as_json: bool) -> None:
+    """Show a session's settings, tools and logged calls."""
+    with app.index() as index:
+        record = index.session_record(session_id)
+    if as_json:
+        echo_json(record)
+        return
+    click.echo(f"Session {one_line(record['id'])}")
+    click.echo(f"  settings: {one_line(json.dumps(record['settings'], ensure_ascii=False))}")
+    click.echo(f"  active ({len(record['active'])}): {one_line(', '.join(record['active']))}")
+    click.echo(f"  selected ({len(record['selected'])}): {one_line(', '.join(record['selected']))}")
+    click.echo(f"  log ({len(record['calls'])} events):")
+    for call in record["calls"]:
+        # Outside ``one_line``, which would fold the sequence number's padding.
+        click.echo(f"    {call['seq']:>4} {one_line(_event_line(call))}")
+
+
+def _event_line(call: dict[str, Any]) -> str:
+    head = f"{call['time']} {call['kind']}"
+    if call["kind"] != "search":
+        return head
+    query = (call.get("params") or {}).get("query")
+    outcome = call["error"] or f"activated {', '.join(call['activated']) or 'nothing'}"
+    return f"{head} {call['tool']} {json.dumps(query, ensure_ascii=False)}: {outcome}"
+
+
+@session.command("reset", epilog=example("tool-index session reset chat-42"))
+@click.argument("session_id", metavar="ID")
+@pass_app
+def session_reset(app: App, session_id: str) -> None:
+    """Reset a session to its opening tools, nothing selected."""
+    with app.index() as index:
+        active = index.session(session_id).reset()
+    click.echo(f"reset {session_id}: {len(active)} active, 0 selected")
+
+
+@session.command("delete", epilog=example("tool-index session delete chat-42"))
+@click.argument("session_id", metavar="ID")
+@pass_app
+def session_delete(app: App, session_id: str) -> None:
+    """Delete a session and its log."""
+    with app.index() as index:
+        index.delete_session(session_id)
+    click.echo(f"deleted {session_id}")
+
+
+@session.command(
+    "import-jsonl", epilog=example("tool-index session import-jsonl ~/.agent/sessions/42.jsonl --id chat-42")
+)
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--id", "session_id", required=True, metavar="ID", help="The session to restore into.")
+@click.option(
+    "--mode", type=click.Choice(["auto", "off", "mcp-only", "all"]), help="New session: discovery mode."
+)
+@pass_app
+def session_import_jsonl(app: App, path: Path, session_id: str, mode: str | None) -> None:
+    """Restore the selection of a host's JSONL session file.
+
+    The selection is the last mcp_tool_selection entry on the path from the file's last entry
+    back to its root; names missing from the catalog are reported and skipped.
+    """
+    settings = {"discovery_mode": mode} if mode else {}
+    with app.index() as index:
+        restored = index.import_session_file(path, session_id, **settings)
+    if not restored.found:
+        click.echo(f"{path}: no tool selection in force; {session_id} has nothing selected", err=True)
+    for name in restored.missing:
+        click.echo(f"warning: {one_line(name)} is not in the catalog; skipped", err=True)
+    click.echo(f"restored {len(restored.restored)} selected tools into {session_id}")

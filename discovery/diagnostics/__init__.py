@@ -1,0 +1,1 @@
+"""Diagnostics: explain a score, verify the stored index."""

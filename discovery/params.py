@@ -1,0 +1,66 @@
+"""One check of what a caller asks for, shared by every entry point (library, tool, CLI).
+
+A query is text that is not blank; a limit is a positive integer, an integral float counting
+(JSON numbers arrive as ``5.0``), booleans and NaN not; ids are text the store keeps exactly.
+A search, a session search and a preview all raise the same error for the same input.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from discovery.errors import EmptyQuery, InvalidLimit, QueryWithoutTerms, ToolIndexError
+from discovery.text.tokenizer import tokenize
+from store.sessions import storable
+
+DEFAULT_LIMIT = 8
+"""Matches returned when a search names no limit [fixed]."""
+
+
+def checked_query(query: Any) -> str:
+    """``query`` trimmed; ``EmptyQuery`` when it is not text or is blank."""
+    if not isinstance(query, str) or not query.strip():
+        raise EmptyQuery()
+    return query.strip()
+
+
+def checked_limit(limit: Any) -> int:
+    """A positive integer (``None`` is the default); ``InvalidLimit`` for anything else."""
+    if limit is None:
+        return DEFAULT_LIMIT
+    if isinstance(limit, bool):
+        raise InvalidLimit()
+    if isinstance(limit, float) and math.isfinite(limit) and limit.is_integer():
+        limit = int(limit)
+    if not isinstance(limit, int) or limit < 1:
+        raise InvalidLimit()
+    return limit
+
+
+def query_terms(query: str) -> dict[str, int]:
+    """Distinct query tokens with their counts, in order of first appearance (SPEC §4);
+    ``QueryWithoutTerms`` when there are none."""
+    terms = dict(Counter(tokenize(query)))
+    if not terms:
+        raise QueryWithoutTerms()
+    return terms
+
+
+def checked_search(query: Any, limit: Any) -> tuple[str, int, dict[str, int]]:
+    """Query, limit and terms, checked in SPEC §6's order: query, then limit, then terms."""
+    trimmed = checked_query(query)
+    return trimmed, checked_limit(limit), query_terms(trimmed)
+
+
+def checked_id(value: object, what: str, *, blank: bool = False) -> str:
+    """A session or call id the store can keep and match exactly: text, with no NUL and no lone
+    surrogate (no backend stores those as given), and not blank unless ``blank``."""
+    if not isinstance(value, str):
+        raise ToolIndexError(f"a {what} must be text, not {type(value).__name__}")
+    if not blank and not value.strip():
+        raise ToolIndexError(f"a {what} must not be blank")
+    if storable(value) != value:
+        raise ToolIndexError(f"a {what} must not contain NUL characters or lone surrogates: {value!r}")
+    return value

@@ -1,0 +1,41 @@
+"""Which tools a search can rank (SPEC §5): corpus groups, and the names with special roles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from discovery.errors import ToolIndexError
+from store import GROUP_LOCAL, GROUP_MCP
+
+MCP_PREFIX = "mcp__"
+
+SEARCH_TOOL_NAME = "search_tool_bm25"
+INTERNAL_NAMES = frozenset({SEARCH_TOOL_NAME, "resolve", "yield", "report_finding", "report_tool_issue"})
+"""Never enter a corpus, whatever their record says [fixed]."""
+DEFAULT_ESSENTIAL_NAMES = ("read", "bash", "edit", "write", "glob", "eval")
+"""Always active unless a session overrides the list [fixed]."""
+
+MODE_GROUPS: dict[str, tuple[int, ...]] = {
+    "mcp-only": (GROUP_MCP,),
+    "all": (GROUP_LOCAL, GROUP_MCP),
+}
+"""The corpus groups each effective discovery mode searches."""
+
+
+@dataclass(frozen=True, slots=True)
+class Corpus:
+    """A corpus: whole groups, less the named documents a session excludes."""
+
+    groups: tuple[int, ...]
+    excluded: frozenset[str] = frozenset()
+
+
+def is_mcp_name(name: str) -> bool:
+    return name.startswith(MCP_PREFIX)
+
+
+def read_only_corpus(mode: str) -> Corpus:
+    """What a fresh session with default settings and nothing requested would search in ``mode``."""
+    if mode not in MODE_GROUPS:
+        raise ToolIndexError(f"unknown search mode {mode!r}: use 'all' or 'mcp-only'")
+    return Corpus(MODE_GROUPS[mode], frozenset(DEFAULT_ESSENTIAL_NAMES) | INTERNAL_NAMES)

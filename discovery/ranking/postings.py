@@ -1,0 +1,135 @@
+"""A term's stored postings as numpy arrays, and what the term adds to each score of a corpus."""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from sqlalchemy import Connection
+
+from discovery.ranking.bm25 import contribution, length_norm, saturation_numerator
+from store import TermStats
+from store.reads import postings
+
+DENSE_SHARE = 6
+"""A contribution is laid out densely by tool id when its postings are at least one in this
+many ids: adding it is then one contiguous pass instead of a scatter per posting, and it costs at
+most this many times the memory."""
+
+
+@dataclass(frozen=True, slots=True)
+class Contribution:
+    """What a term adds to each document's score in one corpus (``bm25.contribution``), per
+    posting of the corpus' groups, whose tool ids are ``ids`` (a view of the cached postings),
+    or, when ``dense``, laid out by tool id with 0 where the term is absent. Adding 0 leaves a
+    score's bits as they are, so both layouts give the same scores."""
+
+    values: np.ndarray
+    ids: np.ndarray
+    dense: bool
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.values.nbytes)
+
+    def add_to(self, scores: np.ndarray) -> None:
+        if self.dense:
+            target = scores[: self.values.size]
+            target += self.values
+        else:
+            np.add.at(scores, self.ids, self.values)  # ids are unique: a plain scatter-add
+
+
+Contributions = OrderedDict[tuple[float, tuple[int, ...], float], Contribution]
+
+
+@dataclass(slots=True)
+class TermPostings:
+    """A term's postings sorted by (group, tool id), with where each group's run starts.
+
+    ``tf_k1`` is ``bm25.saturation_numerator(tf)``, the part no corpus changes;
+    ``contributions`` keeps what the term adds to each score by (average length, groups, weight)
+    for the corpora searched last (the ranker fills it), so a repeated search of one corpus only
+    adds them up.
+    """
+
+    term_id: int
+    stats: dict[int, TermStats]
+    tool_ids: np.ndarray
+    tf: np.ndarray
+    tf_k1: np.ndarray
+    doc_len: np.ndarray
+    group_starts: dict[int, tuple[int, int]]
+    max_id: int
+    longest: int
+    contributions: Contributions = field(default_factory=OrderedDict)
+
+    def span(self, groups: Sequence[int]) -> slice:
+        """The postings of ``groups``: one contiguous run, since corpus groups are adjacent."""
+        spans = [self.group_starts[g] for g in groups if g in self.group_starts]
+        if not spans:
+            return slice(0, 0)
+        return slice(min(s for s, _ in spans), max(e for _, e in spans))
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.tool_ids, self.tf, self.tf_k1, self.doc_len)
+        return sum(array.nbytes for array in arrays) + sum(
+            kept.nbytes for kept in self.contributions.values()
+        )
+
+    def contribution(
+        self, groups: tuple[int, ...], avgdl: float, norms: np.ndarray | None, weight: float
+    ) -> Contribution:
+        """``bm25.contribution`` at ``weight`` for the postings of ``groups`` at ``avgdl``."""
+        run = self.span(groups)
+        tf, doc_len, ids = self.tf[run], self.doc_len[run], self.tool_ids[run]
+        norm = norms[doc_len] if norms is not None else length_norm(doc_len, avgdl)
+        values: np.ndarray = contribution(weight, self.tf_k1[run], tf, norm)
+        id_range = int(ids.max()) + 1 if ids.size else 0
+        if ids.size == 0 or ids.size * DENSE_SHARE < id_range:
+            return Contribution(values, ids, dense=False)
+        dense = np.zeros(id_range)
+        dense[ids] = values
+        return Contribution(dense, ids, dense=True)
+
+
+def load_postings(connection: Connection, term_id: int, stats: dict[int, TermStats]) -> TermPostings:
+    rows = postings(connection, term_id)
+    groups = rows["grp"]
+    # The rows come ordered by (group, tool id), so each group is one run: found where the group
+    # changes, in one pass (``np.unique`` sorts, and its first call imports ``numpy.ma``).
+    edges = [0, *(np.flatnonzero(groups[1:] != groups[:-1]) + 1).tolist(), int(groups.size)]
+    starts = {int(groups[start]): (start, end) for start, end in itertools.pairwise(edges) if end > start}
+    tf = rows["tf"].astype(np.float64)
+    return TermPostings(
+        term_id=term_id,
+        stats=stats,
+        tool_ids=rows["tool_id"].astype(np.int64),
+        tf=tf,
+        tf_k1=saturation_numerator(tf),
+        doc_len=rows["doc_len"].astype(np.int64),
+        group_starts=starts,
+        max_id=int(rows["tool_id"].max()) if rows.size else 0,
+        longest=int(rows["doc_len"].max()) if rows.size else 0,
+    )
+
+
+NORM_TABLE_LIMIT = 1 << 16
+"""Longest document for which length norms come from a table rather than per posting."""
+
+
+def norm_table(entries: list[TermPostings], avgdl: float) -> np.ndarray | None:
+    """``k1 · (1 − b + b · (len / avgdl))`` for every length up to the longest posting's.
+
+    Lengths are small integers shared by many postings; the table holds exactly the doubles the
+    formula gives each of them, so looking them up changes no bit of any score.
+    """
+    longest = max((entry.longest for entry in entries), default=0)
+    if longest > NORM_TABLE_LIMIT:
+        return None
+    lengths = np.arange(longest + 1, dtype=np.float64)
+    return length_norm(lengths, avgdl)

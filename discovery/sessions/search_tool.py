@@ -1,0 +1,163 @@
+"""The ``search_tool_bm25`` tool of SPEC §6: its schema, description and ``execute``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from sqlalchemy import Connection
+
+from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, ToolCallError
+from discovery.params import checked_id, checked_limit, checked_query, query_terms
+from discovery.ranking.corpus import SEARCH_TOOL_NAME, is_mcp_name
+from discovery.results import SearchDetails, compact_json, match_details
+from discovery.sessions.description import render_description
+from store import sessions as stored_sessions
+from store.engine import write_transaction
+
+if TYPE_CHECKING:
+    # The session hands itself to its tool; the tool only calls it back.
+    from discovery.sessions.session import Session, SessionView
+
+LABEL = "SearchTools"
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "description": "tool search query"},
+        "limit": {"type": "integer", "minimum": 1, "description": "max matches"},
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What the model sees (``content``) and what hosts and UIs get (``details``)."""
+
+    content: str
+    details: SearchDetails
+
+
+class SearchTool:
+    """``search_tool_bm25`` bound to one session."""
+
+    name = SEARCH_TOOL_NAME
+    label = LABEL
+    parameters = PARAMETERS
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    @property
+    def description(self) -> str:
+        """Rendered from the session's current corpus."""
+        return render_description(*self.session.describe_corpus())
+
+    def execute(self, call_id: str, params: dict[str, Any]) -> ToolResult:
+        """Run one search call: rank, activate, persist and log, all before returning.
+
+        Raises ``ToolCallError`` with the exact message of SPEC §6; failed calls are logged
+        too. A call id the session has already answered returns the logged answer; an empty
+        one is never matched. A call id the store cannot keep is a ``ToolIndexError``.
+        """
+        session = self.session
+        call_id = checked_id(call_id, "call id", blank=True)
+        outcome: ToolResult | ToolCallError
+        with write_transaction(session.engine) as connection:
+            state, generation, done = stored_sessions.lock_for_call(connection, session.id, call_id)
+            if state is None:
+                raise DiscoveryUnavailable()
+            if done is not None:
+                return _replayed(done, params)
+            session.ranker.sync(connection, generation)
+            view = self.session.view_in(connection, state, generation)
+            try:
+                outcome = self._search(connection, view, params)
+            except ToolCallError as error:
+                outcome = error
+            stored_sessions.record(connection, state, *_logged(view, call_id, params, outcome))
+        if isinstance(outcome, ToolCallError):
+            raise outcome
+        return outcome
+
+    def _search(self, connection: Connection, view: SessionView, params: Any) -> ToolResult:
+        if view.mode == "off":
+            raise DiscoveryDisabled()
+        fields = params if isinstance(params, dict) else {}
+        query = checked_query(fields.get("query"))
+        limit = checked_limit(fields.get("limit"))
+        terms = query_terms(query)
+        ranker = self.session.ranker
+        selected = set(view.state.selected)
+        corpus = view.corpus
+        # Selected tools are active, so outside the corpus; rank more only for any that are not.
+        rankable_selected = len(selected - corpus.excluded)
+        ranking = ranker.rank(connection, terms, corpus, limit + rankable_selected)
+        matches = [hit for hit in ranking.hits if hit.name not in selected][:limit]
+        activated = activation_order([hit.name for hit in matches])
+        active_selected = [*view.live_selected, *(n for n in activated if n not in view.live_selected)]
+        tools = ranker.tools(connection, [hit.tool_id for hit in matches])
+        content = compact_json(
+            {
+                "query": query,
+                "activated_tools": activated,
+                "match_count": len(matches),
+                "total_tools": ranking.total_tools,
+            }
+        )
+        details: SearchDetails = {
+            "query": query,
+            "limit": limit,
+            "total_tools": ranking.total_tools,
+            "activated_tools": activated,
+            "active_selected_tools": active_selected,
+            "tools": [match_details(tools[hit.tool_id], hit.score) for hit in matches],
+        }
+        return ToolResult(content=content, details=details)
+
+
+def _logged(
+    view: SessionView, call_id: str, params: Any, outcome: ToolResult | ToolCallError
+) -> tuple[stored_sessions.Event, list[str], list[str]]:
+    """The log entry of a call and the lists it leaves behind."""
+    state = view.state
+    logged_params = params if isinstance(params, dict) else {"value": params}
+    if isinstance(outcome, ToolCallError):
+        event = stored_sessions.Event(
+            kind="search",
+            tool_name=SEARCH_TOOL_NAME,
+            call_id=call_id,
+            params=logged_params,
+            error=str(outcome),
+        )
+        return event, state.active, state.selected
+    activated = outcome.details["activated_tools"]
+    event = stored_sessions.Event(
+        kind="search",
+        tool_name=SEARCH_TOOL_NAME,
+        call_id=call_id,
+        params=logged_params,
+        content=outcome.content,
+        details=outcome.details,
+        activated=tuple(activated),
+    )
+    selected = [*state.selected, *(name for name in activated if name not in state.selected)]
+    active = [*state.active, *(name for name in activated if name not in state.active)]
+    return event, active, selected
+
+
+def _replayed(done: stored_sessions.LoggedEvent, params: Any) -> ToolResult:
+    if done.event.params != params:
+        raise ToolCallError(f"call id {done.event.call_id!r} was already used with other parameters")
+    if done.event.error is not None:
+        raise ToolCallError(done.event.error)
+    assert done.event.content is not None and done.event.details is not None
+    return ToolResult(content=done.event.content, details=cast(SearchDetails, done.event.details))
+
+
+def activation_order(names: Sequence[str]) -> list[str]:
+    """MCP names first, then the others, each once, rank order kept within each part (SPEC §5)."""
+    unique = list(dict.fromkeys(names))
+    return [name for name in unique if is_mcp_name(name)] + [name for name in unique if not is_mcp_name(name)]

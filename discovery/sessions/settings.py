@@ -1,0 +1,53 @@
+"""Session settings (SPEC §5) and the discovery mode they amount to."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from discovery.errors import ToolIndexError, describe_validation_error
+
+AUTO_THRESHOLD = 40
+"""``auto`` turns discovery on when a session registers more tools than this [fixed]."""
+
+DiscoveryMode = Literal["auto", "off", "mcp-only", "all"]
+EffectiveMode = Literal["off", "mcp-only", "all"]
+
+
+class SessionSettings(BaseModel):
+    """How a session discovers tools (SPEC §5); ``requested`` names start active."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    discovery_mode: DiscoveryMode = "auto"
+    mcp_discovery: bool = False
+    essential_override: tuple[str, ...] = ()
+    default_servers: tuple[str, ...] = ()
+    requested: tuple[str, ...] = ()
+
+    @field_validator("essential_override", "default_servers", "requested", mode="before")
+    @classmethod
+    def _list_of_strings(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError("must be a list of names, not a single string")
+        return value
+
+
+def effective_mode(settings: SessionSettings, registered_tools: int) -> EffectiveMode:
+    """``all``/``mcp-only`` as set win; the legacy flag means ``mcp-only``; ``auto`` is
+    ``mcp-only`` above the threshold; everything else is ``off``."""
+    if settings.discovery_mode in ("all", "mcp-only"):
+        return settings.discovery_mode
+    if settings.mcp_discovery:
+        return "mcp-only"
+    if settings.discovery_mode == "auto" and registered_tools > AUTO_THRESHOLD:
+        return "mcp-only"
+    return "off"
+
+
+def parsed_settings(values: dict[str, Any]) -> SessionSettings:
+    try:
+        return SessionSettings.model_validate(values)
+    except ValidationError as exc:
+        raise ToolIndexError(f"invalid session settings: {describe_validation_error(exc)}") from exc

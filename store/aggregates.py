@@ -1,0 +1,190 @@
+"""The ranking aggregates of one catalog write: group and term statistics, counted as postings
+come and go, and applied once at the end of the write; the term ids it needs."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
+
+from store import driver, postings
+from store.postings import Key
+from store.schema import group_stats_table, term_stats_table, terms_table, tools_table
+from store.sql import chunks
+
+
+class AggregateDelta:
+    """Changes to group and term statistics collected during one write."""
+
+    def __init__(self) -> None:
+        self.doc_count: dict[int, int] = defaultdict(int)
+        self.total_len: dict[int, int] = defaultdict(int)
+        self.df: dict[Key, int] = defaultdict(int)
+        self.added_max_tf: dict[Key, int] = {}
+        self.removed_max_tf: dict[Key, int] = {}
+        self.recheck: set[Key] = set()
+        """Keys that lost a posting added earlier in this write: their ``max_tf`` is recounted."""
+
+    def add_document(self, grp: int, doc_len: int, sign: int) -> None:
+        self.doc_count[grp] += sign
+        self.total_len[grp] += sign * doc_len
+
+    def add_postings(self, changes: np.ndarray, sign: int, written_here: np.ndarray | None = None) -> None:
+        """Count ``changes`` (``CHANGE_DTYPE``) in or out: per key, their number and largest tf.
+
+        ``written_here``: tools whose postings this write added; taking those out again makes
+        ``added_max_tf`` an overcount, so their keys are rechecked.
+        """
+        if changes.size == 0:
+            return
+        if written_here is not None and written_here.size:
+            again = changes[np.isin(changes["tool_id"], written_here)]
+            self.recheck.update(zip(again["term_id"].tolist(), again["grp"].tolist(), strict=True))
+        target = self.added_max_tf if sign > 0 else self.removed_max_tf
+        for term, grp, count, tf in postings.key_totals(changes):
+            key = (term, grp)
+            self.df[key] += sign * count
+            target[key] = max(target.get(key, 0), tf)
+
+
+def current_postings(connection: Connection, tool_ids: Sequence[int], delta: AggregateDelta) -> np.ndarray:
+    """The postings ``tool_ids`` hold now (``CHANGE_DTYPE``), read from their indexed terms, and
+    their documents counted out of the group statistics."""
+    parts: list[np.ndarray] = []
+    for part in chunks(tool_ids):
+        rows = connection.execute(
+            select(
+                tools_table.c.id, tools_table.c.grp, tools_table.c.doc_len, tools_table.c.indexed_terms
+            ).where(tools_table.c.id.in_(part))
+        )
+        for tool_id, grp, doc_len, packed in rows:
+            delta.add_document(grp, doc_len, -1)
+            entries = postings.forward_entries(packed, tool_id)
+            held = np.empty(entries.size, postings.CHANGE_DTYPE)
+            held["term_id"], held["tf"] = entries["term_id"], entries["tf"]
+            held["grp"], held["tool_id"], held["doc_len"] = grp, tool_id, doc_len
+            parts.append(held)
+    return np.concatenate(parts) if parts else np.empty(0, postings.CHANGE_DTYPE)
+
+
+def add_term_ids(connection: Connection, terms: set[str], ids: dict[str, int]) -> None:
+    """Add the ids of ``terms`` to ``ids``, creating the missing terms (safe: writers hold the
+    catalog lock)."""
+    wanted = sorted(term for term in terms if term not in ids)
+    for part in chunks(wanted):
+        ids.update(
+            dict(
+                connection.execute(
+                    select(terms_table.c.text, terms_table.c.id).where(terms_table.c.text.in_(part))
+                ).all()
+            )
+        )
+    missing = [term for term in wanted if term not in ids]
+    if missing and connection.dialect.name == "sqlite":
+        # Ids given here under the write lock, straight to the driver: an import adds tens of
+        # thousands of terms, and RETURNING makes SQLAlchemy insert them one statement each.
+        first = driver.next_id(connection, "terms")
+        new = {term: first + offset for offset, term in enumerate(missing)}
+        driver.execute_many(
+            connection, "INSERT INTO terms (id, text) VALUES (?, ?)", [(i, t) for t, i in new.items()]
+        )
+        ids.update(new)
+        return
+    for part in chunks(missing):
+        rows = connection.execute(
+            insert(terms_table).returning(terms_table.c.text, terms_table.c.id, sort_by_parameter_order=True),
+            [{"text": term} for term in part],
+        )
+        ids.update({text: term_id for text, term_id in rows})
+
+
+def apply_aggregates(connection: Connection, delta: AggregateDelta) -> None:
+    for grp in set(delta.doc_count) | set(delta.total_len):
+        connection.execute(
+            update(group_stats_table)
+            .where(group_stats_table.c.grp == grp)
+            .values(
+                doc_count=group_stats_table.c.doc_count + delta.doc_count[grp],
+                total_len=group_stats_table.c.total_len + delta.total_len[grp],
+            )
+        )
+    keys = sorted(set(delta.df) | set(delta.added_max_tf))
+    current = stored_term_stats(connection, keys)
+    stats: dict[Key, tuple[int, int]] = {}
+    deletes: list[Key] = []
+    recompute: list[Key] = []
+    for key in keys:
+        old_df, old_max = current.get(key, (0, 0))
+        df = old_df + delta.df.get(key, 0)
+        if df <= 0:
+            deletes.append(key)
+            continue
+        stats[key] = (df, max(old_max, delta.added_max_tf.get(key, 0)))
+        removed_max, added_max = delta.removed_max_tf.get(key, 0), delta.added_max_tf.get(key, 0)
+        if key in delta.recheck or removed_max >= old_max > added_max:
+            recompute.append(key)  # a removed posting may have held the maximum
+    for key, block in postings.key_blocks(connection, recompute).items():
+        stats[key] = (stats[key][0], int(block.tf.max()))
+    inserts = [
+        {"term_id": key[0], "grp": key[1], "df": df, "max_tf": max_tf}
+        for key, (df, max_tf) in stats.items()
+        if key not in current
+    ]
+    updates = [
+        {"key_term": key[0], "key_grp": key[1], "df": df, "max_tf": max_tf}
+        for key, (df, max_tf) in stats.items()
+        if key in current and current[key] != (df, max_tf)
+    ]
+    if inserts:
+        connection.execute(insert(term_stats_table), inserts)
+    if updates:
+        connection.execute(
+            update(term_stats_table).where(
+                term_stats_table.c.term_id == bindparam("key_term"),
+                term_stats_table.c.grp == bindparam("key_grp"),
+            ),
+            updates,
+        )
+    if deletes:
+        connection.execute(
+            delete(term_stats_table).where(
+                term_stats_table.c.term_id == bindparam("key_term"),
+                term_stats_table.c.grp == bindparam("key_grp"),
+            ),
+            [{"key_term": term, "key_grp": grp} for term, grp in deletes],
+        )
+    drop_orphan_terms(connection, sorted({term_id for term_id, _ in deletes}))
+
+
+def stored_term_stats(
+    connection: Connection, keys: Sequence[tuple[int, int]]
+) -> dict[tuple[int, int], tuple[int, int]]:
+    wanted = set(keys)
+    found: dict[tuple[int, int], tuple[int, int]] = {}
+    for part in chunks(sorted({term_id for term_id, _ in keys})):
+        rows = connection.execute(
+            select(
+                term_stats_table.c.term_id,
+                term_stats_table.c.grp,
+                term_stats_table.c.df,
+                term_stats_table.c.max_tf,
+            ).where(term_stats_table.c.term_id.in_(part))
+        )
+        for term_id, grp, df, max_tf in rows:
+            if (term_id, grp) in wanted:
+                found[(term_id, grp)] = (df, max_tf)
+    return found
+
+
+def drop_orphan_terms(connection: Connection, term_ids: Sequence[int]) -> None:
+    for part in chunks(term_ids):
+        still_used = set(
+            connection.execute(
+                select(term_stats_table.c.term_id).where(term_stats_table.c.term_id.in_(part))
+            ).scalars()
+        )
+        orphans = [term_id for term_id in part if term_id not in still_used]
+        if orphans:
+            connection.execute(delete(terms_table).where(terms_table.c.id.in_(orphans)))

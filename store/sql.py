@@ -1,0 +1,55 @@
+"""SQL helpers shared by the store's query modules: batching, lookups that can match, and the
+columns a tool is read with."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TypeVar
+
+from store.schema import tools_table
+
+CHUNK = 500
+"""Names or ids per ``IN (...)``: far below every backend's bound-parameter limit."""
+
+T = TypeVar("T")
+
+
+def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+"""What no backend stores as given: NUL and lone surrogates."""
+
+
+def matchable(text: str) -> bool:
+    """Whether stored text could equal ``text``: stored text never holds NUL or a lone surrogate.
+
+    Such a value matches nothing, and it cannot even be sent (PostgreSQL refuses NUL in a
+    parameter, neither driver encodes a lone surrogate), so lookups drop it instead.
+    """
+    return UNSTORABLE.search(text) is None
+
+
+def lookup_keys(names: Iterable[str]) -> list[str]:
+    """Distinct names to look up, in first-seen order, less those that cannot match."""
+    return [name for name in dict.fromkeys(names) if matchable(name)]
+
+
+TOOL_COLUMNS = (
+    tools_table.c.id,
+    tools_table.c.name,
+    tools_table.c.label,
+    tools_table.c.description,
+    tools_table.c.summary,
+    tools_table.c.source,
+    tools_table.c.server_name,
+    tools_table.c.mcp_tool_name,
+    tools_table.c.schema_keys,
+    tools_table.c.input_schema,
+    tools_table.c.load_mode,
+    tools_table.c.grp,
+    tools_table.c.doc_len,
+)
