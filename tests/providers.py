@@ -19,6 +19,8 @@ import httpx2
 
 from discovery import ToolIndex
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
 Reply = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
 
 WIRE_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
