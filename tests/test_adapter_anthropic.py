@@ -190,3 +190,41 @@ def test_blocks_of_other_tools_and_other_kinds_are_left_to_the_host(index: ToolI
     assert adapter.handle(session, {"type": "tool_use", "id": "t", "name": "read", "input": {}}) is None
     assert adapter.handle(session, {"type": "text", "text": "search_tool_bm25"}) is None
     assert [call for call in index.session_record("other")["calls"] if call["kind"] == "search"] == []
+
+
+def test_without_discovery_every_tool_is_offered_and_the_search_tool_is_not(tmp_path: Path) -> None:
+    records: list[dict[str, Any]] = [
+        {
+            "name": "no_type",
+            "description": "a schema without a type",
+            "input_schema": {"properties": {"x": {}}},
+        },
+        {"name": "not_object", "description": "a schema of another type", "input_schema": {"type": "array"}},
+        {"name": "mcp__s__t", "description": "an MCP tool"},
+    ]
+    index = catalog_index(tmp_path, records)
+    session = index.session("off", discovery_mode="off")
+    for deferred in (False, True):
+        assert adapter.tools(session, deferred=deferred) == [
+            {
+                "name": "no_type",
+                "description": "a schema without a type",
+                "input_schema": {"type": "object", "properties": {"x": {}}},
+            },
+            {
+                "name": "not_object",
+                "description": "a schema of another type",
+                "input_schema": {"type": "object"},
+            },
+            {"name": "mcp__s__t", "description": "an MCP tool", "input_schema": {"type": "object"}},
+        ]
+    answer = adapter.handle(session, tool_use("t1", "search_tool_bm25", {"query": "x"}))
+    assert answer is not None and answer["is_error"] is True
+    assert str(answer["content"]).startswith("Tool discovery is disabled.")
+
+
+def test_a_host_that_drops_the_search_tool_sends_only_its_active_tools(index: ToolIndex) -> None:
+    session = index.session("dropped", discovery_mode="all")
+    session.set_active(["read"])
+    assert tool_names(adapter.tools(session)) == ["read"]
+    assert tool_names(adapter.tools(session, deferred=True)) == ["read"]

@@ -25,6 +25,7 @@ from discovery.adapters.common import (
     catalog_name,
     exposed,
     field,
+    listed,
     run_search,
     search_spec,
     tool_spec,
@@ -48,12 +49,13 @@ __all__ = ["MAX_TOOLS", "catalog_name", "handle", "tools"]
 def tools(session: Session, *, deferred: bool = False) -> list[dict[str, Any]]:
     """The ``tools`` parameter for the session's next request.
 
-    Raises ``TooManyTools`` when the deferred list would pass the API's limit.
+    The search tool is there while the session exposes it (not with discovery ``off``), and
+    deferral only with it: nothing else can load a deferred tool. Raises ``TooManyTools`` when
+    the deferred list would pass the API's limit.
     """
-    if not deferred:
-        search, active = exposed(session)
-        return [_definition(search), *(_definition(tool) for tool in active)]
-    return _deferred_tools(session)
+    if deferred and SEARCH_TOOL_NAME in session.active:
+        return _deferred_tools(session)
+    return [_definition(tool) for tool in listed(*exposed(session))]
 
 
 def handle(session: Session, block: Any, *, deferred: bool = False) -> dict[str, Any] | None:

@@ -6,6 +6,7 @@ Everything here goes through the session's public surface (``search_tool``, ``ac
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Mapping
@@ -65,14 +66,21 @@ def tool_spec(tool: StoredTool, names: WireNames) -> ToolSpec:
 
 def search_spec(session: Session) -> ToolSpec:
     tool = session.search_tool
-    return ToolSpec(tool.name, tool.name, tool.description, tool.parameters)
+    # A copy: hosts may annotate the definitions they send, and the schema is the library's own.
+    return ToolSpec(tool.name, tool.name, tool.description, copy.deepcopy(tool.parameters))
 
 
-def exposed(session: Session) -> tuple[ToolSpec, list[ToolSpec]]:
-    """The search tool and every active catalog tool, in active order."""
+def exposed(session: Session) -> tuple[ToolSpec | None, list[ToolSpec]]:
+    """The search tool (``None`` when the session does not expose it: discovery ``off``, or left
+    out by ``set_active``) and every active catalog tool, in active order."""
+    offers_search = SEARCH_TOOL_NAME in session.active
     tools = [tool for tool in session.active_tools() if tool.name != SEARCH_TOOL_NAME]
     names = WireNames([SEARCH_TOOL_NAME, *(tool.name for tool in tools)])
-    return search_spec(session), [tool_spec(tool, names) for tool in tools]
+    return (search_spec(session) if offers_search else None), [tool_spec(tool, names) for tool in tools]
+
+
+def listed(search: ToolSpec | None, active: list[ToolSpec]) -> list[ToolSpec]:
+    return [search, *active] if search is not None else active
 
 
 def session_names(session: Session) -> WireNames:

@@ -23,6 +23,7 @@ from discovery.adapters.common import (
     catalog_name,
     exposed,
     field,
+    listed,
     run_search,
 )
 
@@ -33,9 +34,9 @@ __all__ = ["catalog_name", "chat_tools", "handle_chat", "handle_response", "resp
 
 
 def chat_tools(session: Session) -> list[dict[str, Any]]:
-    """The ``tools`` parameter of ``chat.completions.create``: the search tool and the active tools."""
-    search, active = exposed(session)
-    return [_chat_definition(tool) for tool in (search, *active)]
+    """The ``tools`` parameter of ``chat.completions.create``: the search tool (while the session
+    exposes it) and the active tools."""
+    return [_chat_definition(tool) for tool in listed(*exposed(session))]
 
 
 def handle_chat(session: Session, tool_call: Any) -> dict[str, Any] | None:
@@ -59,8 +60,8 @@ def responses_tools(session: Session, *, tool_search: bool = False) -> list[dict
     client-executed ``tool_search`` tool, then the active tools that no search activated.
     """
     search, active = exposed(session)
-    if not tool_search:
-        return [_function(tool) for tool in (search, *active)]
+    if not tool_search or search is None:
+        return [_function(tool) for tool in listed(search, active)]
     activated = set(session.selected)
     declared = {
         "type": "tool_search",

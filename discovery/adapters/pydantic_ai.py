@@ -24,7 +24,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
-from discovery.adapters.common import SEARCH_TOOL_NAME, ToolSpec, exposed, run_search
+from discovery.adapters.common import SEARCH_TOOL_NAME, ToolSpec, exposed, listed, run_search
 
 if TYPE_CHECKING:
     from discovery.aio import AsyncSession
@@ -66,7 +66,7 @@ class DiscoveryToolset(AbstractToolset[Any]):
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         search, active = await asyncio.to_thread(exposed, self.session)
         retries = self._max_retries if self._max_retries is not None else ctx.max_retries
-        return {tool.wire: self._toolset_tool(tool, retries) for tool in (search, *active)}
+        return {tool.wire: self._toolset_tool(tool, retries) for tool in listed(search, active)}
 
     def _toolset_tool(self, tool: ToolSpec, max_retries: int) -> ToolsetTool[Any]:
         definition = ToolDefinition(
