@@ -19,11 +19,11 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from discovery.index import DEFAULT_LIMIT, ImportReport, ToolIndex
+from discovery import ImportReport, ToolIndex
+from discovery.index import DEFAULT_LIMIT
 
 if TYPE_CHECKING:
-    from discovery.hits import SearchHit
-    from discovery.models import ToolRecord
+    from discovery import SearchHit, ToolRecord
     from discovery.session import EffectiveMode, Session
     from discovery.tool import ToolResult
     from store import StoredTool
