@@ -1,4 +1,5 @@
-"""The pydantic-ai toolset in a real agent run, with ``FunctionModel`` playing the model."""
+"""The pydantic-ai toolset in real agent runs: ``FunctionModel`` playing the model, and once
+pydantic-ai's own OpenAI model sending real requests to a scripted one."""
 
 from __future__ import annotations
 
@@ -6,16 +7,20 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import httpx2
+import openai
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 
 from discovery import ToolIndex
 from discovery.adapters.names import wire_name
 from discovery.adapters.pydantic_ai import DiscoveryToolset
 from discovery.aio import AsyncToolIndex
-from tests.providers import LONG_NAME, WIRE_NAME, catalog_index
+from tests.providers import LONG_NAME, WIRE_NAME, ScriptedModel, catalog_index, chat_completion, tool_names
 
 WIRE = wire_name(LONG_NAME)
 
@@ -119,3 +124,36 @@ def test_a_plain_function_as_the_host_call_and_an_async_session(tmp_path: Path) 
     messages, selected = asyncio.run(main())
     assert returns(messages)["c2"].content == "mcp__github__create_issue: crash"
     assert selected == ["mcp__github__create_issue"]
+
+
+def test_through_pydantic_ais_openai_model_the_real_requests_carry_wire_names(index: ToolIndex) -> None:
+    """pydantic-ai's own OpenAI model sends the toolset's tools with the real SDK."""
+    model = ScriptedModel(
+        chat_completion(("c1", "search_tool_bm25", {"query": "switch tab", "limit": 1})),
+        chat_completion(("c2", WIRE, {"selector": "#next"})),
+        chat_completion(text="done"),
+    )
+    client = openai.AsyncOpenAI(
+        api_key="test",
+        base_url="http://127.0.0.1:9/v1",
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(model)),
+        max_retries=0,
+    )
+    session = index.session("openai-agent", discovery_mode="all")
+    calls: list[str] = []
+
+    async def call(name: str, arguments: dict[str, Any]) -> str:
+        calls.append(name)
+        return f"ran {name}"
+
+    agent_model = OpenAIChatModel("gpt-test", provider=OpenAIProvider(openai_client=client))
+    run = Agent(agent_model, toolsets=[DiscoveryToolset(session, call)]).run_sync("open the tab")
+    first, second, third = model.requests
+    assert tool_names(first["tools"]) == ["search_tool_bm25", "read", "bash"]
+    assert tool_names(second["tools"]) == ["search_tool_bm25", "read", "bash", WIRE]
+    (search_answer,) = [m for m in second["messages"] if m.get("tool_call_id") == "c1"]
+    assert search_answer["content"] == (
+        f'{{"query":"switch tab","activated_tools":["{WIRE}"],"match_count":1,"total_tools":5}}'
+    )
+    assert third["messages"][-1] == {"role": "tool", "tool_call_id": "c2", "content": f"ran {LONG_NAME}"}
+    assert calls == [LONG_NAME] and run.output == "done"
