@@ -33,7 +33,7 @@ from discovery.text.collation import collation_key, utf16_sort_key
 from store import GROUP_LOCAL, GROUP_MCP, SessionNotFound, StoredTool
 from store import sessions as stored_sessions
 from store.engine import read_transaction, write_transaction
-from store.reads import group_members, group_server_counts, opening_candidates, tools_by_names
+from store.reads import all_tools, group_members, group_server_counts, opening_candidates, tools_by_names
 
 
 def essential_names(ranker: Ranker, connection: Connection, settings: SessionSettings) -> list[str]:
@@ -220,6 +220,23 @@ class Session:
             view = self._view(connection)
             found = tools_by_names(connection, view.live_active)
         return [found[name] for name in view.live_active if name in found]
+
+    def tools_by_names(self, names: Sequence[str]) -> dict[str, StoredTool]:
+        """Full records of the catalog tools among ``names``, by name."""
+        with read_transaction(self.engine) as connection:
+            return tools_by_names(connection, names)
+
+    def corpus_tools(self) -> list[StoredTool]:
+        """Full records of every tool a search could activate now (the corpus), in catalog order."""
+        with read_transaction(self.engine) as connection:
+            corpus = self._view(connection).corpus
+            if not corpus.groups:
+                return []
+            return [
+                tool
+                for tool in all_tools(connection)
+                if tool.grp in corpus.groups and tool.name not in corpus.excluded
+            ]
 
     def set_active(self, names: Iterable[str]) -> list[str]:
         """Replace the active list; selected tools left out are unselected (SPEC §5)."""

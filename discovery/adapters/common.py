@@ -1,0 +1,143 @@
+"""What every adapter does with a session: describe its tools, run a search call, read a call.
+
+Everything here goes through the session's public surface (``search_tool``, ``active``,
+``selected``, ``active_tools()``), so the adapters see exactly what any host sees.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from discovery.adapters.names import WireNames
+from discovery.errors import ToolCallError
+
+if TYPE_CHECKING:
+    from discovery.sessions.session import Session
+    from store import StoredTool
+
+SEARCH_TOOL_NAME = "search_tool_bm25"
+"""The search tool's wire name, fixed forever (SPEC §6), and valid for every provider."""
+EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One tool as the adapters expose it: wire name, description and an object schema."""
+
+    name: str
+    wire: str
+    description: str
+    schema: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchAnswer:
+    """A search call's answer for the model: its text, the tools it activated, and whether the
+    search tool refused the call (then ``text`` is SPEC §6's message)."""
+
+    text: str
+    activated: list[ToolSpec]
+    refused: bool
+
+
+def object_schema(schema: dict[str, Any] | None) -> dict[str, Any]:
+    """The tool's input schema as the providers take it: an object schema.
+
+    A schema without ``type`` is an object schema by intent (its ``properties`` say so); one of
+    another type, or none, cannot describe tool arguments, so the tool takes any object.
+    """
+    if not isinstance(schema, dict):
+        return dict(EMPTY_OBJECT_SCHEMA)
+    if "type" not in schema:
+        return {"type": "object", **schema}
+    return schema if schema.get("type") == "object" else dict(EMPTY_OBJECT_SCHEMA)
+
+
+def tool_spec(tool: StoredTool, names: WireNames) -> ToolSpec:
+    return ToolSpec(tool.name, names.wire(tool.name), tool.description, object_schema(tool.input_schema))
+
+
+def search_spec(session: Session) -> ToolSpec:
+    tool = session.search_tool
+    # A copy: hosts may annotate the definitions they send, and the schema is the library's own.
+    return ToolSpec(tool.name, tool.name, tool.description, copy.deepcopy(tool.parameters))
+
+
+def exposed(session: Session) -> tuple[ToolSpec | None, list[ToolSpec]]:
+    """The search tool (``None`` when the session does not expose it: discovery ``off``, or left
+    out by ``set_active``) and every active catalog tool, in active order."""
+    offers_search = SEARCH_TOOL_NAME in session.active
+    tools = [tool for tool in session.active_tools() if tool.name != SEARCH_TOOL_NAME]
+    names = WireNames([SEARCH_TOOL_NAME, *(tool.name for tool in tools)])
+    return (search_spec(session) if offers_search else None), [tool_spec(tool, names) for tool in tools]
+
+
+def listed(search: ToolSpec | None, active: list[ToolSpec]) -> list[ToolSpec]:
+    return [search, *active] if search is not None else active
+
+
+def session_names(session: Session) -> WireNames:
+    """The wire names of the session's active tools, for routing a call back to its tool."""
+    return WireNames([SEARCH_TOOL_NAME, *session.active])
+
+
+def catalog_name(session: Session, wire: str) -> str | None:
+    """The catalog name of the active tool the model called as ``wire`` (``None``: no such tool)."""
+    return session_names(session).catalog(wire)
+
+
+def run_search(session: Session, call_id: str, params: Any) -> SearchAnswer:
+    """Run one ``search_tool_bm25`` call; a refusal becomes an answer, not an exception.
+
+    The text is the call's compact JSON (SPEC §6) with each activated name written as its wire
+    name: the names the model reads are the names it can call. When no name needed mapping the
+    text is the logged content itself, byte for byte.
+    """
+    try:
+        result = session.search_tool.execute(call_id, params)
+    except ToolCallError as refusal:
+        return SearchAnswer(str(refusal), [], refused=True)
+    activated_names: list[str] = result.details["activated_tools"]
+    names = WireNames([SEARCH_TOOL_NAME, *activated_names])
+    found = session.tools_by_names(activated_names)
+    activated = [tool_spec(found[name], names) for name in activated_names if name in found]
+    return SearchAnswer(_model_text(result.content, names, activated_names), activated, refused=False)
+
+
+def _model_text(content: str, names: WireNames, activated: list[str]) -> str:
+    wires = [names.wire(name) for name in activated]
+    if wires == activated:
+        return content
+    payload = json.loads(content)
+    payload["activated_tools"] = wires
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    # As the library writes content: a lone surrogate in the query is escaped, not sent raw.
+    return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+def arguments(raw: Any) -> Any:
+    """A call's arguments: a JSON object given as text (OpenAI) or as a value (Anthropic).
+
+    Text that is not JSON is passed on as it is: the search tool logs it and refuses the call
+    with its own message, as for any other argument that is not an object.
+    """
+    if isinstance(raw, str | bytes):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def field(item: Any, key: str) -> Any:
+    """``item[key]`` of a dict, or ``item.key`` of an SDK model; ``None`` when absent."""
+    if isinstance(item, Mapping):
+        return item.get(key)
+    return getattr(item, key, None)
