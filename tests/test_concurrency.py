@@ -24,6 +24,8 @@ from store import migrate, reads, sessions
 from store.engine import read_transaction
 from tests.catalogs import SERVERS, generated_catalog
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 QUERIES = ["create issue", "list message", "search page", "delete branch", "sync user report", "watch pod"]
 

@@ -134,6 +134,7 @@ def layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     return str(request.param)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(operations=st.lists(OPERATIONS, min_size=1, max_size=8))
 def test_incremental_writes_equal_a_fresh_import(

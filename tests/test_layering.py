@@ -345,7 +345,8 @@ def test_a_read_only_search_on_the_command_line_does_not_load_pydantic(
 
 @pytest.mark.parametrize("before", ["enabled", "disabled"])
 def test_importing_the_package_leaves_the_collector_as_it_found_it(before: str) -> None:
-    """The collector waits while the package's imports run, and is then as the process had it."""
+    """The package pauses the collector while its imports run, then leaves it on or off as the
+    process had it (how the collector's generations look after that is CPython's business)."""
     import subprocess
     import sys
 
