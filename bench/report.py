@@ -283,7 +283,7 @@ def machine_info() -> dict[str, str]:
     }
 
 
-WRITTEN = ("README.md", "bench/results.md")
+WRITTEN = ("bench/history.md", "bench/results.md")
 """What a run writes (the default paths): a run right after another still measures its commit."""
 
 
@@ -371,13 +371,13 @@ def markdown(
     return "\n".join(lines)
 
 
-def replace_section(readme: Path, section: str) -> None:
-    """Put ``section`` between the bench markers of ``readme`` (appending them when absent)."""
-    text = readme.read_text(encoding="utf-8") if readme.exists() else ""
+def replace_section(document: Path, section: str) -> None:
+    """Put ``section`` between the bench markers of ``document`` (appending them when absent)."""
+    text = document.read_text(encoding="utf-8") if document.exists() else ""
     block = f"{START_MARKER}\n{section.rstrip()}\n{END_MARKER}"
     start, end = text.find(START_MARKER), text.find(END_MARKER)
     if start != -1 and end > start:
         text = text[:start] + block + text[end + len(END_MARKER) :]
     else:
         text = text.rstrip() + ("\n\n" if text else "") + "## Benchmarks\n\n" + block + "\n"
-    readme.write_text(text, encoding="utf-8")
+    document.write_text(text, encoding="utf-8")

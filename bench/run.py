@@ -1,14 +1,14 @@
 """The benchmark harness: every engine on every catalog, side by side, in one run.
 
-    python -m bench.run --sizes 1000,10000,100000 [--write-readme]
+    python -m bench.run --sizes 1000,10000,100000 [--write-history]
 
 For each catalog (generated ones of the given sizes, plus the real 757-tool catalog in
 ``../shared/data`` when it is there) and each engine, two fresh processes: one imports the
 catalog and times one-tool upserts and removals; one opens the index cold and answers the
 fixed query set. Each engine runs alone, so its peak RSS is its own. Then, untimed, every engine
 answers MetaTool's labelled queries (``bench.quality``) when they are there. Prints rich tables, writes
-``bench/results.md`` and, with ``--write-readme``, the section between ``<!-- bench:start -->``
-and ``<!-- bench:end -->`` of the README.
+``bench/results.md`` and, with ``--write-history``, the section between ``<!-- bench:start -->``
+and ``<!-- bench:end -->`` of ``bench/history.md``.
 """
 
 from __future__ import annotations
@@ -98,8 +98,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--upserts", type=int, default=20, help="one-tool upserts to time")
     parser.add_argument("--workdir", type=Path, help="keep databases here (default: temp)")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results.md")
-    parser.add_argument("--write-readme", action="store_true")
-    parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    parser.add_argument("--write-history", action="store_true")
+    parser.add_argument("--history", type=Path, default=ROOT / "bench" / "history.md")
     return parser.parse_args(argv)
 
 
@@ -257,10 +257,10 @@ def finish(
     text = report.markdown(results, machine, command, NOTES, quality=quality_lines)
     args.results.write_text("# Benchmark results\n\n" + text, encoding="utf-8")
     console.print(f"wrote {args.results}")
-    if args.write_readme:
+    if args.write_history:
         summary = report.markdown(results, machine, command, NOTES, quality=quality_lines, detailed=False)
-        report.replace_section(args.readme, summary)
-        console.print(f"updated {args.readme}")
+        report.replace_section(args.history, summary)
+        console.print(f"updated {args.history}")
 
 
 if __name__ == "__main__":
