@@ -12,6 +12,14 @@ class ToolIndexError(Exception):
     """Base class of every error tool-index raises on purpose outside the store."""
 
 
+class DatabaseMissing(ToolIndexError):
+    """``ToolIndex.open(..., create=False)`` found no tool-index database at ``where``."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(f"no tool-index database at {where}")
+        self.where = where
+
+
 class InvalidRecord(ToolIndexError):
     """A tool record failed validation; the message names the file, line and field."""
 

@@ -218,7 +218,7 @@ def test_result_without_details_or_text() -> None:
 def test_control_characters_never_reach_the_terminal() -> None:
     rendered = render_to_text(details([builtin(0, label="evil\x1b[2Jtool", description="a\x07b")]))
     assert "\x1b" not in rendered
-    assert rendered.splitlines()[1:] == ["└── evil[2Jtool  score 1.000", "    ab"]
+    assert rendered.splitlines()[1:] == ["└── evil\\u001b[2Jtool  score 1.000", "    a\\u0007b"]
 
 
 def test_color_only_on_request() -> None:
