@@ -13,6 +13,7 @@ _collecting = gc.isenabled()
 gc.disable()
 try:
     from discovery.errors import (
+        DatabaseMissing,
         DiscoveryDisabled,
         DiscoveryUnavailable,
         EmptyQuery,
@@ -21,6 +22,7 @@ try:
         QueryWithoutTerms,
         ToolCallError,
         ToolIndexError,
+        UnknownToolNames,
     )
     from discovery.index import ImportReport, ToolIndex
     from discovery.results import MatchDetails, SearchDetails, SearchHit
@@ -71,6 +73,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ConcurrentUpdate",
     "CorruptIndex",
+    "DatabaseMissing",
     "DatabaseUnavailable",
     "DiscoveryDisabled",
     "DiscoveryUnavailable",
@@ -97,4 +100,5 @@ __all__ = [
     "ToolNotFound",
     "ToolRecord",
     "ToolResult",
+    "UnknownToolNames",
 ]

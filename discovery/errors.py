@@ -20,6 +20,16 @@ class DatabaseMissing(ToolIndexError):
         self.where = where
 
 
+class UnknownToolNames(UserWarning):
+    """``set_active`` was given names the catalog does not have; they were left out (SPEC §5).
+
+    ``names`` lists them, in the order given."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(f"not in the catalog, left out of the active list: {', '.join(map(repr, names))}")
+        self.names = names
+
+
 class InvalidRecord(ToolIndexError):
     """A tool record failed validation; the message names the file, line and field."""
 

@@ -8,6 +8,7 @@ on the index's engine and ranker directly: nothing here calls back up into ``Too
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -15,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from discovery.errors import DiscoveryDisabled, ToolIndexError
+from discovery.errors import DiscoveryDisabled, ToolIndexError, UnknownToolNames
 from discovery.params import checked_id, checked_search
 from discovery.ranking.corpus import (
     DEFAULT_ESSENTIAL_NAMES,
@@ -222,7 +223,11 @@ class Session:
         return [found[name] for name in view.live_active if name in found]
 
     def set_active(self, names: Iterable[str]) -> list[str]:
-        """Replace the active list; selected tools left out are unselected (SPEC §5)."""
+        """Replace the active list; selected tools left out are unselected (SPEC §5).
+
+        Returns the new active list. Names the catalog lacks are left out, as SPEC §5 says, and
+        reported by an ``UnknownToolNames`` warning naming them.
+        """
         requested = list(names)
         with write_transaction(self.engine) as connection:
             state = self._lock(connection)
@@ -231,6 +236,9 @@ class Session:
             selected = [name for name in state.selected if name in active]
             event = stored_sessions.Event(kind="set_active", params={"names": requested, "active": active})
             stored_sessions.record(connection, state, event, active, selected)
+        unknown = [name for name in dict.fromkeys(requested) if name not in known]
+        if unknown:
+            warnings.warn(UnknownToolNames(unknown), stacklevel=2)
         return active
 
     def reset(self) -> list[str]:
