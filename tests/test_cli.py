@@ -34,11 +34,13 @@ EMPTY_CATALOG = (
 )
 
 
-def run(db_url: str, *args: str, input: str | bytes | None = None) -> Result:
+def run(
+    db_url: str, *args: str, input: str | bytes | None = None, env: dict[str, str | None] | None = None
+) -> Result:
     """The CLI in process, with stdout and stderr apart; an unexpected exception fails the test.
 
     ``COLUMNS`` is unset (pytest-xdist sets it), so piped output has its stable 120 columns."""
-    return CliRunner(env={"COLUMNS": None}).invoke(
+    return CliRunner(env={"COLUMNS": None, **(env or {})}).invoke(
         main, ["--db", db_url, *args], input=input, catch_exceptions=False, prog_name="tool-index"
     )
 
@@ -338,7 +340,7 @@ def test_search_for_people_is_the_shared_rendering(demo_db: str) -> None:
     assert output.splitlines()[1] == "├── gitforge/create_pull_request  gitforge · score " + (
         f"{details['tools'][0]['score']:.3f}"
     )
-    assert output.endswith("└── … 3 more tools\n")
+    assert output.endswith("└── … 3 more tools (--expanded shows them)\n")
     assert ok(demo_db, "search", "create a pull request", "--expanded") == render_to_text(
         details, width=120, expanded=True
     )

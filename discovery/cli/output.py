@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from rich import box
+from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
@@ -34,7 +35,9 @@ def print_table(rows: Sequence[tuple[str, ...]]) -> None:
         if column == last:
             grid.add_column(head, no_wrap=True, overflow="ellipsis", ratio=1, style="dim")
         else:
-            grid.add_column(head, no_wrap=True, style="cyan" if column == 0 else None)
+            # Never cut: names are copied back into other commands; the last column makes room.
+            widest = max(cell_len(_cell(row[column])) for row in rows)
+            grid.add_column(head, no_wrap=True, min_width=widest, style="cyan" if column == 0 else None)
     for row in rows[1:]:
         grid.add_row(*(Text(_cell(cell)) for cell in row))
     stdout_console().print(grid)

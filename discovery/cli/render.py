@@ -27,6 +27,8 @@ LABEL_COLUMNS = 72
 SUMMARY_COLUMNS = 96
 FALLBACK_LINE_COLUMNS = 110
 FALLBACK_EMPTY = "Tool discovery completed"
+EXPAND_HINT = "--expanded shows them"
+"""How to see the matches a collapsed result hides (the search command's flag)."""
 NO_TOOLS_LOADED = "No discoverable tools are currently loaded."
 NO_MATCHES = "No matching tools found."
 ELLIPSIS = "…"
@@ -74,7 +76,7 @@ def render_result(
         tree.add(_match_lines(match))
     hidden = len(tools) - len(shown)
     if hidden:
-        tree.add(Text(f"{ELLIPSIS} {_count(hidden, 'more tool')}", style="dim"))
+        tree.add(Text(f"{ELLIPSIS} {_count(hidden, 'more tool')} ({EXPAND_HINT})", style="dim"))
     return tree
 
 
