@@ -62,6 +62,13 @@ class EmptyQuery(ToolCallError):
         super().__init__("Query is required and must not be empty.")
 
 
+class QueryNotText(ToolCallError):
+    """The query is given but is not a string (a number, a list…); the message names its type."""
+
+    def __init__(self, json_type: str) -> None:
+        super().__init__(f"Query must be a string, not {json_type}.")
+
+
 class InvalidLimit(ToolCallError):
     """The limit is not a positive integer."""
 

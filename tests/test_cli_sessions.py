@@ -32,7 +32,8 @@ def test_other_settings_for_an_existing_session_are_an_error(db_url: str) -> Non
     ok(db_url, "import", str(DEMO))
     ok(db_url, "search", "note", "--session", "s1", "--mode", "mcp-only")
     assert fails(db_url, "search", "note", "--session", "s1", "--mode", "all") == (
-        "Error: session 's1' exists with other settings; resume it without settings or delete it first\n"
+        "Error: session 's1' exists with other settings (discovery_mode is 'mcp-only', not 'all'); "
+        "resume it without settings or delete it first\n"
     )
 
 

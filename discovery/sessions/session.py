@@ -149,10 +149,16 @@ class Session:
                     # Made at this very moment by another caller, now committed: resume it.
                     state = stored_sessions.lock(connection, session_id)
                     assert state is not None
-        if settings is not None and SessionSettings.model_validate(state.settings) != wanted:
+        kept = SessionSettings.model_validate(state.settings)
+        if settings is not None and kept != wanted:
+            differ = [
+                f"{key} is {getattr(kept, key)!r}, not {getattr(wanted, key)!r}"
+                for key in SessionSettings.model_fields
+                if getattr(kept, key) != getattr(wanted, key)
+            ]
             raise ToolIndexError(
-                f"session {session_id!r} exists with other settings; resume it without settings "
-                "or delete it first"
+                f"session {session_id!r} exists with other settings ({'; '.join(differ)}); "
+                "resume it without settings or delete it first"
             )
         return cls(engine, ranker, session_id)
 
@@ -299,13 +305,20 @@ class Session:
         """``(servers with counts, built-in names, corpus size)`` for the tool description."""
         with read_transaction(self.engine) as connection:
             view = self._view(connection)
-            return corpus_overview(self.ranker, connection, view)
+            return corpus_overview(self.ranker, connection, view.corpus)
+
+    def describe_catalog(self) -> tuple[list[tuple[str, int]], list[str], int]:
+        """As ``describe_corpus``, for the whole catalog of the session's mode: what no search
+        changes (only the essential and internal tools are left out), for a stable description."""
+        with read_transaction(self.engine) as connection:
+            view = self._view(connection)
+            whole = Corpus(view.corpus.groups, INTERNAL_NAMES | frozenset(view.essentials))
+            return corpus_overview(self.ranker, connection, whole)
 
 
 def corpus_overview(
-    ranker: Ranker, connection: Connection, view: SessionView
+    ranker: Ranker, connection: Connection, corpus: Corpus
 ) -> tuple[list[tuple[str, int]], list[str], int]:
-    corpus = view.corpus
     if not corpus.groups:
         return [], [], 0
     excluded = corpus.excluded
