@@ -225,3 +225,17 @@ def test_no_printed_line_carries_an_unsafe_character(
     if results[2].exit_code == 0:  # the record was valid and imported: piped JSON stays exact
         shown = json.loads(run(url, "show", tool, "--json").stdout)
         assert shown["input_schema"] == record["input_schema"]
+
+
+def test_an_array_of_mcp_tools_says_how_to_import_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    tools = [{"name": "get", "description": "d", "inputSchema": {"type": "object"}}]
+    assert fails(url, "import", "-", input=json.dumps(tools)) == (
+        "Error: <stdin>:1: inputSchema: Extra inputs are not permitted; this looks like an MCP tool "
+        '(inputSchema): import MCP tools as a tools/list result, {"tools": [...]}, with --server NAME; '
+        "a tool record has the fields name, label, description, summary, source, server_name, "
+        "mcp_tool_name, schema_keys, input_schema, load_mode\n"
+    )
+    assert not (tmp_path / "x.db").exists()
+    wrapped = json.dumps({"tools": tools})
+    assert ok(url, "import", "-", "--server", "api", input=wrapped).startswith("added 1,")
