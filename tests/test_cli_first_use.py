@@ -12,7 +12,6 @@ import sys
 import unicodedata
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -191,8 +190,7 @@ def raw_unsafe(line: str) -> list[str]:
     return [char for char in line if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") and char != "\t"]
 
 
-@pytest.mark.slow
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=TEXT, description=TEXT, server=TEXT, key=TEXT, session=TEXT)
 def test_no_printed_line_carries_an_unsafe_character(
     tmp_path: Path, name: str, description: str, server: str, key: str, session: str
