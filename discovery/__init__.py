@@ -13,14 +13,17 @@ _collecting = gc.isenabled()
 gc.disable()
 try:
     from discovery.errors import (
+        DatabaseMissing,
         DiscoveryDisabled,
         DiscoveryUnavailable,
         EmptyQuery,
         InvalidLimit,
         InvalidRecord,
+        QueryNotText,
         QueryWithoutTerms,
         ToolCallError,
         ToolIndexError,
+        UnknownToolNames,
     )
     from discovery.index import ImportReport, ToolIndex
     from discovery.results import MatchDetails, SearchDetails, SearchHit
@@ -71,6 +74,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ConcurrentUpdate",
     "CorruptIndex",
+    "DatabaseMissing",
     "DatabaseUnavailable",
     "DiscoveryDisabled",
     "DiscoveryUnavailable",
@@ -79,6 +83,7 @@ __all__ = [
     "InvalidLimit",
     "InvalidRecord",
     "MatchDetails",
+    "QueryNotText",
     "QueryWithoutTerms",
     "ReadOnlyDatabase",
     "SchemaOutdated",
@@ -97,4 +102,5 @@ __all__ = [
     "ToolNotFound",
     "ToolRecord",
     "ToolResult",
+    "UnknownToolNames",
 ]

@@ -12,6 +12,24 @@ class ToolIndexError(Exception):
     """Base class of every error tool-index raises on purpose outside the store."""
 
 
+class DatabaseMissing(ToolIndexError):
+    """``ToolIndex.open(..., create=False)`` found no tool-index database at ``where``."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(f"no tool-index database at {where}")
+        self.where = where
+
+
+class UnknownToolNames(UserWarning):
+    """``set_active`` was given names the catalog does not have; they were left out (SPEC §5).
+
+    ``names`` lists them, in the order given."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(f"not in the catalog, left out of the active list: {', '.join(map(repr, names))}")
+        self.names = names
+
+
 class InvalidRecord(ToolIndexError):
     """A tool record failed validation; the message names the file, line and field."""
 
@@ -42,6 +60,13 @@ class EmptyQuery(ToolCallError):
 
     def __init__(self) -> None:
         super().__init__("Query is required and must not be empty.")
+
+
+class QueryNotText(ToolCallError):
+    """The query is given but is not a string (a number, a list…); the message names its type."""
+
+    def __init__(self, json_type: str) -> None:
+        super().__init__(f"Query must be a string, not {json_type}.")
 
 
 class InvalidLimit(ToolCallError):

@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
+from discovery.errors import DatabaseMissing
 from discovery.params import checked_search
 from discovery.ranking.corpus import read_only_corpus
 from discovery.ranking.ranker import Ranker
 from discovery.results import SearchDetails, SearchHit, match_details
-from store import StoredTool, ToolNotFound, WriteReport, display_url, make_engine
+from store import StoredTool, ToolNotFound, WriteReport, display_url, make_engine, parse_url, sqlite_file
 from store.catalog import ReplaceScope, write_tools
 from store.engine import default_url, read_transaction, translated_errors, write_transaction
-from store.migrate import ensure_schema
+from store.migrate import ensure_schema, is_empty
 from store.reads import all_tools, catalog_summary, tools_by_names
 
 if TYPE_CHECKING:
@@ -63,14 +64,23 @@ class ToolIndex:
         self.ranker = Ranker()
 
     @classmethod
-    def open(cls, url: str | None = None, *, upgrade: bool = True) -> ToolIndex:
+    def open(cls, url: str | None = None, *, upgrade: bool = True, create: bool = True) -> ToolIndex:
         """Open the database at ``url`` (default: ``TOOL_INDEX_DB`` or the user data file).
 
         An empty database gets the schema; an older one is upgraded unless ``upgrade`` is false.
+        With ``create=False``, a SQLite file that does not exist or an empty database raises
+        ``DatabaseMissing`` instead, and nothing is created (no file, no directory, no table).
         """
-        engine = make_engine(url or default_url())
+        parsed = parse_url(url or default_url())
+        if not create:
+            missing = sqlite_file(parsed)
+            if missing is not None and not Path(missing).expanduser().exists():
+                raise DatabaseMissing(missing)
+        engine = make_engine(parsed)
         try:
             with translated_errors(engine):
+                if not create and is_empty(engine):
+                    raise DatabaseMissing(display_url(engine.url))
                 ensure_schema(engine, upgrade_if_old=upgrade)
         except BaseException:
             engine.dispose()

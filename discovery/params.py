@@ -11,7 +11,7 @@ import math
 from collections import Counter
 from typing import Any
 
-from discovery.errors import EmptyQuery, InvalidLimit, QueryWithoutTerms, ToolIndexError
+from discovery.errors import EmptyQuery, InvalidLimit, QueryNotText, QueryWithoutTerms, ToolIndexError
 from discovery.text.tokenizer import tokenize
 from store.sessions import storable
 
@@ -19,9 +19,15 @@ DEFAULT_LIMIT = 8
 """Matches returned when a search names no limit [fixed]."""
 
 
+JSON_TYPES = {bool: "boolean", int: "number", float: "number", list: "array", dict: "object"}
+
+
 def checked_query(query: Any) -> str:
-    """``query`` trimmed; ``EmptyQuery`` when it is not text or is blank."""
-    if not isinstance(query, str) or not query.strip():
+    """``query`` trimmed; ``EmptyQuery`` when it is missing or blank, ``QueryNotText`` naming the
+    JSON type when it is given but not a string (the schema's ``"type": "string"``)."""
+    if query is not None and not isinstance(query, str):
+        raise QueryNotText(JSON_TYPES.get(type(query), type(query).__name__))
+    if query is None or not query.strip():
         raise EmptyQuery()
     return query.strip()
 

@@ -119,6 +119,12 @@ def describe_change(change: Any) -> str:
 _NOUNS = {"fk": "foreign key", "table_comment": "the comment of table"}
 
 
+def is_empty(engine: Engine) -> bool:
+    """Whether the database holds no table at all (neither ours nor another program's)."""
+    with read_transaction(engine) as connection:
+        return not inspect(connection).get_table_names()
+
+
 def ensure_schema(engine: Engine, *, upgrade_if_old: bool) -> None:
     """Create the schema in an empty database; check (or upgrade) an existing one.
 

@@ -21,7 +21,7 @@ def test_search_in_a_session_activates_and_persists(db_url: str) -> None:
     assert not set(first["activated_tools"]) & set(second["activated_tools"])
     assert second["total_tools"] == first["total_tools"] - len(first["activated_tools"])
     shown = json.loads(ok(db_url, "session", "show", "s1", "--json"))
-    assert list(shown) == ["id", "settings", "active", "selected", "calls"]
+    assert list(shown) == ["id", "settings", "active", "selected", "calls", "not_in_catalog"]
     assert shown["selected"] == second["active_selected_tools"]
     searches = [call for call in shown["calls"] if call["kind"] == "search"]
     assert [call["tool"] for call in searches] == ["search_tool_bm25", "search_tool_bm25"]
@@ -32,7 +32,8 @@ def test_other_settings_for_an_existing_session_are_an_error(db_url: str) -> Non
     ok(db_url, "import", str(DEMO))
     ok(db_url, "search", "note", "--session", "s1", "--mode", "mcp-only")
     assert fails(db_url, "search", "note", "--session", "s1", "--mode", "all") == (
-        "Error: session 's1' exists with other settings; resume it without settings or delete it first\n"
+        "Error: session 's1' exists with other settings (discovery_mode is 'mcp-only', not 'all'); "
+        "resume it without settings or delete it first\n"
     )
 
 
@@ -96,7 +97,7 @@ def test_import_jsonl_restores_the_selection(db_url: str, tmp_path: Path) -> Non
         cwd=REPO,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "restored 1 selected tools into h\n"
+    assert result.stdout == "restored 1 selected tool into h\n"
     assert result.stderr == "warning: mcp__gone__tool is not in the catalog; skipped\n"
     shown = json.loads(ok(db_url, "session", "show", "h", "--json"))
     assert shown["selected"] == ["mcp__gitforge__create_issue"]

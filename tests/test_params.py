@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from discovery import EmptyQuery, InvalidLimit, QueryWithoutTerms, ToolCallError, ToolIndex
+from discovery import EmptyQuery, InvalidLimit, QueryNotText, QueryWithoutTerms, ToolCallError, ToolIndex
 from discovery.params import DEFAULT_LIMIT, checked_limit, checked_search
 from tests.catalogs import WORKED_EXAMPLE
 
@@ -49,7 +49,7 @@ def example(index: ToolIndex) -> ToolIndex:
         ("", 5, EmptyQuery),
         ("   ", 5, EmptyQuery),
         (None, 5, EmptyQuery),
-        (5, 5, EmptyQuery),
+        (5, 5, QueryNotText),
         ("!!", 5, QueryWithoutTerms),
         ("github", 0, InvalidLimit),
         ("github", 1.5, InvalidLimit),

@@ -121,13 +121,13 @@ def test_collapses_to_five_matches() -> None:
         "│   Tool number 3\n"
         "├── tool4  score 1.000\n"
         "│   Tool number 4\n"
-        "└── … 2 more tools\n"
+        "└── … 2 more tools (--expanded shows them)\n"
     )
 
 
 def test_one_hidden_match_is_singular() -> None:
     rendered = render_to_text(details([builtin(i) for i in range(6)], total_tools=6))
-    assert rendered.endswith("│   Tool number 4\n└── … 1 more tool\n")
+    assert rendered.endswith("│   Tool number 4\n└── … 1 more tool (--expanded shows them)\n")
 
 
 def test_expanded_shows_every_match() -> None:
@@ -218,7 +218,7 @@ def test_result_without_details_or_text() -> None:
 def test_control_characters_never_reach_the_terminal() -> None:
     rendered = render_to_text(details([builtin(0, label="evil\x1b[2Jtool", description="a\x07b")]))
     assert "\x1b" not in rendered
-    assert rendered.splitlines()[1:] == ["└── evil[2Jtool  score 1.000", "    ab"]
+    assert rendered.splitlines()[1:] == ["└── evil\\u001b[2Jtool  score 1.000", "    a\\u0007b"]
 
 
 def test_color_only_on_request() -> None:

@@ -221,7 +221,7 @@ def _tool_records(items: Iterable[_Item | str], where: str, server: str | None) 
         try:
             record = ToolRecord.model_validate(item.value)
         except ValidationError as exc:
-            yield f"{_location(where, item)}: {describe_validation_error(exc)}"
+            yield f"{_location(where, item)}: {describe_validation_error(exc)}{_hint(item.value)}"
             continue
         if server is not None and record.server_name != server:
             yield f"{_location(where, item)}: server_name is {record.server_name!r}, not --server {server!r}"
@@ -332,6 +332,19 @@ def _loads(text: str) -> Any:
 def _reject_constant(name: str) -> Any:
     # Python reads NaN and Infinity; JSON (and PostgreSQL's json type) does not.
     raise ValueError(f"{name} is not valid JSON")
+
+
+MCP_TOOL_HINT = (
+    "; this looks like an MCP tool (inputSchema): import MCP tools as a tools/list result, "
+    '{"tools": [...]}, with --server NAME; a tool record has the fields '
+)
+
+
+def _hint(value: Any) -> str:
+    """What to do when a record is an MCP tool, whose ``inputSchema`` no tool record has."""
+    if not isinstance(value, dict) or "inputSchema" not in value:
+        return ""
+    return MCP_TOOL_HINT + ", ".join(ToolRecord.model_fields)
 
 
 def _reason(exc: ValueError) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -13,7 +14,8 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
 import click
 from rich.console import Console
 
-from discovery.errors import ToolIndexError
+from discovery.cli.sanitize import escaped
+from discovery.errors import DatabaseMissing, ToolIndexError
 from discovery.index import ToolIndex
 from discovery.results import json_text
 from store import StoreError, make_engine, parse_url, sqlite_file
@@ -37,9 +39,20 @@ def example(*lines: str) -> str:
 
 
 class ToolIndexGroup(click.Group):
-    """A group that turns the errors a user can act on into ``Error: <message>`` and exit 1."""
+    """A group that turns the errors a user can act on into ``Error: <message>`` and exit 1.
+
+    Every message is sanitized: error lines quote field names, record text and paths.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return self._translated(ctx)
+        except click.ClickException as exc:
+            # In place, so a usage error keeps its context and its parameter hint.
+            setattr(exc, "message", escaped(exc.message))  # noqa: B010 (click types it Final)
+            raise
+
+    def _translated(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except (ToolIndexError, StoreError) as exc:
@@ -66,9 +79,16 @@ class App:
 
     db: str
 
-    def index(self) -> ToolIndex:
-        """The index, created when the database is new; an older schema is an error, not upgraded."""
-        return ToolIndex.open(self.db, upgrade=False)
+    def index(self, *, create: bool = False) -> ToolIndex:
+        """The index; an older schema is an error, not upgraded.
+
+        Only the commands that write a catalog or a new session pass ``create``: reading a
+        database that does not exist (a typo'd path) is an error, and creates nothing.
+        """
+        try:
+            return ToolIndex.open(self.db, upgrade=False, create=create)
+        except DatabaseMissing as exc:
+            raise click.ClickException(no_database(exc.where)) from exc
 
     @contextmanager
     def engine(self, *, must_exist: bool) -> Iterator[Engine]:
@@ -76,7 +96,7 @@ class App:
         url = parse_url(self.db)
         missing = missing_sqlite_file(url)
         if must_exist and missing:
-            raise click.ClickException(f"no database at {missing}: run `tool-index db upgrade` to create it")
+            raise click.ClickException(no_database(missing))
         engine = make_engine(url)
         try:
             with translated_errors(engine):
@@ -86,6 +106,27 @@ class App:
 
 
 pass_app = click.make_pass_decorator(App)
+
+
+class PositiveInt(click.ParamType[int, Any]):
+    """A whole number of at least 1; anything else is one usage line saying so."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value
+        text = str(value).strip()
+        if text.isdigit() and int(text) >= 1:
+            return int(text)
+        self.fail(f"{value!r} is not a positive whole number (1, 2, 3, …).", param, ctx)
+
+
+def no_database(where: str) -> str:
+    return (
+        f"no tool-index database at {where}; create one with tool-index import PATH "
+        "(tool-index import --example imports a small demo catalog)"
+    )
 
 
 def missing_sqlite_file(url: URL) -> str | None:
@@ -123,7 +164,11 @@ def is_terminal(stream: TextIO) -> bool:
 
 
 def stdout_width() -> int:
-    return shutil.get_terminal_size().columns if is_terminal(sys.stdout) else PIPED_WIDTH
+    """The terminal's width; when piped, ``COLUMNS`` if it is a positive number, else 120."""
+    if is_terminal(sys.stdout):
+        return shutil.get_terminal_size().columns
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
 
 
 def stdout_console() -> Console:
@@ -137,5 +182,12 @@ def stdout_console() -> Console:
     )
 
 
+def echo(text: str = "", *, err: bool = False) -> None:
+    """Print one line (or several) with third-party text sanitized; tabs and newlines kept."""
+    click.echo(escaped(text, keep="\n\t"), err=err)
+
+
 def echo_json(value: Any) -> None:
-    click.echo(json_text(value, indent=2))
+    """JSON, exact when piped; on a terminal, unsafe characters as JSON escapes (same value)."""
+    text = json_text(value, indent=2)
+    click.echo(escaped(text) if is_terminal(sys.stdout) else text)

@@ -8,12 +8,18 @@ from pathlib import Path
 
 import click
 
-from discovery.cli.app import App, echo_json, example, pass_app, progress_bar, stdout_width
-from discovery.cli.render import indented, one_line, printable, table
+from discovery.cli.app import App, echo, echo_json, example, pass_app, progress_bar
+from discovery.cli.names import did_you_mean, resolved_name, resolved_names
+from discovery.cli.output import on_terminal, print_block, print_fields, print_table
+from discovery.cli.render import one_line
+from store import ToolNotFound
 
 SOURCES = ("builtin", "mcp", "extension", "custom")
 EXAMPLE_CATALOG = Path(__file__).parent.parent / "examples" / "demo-catalog.jsonl"
 """A small catalog written for tool-index: built-ins and five made-up MCP servers."""
+EMPTY_CATALOG = (
+    "The catalog is empty: add tools with tool-index import PATH (or tool-index import --example)."
+)
 
 
 @click.command(
@@ -63,18 +69,18 @@ def import_(
 
     ingested = read_catalog(paths, server=server, skip_invalid=skip_invalid)
     for message in ingested.skipped:
-        click.echo(f"Warning: skipped {message}", err=True)
+        echo(f"Warning: skipped {message}", err=True)
     if replace and ingested.skipped:
         raise click.ClickException(
             f"{len(ingested.skipped)} invalid records: --replace would remove their tools; "
             "fix them or import without --replace"
         )
-    with app.index() as index, progress_bar(len(ingested.records)) as progress:
+    with app.index(create=True) as index, progress_bar(len(ingested.records)) as progress:
         report = index.upsert_tools(ingested.records, replace=replace, server=server, progress=progress)
     counts = report.counts()
     if skip_invalid:
         counts["skipped"] = len(ingested.skipped)
-    click.echo(", ".join(f"{key} {value}" for key, value in counts.items()))
+    echo(", ".join(f"{key} {value}" for key, value in counts.items()))
 
 
 @click.command(epilog=example("tool-index tools --server github", "tool-index tools --json > catalog.json"))
@@ -89,11 +95,11 @@ def tools(app: App, server: str | None, source: str | None, as_json: bool) -> No
     if as_json:
         echo_json([tool.as_record() for tool in found])
     elif not found:
-        click.echo("No tools match." if server or source else "No tools in the catalog.")
+        echo("No tools match." if server or source else EMPTY_CATALOG)
     else:
         # Names are never cut (people copy them into other commands); summaries fill the rest.
         rows = [(t.name, t.source, t.server_name or "", t.summary) for t in found]
-        click.echo(table([("name", "source", "server", "summary"), *rows], stdout_width()))
+        print_table([("name", "source", "server", "summary"), *rows])
 
 
 @click.command(epilog=example("tool-index show mcp__github__create_issue", "tool-index show read --json"))
@@ -101,21 +107,21 @@ def tools(app: App, server: str | None, source: str | None, as_json: bool) -> No
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @pass_app
 def show(app: App, name: str, as_json: bool) -> None:
-    """Show one tool's whole record, input schema included."""
+    """Show one tool's whole record, input schema included.
+
+    NAME is a tool's name or a label that names one tool (as search shows it).
+    """
     with app.index() as index:
-        record = index.tool(name).as_record()
+        record = index.tool(resolved_name(index, name)).as_record()
     if as_json:
         echo_json(record)
         return
-    for key in ("name", "label", "source", "server_name", "mcp_tool_name", "load_mode"):
-        if record[key] is not None:
-            click.echo(f"{key + ':':<15}{one_line(record[key])}")
-    click.echo(f"{'schema_keys:':<15}{one_line(', '.join(record['schema_keys']))}")
-    click.echo(f"{'summary:':<15}{one_line(record['summary'])}")
-    click.echo("description:")
-    click.echo(indented(printable(record["description"], keep="\n\t")))
-    click.echo("input_schema:")
-    click.echo(indented(json.dumps(record["input_schema"], indent=2, ensure_ascii=False)))
+    keys = ("name", "label", "source", "server_name", "mcp_tool_name", "load_mode")
+    fields = [(key, record[key]) for key in keys if record[key] is not None]
+    fields += [("schema_keys", ", ".join(record["schema_keys"])), ("summary", record["summary"])]
+    print_fields(fields, key_width=15)
+    print_block("description", record["description"])
+    print_block("input_schema", json.dumps(record["input_schema"], indent=2, ensure_ascii=False))
 
 
 @click.command(epilog=example("tool-index remove mcp__github__create_issue mcp__github__list_issues"))
@@ -124,11 +130,17 @@ def show(app: App, name: str, as_json: bool) -> None:
 def remove(app: App, names: tuple[str, ...]) -> None:
     """Remove tools by name.
 
-    All or nothing: when any NAME is not in the catalog, nothing is removed and the command fails.
+    NAME may also be a label that names one tool. All or nothing: when any NAME is not in the
+    catalog, nothing is removed and the command fails.
     """
     with app.index() as index:
-        removed = index.remove_tools(names, missing_ok=False)
-    click.echo(f"removed {len(removed)}")
+        wanted = resolved_names(index, names)
+        try:
+            removed = index.remove_tools(wanted, missing_ok=False)
+        except ToolNotFound as exc:
+            missing = [name for name in wanted if name not in index.tools_by_names(wanted)]
+            raise ToolNotFound(f"{exc}{did_you_mean(index.tools(), missing)}") from exc
+    echo(f"removed {len(removed)}")
 
 
 @click.command(epilog=example("tool-index stats", "tool-index stats --json"))
@@ -142,13 +154,15 @@ def stats(app: App, as_json: bool) -> None:
     if as_json:
         echo_json(summary)
         return
-    click.echo(f"{'database:':<12}{where}")
-    for key in ("tools", "terms", "postings", "generation"):
-        click.echo(f"{key + ':':<12}{summary[key]}")
-    click.echo(f"{'avgdl:':<12}{summary['avgdl']:.3f}")
+    fields = [("database", where), *((key, str(summary[key])) for key in ("tools", "terms", "postings"))]
+    fields += [("generation", str(summary["generation"])), ("avgdl", f"{summary['avgdl']:.3f}")]
+    print_fields(fields, key_width=12)
     for key in ("sources", "servers"):
         counts: Mapping[str, int] = summary[key]
-        click.echo(f"{key}:" + ("" if counts else " none"))
-        width = max((len(name) for name in counts), default=0)
+        if on_terminal() and counts:
+            print_table([(key[:-1], "tools"), *((name, str(count)) for name, count in counts.items())])
+            continue
+        echo(f"{key}:" + ("" if counts else " none"))
+        width = max((len(one_line(name)) for name in counts), default=0)
         for name, count in counts.items():
-            click.echo(f"  {one_line(name):<{width}}  {count}")
+            echo(f"  {one_line(name):<{width}}  {count}")

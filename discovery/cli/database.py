@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import click
+from rich.text import Text
 
-from discovery.cli.app import App, ToolIndexGroup, example, pass_app
+from discovery.cli.app import App, ToolIndexGroup, echo, example, pass_app, stdout_console
+from discovery.cli.output import on_terminal
 from discovery.cli.render import one_line
 from store import migrate
 from store.engine import read_transaction
@@ -27,13 +29,16 @@ def verify(app: App) -> None:
 
         report = verify_index(index)
     checked = ", ".join(f"{count} {what}" for what, count in report.checked.items())
-    if report.ok:
-        click.echo(f"ok: checked {checked}")
-        return
-    for problem in report.problems:
-        click.echo(one_line(problem))
+    lines = [f"ok: checked {checked}"] if report.ok else [one_line(problem) for problem in report.problems]
     if report.omitted:
-        click.echo(f"… and {report.omitted} more problems")
+        lines.append(f"… and {report.omitted} more problems")
+    if on_terminal():
+        style = "green" if report.ok else "red"
+        stdout_console().print(Text("\n".join(lines), style=style), overflow="fold")
+    else:
+        echo("\n".join(lines))
+    if report.ok:
+        return
     raise click.ClickException(
         f"the index disagrees with its tool records: {report.found} problems (checked {checked})"
     )
@@ -53,9 +58,9 @@ def upgrade(app: App) -> None:
         migrate.ensure_schema(engine, upgrade_if_old=True)
         after = _revision(engine)
     if before == after:
-        click.echo(f"already at head {after}")
+        echo(f"already at head {after}")
     else:
-        click.echo(f"upgraded {before or 'an empty database'} to {after} (head)")
+        echo(f"upgraded {before or 'an empty database'} to {after} (head)")
 
 
 @db.command(epilog=example("tool-index db current"))
@@ -66,13 +71,13 @@ def current(app: App) -> None:
         revision = _revision(engine)
     head = migrate.head_revision()
     if revision is None:
-        click.echo(f"none (no tool-index schema; head is {head}: run `tool-index db upgrade`)")
+        echo(f"none (no tool-index schema; head is {head}: run `tool-index db upgrade`)")
     elif revision == head:
-        click.echo(f"{revision} (head)")
+        echo(f"{revision} (head)")
     elif revision in migrate.known_revisions():
-        click.echo(f"{revision} (behind head {head}: run `tool-index db upgrade`)")
+        echo(f"{revision} (behind head {head}: run `tool-index db upgrade`)")
     else:
-        click.echo(f"{revision} (unknown: newer than this tool-index, whose head is {head})")
+        echo(f"{revision} (unknown: newer than this tool-index, whose head is {head})")
 
 
 @db.command(epilog=example("tool-index db check && echo schema ok"))
@@ -88,7 +93,7 @@ def check(app: App) -> None:
         changes = migrate.pending_model_changes(engine)
     if changes:
         raise click.ClickException(f"the schema at {head} differs from the models: {'; '.join(changes)}")
-    click.echo(f"ok: {head} (head), the schema matches the models")
+    echo(f"ok: {head} (head), the schema matches the models")
 
 
 def _revision(engine: Engine) -> str | None:

@@ -7,7 +7,6 @@ renderable of :func:`render_result` straight to its own console.
 from __future__ import annotations
 
 import io
-import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,6 +15,8 @@ from rich.cells import cell_len
 from rich.console import Console, RenderableType
 from rich.text import Text
 from rich.tree import Tree
+
+from discovery.cli.sanitize import escaped
 
 TABLE_GAP = "  "
 """Between the columns of a table."""
@@ -26,6 +27,8 @@ LABEL_COLUMNS = 72
 SUMMARY_COLUMNS = 96
 FALLBACK_LINE_COLUMNS = 110
 FALLBACK_EMPTY = "Tool discovery completed"
+EXPAND_HINT = "--expanded shows them"
+"""How to see the matches a collapsed result hides (the search command's flag)."""
 NO_TOOLS_LOADED = "No discoverable tools are currently loaded."
 NO_MATCHES = "No matching tools found."
 ELLIPSIS = "…"
@@ -40,7 +43,7 @@ def truncate(text: str, columns: int) -> str:
 
     Widths come from wcwidth (wide characters count 2) and the cut falls between grapheme
     clusters, so an emoji sequence or a combining mark is never split. Control characters
-    count as zero columns; callers strip them first (see :func:`_printable`).
+    count as zero columns; callers escape them first (see :func:`printable`).
     """
     if columns <= 0:
         return ""
@@ -73,7 +76,7 @@ def render_result(
         tree.add(_match_lines(match))
     hidden = len(tools) - len(shown)
     if hidden:
-        tree.add(Text(f"{ELLIPSIS} {_count(hidden, 'more tool')}", style="dim"))
+        tree.add(Text(f"{ELLIPSIS} {_count(hidden, 'more tool')} ({EXPAND_HINT})", style="dim"))
     return tree
 
 
@@ -146,7 +149,7 @@ def _render_fallback(text: str) -> Text:
 
 
 def one_line(text: str) -> str:
-    """``text`` on one line: every whitespace run one space, control characters dropped.
+    """``text`` on one line: every whitespace run one space, control characters escaped.
 
     Labels, server names and summaries come from third-party MCP servers: newlines and tabs
     would break a one-line layout.
@@ -155,11 +158,9 @@ def one_line(text: str) -> str:
 
 
 def printable(text: str, *, keep: str = "") -> str:
-    """``text`` without control characters (except those in ``keep``, e.g. ``"\n"``).
-
-    Raw control characters (an ESC in a tool description) would drive the reader's terminal.
-    """
-    return "".join(char for char in text if char in keep or unicodedata.category(char) != "Cc")
+    """``text`` with control and invisible characters escaped (except those in ``keep``, e.g.
+    ``"\n"``): see :mod:`discovery.cli.sanitize`."""
+    return escaped(text, keep=keep)
 
 
 def indented(text: str) -> str:

@@ -7,9 +7,13 @@ from typing import Any
 
 import click
 
-from discovery.cli.app import App, echo_json, example, pass_app, stdout_console, stdout_width
-from discovery.cli.render import one_line, render_result, table
+from discovery.cli.app import App, PositiveInt, echo, echo_json, example, pass_app, stdout_console
+from discovery.cli.catalog import EMPTY_CATALOG
+from discovery.cli.names import resolved_name
+from discovery.cli.output import print_table
+from discovery.cli.render import one_line, render_result
 from discovery.errors import EmptyQuery
+from discovery.index import ToolIndex
 from discovery.params import DEFAULT_LIMIT
 from discovery.ranking.bm25 import round6
 from discovery.results import SearchDetails
@@ -23,9 +27,7 @@ from discovery.results import SearchDetails
     )
 )
 @click.argument("query")
-@click.option(
-    "--limit", type=click.IntRange(min=1), default=DEFAULT_LIMIT, show_default=True, help="Most matches."
-)
+@click.option("--limit", type=PositiveInt(), default=DEFAULT_LIMIT, show_default=True, help="Most matches.")
 @click.option(
     "--mode",
     type=click.Choice(["all", "mcp-only"]),
@@ -88,8 +90,10 @@ def search(
         details = _session_search(app, session_id, query, limit, settings)
     if as_json:
         echo_json(details)
-    else:
-        stdout_console().print(render_result(details, expanded=expanded))
+        return
+    stdout_console().print(render_result(details, expanded=expanded))
+    if session_id is None and details["total_tools"] == 0 and mode != "mcp-only":
+        echo(EMPTY_CATALOG)
 
 
 def _read_only_search(app: App, query: str, limit: int, mode: str) -> SearchDetails:
@@ -102,7 +106,9 @@ def _session_search(
 ) -> SearchDetails:
     """One search_tool_bm25 call; the session is created with ``settings`` when it is new."""
     given = {key: value for key, value in settings.items() if value is not None}
-    with app.index() as index:
+    with app.index(create=True) as index:
+        for warning in unknown_setting_names(index, given):
+            echo(f"Warning: {warning}", err=True)
         # Settings given for an existing session must match its own (else a clear error).
         session = index.session(session_id, **given)
         call_id = f"cli-{uuid.uuid4().hex[:12]}"
@@ -124,19 +130,21 @@ def _session_search(
 def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
     """Break down NAME's score for QUERY by term and by field.
 
-    The score is the one a read-only search in MODE gives NAME, with the corpus statistics behind it.
+    NAME is a tool's name or a label that names one tool (as search shows it). The score is
+    the one a read-only search in MODE gives NAME, with the corpus statistics behind it.
     """
     if not query.strip():
         raise EmptyQuery()
     with app.index() as index:
         from discovery.diagnostics.explain import explain as explain_score
 
+        name = resolved_name(index, name)
         explanation = explain_score(index, query.strip(), name, mode=mode)
     if as_json:
         echo_json(explanation.as_dict())
         return
-    click.echo(f"{one_line(name)}  score {round6(explanation.score)}  (mode {mode})")
-    click.echo(
+    echo(f"{one_line(name)}  score {round6(explanation.score)}  (mode {mode})")
+    echo(
         f"corpus: {explanation.n_docs} tools, avgdl {explanation.avgdl:.3f}; "
         f"tool length {explanation.doc_len}, norm {explanation.norm:.6f}"
     )
@@ -146,7 +154,27 @@ def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
         rows.append((term.term, str(term.qtf), str(term.df), idf, str(term.tf), _six(term.contribution)))
         for part in term.fields:
             rows.append((f"  {part.field} ×{part.weight}", "", "", "", str(part.tf), _six(part.contribution)))
-    click.echo(table(rows, stdout_width()))
+    print_table(rows)
+
+
+def unknown_setting_names(index: ToolIndex, settings: dict[str, Any]) -> list[str]:
+    """What a new session's settings name that the catalog lacks (SPEC §5 ignores such names)."""
+    options = {"requested": "--request", "essential_override": "--essential"}
+    warnings = []
+    for key, option in options.items():
+        names = settings.get(key) or []
+        known = index.tools_by_names(names)
+        warnings += [
+            f"{option} {name!r} is not in the catalog; ignored" for name in names if name not in known
+        ]
+    servers = settings.get("default_servers") or []
+    present = index.stats()["servers"]
+    warnings += [
+        f"--default-server {server!r} has no tools in the catalog; ignored"
+        for server in servers
+        if server not in present
+    ]
+    return warnings
 
 
 def _six(score: float) -> str:

@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.text import Text
 
-from discovery.cli.app import App, ToolIndexGroup, echo_json, example, pass_app, stdout_width
-from discovery.cli.render import one_line, table
+from discovery.cli.app import App, ToolIndexGroup, echo, echo_json, example, pass_app, stdout_console
+from discovery.cli.output import on_terminal, print_fields, print_table
+from discovery.cli.render import one_line
 
 
 @click.command(epilog=example("tool-index sessions", "tool-index sessions --json"))
@@ -24,7 +26,7 @@ def sessions(app: App, as_json: bool) -> None:
         echo_json([dataclasses.asdict(summary) for summary in summaries])
         return
     if not summaries:
-        click.echo("No sessions.")
+        echo("No sessions.")
         return
     rows: list[tuple[str, ...]] = [("id", "mode", "active", "selected", "calls", "updated")]
     rows += [
@@ -38,7 +40,7 @@ def sessions(app: App, as_json: bool) -> None:
         )
         for s in summaries
     ]
-    click.echo(table(rows, stdout_width()))
+    print_table(rows)
 
 
 @click.group(
@@ -61,14 +63,32 @@ def session_show(app: App, session_id: str, as_json: bool) -> None:
     if as_json:
         echo_json(record)
         return
-    click.echo(f"Session {one_line(record['id'])}")
-    click.echo(f"  settings: {one_line(json.dumps(record['settings'], ensure_ascii=False))}")
-    click.echo(f"  active ({len(record['active'])}): {one_line(', '.join(record['active']))}")
-    click.echo(f"  selected ({len(record['selected'])}): {one_line(', '.join(record['selected']))}")
-    click.echo(f"  log ({len(record['calls'])} events):")
-    for call in record["calls"]:
-        # Outside ``one_line``, which would fold the sequence number's padding.
-        click.echo(f"    {call['seq']:>4} {one_line(_event_line(call))}")
+    gone = set(record["not_in_catalog"])
+    fields = [("settings", json.dumps(record["settings"], ensure_ascii=False))]
+    fields += [(key, _listed(record[key], gone)) for key in ("active", "selected")]
+    if not on_terminal():
+        echo(f"Session {record['id']}")
+        for key, value in fields:
+            echo(f"  {key}: {one_line(value)}" if key == "settings" else f"  {key} {one_line(value)}")
+        echo(f"  log ({len(record['calls'])} events):")
+        for call in record["calls"]:
+            # Outside ``one_line``, which would fold the sequence number's padding.
+            echo(f"    {call['seq']:>4} {one_line(_event_line(call))}")
+        return
+    stdout_console().print(Text(f"Session {one_line(record['id'])}", style="bold"))
+    print_fields(fields, key_width=0)
+    print_table(
+        [("seq", "time", "event"), *((str(c["seq"]), c["time"], _event_line(c)) for c in record["calls"])]
+    )
+
+
+def _listed(names: list[str], gone: set[str]) -> str:
+    """``(3): a, b, c`` counting the live names; names gone from the catalog marked, not counted."""
+    live = sum(name not in gone for name in names)
+    missing = len(names) - live
+    count = f"({live} + {missing} not in the catalog)" if missing else f"({live})"
+    marked = [f"{name} [not in the catalog]" if name in gone else name for name in names]
+    return f"{count}: {', '.join(marked)}"
 
 
 def _event_line(call: dict[str, Any]) -> str:
@@ -86,8 +106,9 @@ def _event_line(call: dict[str, Any]) -> str:
 def session_reset(app: App, session_id: str) -> None:
     """Reset a session to its opening tools, nothing selected."""
     with app.index() as index:
+        index.session_record(session_id)  # an unknown id is an error, not a new session
         active = index.session(session_id).reset()
-    click.echo(f"reset {session_id}: {len(active)} active, 0 selected")
+    echo(f"reset {session_id}: {len(active)} active, 0 selected")
 
 
 @session.command("delete", epilog=example("tool-index session delete chat-42"))
@@ -97,7 +118,7 @@ def session_delete(app: App, session_id: str) -> None:
     """Delete a session and its log."""
     with app.index() as index:
         index.delete_session(session_id)
-    click.echo(f"deleted {session_id}")
+    echo(f"deleted {session_id}")
 
 
 @session.command(
@@ -116,10 +137,14 @@ def session_import_jsonl(app: App, path: Path, session_id: str, mode: str | None
     back to its root; names missing from the catalog are reported and skipped.
     """
     settings = {"discovery_mode": mode} if mode else {}
-    with app.index() as index:
+    with app.index(create=True) as index:
         restored = index.import_session_file(path, session_id, **settings)
     if not restored.found:
-        click.echo(f"{path}: no tool selection in force; {session_id} has nothing selected", err=True)
+        echo(f"{path}: no tool selection in force; {session_id} has nothing selected", err=True)
     for name in restored.missing:
-        click.echo(f"warning: {one_line(name)} is not in the catalog; skipped", err=True)
-    click.echo(f"restored {len(restored.restored)} selected tools into {session_id}")
+        echo(f"warning: {one_line(name)} is not in the catalog; skipped", err=True)
+    echo(f"restored {_count(len(restored.restored), 'selected tool')} into {session_id}")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

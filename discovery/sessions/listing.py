@@ -8,9 +8,11 @@ from typing import Any
 from sqlalchemy import Engine
 
 from discovery.params import checked_id
+from discovery.ranking.corpus import SEARCH_TOOL_NAME
 from store import SessionNotFound
 from store import sessions as stored_sessions
 from store.engine import read_transaction, write_transaction
+from store.reads import tools_by_names
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,19 +75,24 @@ def session_summaries(engine: Engine) -> list[SessionSummary]:
 
 
 def session_record(engine: Engine, session_id: str) -> dict[str, Any]:
-    """``{"id", "settings", "active", "selected", "calls"}`` with every logged event."""
+    """``{"id", "settings", "active", "selected", "calls", "not_in_catalog"}``: the stored lists,
+    every logged event, and the stored names the catalog no longer has."""
     session_id = checked_id(session_id, "session id")
     with read_transaction(engine) as connection:
         state = stored_sessions.load(connection, session_id)
         if state is None:
             raise SessionNotFound(f"no session {session_id!r} in the store")
         logged = stored_sessions.events(connection, session_id)
+        listed = list(dict.fromkeys([*state.active, *state.selected]))
+        known = tools_by_names(connection, listed)
     return {
         "id": state.id,
         "settings": state.settings,
         "active": state.active,
         "selected": state.selected,
         "calls": [event_record(entry) for entry in logged],
+        # Stored names whose tool has left the catalog: the live session skips them (SPEC §5).
+        "not_in_catalog": [name for name in listed if name not in known and name != SEARCH_TOOL_NAME],
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -52,8 +53,18 @@ class SearchTool:
 
     @property
     def description(self) -> str:
-        """Rendered from the session's current corpus."""
+        """Rendered from the session's current corpus (SPEC §6): its counts shrink as searches
+        activate tools."""
         return render_description(*self.session.describe_corpus())
+
+    @property
+    def stable_description(self) -> str:
+        """SPEC §6's description with the counts of the whole catalog in the session's mode.
+
+        No search changes it (only a catalog write does), so a host that caches its tool
+        definitions (a provider's prompt cache) keeps its cache across calls.
+        """
+        return render_description(*self.session.describe_catalog())
 
     def execute(self, call_id: str, params: dict[str, Any]) -> ToolResult:
         """Run one search call: rank, activate, persist and log, all before returning.
@@ -86,6 +97,7 @@ class SearchTool:
         if view.mode == "off":
             raise DiscoveryDisabled()
         fields = params if isinstance(params, dict) else {}
+        checked_types(fields)
         query = checked_query(fields.get("query"))
         limit = checked_limit(fields.get("limit"))
         terms = query_terms(query)
@@ -155,6 +167,15 @@ def _replayed(done: stored_sessions.LoggedEvent, params: Any) -> ToolResult:
         raise ToolCallError(done.event.error)
     assert done.event.content is not None and done.event.details is not None
     return ToolResult(content=done.event.content, details=cast(SearchDetails, done.event.details))
+
+
+def checked_types(fields: dict[Any, Any]) -> None:
+    """What the schema says beyond SPEC §6's checks: no other properties (it declares
+    ``additionalProperties: false``)."""
+    extra = [key for key in fields if key not in PARAMETERS["properties"]]
+    if extra:
+        listed = ", ".join(json.dumps(key) if isinstance(key, str) else repr(key) for key in extra)
+        raise ToolCallError(f"Unknown parameter {listed}: search_tool_bm25 takes only query and limit.")
 
 
 def activation_order(names: Sequence[str]) -> list[str]:

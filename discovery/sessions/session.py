@@ -8,6 +8,7 @@ on the index's engine and ranker directly: nothing here calls back up into ``Too
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -15,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from discovery.errors import DiscoveryDisabled, ToolIndexError
+from discovery.errors import DiscoveryDisabled, ToolIndexError, UnknownToolNames
 from discovery.params import checked_id, checked_search
 from discovery.ranking.corpus import (
     DEFAULT_ESSENTIAL_NAMES,
@@ -148,10 +149,16 @@ class Session:
                     # Made at this very moment by another caller, now committed: resume it.
                     state = stored_sessions.lock(connection, session_id)
                     assert state is not None
-        if settings is not None and SessionSettings.model_validate(state.settings) != wanted:
+        kept = SessionSettings.model_validate(state.settings)
+        if settings is not None and kept != wanted:
+            differ = [
+                f"{key} is {getattr(kept, key)!r}, not {getattr(wanted, key)!r}"
+                for key in SessionSettings.model_fields
+                if getattr(kept, key) != getattr(wanted, key)
+            ]
             raise ToolIndexError(
-                f"session {session_id!r} exists with other settings; resume it without settings "
-                "or delete it first"
+                f"session {session_id!r} exists with other settings ({'; '.join(differ)}); "
+                "resume it without settings or delete it first"
             )
         return cls(engine, ranker, session_id)
 
@@ -239,7 +246,11 @@ class Session:
             ]
 
     def set_active(self, names: Iterable[str]) -> list[str]:
-        """Replace the active list; selected tools left out are unselected (SPEC §5)."""
+        """Replace the active list; selected tools left out are unselected (SPEC §5).
+
+        Returns the new active list. Names the catalog lacks are left out, as SPEC §5 says, and
+        reported by an ``UnknownToolNames`` warning naming them.
+        """
         requested = list(names)
         with write_transaction(self.engine) as connection:
             state = self._lock(connection)
@@ -248,6 +259,9 @@ class Session:
             selected = [name for name in state.selected if name in active]
             event = stored_sessions.Event(kind="set_active", params={"names": requested, "active": active})
             stored_sessions.record(connection, state, event, active, selected)
+        unknown = [name for name in dict.fromkeys(requested) if name not in known]
+        if unknown:
+            warnings.warn(UnknownToolNames(unknown), stacklevel=2)
         return active
 
     def reset(self) -> list[str]:
@@ -308,13 +322,20 @@ class Session:
         """``(servers with counts, built-in names, corpus size)`` for the tool description."""
         with read_transaction(self.engine) as connection:
             view = self._view(connection)
-            return corpus_overview(self.ranker, connection, view)
+            return corpus_overview(self.ranker, connection, view.corpus)
+
+    def describe_catalog(self) -> tuple[list[tuple[str, int]], list[str], int]:
+        """As ``describe_corpus``, for the whole catalog of the session's mode: what no search
+        changes (only the essential and internal tools are left out), for a stable description."""
+        with read_transaction(self.engine) as connection:
+            view = self._view(connection)
+            whole = Corpus(view.corpus.groups, INTERNAL_NAMES | frozenset(view.essentials))
+            return corpus_overview(self.ranker, connection, whole)
 
 
 def corpus_overview(
-    ranker: Ranker, connection: Connection, view: SessionView
+    ranker: Ranker, connection: Connection, corpus: Corpus
 ) -> tuple[list[tuple[str, int]], list[str], int]:
-    corpus = view.corpus
     if not corpus.groups:
         return [], [], 0
     excluded = corpus.excluded
