@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
 import click
 from rich.console import Console
 
+from discovery.cli_mcp import MCP_COMMANDS
 from discovery.errors import EmptyQuery, ToolIndexError
 from discovery.index import DEFAULT_LIMIT, ToolIndex
 from discovery.render import indented, one_line, printable, render_result, table
@@ -125,6 +126,10 @@ pass_app = click.make_pass_decorator(App)
 def main(ctx: click.Context, db: str | None) -> None:
     """A persistent BM25+ index for tool discovery in LLM agents."""
     ctx.obj = App(db or default_url())
+
+
+for _command in MCP_COMMANDS:  # sync and serve, the gateway's (discovery/cli_mcp.py)
+    main.add_command(_command)
 
 
 @main.command(
@@ -342,6 +347,12 @@ def session_show(app: App, session_id: str, as_json: bool) -> None:
 
 def _event_line(call: dict[str, Any]) -> str:
     head = f"{call['time']} {call['kind']}"
+    params = call.get("params") or {}
+    if call["kind"] == "tool_call":  # logged by the MCP gateway: never arguments nor results
+        outcome = f"{params.get('outcome')}{', isError' if params.get('is_error') else ''}"
+        return f"{head} {params.get('tool')} (server {params.get('server')}) {params.get('duration_ms')} ms: {outcome}"
+    if call["kind"] == "pin":
+        return f"{head} {', '.join(params.get('tools') or {})}"
     if call["kind"] != "search":
         return head
     query = (call.get("params") or {}).get("query")
