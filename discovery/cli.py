@@ -350,7 +350,8 @@ def _event_line(call: dict[str, Any]) -> str:
     params = call.get("params") or {}
     if call["kind"] == "tool_call":  # logged by the MCP gateway: never arguments nor results
         outcome = f"{params.get('outcome')}{', isError' if params.get('is_error') else ''}"
-        return f"{head} {params.get('tool')} (server {params.get('server')}) {params.get('duration_ms')} ms: {outcome}"
+        where = f"(server {params.get('server')}) {params.get('duration_ms')} ms"
+        return f"{head} {params.get('tool')} {where}: {outcome}"
     if call["kind"] == "pin":
         return f"{head} {', '.join(params.get('tools') or {})}"
     if call["kind"] != "search":
