@@ -5,6 +5,7 @@ The MCP SDK is imported when one of them runs, never when the command line start
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -26,6 +27,11 @@ def _example(*lines: str) -> str:
 
 
 def _config(path: str) -> McpConfig:
+    # The SDK logs what upstream servers send that it cannot parse, tracebacks included: third-party
+    # text that must not reach a terminal raw. A server's failure is reported in our own words.
+    for name in ("mcp", "mcp_types", "httpx2", "uvicorn"):
+        logging.getLogger(name).addHandler(logging.NullHandler())
+        logging.getLogger(name).propagate = False
     try:
         from discovery.mcp.config import load_config
     except ImportError as exc:
