@@ -169,13 +169,14 @@ class Upstream:
                     cache=None,  # a re-sync must see the server's list, never a cached copy
                 )
                 await stack.enter_async_context(client)
+                watchers = await stack.enter_async_context(anyio.create_task_group())
+                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    # Listening before the first call: a change that call makes is not missed.
+                    await watchers.start(self._listen, client)
                 task_status.started(client)
                 started = True
-                async with anyio.create_task_group() as watchers:
-                    if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                        watchers.start_soon(self._listen, client)
-                    await _first(closed.wait, stop.wait)
-                    watchers.cancel_scope.cancel()
+                await _first(closed.wait, stop.wait)
+                watchers.cancel_scope.cancel()
         except Exception as exc:
             closed.set()
             if not started:
@@ -197,14 +198,19 @@ class Upstream:
             inner = streamable_http_client(config.url, http_client=http)
         return _watched(inner, closed)
 
-    async def _listen(self, client: Client) -> None:
+    async def _listen(self, client: Client, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """On 2026-07-28 connections, change notifications come only on a listen stream."""
+        listening = False
         try:
             async with client.listen(tools_list_changed=True) as subscription:
+                task_status.started()
+                listening = True
                 async for _ in subscription:
                     pass  # each event also reaches ``_message``, which re-syncs
         except (ListenNotSupportedError, MCPError, RuntimeError, TimeoutError) as exc:
             logger.info("server %r: no change notifications: %s", self.name, _reason(exc))
+            if not listening:
+                task_status.started()
 
     async def _message(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification) and self._on_tools_changed is not None:
