@@ -91,7 +91,7 @@ def _upstream_log(path: str | None) -> Iterator[TextIO]:
 def sync(
     app: App, config_path: str, servers: tuple[str, ...], timeout: float, upstream_log: str | None
 ) -> None:
-    """Index the tools of live MCP servers, as `import --server NAME --replace` would.
+    """Index the tools of live MCP servers, as import --replace would.
 
     Connects to every server of the config (or each --server) at once, reads its whole tools/list
     and writes it as mcp__<server>__<tool>, one transaction per server. A server that fails keeps
