@@ -16,6 +16,7 @@ from mcp import Client, types
 from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
 
+from discovery import ToolIndex
 from tests.mcp_helpers import (
     call,
     cli,
@@ -377,3 +378,22 @@ def test_http_with_a_token_refuses_requests_without_it(tmp_path: Path) -> None:
                 assert [tool.name for tool in listed.tools] == ["search_tool_bm25", "call_tool"]
 
         anyio.run(run)
+
+
+def test_refresh_re_syncs_every_server_in_the_background(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    db, config = synced(tmp_path, {"up": upstream_entry("--state", str(state))})
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s", "--refresh", "1") as client:
+            await search(client, "echo a text back", limit=1)
+            state.write_text(json.dumps({"echo": "Echo a text back, changed while the gateway runs"}))
+
+            async def refused() -> bool:
+                return (await call(client, "mcp__up__echo", {"text": "x"})).is_error
+
+            await eventually(refused, "the background sync never saw the change")
+
+    anyio.run(run)
+    with ToolIndex.open(db) as index:
+        assert index.tool("mcp__up__echo").description == "Echo a text back, changed while the gateway runs"

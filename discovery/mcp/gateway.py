@@ -14,7 +14,7 @@ import json
 import sys
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -31,6 +31,7 @@ from discovery.mcp.config import McpConfig
 from discovery.mcp.sessions import NEW_SESSION_MODE, SEARCH_TOOL_NAME, GatewaySession, digest
 from discovery.mcp.sync import Library, ServerSync, sync_server, sync_servers
 from discovery.mcp.upstreams import DEFAULT_TIMEOUT, UpstreamError, Upstreams, split_catalog_name
+from store import StoreError
 
 CALL_TOOL_NAME = "call_tool"
 SEARCH_PARAMETERS: dict[str, Any] = {
@@ -226,8 +227,10 @@ class Gateway:
         self, ctx: ServerRequestContext[Any, Any], gateway_session: GatewaySession, arguments: dict[str, Any]
     ) -> types.CallToolResult:
         outcome = await self.library.run(gateway_session.search, arguments)
-        if outcome.activated and self.options.expose_active:
-            await self._notify(gateway_session.id)
+        if outcome.activated:
+            self._later(gateway_session.pin, outcome.activated)
+            if self.options.expose_active:
+                await self._notify(gateway_session.id)
         return text_result(outcome.text, is_error=outcome.is_error)
 
     async def forward(
@@ -301,7 +304,20 @@ class Gateway:
         outcome: str,
     ) -> None:
         duration_ms = (time.perf_counter() - started) * 1000
-        await self.library.run(gateway_session.log_call, name, server, duration_ms, is_error, outcome)
+        self._later(gateway_session.log_call, name, server, duration_ms, is_error, outcome)
+
+    def _later(self, work: Callable[..., None], *args: Any) -> None:
+        """Write ``work`` to the store after the answer is sent, in the worker's order: any later
+        call of this process runs after it (its pins are in memory at once), so only a gateway
+        killed in between loses it."""
+
+        async def persist() -> None:
+            try:
+                await self.library.run(work, *args)
+            except (ToolIndexError, StoreError) as exc:
+                self.say(f"could not log to the session: {exc}")
+
+        self.upstreams.start_soon(persist)
 
     # Change notifications
 

@@ -92,14 +92,12 @@ class GatewaySession:
         self._append(sessions.Event(kind=PIN_EVENT, params={"tools": pinned}))
 
     def search(self, arguments: dict[str, Any]) -> SearchOutcome:
-        """One ``search_tool_bm25`` call (SPEC §6); what it activates is pinned."""
+        """One ``search_tool_bm25`` call (SPEC §6); the caller pins what it activated."""
         try:
             result = self.session.search_tool.execute(f"mcp-{uuid.uuid4().hex}", arguments)
         except ToolCallError as error:
             return SearchOutcome(str(error), is_error=True)
         activated = list(result.details["activated_tools"])
-        if activated:
-            self.pin(activated)
         return SearchOutcome(result.content, is_error=False, activated=activated)
 
     def resolve(self, name: str) -> tuple[StoredTool | None, bool]:
