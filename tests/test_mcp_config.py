@@ -208,3 +208,18 @@ def test_loopback_hosts() -> None:
     assert not any(is_loopback(host) for host in ("0.0.0.0", "10.0.0.1", "example.com"))
     check_bind("127.0.0.1", None)
     check_bind("0.0.0.0", "token")
+
+
+def test_catalog_names_split_into_server_and_tool() -> None:
+    from discovery.mcp.upstreams import catalog_name, split_catalog_name
+
+    servers = ["git", "git__hub", "slack"]
+    assert split_catalog_name(catalog_name("git__hub", "create_issue"), servers) == (
+        "git__hub",
+        "create_issue",
+    )
+    assert split_catalog_name("mcp__git__log", servers) == ("git", "log")
+    assert split_catalog_name("mcp__slack__post__message", servers) == ("slack", "post__message")
+    assert split_catalog_name("mcp__other__x", servers) is None
+    assert split_catalog_name("mcp__slack__", servers) is None
+    assert split_catalog_name("read", servers) is None

@@ -115,3 +115,24 @@ def test_sync_over_http_with_a_secret_header_stores_no_secret(tmp_path: Path) ->
     assert SECRET not in done.stdout + done.stderr
     stored = b"".join(path.read_bytes() for path in tmp_path.glob("tools.db*"))
     assert SECRET.encode() not in stored
+
+
+def test_a_python_host_calls_tools_without_serve(tmp_path: Path) -> None:
+    """The library's API for hosts: the servers of a config, connected when first called."""
+    import anyio
+
+    from discovery.mcp.upstreams import UnknownServer, UpstreamError, Upstreams
+
+    config = write_config(tmp_path, {"up": upstream_entry(), "down": {"command": str(tmp_path / "absent")}})
+
+    async def run() -> None:
+        async with Upstreams.from_config(config, timeout=20) as upstreams:
+            echoed = await upstreams.call("mcp__up__echo", {"text": "host"})
+            assert (echoed.structured_content, echoed.is_error) == ({"echo": "host"}, False)
+            assert [tool.name for tool in await upstreams.list_tools("up")][:2] == ["echo", "fail"]
+            with pytest.raises(UpstreamError, match=r"^server 'down': cannot start: command not found"):
+                await upstreams.call("mcp__down__anything", {})
+            with pytest.raises(UnknownServer):
+                await upstreams.call("mcp__elsewhere__x", {})
+
+    anyio.run(run)

@@ -365,7 +365,10 @@ class Gateway:
             self.say(f"sync {result.server}: {counts}")
 
     def say(self, line: str) -> None:
-        print(f"tool-index serve: {line}", file=self.errlog, flush=True)
+        """One line on stderr; an upstream's words in it (its errors) are third-party text, so
+        control characters never reach a terminal."""
+        shown = "".join(char if char.isprintable() else "\ufffd" for char in line)
+        print(f"tool-index serve: {shown}", file=self.errlog, flush=True)
 
 
 def _described(description: str, schema: Any, name: str) -> str:
