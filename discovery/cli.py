@@ -350,7 +350,8 @@ def _event_line(call: dict[str, Any]) -> str:
     params = call.get("params") or {}
     if call["kind"] == "tool_call":  # logged by the MCP gateway: never arguments nor results
         outcome = f"{params.get('outcome')}{', isError' if params.get('is_error') else ''}"
-        where = f"(server {params.get('server')}) {params.get('duration_ms')} ms"
+        server = f"server {params['server']}" if params.get("server") else "no configured server"
+        where = f"({server}) {params.get('duration_ms')} ms"
         return f"{head} {params.get('tool')} {where}: {outcome}"
     if call["kind"] == "pin":
         return f"{head} {', '.join(params.get('tools') or {})}"
