@@ -327,14 +327,15 @@ def test_secrets_reach_the_upstreams_and_never_the_database(tmp_path: Path) -> N
     assert SECRET.encode() not in stored
 
 
-def test_http_sessions_are_separate_and_the_endpoint_is_guarded(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_http_sessions_are_separate_and_the_endpoint_is_guarded(tmp_path: Path, mode: str) -> None:
     db, config = synced(tmp_path)
     with http_gateway(db, config) as url:
 
         async def run() -> None:
             async with (
-                Client(f"{url}?session=alice", cache=None) as alice,
-                Client(f"{url}?session=bob", cache=None) as bob,
+                Client(f"{url}?session=alice", cache=None, mode=mode) as alice,
+                Client(f"{url}?session=bob", cache=None, mode=mode) as bob,
             ):
                 await search(alice, "echo a text back", limit=1)
                 refused = await call(bob, "mcp__up__echo", {"text": "bob"})
