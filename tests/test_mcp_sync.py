@@ -76,6 +76,7 @@ def test_a_failing_server_keeps_its_tools_and_does_not_stop_the_others(tmp_path:
             "a": {"command": str(tmp_path / "no-such-server")},
             "b": upstream_entry("--tools", "2"),
             "c": {"command": sys.executable, "args": ["-c", "print('not json-rpc at all')"]},
+            "d": {"type": "http", "url": "http://127.0.0.1:9/mcp"},  # nothing listens on the discard port
         },
     )
     done = cli(db, "sync", "--config", str(broken))
@@ -86,7 +87,8 @@ def test_a_failing_server_keeps_its_tools_and_does_not_stop_the_others(tmp_path:
     )
     assert lines[1] == "b: added 2, updated 0, unchanged 5, removed 0"
     assert lines[2].startswith("c: failed: server 'c': ")
-    assert done.stderr == "Error: 2 of 3 servers failed: a, c\n"
+    assert lines[3] == "d: failed: server 'd': cannot connect to its url"
+    assert done.stderr == "Error: 3 of 4 servers failed: a, c, d\n"
     with ToolIndex.open(db) as index:
         assert len(index.tools(server="a")) == 5
         assert len(index.tools(server="b")) == 7

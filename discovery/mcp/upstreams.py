@@ -263,8 +263,15 @@ def _reason(exc: BaseException) -> str:
         return f"cannot start: {exc.strerror or exc}"
     if isinstance(exc, MCPError):
         return f"connection failed: {exc}"
+    # httpx2's own texts may quote the URL, which may carry a key: say what happened without them.
+    if isinstance(exc, httpx2.ConnectError):
+        return "cannot connect to its url"
+    if isinstance(exc, httpx2.TimeoutException):
+        return "its url did not answer in time"
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"its url answered HTTP {exc.response.status_code}"
     if isinstance(exc, httpx2.HTTPError):
-        return f"HTTP error: {type(exc).__name__}"  # the text may quote a URL with a key in it
+        return f"HTTP error: {type(exc).__name__}"
     text = str(exc) or type(exc).__name__
     return " ".join(text.split())[:300]
 
