@@ -266,7 +266,7 @@ def main() -> None:
             f"## MCP gateway over stdio ({machine['date']}, commit {machine['commit']})",
             "",
             f"`python -m bench.gateway --rounds {options.rounds} --starts {options.starts}`; "
-            f"catalog: {catalog}the 5 tools of `tests/mcp_upstream.py`; SQLite.",
+            f"catalog: {catalog}the 6 tools of `tests/mcp_upstream.py`; SQLite.",
             "",
             ", ".join(f"{key}: {value}" for key, value in machine.items() if key not in ("date", "commit")),
             "",

@@ -5,7 +5,8 @@ Over HTTP it listens on 127.0.0.1 on a free port and prints ``PORT <n>`` on stdo
 Its tools: ``echo`` (text and structured content), ``fail`` (an ``isError`` result), ``crash``
 (the process dies during the call), ``grow`` (adds the tool ``grown`` and says its list changed),
 ``token_digest`` (the SHA-256 of the ``API_TOKEN`` it was started with, or of the request's
-``Authorization`` header over HTTP), and ``filler_<i>`` tools to make the list long. With
+``Authorization`` header over HTTP), ``stall`` (never answers), and ``filler_<i>`` tools to make
+the list long. With
 ``--state FILE``, a JSON object there replaces tool descriptions by name on every tools/list.
 """
 
@@ -41,6 +42,7 @@ def base_tools(count: int) -> list[types.Tool]:
         ),
         types.Tool(name="grow", description="Add the tool grown to the list of tools", input_schema=OBJECT),
         types.Tool(name="token_digest", description="Digest of the credential received", input_schema=OBJECT),
+        types.Tool(name="stall", description="Wait a long time before answering", input_schema=OBJECT),
     ]
     tools += [
         types.Tool(
@@ -109,6 +111,8 @@ def main() -> None:
                     await connection.send_tool_list_changed()
             await bus.publish(ToolsListChanged())
             return types.CallToolResult(content=[types.TextContent(text="grown")])
+        if params.name == "stall":
+            await anyio.sleep(3600)
         if params.name == "token_digest":
             request = ctx.request
             credential = (

@@ -29,7 +29,7 @@ def test_sync_reads_every_page_and_writes_what_import_would(tmp_path: Path) -> N
     done = cli(db, "sync", "--config", str(config))
     assert (done.returncode, done.stdout, done.stderr) == (
         0,
-        "big: added 125, updated 0, unchanged 0, removed 0\n",
+        "big: added 126, updated 0, unchanged 0, removed 0\n",
         "",
     )
     # The same list imported from a file, with --server and --replace.
@@ -50,7 +50,7 @@ def test_sync_reads_every_page_and_writes_what_import_would(tmp_path: Path) -> N
     assert cli(imported, "import", str(listing), "--server", "big", "--replace").returncode == 0
     assert tools_json(db) == tools_json(imported)
     again = cli(db, "sync", "--config", str(config))
-    assert again.stdout == "big: added 0, updated 0, unchanged 125, removed 0\n"
+    assert again.stdout == "big: added 0, updated 0, unchanged 126, removed 0\n"
 
 
 def test_sync_removes_and_updates_like_replace(tmp_path: Path) -> None:
@@ -61,7 +61,7 @@ def test_sync_removes_and_updates_like_replace(tmp_path: Path) -> None:
     state.write_text(json.dumps({"echo": "Echo, now with a new description"}), encoding="utf-8")
     fewer = write_config(tmp_path, {"s": upstream_entry("--tools", "1", "--state", str(state))})
     done = cli(db, "sync", "--config", str(fewer))
-    assert done.stdout == "s: added 0, updated 1, unchanged 5, removed 2\n"
+    assert done.stdout == "s: added 0, updated 1, unchanged 6, removed 2\n"
     with ToolIndex.open(db) as index:
         assert index.tool("mcp__s__echo").description == "Echo, now with a new description"
 
@@ -85,13 +85,13 @@ def test_a_failing_server_keeps_its_tools_and_does_not_stop_the_others(tmp_path:
     assert (
         lines[0] == f"a: failed: server 'a': cannot start: command not found ({tmp_path / 'no-such-server'})"
     )
-    assert lines[1] == "b: added 2, updated 0, unchanged 5, removed 0"
+    assert lines[1] == "b: added 2, updated 0, unchanged 6, removed 0"
     assert lines[2].startswith("c: failed: server 'c': ")
     assert lines[3] == "d: failed: server 'd': cannot connect to its url"
     assert done.stderr == "Error: 3 of 4 servers failed: a, c, d\n"
     with ToolIndex.open(db) as index:
-        assert len(index.tools(server="a")) == 5
-        assert len(index.tools(server="b")) == 7
+        assert len(index.tools(server="a")) == 6
+        assert len(index.tools(server="b")) == 8
 
 
 def test_sync_over_http_with_a_secret_header_stores_no_secret(tmp_path: Path) -> None:
@@ -111,8 +111,8 @@ def test_sync_over_http_with_a_secret_header_stores_no_secret(tmp_path: Path) ->
         done = cli(db, "sync", "--config", str(config), env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "web: added 9, updated 0, unchanged 0, removed 0",
-        "local: added 5, updated 0, unchanged 0, removed 0",
+        "web: added 10, updated 0, unchanged 0, removed 0",
+        "local: added 6, updated 0, unchanged 0, removed 0",
     ]
     assert SECRET not in done.stdout + done.stderr
     stored = b"".join(path.read_bytes() for path in tmp_path.glob("tools.db*"))
