@@ -20,8 +20,8 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 
-def test_pins_survive_reopening_and_a_changed_tool_is_unpinned(sqlite_url: str) -> None:
-    with ToolIndex.open(sqlite_url) as index:
+def test_pins_survive_reopening_and_a_changed_tool_is_unpinned(db_url: str) -> None:
+    with ToolIndex.open(db_url) as index:
         index.upsert_tools(TOOLS)
         opened = GatewaySession.open(index, "g", "mcp-only")
         assert opened.created and opened.session.settings.discovery_mode == "mcp-only"
@@ -60,8 +60,8 @@ def test_pins_survive_reopening_and_a_changed_tool_is_unpinned(sqlite_url: str) 
         assert verify(index).ok
 
 
-def test_a_search_error_is_the_spec_message(sqlite_url: str) -> None:
-    with ToolIndex.open(sqlite_url) as index:
+def test_a_search_error_is_the_spec_message(db_url: str) -> None:
+    with ToolIndex.open(db_url) as index:
         index.upsert_tools(TOOLS)
         opened = GatewaySession.open(index, None, "mcp-only")
         assert opened.search({"query": "   "}).text == "Query is required and must not be empty."
