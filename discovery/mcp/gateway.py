@@ -123,8 +123,6 @@ class Gateway:
         except BaseException:
             await self.upstreams.__aexit__(None, None, None)
             raise
-        state = "new" if self.default_session.created else "resumed"
-        self.say(f"session {self.default_session.id} ({state})")
         if self.options.refresh:
             self.upstreams.start_soon(self._refresh_forever)
         return self
@@ -145,6 +143,7 @@ class Gateway:
                 return self.sessions[session_id]
             opened = await self.library.run(GatewaySession.open, self.index, session_id, self.options.mode)
             self.sessions[opened.id] = opened
+            self.say(f"session {opened.id} ({'new' if opened.created else 'resumed'})")
             return opened
 
     async def session_of(self, ctx: ServerRequestContext[Any, Any]) -> GatewaySession:
