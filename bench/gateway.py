@@ -250,6 +250,7 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=7, help="launches per gateway")
     parser.add_argument("--append", action="store_true", help="append the tables to bench/results.md")
     options = parser.parse_args()
+    machine = machine_info()  # the load average before the run
     with tempfile.TemporaryDirectory() as workdir:
         directory = Path(workdir)
         db, config = prepare(directory)
@@ -259,7 +260,6 @@ def main() -> None:
     tables = report(searches, calls, starts)
     print(tables)
     if options.append:
-        machine = machine_info()
         catalog = "the real MCP catalog (757 tools) + " if REAL_CATALOG.exists() else ""
         lines = [
             "",
