@@ -330,6 +330,16 @@ def record(
     return SessionState(state.id, state.settings, active, selected, seq, state.created_at, stamp)
 
 
+def append(connection: Connection, session_id: str, event: Event) -> bool:
+    """Log ``event``, which changes neither list (a tool call a gateway forwarded, the digests it
+    pinned); ``False`` when there is no such session."""
+    state = lock(connection, session_id)
+    if state is None:
+        return False
+    record(connection, state, event, state.active, state.selected)
+    return True
+
+
 def events(connection: Connection, session_id: str) -> list[LoggedEvent]:
     rows = driver.fetch(connection, _EVENTS, (session_id,))
     codec = _codec(connection)
@@ -390,4 +400,5 @@ def replay(logged: list[LoggedEvent]) -> tuple[list[str], list[str]]:
             selected = [name for name in selected if name in active]
         elif event.kind == "restore":
             active, selected = list(params["active"]), list(params["selected"])
+        # Any other kind ("tool_call", "pin", logged by ``append``) changes neither list.
     return active, selected

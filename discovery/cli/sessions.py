@@ -93,9 +93,16 @@ def _listed(names: list[str], gone: set[str]) -> str:
 
 def _event_line(call: dict[str, Any]) -> str:
     head = f"{call['time']} {call['kind']}"
+    params = call.get("params") or {}
+    if call["kind"] == "tool_call":  # logged by the MCP gateway: never arguments nor results
+        outcome = f"{params.get('outcome')}{', isError' if params.get('is_error') else ''}"
+        server = f"server {params['server']}" if params.get("server") else "no configured server"
+        return f"{head} {params.get('tool')} ({server}) {params.get('duration_ms')} ms: {outcome}"
+    if call["kind"] == "pin":
+        return f"{head} {', '.join(params.get('tools') or {})}"
     if call["kind"] != "search":
         return head
-    query = (call.get("params") or {}).get("query")
+    query = params.get("query")
     outcome = call["error"] or f"activated {', '.join(call['activated']) or 'nothing'}"
     return f"{head} {call['tool']} {json.dumps(query, ensure_ascii=False)}: {outcome}"
 

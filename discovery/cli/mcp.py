@@ -1,0 +1,220 @@
+"""The gateway's commands, ``tool-index sync`` and ``tool-index serve`` (the ``mcp`` extra).
+
+The MCP SDK is imported when one of them runs, never when the command line starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TextIO
+
+import click
+
+if TYPE_CHECKING:
+    from discovery.cli.app import App
+    from discovery.mcp.config import McpConfig
+
+EXTRA = "pip install 'tool-index[mcp]'"
+
+
+def _example(*lines: str) -> str:
+    title = "Examples:" if len(lines) > 1 else "Example:"
+    return "\b\n" + title + "\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _config(path: str) -> McpConfig:
+    # The SDK logs what upstream servers send that it cannot parse, tracebacks included: third-party
+    # text that must not reach a terminal raw. A server's failure is reported in our own words.
+    for name in ("mcp", "mcp_types", "httpx2", "uvicorn"):
+        logging.getLogger(name).addHandler(logging.NullHandler())
+        logging.getLogger(name).propagate = False
+    try:
+        from discovery.mcp.config import load_config
+    except ImportError as exc:
+        raise click.ClickException(f"the MCP commands need the mcp extra: {EXTRA}") from exc
+    return load_config(path)
+
+
+def _anyio_run(work: Any, *args: Any) -> Any:
+    try:
+        import anyio
+    except ImportError as exc:
+        raise click.ClickException(f"the MCP commands need the mcp extra: {EXTRA}") from exc
+    return anyio.run(work, *args)
+
+
+config_option = click.option(
+    "--config",
+    "config_path",
+    required=True,
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help='An MCP config: "mcpServers" (Claude Desktop, Claude Code, Cursor) or VS Code\'s "servers".',
+)
+timeout_option = click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Longest wait for a server to start, list a page of tools, or answer a call.",
+)
+upstream_log_option = click.option(
+    "--upstream-log",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Append what stdio servers write on stderr to FILE [default: discarded].",
+)
+
+
+@contextmanager
+def _upstream_log(path: str | None) -> Iterator[TextIO]:
+    with open(path or os.devnull, "a", encoding="utf-8") as stream:
+        yield stream
+
+
+@click.command(
+    epilog=_example(
+        "tool-index sync --config ~/.cursor/mcp.json",
+        "tool-index sync --config .mcp.json --server github --server slack",
+    )
+)
+@config_option
+@click.option("--server", "servers", multiple=True, metavar="NAME", help="Only this server (repeatable).")
+@timeout_option
+@upstream_log_option
+@click.pass_obj
+def sync(
+    app: App, config_path: str, servers: tuple[str, ...], timeout: float, upstream_log: str | None
+) -> None:
+    """Index the tools of live MCP servers, as import --replace would.
+
+    Connects to every server of the config (or each --server) at once, reads its whole tools/list
+    and writes it as mcp__<server>__<tool>, one transaction per server. A server that fails keeps
+    the tools it had; the others are synced all the same, and the exit status is 1.
+    """
+    from discovery.cli.render import one_line
+
+    config = _config(config_path)
+    selected = [server.name for server in config.select(list(servers))]
+    with app.index(create=True) as index, _upstream_log(upstream_log) as errlog:
+        results = _anyio_run(_sync, index, config, selected, timeout, errlog)
+    failed = []
+    for result in results:
+        if result.report is None:
+            failed.append(result.server)
+            click.echo(f"{result.server}: failed: {one_line(result.error or '')}")
+        else:
+            counts = ", ".join(f"{key} {value}" for key, value in result.report.counts().items())
+            click.echo(f"{result.server}: {counts}")
+    if failed:
+        raise click.ClickException(f"{len(failed)} of {len(results)} servers failed: {', '.join(failed)}")
+
+
+async def _sync(index: Any, config: Any, servers: list[str], timeout: float, errlog: TextIO) -> Any:
+    from discovery.mcp.sync import Library, sync_servers
+    from discovery.mcp.upstreams import Upstreams
+
+    async with Upstreams(config, timeout=timeout, errlog=errlog) as upstreams:
+        return await sync_servers(Library(index), upstreams, servers)
+
+
+@click.command(
+    epilog=_example(
+        "tool-index serve --config .mcp.json --session my-project",
+        "tool-index serve --config mcp.json --transport http --port 8765",
+        'tool-index serve --config mcp.json --transport http --host 0.0.0.0 --token "$TOKEN"',
+    )
+)
+@config_option
+@click.option(
+    "--session",
+    "session_id",
+    metavar="ID",
+    help="The persisted session to serve (created when new) [default: a new one, printed on stderr].",
+)
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio for one client that starts the gateway; http for any number of clients.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: the address to listen on.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="HTTP: the port (0: any free one).",
+)
+@click.option(
+    "--token",
+    envvar="TOOL_INDEX_TOKEN",
+    show_envvar=True,
+    metavar="SECRET",
+    help="HTTP: require 'Authorization: Bearer SECRET' (required for a --host other than loopback).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["mcp-only", "all", "auto"]),
+    default="mcp-only",
+    show_default=True,
+    help="Discovery mode of a new session.",
+)
+@click.option(
+    "--expose-active",
+    is_flag=True,
+    help="Also list the activated tools themselves, with tools/list_changed after each activation.",
+)
+@click.option(
+    "--refresh",
+    type=click.FloatRange(min=1),
+    metavar="SECONDS",
+    help="Sync every server now and then every SECONDS, in the background.",
+)
+@timeout_option
+@upstream_log_option
+@click.pass_obj
+def serve(
+    app: App,
+    config_path: str,
+    session_id: str | None,
+    transport: str,
+    host: str,
+    port: int,
+    token: str | None,
+    mode: str,
+    expose_active: bool,
+    refresh: float | None,
+    timeout: float,
+    upstream_log: str | None,
+) -> None:
+    """Serve the index as one MCP server in front of a config's servers.
+
+    The model gets search_tool_bm25, which activates tools in the persisted session, and
+    call_tool, which calls an activated tool on its server. Over HTTP, a client picks its
+    session with the endpoint's query: http://127.0.0.1:8765/mcp?session=ID.
+    """
+    config = _config(config_path)
+    from discovery.mcp.gateway import Gateway, GatewayOptions
+    from discovery.mcp.serve import check_bind, serve_http, serve_stdio
+
+    if transport == "http":
+        check_bind(host, token)
+    options = GatewayOptions(
+        session_id=session_id, mode=mode, expose_active=expose_active, refresh=refresh, timeout=timeout
+    )
+    with app.index(create=True) as index, _upstream_log(upstream_log) as errlog:
+        gateway = Gateway(index, config, options, errlog=sys.stderr, upstream_errlog=errlog)
+        if transport == "stdio":
+            _anyio_run(serve_stdio, gateway)
+        else:
+            _anyio_run(serve_http, gateway, host, port, token)
+
+
+MCP_COMMANDS = (sync, serve)

@@ -1,0 +1,1 @@
+"""The MCP gateway: host config files, upstream connections, ``sync`` and ``serve``."""

@@ -1,0 +1,222 @@
+"""The MCP server configs hosts already keep, read into typed, expanded server entries.
+
+Claude Desktop's ``claude_desktop_config.json``, Claude Code's ``.mcp.json`` and Cursor's
+``mcp.json`` hold ``{"mcpServers": {name: entry}}``; VS Code's ``mcp.json`` holds ``{"servers":
+{name: entry}}``. An entry is a stdio server (``command``, ``args``, ``env``, ``cwd``, optional
+``"type": "stdio"``) or a streamable HTTP one (``"type": "http"`` or just ``url``, ``headers``).
+``${VAR}`` and ``${VAR:-default}`` are expanded in every string of an entry, as Claude Code does.
+
+Values of ``env`` and ``headers`` are secrets more often than not: no message of this module
+quotes them, and ``repr`` of an entry hides them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
+
+from discovery.errors import ToolIndexError
+
+SERVER_KEYS = ("mcpServers", "servers")
+"""Where the servers are: the key of Claude Desktop, Claude Code and Cursor, then VS Code's."""
+SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+"""Server names become part of tool names (``mcp__<server>__<tool>``): no spaces, no control
+characters, nothing a shell or a provider's tool-name rule would choke on."""
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class ConfigError(ToolIndexError):
+    """An MCP config file cannot be used; the message is ``<file>: <where>: <what>``."""
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class _StdioEntry(_Entry):
+    type: Literal["stdio"] = "stdio"
+    command: StrictStr = Field(min_length=1)
+    args: list[StrictStr] = []
+    env: dict[StrictStr, StrictStr] = {}
+    cwd: StrictStr | None = None
+
+
+class _HttpEntry(_Entry):
+    type: Literal["http"] = "http"
+    url: StrictStr = Field(min_length=1)
+    headers: dict[StrictStr, StrictStr] = {}
+
+
+_STDIO = TypeAdapter(_StdioEntry)
+_HTTP = TypeAdapter(_HttpEntry)
+
+
+@dataclass(frozen=True, slots=True)
+class StdioServer:
+    """A server run as a subprocess, spoken to over its stdin and stdout."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    cwd: str | None = None
+
+    @property
+    def transport(self) -> str:
+        return "stdio"
+
+
+@dataclass(frozen=True, slots=True)
+class HttpServer:
+    """A server reached over streamable HTTP."""
+
+    name: str
+    url: str = field(repr=False)  # a URL may carry a key in its query
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def transport(self) -> str:
+        return "http"
+
+
+ServerConfig = StdioServer | HttpServer
+
+
+@dataclass(frozen=True, slots=True)
+class McpConfig:
+    """The servers of one config file, in file order."""
+
+    path: str
+    servers: dict[str, ServerConfig]
+
+    def select(self, names: tuple[str, ...] | list[str]) -> list[ServerConfig]:
+        """The servers named (all when none are), or a ``ConfigError`` naming the unknown ones."""
+        if not names:
+            return list(self.servers.values())
+        unknown = [name for name in names if name not in self.servers]
+        if unknown:
+            known = ", ".join(self.servers) or "none"
+            raise ConfigError(
+                f"{self.path}: no server named {', '.join(map(repr, unknown))} (configured: {known})"
+            )
+        return [self.servers[name] for name in dict.fromkeys(names)]
+
+
+def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> McpConfig:
+    """Read the config file at ``path``, with variables expanded from ``environ`` (the process's)."""
+    where = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text (invalid byte at offset {exc.start})") from exc
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
+    except RecursionError:
+        raise ConfigError(f"{where}: JSON nested too deeply") from None
+    return parse_config(document, where=where, environ=os.environ if environ is None else environ)
+
+
+def parse_config(document: Any, *, where: str, environ: Mapping[str, str]) -> McpConfig:
+    """The servers of a parsed config ``document``; ``where`` names it in messages."""
+    if not isinstance(document, dict):
+        raise ConfigError(f'{where}: expected a JSON object with "mcpServers" (or VS Code\'s "servers")')
+    key = next((key for key in SERVER_KEYS if key in document), None)
+    if key is None:
+        raise ConfigError(f'{where}: no "mcpServers" object (nor VS Code\'s "servers")')
+    entries = document[key]
+    if not isinstance(entries, dict):
+        raise ConfigError(f"{where}: {key}: expected an object of servers by name")
+    servers: dict[str, ServerConfig] = {}
+    for name, entry in entries.items():
+        prefix = f"{where}: {key}.{name}"
+        if not SERVER_NAME.fullmatch(name):
+            raise ConfigError(
+                f"{where}: {key}.{name!r}: a server name is letters, digits, '_', '-' and '.', "
+                "starting with a letter or digit"
+            )
+        servers[name] = _server(name, entry, prefix, environ)
+    return McpConfig(path=where, servers=servers)
+
+
+def _server(name: str, entry: Any, prefix: str, environ: Mapping[str, str]) -> ServerConfig:
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{prefix}: expected an object")
+    kind = entry.get("type", "http" if "url" in entry and "command" not in entry else "stdio")
+    if kind in ("sse",):
+        raise ConfigError(
+            f"{prefix}: type 'sse' is not supported: use a streamable HTTP endpoint (type 'http')"
+        )
+    if kind not in ("stdio", "http"):
+        raise ConfigError(f"{prefix}: unknown type {_shown(kind)}: use 'stdio' or 'http'")
+    if kind == "stdio" and "command" not in entry:
+        raise ConfigError(f"{prefix}: a stdio server needs a command")
+    if kind == "http" and "url" not in entry:
+        raise ConfigError(f"{prefix}: an HTTP server needs a url")
+    try:
+        if kind == "stdio":
+            stdio = _STDIO.validate_python(entry)
+            return StdioServer(
+                name=name,
+                command=_expanded(stdio.command, prefix, "command", environ),
+                args=tuple(_expanded(arg, prefix, f"args[{i}]", environ) for i, arg in enumerate(stdio.args)),
+                env={
+                    key: _expanded(value, prefix, f"env.{key}", environ) for key, value in stdio.env.items()
+                },
+                cwd=None if stdio.cwd is None else _expanded(stdio.cwd, prefix, "cwd", environ),
+            )
+        http = _HTTP.validate_python(entry)
+    except ValidationError as exc:
+        raise ConfigError(f"{prefix}: {_described(exc)}") from None
+    url = _expanded(http.url, prefix, "url", environ)
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{prefix}: url must start with http:// or https://")
+    headers = {
+        key: _expanded(value, prefix, f"headers.{key}", environ) for key, value in http.headers.items()
+    }
+    return HttpServer(name=name, url=url, headers=headers)
+
+
+def _expanded(value: str, prefix: str, where: str, environ: Mapping[str, str]) -> str:
+    """``${VAR}`` and ``${VAR:-default}`` replaced; an unset variable without default is an error
+    (naming the variable, never a value)."""
+
+    def replace(match: re.Match[str]) -> str:
+        variable, default = match.group(1), match.group(2)
+        found = environ.get(variable)
+        if found is not None and (found or default is None):
+            return found
+        if default is not None:
+            return default
+        raise ConfigError(
+            f"{prefix}: {where}: environment variable {variable} is not set "
+            f"(write ${{{variable}:-default}} for a default)"
+        )
+
+    return _VARIABLE.sub(replace, value)
+
+
+def _described(exc: ValidationError) -> str:
+    """Each failing field and what is wrong, never the value given (it may be a secret)."""
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        where = ".".join(str(part) for part in error["loc"])
+        what = "unknown field" if error["type"] == "extra_forbidden" else error["msg"]
+        parts.append(f"{where}: {what}" if where else what)
+    return "; ".join(parts)
+
+
+def _shown(value: Any) -> str:
+    """A short, printable rendering of a config value that is not a secret (a type name)."""
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= 40 else text[:39] + "…"

@@ -1,0 +1,393 @@
+"""``serve``: one MCP server in front of a config's servers.
+
+Its tools/list is static — ``search_tool_bm25`` (SPEC §6, run in the gateway's persisted
+session) and ``call_tool`` (forwards a call of an activated tool to its server) — so it works
+with every client, those that ignore ``notifications/tools/list_changed`` included. With
+``expose_active`` the session's active tools are listed as well, and a change notification goes
+out after each activation. It answers from the persisted index at once: upstream servers are
+connected when a call needs them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import anyio
+from mcp import MCPError, types
+from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp_types import INVALID_PARAMS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from discovery.errors import ToolIndexError
+from discovery.index import ToolIndex
+from discovery.mcp.config import McpConfig
+from discovery.mcp.sessions import NEW_SESSION_MODE, SEARCH_TOOL_NAME, GatewaySession, digest
+from discovery.mcp.sync import Library, ServerSync, sync_server, sync_servers
+from discovery.mcp.upstreams import DEFAULT_TIMEOUT, UpstreamError, Upstreams, split_catalog_name
+from store import StoreError
+
+CALL_TOOL_NAME = "call_tool"
+SEARCH_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "description": "tool search query"},
+        "limit": {"type": "integer", "minimum": 1, "description": "max matches"},
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+CALL_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "a tool name that search_tool_bm25 activated"},
+        "arguments": {
+            "type": "object",
+            "description": "the tool's arguments ({} for none); leave out to get its input schema",
+        },
+    },
+    "required": ["name"],
+    "additionalProperties": False,
+}
+CALL_DESCRIPTION = (
+    "Call a tool that search_tool_bm25 activated in this session, on the MCP server that has it.\n"
+    "\n"
+    "- `name` — a name from `activated_tools` of a search\n"
+    "- `arguments` — the tool's arguments as an object (`{}` for none)\n"
+    "\n"
+    "Without `arguments`, the tool is not called: you get its description and input schema. "
+    "The result is the tool's own result. Search first: only activated tools can be called."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayOptions:
+    """How ``serve`` runs: the session of the process, the mode of new sessions, and the rest."""
+
+    session_id: str | None = None
+    mode: str = NEW_SESSION_MODE
+    expose_active: bool = False
+    refresh: float | None = None
+    timeout: float = DEFAULT_TIMEOUT
+
+
+def text_result(text: str, *, is_error: bool) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
+
+
+class Gateway:
+    """The MCP server, its upstream pool and the sessions it serves; use in ``async with``."""
+
+    def __init__(
+        self,
+        index: ToolIndex,
+        config: McpConfig,
+        options: GatewayOptions,
+        *,
+        errlog: TextIO | None = None,
+        upstream_errlog: TextIO | None = None,
+    ) -> None:
+        self.index = index
+        self.config = config
+        self.options = options
+        self.errlog = errlog if errlog is not None else sys.stderr
+        self.library = Library(index)
+        self.upstreams = Upstreams(
+            config, timeout=options.timeout, errlog=upstream_errlog, on_tools_changed=self._server_changed
+        )
+        self.sessions: dict[str, GatewaySession] = {}
+        self.default_session: GatewaySession | None = None
+        self._opening = anyio.Lock()
+        self._clients: dict[str, weakref.WeakSet[ServerSession]] = {}
+        self._buses: dict[str, tuple[InMemorySubscriptionBus, ListenHandler]] = {}
+        self.server: Server[Any] = Server(
+            "tool-index",
+            version=_version(),
+            instructions="Call search_tool_bm25 to find tools, then call_tool to call them.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_subscriptions_listen=self._listen,
+            get_tool_input_schema=self._input_schema,
+        )
+
+    async def __aenter__(self) -> Gateway:
+        await self.upstreams.__aenter__()
+        try:
+            self.default_session = await self._open(self.options.session_id)
+        except BaseException:
+            await self.upstreams.__aexit__(None, None, None)
+            raise
+        if self.options.refresh:
+            self.upstreams.start_soon(self._refresh_forever)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.upstreams.__aexit__(None, None, None)
+
+    def initialization_options(self) -> Any:
+        return self.server.create_initialization_options(
+            NotificationOptions(tools_changed=self.options.expose_active)
+        )
+
+    # Sessions
+
+    async def _open(self, session_id: str | None) -> GatewaySession:
+        async with self._opening:
+            if session_id is not None and session_id in self.sessions:
+                return self.sessions[session_id]
+            opened = await self.library.run(GatewaySession.open, self.index, session_id, self.options.mode)
+            self.sessions[opened.id] = opened
+            self.say(f"session {opened.id} ({'new' if opened.created else 'resumed'})")
+            return opened
+
+    async def session_of(self, ctx: ServerRequestContext[Any, Any]) -> GatewaySession:
+        """The session of a request: ``?session=`` on HTTP, else the process's own."""
+        request = ctx.request
+        query: Mapping[str, str] = getattr(request, "query_params", None) or {}
+        wanted = query.get("session")
+        if wanted is None:
+            assert self.default_session is not None
+            gateway_session = self.default_session
+        else:
+            try:
+                gateway_session = await self._open(wanted)
+            except ToolIndexError as exc:
+                raise MCPError(INVALID_PARAMS, f"session {wanted!r}: {exc}") from exc
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            self._clients.setdefault(gateway_session.id, weakref.WeakSet()).add(ctx.session)
+        return gateway_session
+
+    # tools/list
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        gateway_session = await self.session_of(ctx)
+        tools = [
+            types.Tool(
+                name=SEARCH_TOOL_NAME,
+                title="SearchTools",
+                description=gateway_session.description,
+                input_schema=SEARCH_PARAMETERS,
+            ),
+            types.Tool(name=CALL_TOOL_NAME, description=CALL_DESCRIPTION, input_schema=CALL_PARAMETERS),
+        ]
+        if self.options.expose_active:
+            for tool in await self.library.run(gateway_session.active_tools):
+                if split_catalog_name(tool.name, self.config.servers) is not None:
+                    schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
+                    tools.append(
+                        types.Tool(
+                            name=tool.name,
+                            title=tool.label,
+                            description=tool.description,
+                            input_schema={"type": "object", **schema},
+                        )
+                    )
+        return types.ListToolsResult(tools=tools)
+
+    def _input_schema(self, name: str) -> Mapping[str, Any] | None:
+        return {SEARCH_TOOL_NAME: SEARCH_PARAMETERS, CALL_TOOL_NAME: CALL_PARAMETERS}.get(name)
+
+    # tools/call
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        gateway_session = await self.session_of(ctx)
+        arguments = params.arguments
+        if params.name == SEARCH_TOOL_NAME:
+            return await self._search(ctx, gateway_session, arguments or {})
+        if params.name == CALL_TOOL_NAME:
+            name = (arguments or {}).get("name")
+            if not isinstance(name, str) or not name:
+                return text_result(
+                    "call_tool needs `name`: a tool name that search_tool_bm25 activated.", is_error=True
+                )
+            inner = (arguments or {}).get("arguments")
+            if inner is not None and not isinstance(inner, dict):
+                return text_result("call_tool: `arguments` must be an object ({} for none).", is_error=True)
+            return await self.forward(gateway_session, name, inner)
+        if self.options.expose_active:
+            return await self.forward(gateway_session, params.name, arguments or {})
+        return text_result(
+            f"Unknown tool {params.name!r}: call search_tool_bm25 to find tools, then call_tool to call "
+            "them.",
+            is_error=True,
+        )
+
+    async def _search(
+        self, ctx: ServerRequestContext[Any, Any], gateway_session: GatewaySession, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        outcome = await self.library.run(gateway_session.search, arguments)
+        if outcome.activated:
+            self._later(gateway_session.pin, outcome.activated)
+            if self.options.expose_active:
+                await self._notify(gateway_session.id)
+        return text_result(outcome.text, is_error=outcome.is_error)
+
+    async def forward(
+        self, gateway_session: GatewaySession, name: str, arguments: dict[str, Any] | None
+    ) -> types.CallToolResult:
+        """Call the activated tool ``name`` on its server; every call is logged, never its
+        arguments or result. ``arguments`` ``None`` describes the tool instead of calling it."""
+        started = time.perf_counter()
+        located = split_catalog_name(name, self.config.servers)
+        server = located[0] if located else None
+        refusal = await self._refusal(gateway_session, name, located)
+        if refusal is not None:
+            await self._log(gateway_session, name, server, started, True, refusal[0])
+            return text_result(refusal[1], is_error=True)
+        assert located is not None
+        if arguments is None:
+            tool, _ = await self.library.run(gateway_session.resolve, name)
+            assert tool is not None
+            await self._log(gateway_session, name, server, started, False, "described")
+            return text_result(_described(tool.description, tool.input_schema, name), is_error=False)
+        upstream = self.upstreams.upstream(located[0])
+        try:
+            result = await self.upstreams.call_upstream(upstream, located[1], arguments)
+        except UpstreamError as exc:
+            await self._log(gateway_session, name, server, started, True, "server failed")
+            return text_result(f"Calling {name} failed: {exc}.", is_error=True)
+        await self._log(gateway_session, name, server, started, result.is_error, "called")
+        return result.model_copy(update={"meta": None})
+
+    async def _refusal(
+        self, gateway_session: GatewaySession, name: str, located: tuple[str, str] | None
+    ) -> tuple[str, str] | None:
+        """``(outcome, message)`` when ``name`` cannot be called now, else ``None``."""
+        tool, active = await self.library.run(gateway_session.resolve, name)
+        if tool is None:
+            return "unknown", (
+                f"Unknown tool {name!r}: it is not in the catalog. Call search_tool_bm25 to find a tool, "
+                "then call_tool with a name it activated."
+            )
+        if located is None:
+            servers = ", ".join(self.config.servers) or "none"
+            return "not served", (
+                f"{name!r} is not a tool of a server this gateway fronts ({self.config.path}: {servers})."
+            )
+        if not active:
+            return "not active", (
+                f"{name!r} is not active in this session: call search_tool_bm25 first; it activates the "
+                "tools it finds, which call_tool can then call."
+            )
+        pinned = gateway_session.pins.get(name)
+        if pinned is None:
+            await self.library.run(gateway_session.pin, [name])
+        elif pinned != digest(tool):
+            await self.library.run(gateway_session.unpin_changed, name)
+            if self.options.expose_active:
+                await self._notify(gateway_session.id)
+            return "changed", (
+                f"Refused: {name!r} changed on server {located[0]!r} since it was activated (its "
+                "description or input schema differ), so it was deactivated. Call search_tool_bm25 "
+                "again to find it, with what it now says, before calling it."
+            )
+        return None
+
+    async def _log(
+        self,
+        gateway_session: GatewaySession,
+        name: str,
+        server: str | None,
+        started: float,
+        is_error: bool,
+        outcome: str,
+    ) -> None:
+        duration_ms = (time.perf_counter() - started) * 1000
+        self._later(gateway_session.log_call, name, server, duration_ms, is_error, outcome)
+
+    def _later(self, work: Callable[..., None], *args: Any) -> None:
+        """Write ``work`` to the store after the answer is sent, in the worker's order: any later
+        call of this process runs after it (its pins are in memory at once), so only a gateway
+        killed in between loses it."""
+
+        async def persist() -> None:
+            try:
+                await self.library.run(work, *args)
+            except (ToolIndexError, StoreError) as exc:
+                self.say(f"could not log to the session: {exc}")
+
+        self.upstreams.start_soon(persist)
+
+    # Change notifications
+
+    async def _listen(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        gateway_session = await self.session_of(ctx)
+        if gateway_session.id not in self._buses:
+            bus = InMemorySubscriptionBus()
+            self._buses[gateway_session.id] = (bus, ListenHandler(bus))
+        return await self._buses[gateway_session.id][1](ctx, params)
+
+    async def _notify(self, session_id: str) -> None:
+        """Tell the session's clients that its tools/list changed: handshake-era clients by a
+        notification on their connection, 2026-07-28 clients on their listen streams."""
+        for client in list(self._clients.get(session_id, ())):
+            try:
+                await client.send_tool_list_changed()
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, MCPError, RuntimeError):
+                self._clients[session_id].discard(client)
+        if session_id in self._buses:
+            await self._buses[session_id][0].publish(ToolsListChanged())
+
+    # Re-syncing upstream servers
+
+    async def _server_changed(self, server: str) -> None:
+        """An upstream said its tools changed: sync it, so searches and pins see the change."""
+        self._report(await sync_server(self.library, self.upstreams, server))
+        if self.options.expose_active:
+            for session_id in list(self.sessions):
+                await self._notify(session_id)
+
+    async def _refresh_forever(self) -> None:
+        assert self.options.refresh
+        while True:
+            for result in await sync_servers(self.library, self.upstreams, list(self.config.servers)):
+                self._report(result)
+            await anyio.sleep(self.options.refresh)
+
+    def _report(self, result: ServerSync) -> None:
+        if result.report is None:
+            self.say(f"sync {result.server}: {result.error}")
+        else:
+            counts = ", ".join(f"{key} {value}" for key, value in result.report.counts().items())
+            self.say(f"sync {result.server}: {counts}")
+
+    def say(self, line: str) -> None:
+        """One line on stderr; an upstream's words in it (its errors) are third-party text, so
+        control characters never reach a terminal."""
+        shown = "".join(char if char.isprintable() else "\ufffd" for char in line)
+        print(f"tool-index serve: {shown}", file=self.errlog, flush=True)
+
+
+def _described(description: str, schema: Any, name: str) -> str:
+    return json.dumps(
+        {
+            "name": name,
+            "description": description,
+            "input_schema": schema,
+            "call": "call_tool with arguments",
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tool-index")
+    except PackageNotFoundError:
+        return "0"

@@ -1,0 +1,134 @@
+"""The persisted session a gateway serves: opened or resumed, its searches, the digests of the
+tools it activated (pins), and the log of every tool call it forwarded.
+
+Everything here is synchronous library work: the gateway runs it in its worker thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from discovery.errors import ToolCallError, ToolIndexError
+from discovery.index import ToolIndex
+from store import StoredTool, sessions
+from store.engine import write_transaction
+
+if TYPE_CHECKING:
+    from discovery.sessions.session import Session
+
+SEARCH_TOOL_NAME = "search_tool_bm25"
+NEW_SESSION_MODE = "mcp-only"
+"""A gateway fronts MCP tools only; ``auto`` would switch discovery off for a small catalog."""
+CALL_EVENT = "tool_call"
+PIN_EVENT = "pin"
+
+
+def digest(tool: StoredTool) -> str:
+    """A digest of everything a tool claims (description, input schema, names): what is pinned."""
+    canonical = json.dumps(tool.as_record(), sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+@dataclass
+class SearchOutcome:
+    """A search call's answer: the model-visible text, whether it is an error, what it activated."""
+
+    text: str
+    is_error: bool
+    activated: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GatewaySession:
+    """A session of the store, with the digest each of its activated tools had when activated."""
+
+    index: ToolIndex
+    session: Session
+    created: bool
+    pins: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+
+    @property
+    def id(self) -> str:
+        return self.session.id
+
+    @classmethod
+    def open(cls, index: ToolIndex, session_id: str | None, mode: str = NEW_SESSION_MODE) -> GatewaySession:
+        """Resume ``session_id`` with its own settings, or create it (a new id when ``None``) in
+        ``mode``; the active tools are pinned as the log last saw them."""
+        known = session_id is not None and any(summary.id == session_id for summary in index.sessions())
+        session = index.session(session_id) if known else index.session(session_id, discovery_mode=mode)
+        opened = cls(index, session, created=not known)
+        opened.load_pins()
+        opened.description = session.search_tool.description
+        return opened
+
+    def load_pins(self) -> None:
+        """The pins of the log: a tool activated by a search that no gateway pinned (a search on
+        the command line) is pinned as it is now."""
+        pins: dict[str, str | None] = {}
+        for call in self.index.session_record(self.id)["calls"]:
+            if call["kind"] == "search":
+                pins.update(dict.fromkeys(call["activated"]))
+            elif call["kind"] == PIN_EVENT:
+                pins.update((call.get("params") or {}).get("tools", {}))
+        active = set(self.session.active)
+        unpinned = [name for name, pin in pins.items() if pin is None and name in active]
+        unpinned += [name for name in self.session.active if name.startswith("mcp__") and name not in pins]
+        self.pins = {name: pin for name, pin in pins.items() if pin is not None}
+        if unpinned:
+            self.pin(unpinned)
+
+    def pin(self, names: list[str]) -> None:
+        """Pin the current digest of each of ``names`` (in the log, so a restart keeps it)."""
+        found = self.index.tools_by_names(names)
+        pinned = {name: digest(found[name]) for name in names if name in found}
+        if not pinned:
+            return
+        self.pins.update(pinned)
+        self._append(sessions.Event(kind=PIN_EVENT, params={"tools": pinned}))
+
+    def search(self, arguments: dict[str, Any]) -> SearchOutcome:
+        """One ``search_tool_bm25`` call (SPEC §6); the caller pins what it activated."""
+        try:
+            result = self.session.search_tool.execute(f"mcp-{uuid.uuid4().hex}", arguments)
+        except ToolCallError as error:
+            return SearchOutcome(str(error), is_error=True)
+        activated = list(result.details["activated_tools"])
+        return SearchOutcome(result.content, is_error=False, activated=activated)
+
+    def resolve(self, name: str) -> tuple[StoredTool | None, bool]:
+        """The catalog record of ``name`` (``None`` when it is not there) and whether it is active."""
+        found = self.index.tools_by_names([name])
+        return found.get(name), name in self.session.active
+
+    def unpin_changed(self, name: str) -> None:
+        """Deactivate a tool whose record changed since it was pinned: only a new search that finds
+        it (and pins it again) makes it callable."""
+        self.pins.pop(name, None)
+        self.session.set_active([active for active in self.session.active if active != name])
+
+    def active_tools(self) -> list[StoredTool]:
+        return self.session.active_tools()
+
+    def log_call(
+        self, name: str, server: str | None, duration_ms: float, is_error: bool, outcome: str
+    ) -> None:
+        """Log one call_tool: never its arguments or result, which may hold secrets."""
+        params = {
+            "tool": name,
+            "server": server,
+            "duration_ms": round(duration_ms, 3),
+            "is_error": is_error,
+            "outcome": outcome,
+        }
+        self._append(sessions.Event(kind=CALL_EVENT, tool_name=name, params=params))
+
+    def _append(self, event: sessions.Event) -> None:
+        with write_transaction(self.index.engine) as connection:
+            if not sessions.append(connection, self.id, event):
+                raise ToolIndexError(f"session {self.id!r} was deleted while the gateway served it")

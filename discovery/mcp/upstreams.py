@@ -1,0 +1,390 @@
+"""Connections to the upstream MCP servers of a config: opened when first needed, kept, and
+opened again after the server went away; every operation bounded by a timeout.
+
+A Python host can call the MCP tools a session activated without running ``serve``::
+
+    async with Upstreams.from_config("mcp.json") as upstreams:
+        result = await upstreams.call("mcp__github__create_issue", {"title": "Bug"})
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TextIO
+
+import anyio
+import anyio.abc
+import httpx2
+from mcp import Client, MCPError, StdioServerParameters, types
+from mcp.client.session import IncomingMessage
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.message import SessionMessage
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from discovery.errors import ToolIndexError
+from discovery.mcp.config import HttpServer, McpConfig, ServerConfig, StdioServer, load_config
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds an upstream may take to start, to answer one page of tools/list, or one tool call."""
+MAX_PAGES = 1000
+"""tools/list pages read from one server before it counts as a server that never ends its list."""
+MCP_PREFIX = "mcp__"
+
+
+class UpstreamError(ToolIndexError):
+    """An upstream server could not be reached, failed, timed out or answered garbage; the
+    message names the server."""
+
+    def __init__(self, server: str, what: str) -> None:
+        super().__init__(f"server {server!r}: {what}")
+        self.server = server
+        self.what = what
+
+
+class UnknownServer(ToolIndexError):
+    """A tool name whose server is not in the config."""
+
+
+def catalog_name(server: str, tool: str) -> str:
+    """The name an upstream tool has in the catalog (as an import of its tools/list gives it)."""
+    return f"{MCP_PREFIX}{server}__{tool}"
+
+
+def split_catalog_name(name: str, servers: list[str] | dict[str, Any]) -> tuple[str, str] | None:
+    """``(server, tool)`` of a catalog name, for one of ``servers`` (longest name first, as a
+    server name may itself contain ``__``)."""
+    if not name.startswith(MCP_PREFIX):
+        return None
+    rest = name[len(MCP_PREFIX) :]
+    for server in sorted(servers, key=len, reverse=True):
+        if rest.startswith(server + "__") and len(rest) > len(server) + 2:
+            return server, rest[len(server) + 2 :]
+    return None
+
+
+class _WatchedStream:
+    """A transport's read stream that sets ``closed`` when the server's side ends, so a
+    connection that died while idle is opened again before the next call instead of failing it."""
+
+    def __init__(self, stream: Any, closed: anyio.Event) -> None:
+        self._stream = stream
+        self._closed = closed
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            item: SessionMessage | Exception = await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._closed.set()
+            raise
+        return item
+
+    def __aiter__(self) -> _WatchedStream:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self._closed.set()
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _WatchedStream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class Upstream:
+    """One configured server and, once needed, its live connection."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        timeout: float,
+        errlog: TextIO,
+        on_tools_changed: Callable[[str], None] | None,
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self.timeout = timeout
+        self._errlog = errlog
+        self._on_tools_changed = on_tools_changed
+        self._client: Client | None = None
+        self._closed = anyio.Event()
+        self._stop = anyio.Event()
+        self._lock = anyio.Lock()
+        self.last_error: str | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None and not self._closed.is_set()
+
+    async def client(self, task_group: anyio.abc.TaskGroup) -> Client:
+        """The live connection, opened (again) when there is none."""
+        async with self._lock:
+            if self._client is not None and not self._closed.is_set():
+                return self._client
+            await self._disconnect()
+            self._closed, self._stop = anyio.Event(), anyio.Event()
+            try:
+                with anyio.fail_after(self.timeout):
+                    self._client = await task_group.start(self._run, self._closed, self._stop)
+            except TimeoutError:
+                self.last_error = f"did not start within {self.timeout:g} s"
+                raise UpstreamError(self.name, self.last_error) from None
+            except UpstreamError as exc:
+                self.last_error = exc.what
+                raise
+            self.last_error = None
+            return self._client
+
+    async def _run(
+        self, closed: anyio.Event, stop: anyio.Event, *, task_status: anyio.abc.TaskStatus[Client]
+    ) -> None:
+        """Hold one connection open until ``stop``, or until the server's side ends."""
+        started = False
+        try:
+            async with AsyncExitStack() as stack:
+                client = Client(
+                    await self._transport(stack, closed),
+                    read_timeout_seconds=self.timeout,
+                    message_handler=self._message,
+                    cache=None,  # a re-sync must see the server's list, never a cached copy
+                )
+                await stack.enter_async_context(client)
+                watchers = await stack.enter_async_context(anyio.create_task_group())
+                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    # Listening before the first call: a change that call makes is not missed.
+                    await watchers.start(self._listen, client)
+                task_status.started(client)
+                started = True
+                await _first(closed.wait, stop.wait)
+                watchers.cancel_scope.cancel()
+        except Exception as exc:
+            closed.set()
+            if not started:
+                raise UpstreamError(self.name, _reason(exc)) from exc
+            logger.info("server %r: connection ended: %s", self.name, _reason(exc))
+        finally:
+            closed.set()
+
+    async def _transport(self, stack: AsyncExitStack, closed: anyio.Event) -> Any:
+        config = self.config
+        if isinstance(config, StdioServer):
+            parameters = StdioServerParameters(
+                command=config.command, args=list(config.args), env=dict(config.env) or None, cwd=config.cwd
+            )
+            inner = stdio_client(parameters, errlog=self._errlog)
+        else:
+            assert isinstance(config, HttpServer)
+            http = await stack.enter_async_context(_http_client(config))
+            inner = streamable_http_client(config.url, http_client=http)
+        return _watched(inner, closed)
+
+    async def _listen(self, client: Client, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """On 2026-07-28 connections, change notifications come only on a listen stream."""
+        listening = False
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                task_status.started()
+                listening = True
+                async for _ in subscription:
+                    pass  # each event also reaches ``_message``, which re-syncs
+        except (ListenNotSupportedError, MCPError, RuntimeError, TimeoutError) as exc:
+            logger.info("server %r: no change notifications: %s", self.name, _reason(exc))
+            if not listening:
+                task_status.started()
+
+    async def _message(self, message: IncomingMessage) -> None:
+        if isinstance(message, types.ToolListChangedNotification) and self._on_tools_changed is not None:
+            self._on_tools_changed(self.name)
+
+    async def _disconnect(self) -> None:
+        self._stop.set()
+        self._client = None
+
+    def mark_broken(self) -> None:
+        """The connection failed under a call: the next one opens a new connection."""
+        self._closed.set()
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self._disconnect()
+
+
+@asynccontextmanager
+async def _watched(inner: Any, closed: anyio.Event) -> AsyncIterator[tuple[Any, Any]]:
+    async with inner as (read_stream, write_stream):
+        yield _WatchedStream(read_stream, closed), write_stream
+
+
+def _http_client(config: HttpServer) -> httpx2.AsyncClient:
+    return create_mcp_http_client(headers=dict(config.headers) or None)
+
+
+async def _first(*waits: Callable[[], Awaitable[Any]]) -> None:
+    """Return as soon as any of ``waits`` does."""
+    async with anyio.create_task_group() as group:
+
+        async def run(wait: Callable[[], Awaitable[Any]]) -> None:
+            await wait()
+            group.cancel_scope.cancel()
+
+        for wait in waits:
+            group.start_soon(run, wait)
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong, in one line, from the innermost exception of a group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, UpstreamError):
+        return exc.what
+    if isinstance(exc, FileNotFoundError):
+        return f"cannot start: command not found ({exc.filename or exc})"
+    if isinstance(exc, OSError):
+        return f"cannot start: {exc.strerror or exc}"
+    if isinstance(exc, MCPError):
+        return f"connection failed: {exc}"
+    # httpx2's own texts may quote the URL, which may carry a key: say what happened without them.
+    if isinstance(exc, httpx2.ConnectError):
+        return "cannot connect to its url"
+    if isinstance(exc, httpx2.TimeoutException):
+        return "its url did not answer in time"
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"its url answered HTTP {exc.response.status_code}"
+    if isinstance(exc, httpx2.HTTPError):
+        return f"HTTP error: {type(exc).__name__}"
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())[:300]
+
+
+class Upstreams:
+    """The upstream servers of a config, connected lazily and shared by every caller."""
+
+    def __init__(
+        self,
+        config: McpConfig,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        errlog: TextIO | None = None,
+        on_tools_changed: Callable[[str], Coroutine[Any, Any, None]] | None = None,
+    ) -> None:
+        self.config = config
+        self.timeout = timeout
+        self._errlog = errlog if errlog is not None else sys.stderr
+        self._on_tools_changed = on_tools_changed
+        self.servers = {
+            name: Upstream(server, timeout=timeout, errlog=self._errlog, on_tools_changed=self._tools_changed)
+            for name, server in config.servers.items()
+        }
+        self._stack: AsyncExitStack | None = None
+        self._group: anyio.abc.TaskGroup | None = None
+
+    @classmethod
+    def from_config(cls, path: str | Path, **options: Any) -> Upstreams:
+        """The servers of the config file at ``path`` (``${VAR}`` expanded from the environment)."""
+        return cls(load_config(path), **options)
+
+    async def __aenter__(self) -> Upstreams:
+        self._stack = AsyncExitStack()
+        self._group = await self._stack.enter_async_context(anyio.create_task_group())
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for upstream in self.servers.values():
+            await upstream.close()
+        assert self._stack is not None
+        await self._stack.__aexit__(exc_type, exc, tb)
+        self._stack = self._group = None
+
+    def _tools_changed(self, server: str) -> None:
+        # Called while the connection reads its messages: the handler runs in its own task, so it
+        # can ask that same server for its tools.
+        if self._on_tools_changed is not None and self._group is not None:
+            self._group.start_soon(self._on_tools_changed, server)
+
+    def start_soon(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``work`` in the pool's task group (ended with the pool)."""
+        if self._group is None:
+            raise RuntimeError("use Upstreams in 'async with'")
+        self._group.start_soon(work)
+
+    def upstream(self, server: str) -> Upstream:
+        if server not in self.servers:
+            raise UnknownServer(f"no server named {server!r} in {self.config.path}")
+        return self.servers[server]
+
+    def locate(self, name: str) -> tuple[Upstream, str]:
+        """The upstream and upstream tool name of a catalog tool name."""
+        found = split_catalog_name(name, self.servers)
+        if found is None:
+            raise UnknownServer(f"{name!r} is not a tool of a server in {self.config.path}")
+        return self.servers[found[0]], found[1]
+
+    async def list_tools(self, server: str) -> list[types.Tool]:
+        """Every tool of ``server``, through every page of tools/list."""
+        upstream = self.upstream(server)
+        client = await self._client(upstream)
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        try:
+            for _ in range(MAX_PAGES):
+                with anyio.fail_after(self.timeout):
+                    page = await client.list_tools(cursor=cursor)
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if cursor is None:
+                    return tools
+        except TimeoutError:
+            raise UpstreamError(server, f"tools/list took longer than {self.timeout:g} s") from None
+        except Exception as exc:
+            upstream.mark_broken()
+            raise UpstreamError(server, f"tools/list failed: {_reason(exc)}") from exc
+        raise UpstreamError(server, f"tools/list did not end after {MAX_PAGES} pages")
+
+    async def call(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
+        """Call the tool that the catalog names ``name`` on its server, and return its result as
+        it came (an ``isError`` result included); a server that cannot answer is an ``UpstreamError``."""
+        upstream, tool = self.locate(name)
+        return await self.call_upstream(upstream, tool, arguments)
+
+    async def call_upstream(
+        self, upstream: Upstream, tool: str, arguments: dict[str, Any] | None
+    ) -> types.CallToolResult:
+        client = await self._client(upstream)
+        try:
+            with anyio.fail_after(self.timeout):
+                return await client.call_tool(tool, arguments)
+        except TimeoutError:
+            raise UpstreamError(upstream.name, f"{tool} did not answer within {self.timeout:g} s") from None
+        except Exception as exc:
+            upstream.mark_broken()
+            raise UpstreamError(
+                upstream.name,
+                f"the call of {tool} failed ({_reason(exc)}); the server is restarted on the next call",
+            ) from exc
+
+    async def _client(self, upstream: Upstream) -> Client:
+        if self._group is None:
+            raise RuntimeError("use Upstreams in 'async with'")
+        return await upstream.client(self._group)

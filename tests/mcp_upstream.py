@@ -1,0 +1,169 @@
+"""An upstream MCP server for the gateway tests, written with the SDK's low-level server and run
+as a process of its own: ``python tests/mcp_upstream.py [--http] [--tools N] [--page K] [--state FILE]``.
+
+Over HTTP it listens on 127.0.0.1 on a free port and prints ``PORT <n>`` on stdout once it does.
+Its tools: ``echo`` (text and structured content), ``fail`` (an ``isError`` result), ``crash``
+(the process dies during the call), ``grow`` (adds the tool ``grown`` and says its list changed),
+``token_digest`` (the SHA-256 of the ``API_TOKEN`` it was started with, or of the request's
+``Authorization`` header over HTTP), ``stall`` (never answers), and ``filler_<i>`` tools to make
+the list long. With
+``--state FILE``, a JSON object there replaces tool descriptions by name on every tools/list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import types
+from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+
+OBJECT: dict[str, Any] = {"type": "object"}
+
+
+def base_tools(count: int) -> list[types.Tool]:
+    tools = [
+        types.Tool(
+            name="echo",
+            description="Echo a text back, as text and as structured content",
+            input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        ),
+        types.Tool(name="fail", description="A tool that always reports a failure", input_schema=OBJECT),
+        types.Tool(
+            name="crash", description="Kill the server process in the middle of a call", input_schema=OBJECT
+        ),
+        types.Tool(name="grow", description="Add the tool grown to the list of tools", input_schema=OBJECT),
+        types.Tool(name="token_digest", description="Digest of the credential received", input_schema=OBJECT),
+        types.Tool(name="stall", description="Wait a long time before answering", input_schema=OBJECT),
+    ]
+    tools += [
+        types.Tool(
+            name=f"filler_{i:03d}", description=f"Filler tool number {i} for long lists", input_schema=OBJECT
+        )
+        for i in range(count)
+    ]
+    return tools
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", action="store_true")
+    parser.add_argument("--tools", type=int, default=0)
+    parser.add_argument("--page", type=int, default=100)
+    parser.add_argument("--state")
+    options = parser.parse_args()
+    tools = base_tools(options.tools)
+    bus = InMemorySubscriptionBus()
+    connections: list[Any] = []
+
+    def listed() -> list[types.Tool]:
+        if not options.state or not Path(options.state).exists():
+            return tools
+        overrides = json.loads(Path(options.state).read_text(encoding="utf-8"))
+        return [
+            tool.model_copy(update={"description": overrides.get(tool.name, tool.description)})
+            for tool in tools
+        ]
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        if ctx.session not in connections:
+            connections.append(ctx.session)
+        start = int(params.cursor) if params and params.cursor else 0
+        everything = listed()
+        end = start + options.page
+        return types.ListToolsResult(
+            tools=everything[start:end], next_cursor=str(end) if end < len(everything) else None
+        )
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        arguments = params.arguments or {}
+        if params.name == "echo":
+            text = str(arguments.get("text", ""))
+            return types.CallToolResult(
+                content=[types.TextContent(text=f"echo: {text}")], structured_content={"echo": text}
+            )
+        if params.name == "fail":
+            return types.CallToolResult(
+                content=[types.TextContent(text="the tool failed on purpose")], is_error=True
+            )
+        if params.name == "crash":
+            os._exit(3)
+        if params.name == "grow":
+            if all(tool.name != "grown" for tool in tools):
+                tools.append(
+                    types.Tool(name="grown", description="A tool that appeared later", input_schema=OBJECT)
+                )
+            for connection in connections:
+                # A 2026-07-28 connection has no channel for it (the bus serves those): whatever fails.
+                with contextlib.suppress(Exception):
+                    await connection.send_tool_list_changed()
+            await bus.publish(ToolsListChanged())
+            return types.CallToolResult(content=[types.TextContent(text="grown")])
+        if params.name == "stall":
+            await anyio.sleep(3600)
+        if params.name == "token_digest":
+            request = ctx.request
+            credential = (
+                request.headers.get("authorization", "")
+                if request is not None
+                else os.environ.get("API_TOKEN", "")
+            )
+            return types.CallToolResult(
+                content=[types.TextContent(text=hashlib.sha256(credential.encode()).hexdigest())]
+            )
+        return types.CallToolResult(content=[types.TextContent(text=f"{params.name}: done")])
+
+    server: Server[Any] = Server(
+        "upstream",
+        version="1",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_subscriptions_listen=ListenHandler(bus),
+    )
+    if options.http:
+        anyio.run(serve_http, server)
+    else:
+        anyio.run(serve_stdio, server)
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(
+            read_stream,
+            write_stream,
+            server.create_initialization_options(NotificationOptions(tools_changed=True)),
+        )
+
+
+async def serve_http(server: Server[Any]) -> None:
+    import uvicorn
+
+    config = uvicorn.Config(
+        server.streamable_http_app(host="127.0.0.1"), host="127.0.0.1", port=0, log_level="warning"
+    )
+    web = uvicorn.Server(config)
+    async with anyio.create_task_group() as group:
+
+        async def announce() -> None:
+            while not web.started:
+                await anyio.sleep(0.01)
+            print(f"PORT {web.servers[0].sockets[0].getsockname()[1]}", flush=True)
+
+        group.start_soon(announce)
+        await web.serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""MCP config files: the hosts' formats, variable expansion, and errors that name file, server and
+field but never a secret."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from discovery.cli.main import main
+from discovery.mcp.config import ConfigError, HttpServer, StdioServer, load_config, parse_config
+from discovery.mcp.serve import check_bind, is_loopback
+
+SECRET = "s3cr3t-value-never-shown"
+
+
+def parsed(document: Any, environ: dict[str, str] | None = None) -> dict[str, Any]:
+    return parse_config(document, where="mcp.json", environ=environ or {}).servers
+
+
+def test_claude_code_config_with_stdio_and_http_servers() -> None:
+    servers = parsed(
+        {
+            "mcpServers": {
+                "github": {
+                    "type": "stdio",
+                    "command": "${HOME}/bin/github-mcp",
+                    "args": ["--repo", "${REPO:-tool-index}"],
+                    "env": {"GITHUB_TOKEN": "${GITHUB_TOKEN}"},
+                    "cwd": "/srv",
+                },
+                "docs": {
+                    "type": "http",
+                    "url": "${DOCS_URL:-http://127.0.0.1:9000/mcp}",
+                    "headers": {"X-Key": "k-${KEY}"},
+                },
+            }
+        },
+        {"HOME": "/home/ada", "GITHUB_TOKEN": SECRET, "KEY": "42"},
+    )
+    assert servers["github"] == StdioServer(
+        name="github",
+        command="/home/ada/bin/github-mcp",
+        args=("--repo", "tool-index"),
+        env={"GITHUB_TOKEN": SECRET},
+        cwd="/srv",
+    )
+    assert servers["docs"] == HttpServer(
+        name="docs", url="http://127.0.0.1:9000/mcp", headers={"X-Key": "k-42"}
+    )
+    assert SECRET not in repr(servers["github"]) and "k-42" not in repr(servers["docs"])
+
+
+def test_claude_desktop_and_cursor_entries_without_type() -> None:
+    servers = parsed(
+        {
+            "mcpServers": {
+                "fs": {"command": "npx", "args": ["-y", "fs"]},
+                "remote": {"url": "https://x.test/mcp"},
+            }
+        }
+    )
+    assert isinstance(servers["fs"], StdioServer) and servers["fs"].args == ("-y", "fs")
+    assert isinstance(servers["remote"], HttpServer)
+
+
+def test_vs_code_servers_key() -> None:
+    servers = parsed({"servers": {"fs": {"type": "stdio", "command": "fs-mcp"}}, "inputs": []})
+    assert list(servers) == ["fs"]
+
+
+def test_a_default_applies_when_the_variable_is_empty_or_unset() -> None:
+    document = {"mcpServers": {"a": {"command": "${CMD:-run}"}}}
+    assert parsed(document, {"CMD": ""})["a"].command == "run"
+    assert parsed(document)["a"].command == "run"
+    assert parsed(document, {"CMD": "go"})["a"].command == "go"
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ([], 'mcp.json: expected a JSON object with "mcpServers" (or VS Code\'s "servers")'),
+        ({"other": {}}, 'mcp.json: no "mcpServers" object (nor VS Code\'s "servers")'),
+        ({"mcpServers": []}, "mcp.json: mcpServers: expected an object of servers by name"),
+        ({"mcpServers": {"a": "npx"}}, "mcp.json: mcpServers.a: expected an object"),
+        ({"mcpServers": {"a": {"args": ["x"]}}}, "mcp.json: mcpServers.a: a stdio server needs a command"),
+        ({"mcpServers": {"a": {"type": "http"}}}, "mcp.json: mcpServers.a: an HTTP server needs a url"),
+        (
+            {"mcpServers": {"a": {"type": "ws", "url": "x"}}},
+            "mcp.json: mcpServers.a: unknown type \"ws\": use 'stdio' or 'http'",
+        ),
+        (
+            {"mcpServers": {"a": {"type": "sse", "url": "http://127.0.0.1/sse"}}},
+            "mcp.json: mcpServers.a: type 'sse' is not supported: "
+            "use a streamable HTTP endpoint (type 'http')",
+        ),
+        (
+            {"mcpServers": {"a": {"command": ""}}},
+            "mcp.json: mcpServers.a: command: String should have at least 1 character",
+        ),
+        ({"mcpServers": {"a": {"command": "x", "argz": []}}}, "mcp.json: mcpServers.a: argz: unknown field"),
+        (
+            {"mcpServers": {"a": {"command": "x", "args": "--flag"}}},
+            "mcp.json: mcpServers.a: args: Input should be a valid list",
+        ),
+        (
+            {"mcpServers": {"a": {"url": "ftp://host/mcp"}}},
+            "mcp.json: mcpServers.a: url must start with http:// or https://",
+        ),
+        (
+            {"mcpServers": {"a": {"command": "${NOPE}"}}},
+            "mcp.json: mcpServers.a: command: environment variable NOPE is not set "
+            "(write ${NOPE:-default} for a default)",
+        ),
+        (
+            {"mcpServers": {"bad name": {"command": "x"}}},
+            "mcp.json: mcpServers.'bad name': a server name is letters, digits, '_', '-' and '.', "
+            "starting with a letter or digit",
+        ),
+        ({"servers": {"a": {"command": 1}}}, "mcp.json: servers.a: command: Input should be a valid string"),
+    ],
+)
+def test_bad_configs(document: Any, message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parsed(document)
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"command": "x", "env": {"TOKEN": 12345678}},
+        {"url": "http://127.0.0.1/mcp", "headers": {"Authorization": ["Bearer", SECRET]}},
+        {"command": "x", "env": {"TOKEN": SECRET}, "unknown": SECRET},
+    ],
+)
+def test_errors_never_quote_a_secret(entry: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parsed({"mcpServers": {"a": entry}})
+    assert SECRET not in str(raised.value) and "12345678" not in str(raised.value)
+
+
+def test_files_that_are_not_configs(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.json"
+    with pytest.raises(ConfigError, match=r"missing\.json: cannot read: No such file or directory"):
+        load_config(missing)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"mcpServers": {\n  "a": }', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"broken\.json:2: invalid JSON: Expecting value \(column 8\)"):
+        load_config(broken)
+
+
+def test_the_command_line_reports_a_bad_config(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"gh": {"type": "stdio", "args": []}}}), encoding="utf-8")
+    for command in (["sync"], ["serve"]):
+        result = CliRunner().invoke(
+            main, ["--db", f"sqlite:///{tmp_path / 't.db'}", *command, "--config", str(config)]
+        )
+        assert (result.exit_code, result.stderr) == (
+            1,
+            f"Error: {config}: mcpServers.gh: a stdio server needs a command\n",
+        )
+
+
+def test_sync_names_an_unknown_server(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"gh": {"command": "x"}}}), encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["--db", f"sqlite:///{tmp_path / 't.db'}", "sync", "--config", str(config), "--server", "slack"]
+    )
+    assert (result.exit_code, result.stderr) == (
+        1,
+        f"Error: {config}: no server named 'slack' (configured: gh)\n",
+    )
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "gateway.example"])
+def test_http_beyond_loopback_needs_a_token(tmp_path: Path, host: str) -> None:
+    """Refused before anything is bound or contacted."""
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {}}), encoding="utf-8")
+    args = [
+        "--db",
+        f"sqlite:///{tmp_path / 't.db'}",
+        "serve",
+        "--config",
+        str(config),
+        "--transport",
+        "http",
+        "--host",
+        host,
+    ]
+    result = CliRunner().invoke(main, args, env={"TOOL_INDEX_TOKEN": None})
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"Error: --host {host} serves beyond this machine: give --token SECRET (clients send "
+        "'Authorization: Bearer SECRET'), or bind 127.0.0.1\n"
+    )
+    assert not (tmp_path / "t.db").exists()
+
+
+def test_loopback_hosts() -> None:
+    assert all(is_loopback(host) for host in ("127.0.0.1", "127.0.0.2", "::1", "localhost"))
+    assert not any(is_loopback(host) for host in ("0.0.0.0", "10.0.0.1", "example.com"))
+    check_bind("127.0.0.1", None)
+    check_bind("0.0.0.0", "token")
+
+
+def test_catalog_names_split_into_server_and_tool() -> None:
+    from discovery.mcp.upstreams import catalog_name, split_catalog_name
+
+    servers = ["git", "git__hub", "slack"]
+    assert split_catalog_name(catalog_name("git__hub", "create_issue"), servers) == (
+        "git__hub",
+        "create_issue",
+    )
+    assert split_catalog_name("mcp__git__log", servers) == ("git", "log")
+    assert split_catalog_name("mcp__slack__post__message", servers) == ("slack", "post__message")
+    assert split_catalog_name("mcp__other__x", servers) is None
+    assert split_catalog_name("mcp__slack__", servers) is None
+    assert split_catalog_name("read", servers) is None

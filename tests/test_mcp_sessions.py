@@ -1,0 +1,68 @@
+"""The gateway's session: pins kept in the log across reopenings, tool calls logged as events
+that replay and ``verify`` pass over."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from discovery import ToolIndex
+from discovery.diagnostics.verify import verify
+from discovery.mcp.sessions import GatewaySession, digest
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "mcp__gh__create_issue",
+        "description": "Create a GitHub issue",
+        "input_schema": {"type": "object"},
+    },
+    {"name": "mcp__gh__list_issues", "description": "List the issues of a repository"},
+    {"name": "mcp__slack__post", "description": "Post a message to a Slack channel"},
+]
+
+
+def test_pins_survive_reopening_and_a_changed_tool_is_unpinned(db_url: str) -> None:
+    with ToolIndex.open(db_url) as index:
+        index.upsert_tools(TOOLS)
+        opened = GatewaySession.open(index, "g", "mcp-only")
+        assert opened.created and opened.session.settings.discovery_mode == "mcp-only"
+        outcome = opened.search({"query": "create issue", "limit": 1})
+        assert (outcome.is_error, outcome.activated) == (False, ["mcp__gh__create_issue"])
+        opened.pin(outcome.activated)
+        pinned = opened.pins["mcp__gh__create_issue"]
+        assert pinned == digest(index.tool("mcp__gh__create_issue"))
+        opened.log_call("mcp__gh__create_issue", "gh", 1.5, False, "called")
+
+        # A search made elsewhere (the command line) activates a tool no gateway pinned.
+        opened.session.search_tool.execute("cli-1", {"query": "slack message", "limit": 1})
+        changed = {**TOOLS[0], "description": "Create a GitHub issue and mail it elsewhere"}
+        index.upsert_tools([changed])
+
+        reopened = GatewaySession.open(index, "g", "all")  # existing: its own settings are kept
+        assert not reopened.created and reopened.session.settings.discovery_mode == "mcp-only"
+        assert reopened.pins["mcp__gh__create_issue"] == pinned  # the old digest, from the log
+        assert reopened.pins["mcp__slack__post"] == digest(index.tool("mcp__slack__post"))
+        assert reopened.pins["mcp__gh__create_issue"] != digest(index.tool("mcp__gh__create_issue"))
+        reopened.unpin_changed("mcp__gh__create_issue")
+        assert "mcp__gh__create_issue" not in reopened.session.active
+        found = reopened.search({"query": "create issue", "limit": 1})
+        assert found.activated == ["mcp__gh__create_issue"]
+
+        record = index.session_record("g")
+        kinds = [call["kind"] for call in record["calls"]]
+        assert kinds == ["create", "search", "pin", "tool_call", "search", "pin", "set_active", "search"]
+        assert record["calls"][3]["params"] == {
+            "tool": "mcp__gh__create_issue",
+            "server": "gh",
+            "duration_ms": 1.5,
+            "is_error": False,
+            "outcome": "called",
+        }
+        assert verify(index).ok
+
+
+def test_a_search_error_is_the_spec_message(db_url: str) -> None:
+    with ToolIndex.open(db_url) as index:
+        index.upsert_tools(TOOLS)
+        opened = GatewaySession.open(index, None, "mcp-only")
+        assert opened.search({"query": "   "}).text == "Query is required and must not be empty."
+        assert opened.search({"query": "x", "limit": True}).text == "Limit must be a positive integer."

@@ -1,0 +1,140 @@
+"""``tool-index sync`` against upstream servers run as processes, over stdio and HTTP."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from discovery import ToolIndex
+from tests.mcp_helpers import UPSTREAM, cli, http_upstream, upstream_entry, write_config
+
+pytestmark = pytest.mark.slow
+
+SECRET = "tok-3f9a1c77e2"
+
+
+def tools_json(db: str) -> list[dict[str, object]]:
+    done = cli(db, "tools", "--json")
+    assert done.returncode == 0, done.stderr
+    listed: list[dict[str, object]] = json.loads(done.stdout)
+    return listed
+
+
+def test_sync_reads_every_page_and_writes_what_import_would(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'synced.db'}"
+    config = write_config(tmp_path, {"big": upstream_entry("--tools", "120", "--page", "7")})
+    done = cli(db, "sync", "--config", str(config))
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        "big: added 126, updated 0, unchanged 0, removed 0\n",
+        "",
+    )
+    # The same list imported from a file, with --server and --replace.
+    listing = tmp_path / "big.json"
+    script = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); import mcp_upstream; "
+        "print(json.dumps({'tools': [t.model_dump(by_alias=True, mode='json', exclude_none=True) "
+        "for t in mcp_upstream.base_tools(120)]}))"
+    )
+    import subprocess
+
+    listing.write_text(
+        subprocess.run(
+            [sys.executable, "-c", script, str(UPSTREAM.parent)], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    imported = f"sqlite:///{tmp_path / 'imported.db'}"
+    assert cli(imported, "import", str(listing), "--server", "big", "--replace").returncode == 0
+    assert tools_json(db) == tools_json(imported)
+    again = cli(db, "sync", "--config", str(config))
+    assert again.stdout == "big: added 0, updated 0, unchanged 126, removed 0\n"
+
+
+def test_sync_removes_and_updates_like_replace(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    state = tmp_path / "state.json"
+    config = write_config(tmp_path, {"s": upstream_entry("--tools", "3", "--state", str(state))})
+    assert cli(db, "sync", "--config", str(config)).returncode == 0
+    state.write_text(json.dumps({"echo": "Echo, now with a new description"}), encoding="utf-8")
+    fewer = write_config(tmp_path, {"s": upstream_entry("--tools", "1", "--state", str(state))})
+    done = cli(db, "sync", "--config", str(fewer))
+    assert done.stdout == "s: added 0, updated 1, unchanged 6, removed 2\n"
+    with ToolIndex.open(db) as index:
+        assert index.tool("mcp__s__echo").description == "Echo, now with a new description"
+
+
+def test_a_failing_server_keeps_its_tools_and_does_not_stop_the_others(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    first = write_config(tmp_path, {"a": upstream_entry(), "b": upstream_entry()})
+    assert cli(db, "sync", "--config", str(first)).returncode == 0
+    broken = write_config(
+        tmp_path,
+        {
+            "a": {"command": str(tmp_path / "no-such-server")},
+            "b": upstream_entry("--tools", "2"),
+            "c": {"command": sys.executable, "args": ["-c", "print('not json-rpc at all')"]},
+            "d": {"type": "http", "url": "http://127.0.0.1:9/mcp"},  # nothing listens on the discard port
+        },
+    )
+    done = cli(db, "sync", "--config", str(broken))
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert (
+        lines[0] == f"a: failed: server 'a': cannot start: command not found ({tmp_path / 'no-such-server'})"
+    )
+    assert lines[1] == "b: added 2, updated 0, unchanged 6, removed 0"
+    assert lines[2].startswith("c: failed: server 'c': ")
+    assert lines[3] == "d: failed: server 'd': cannot connect to its url"
+    assert done.stderr == "Error: 3 of 4 servers failed: a, c, d\n"
+    with ToolIndex.open(db) as index:
+        assert len(index.tools(server="a")) == 6
+        assert len(index.tools(server="b")) == 8
+
+
+def test_sync_over_http_with_a_secret_header_stores_no_secret(tmp_path: Path) -> None:
+    db_path = tmp_path / "tools.db"
+    db = f"sqlite:///{db_path}"
+    with http_upstream("--tools", "4", "--page", "3") as url:
+        config = write_config(
+            tmp_path,
+            {
+                "web": {"type": "http", "url": url, "headers": {"Authorization": "Bearer ${WEB_TOKEN}"}},
+                "local": upstream_entry(env={"API_TOKEN": "${WEB_TOKEN}"}),
+            },
+        )
+        import os
+
+        env = {**os.environ, "WEB_TOKEN": SECRET}
+        done = cli(db, "sync", "--config", str(config), env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "web: added 10, updated 0, unchanged 0, removed 0",
+        "local: added 6, updated 0, unchanged 0, removed 0",
+    ]
+    assert SECRET not in done.stdout + done.stderr
+    stored = b"".join(path.read_bytes() for path in tmp_path.glob("tools.db*"))
+    assert SECRET.encode() not in stored
+
+
+def test_a_python_host_calls_tools_without_serve(tmp_path: Path) -> None:
+    """The library's API for hosts: the servers of a config, connected when first called."""
+    import anyio
+
+    from discovery.mcp.upstreams import UnknownServer, UpstreamError, Upstreams
+
+    config = write_config(tmp_path, {"up": upstream_entry(), "down": {"command": str(tmp_path / "absent")}})
+
+    async def run() -> None:
+        async with Upstreams.from_config(config, timeout=20) as upstreams:
+            echoed = await upstreams.call("mcp__up__echo", {"text": "host"})
+            assert (echoed.structured_content, echoed.is_error) == ({"echo": "host"}, False)
+            assert [tool.name for tool in await upstreams.list_tools("up")][:2] == ["echo", "fail"]
+            with pytest.raises(UpstreamError, match=r"^server 'down': cannot start: command not found"):
+                await upstreams.call("mcp__down__anything", {})
+            with pytest.raises(UnknownServer):
+                await upstreams.call("mcp__elsewhere__x", {})
+
+    anyio.run(run)
