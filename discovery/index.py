@@ -107,6 +107,9 @@ class ToolIndex:
         scope = ReplaceScope(server) if replace else None
         from discovery.catalog.workers import collector_paused, prepared
 
+        # Read the caller's records before the write lock is taken: a slow iterable must not
+        # hold it (PostgreSQL ends a transaction left idle too long).
+        records = list(records)
         # Records are prepared (in worker processes when many) while the first ones are written.
         with (
             collector_paused(),
