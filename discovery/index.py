@@ -68,7 +68,7 @@ class ToolIndex:
 
         An empty database gets the schema; an older one is upgraded unless ``upgrade`` is false.
         """
-        engine = make_engine(url or default_url())
+        engine = make_engine(default_url() if url is None else url)
         try:
             with translated_errors(engine):
                 ensure_schema(engine, upgrade_if_old=upgrade)

@@ -65,7 +65,7 @@ def _normalized(parsed: URL) -> URL:
     unknown = sorted(set(parsed.query) - SQLITE_OPTIONS)
     if unknown:
         raise DatabaseUnavailable(
-            f"{display_url(parsed)}: unknown SQLite option {', '.join(unknown)}; "
+            f"{_shown(parsed)}: unknown SQLite option {', '.join(unknown)}; "
             f"allowed: {', '.join(sorted(SQLITE_OPTIONS))}"
         )
     database = parsed.database or ""
@@ -97,7 +97,7 @@ def sqlite_timeout(url: URL) -> float | None:
         seconds = -1.0
     if not 0 <= seconds < 10**6:  # also NaN
         raise DatabaseUnavailable(
-            f"{display_url(url)}: timeout={value!r} is not a number of seconds (e.g. timeout=30)"
+            f"{_shown(url)}: timeout={value!r} is not a number of seconds (e.g. timeout=30)"
         )
     return seconds
 
@@ -111,19 +111,23 @@ def check_postgres_options(url: URL, connect_args: Mapping[str, Any]) -> None:
     try:
         timeout_from_conninfo(conninfo_to_dict(make_conninfo("", **options)))
     except psycopg.ProgrammingError as exc:
-        raise DatabaseUnavailable(f"{display_url(url)}: bad URL option ({exc}); fix the URL") from exc
+        reason = str(exc).strip().splitlines()[0]
+        raise DatabaseUnavailable(f"{_shown(url)}: bad URL option ({reason}); fix the URL") from exc
 
 
 def hide_secrets(text: str) -> str:
     """A URL that did not parse, for a message: everything from ``user:`` to the last ``@`` and
     the value of every secret option is hidden."""
-    text = re.sub(r"(://[^:/@]*):.*@", r"\1:***@", text)
+    text = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*:/*[^:/@]*):.*@", r"\1:***@", text)
     names = "|".join(sorted(SECRET_OPTIONS))
     return re.sub(rf"(?i)([?&](?:{names})=)[^&#]*", r"\1***", text)
 
 
 def display_url(url: str | URL) -> str:
     """The URL as people may see it: no password, in the user part or in an option."""
-    parsed = parse_url(url)
+    return _shown(parse_url(url))
+
+
+def _shown(parsed: URL) -> str:
     hidden = {key: "***" for key in parsed.query if key.lower() in SECRET_OPTIONS}
     return parsed.update_query_dict(hidden).render_as_string(hide_password=True)
