@@ -33,3 +33,37 @@ def test_the_cli_refuses_the_search_tools_name_in_one_line(tmp_path: Path) -> No
     assert "search_tool_bm25" in result.stderr and "search tool itself" in result.stderr
     with ToolIndex.open(db) as index:
         assert index.tools() == []
+
+
+def run_import(tmp_path: Path, source: str, **env: str) -> tuple[int, str]:
+    db = f"sqlite:///{tmp_path / 't.db'}"
+    result = CliRunner(env=env).invoke(main, ["--db", db, "import", source], prog_name="tool-index")
+    return result.exit_code, result.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_an_endless_input_is_refused_at_the_documented_limit(tmp_path: Path) -> None:
+    code, stderr = run_import(tmp_path, "/dev/zero", TOOL_INDEX_MAX_INPUT_BYTES="100000")
+    assert code == 1
+    assert stderr == (
+        "Error: /dev/zero: larger than 100000 bytes, the most a catalog may hold; "
+        "split it, or set TOOL_INDEX_MAX_INPUT_BYTES to allow more\n"
+    )
+
+
+def test_a_record_line_beyond_the_limit_is_refused_and_the_limit_can_be_raised(tmp_path: Path) -> None:
+    catalog = tmp_path / "c.jsonl"
+    long_line = '{"name": "big", "description": "' + "x" * 5000 + '"}'
+    catalog.write_text('{"name": "small", "description": "Fine."}\n' + long_line + "\n")
+    code, stderr = run_import(tmp_path, str(catalog), TOOL_INDEX_MAX_LINE_BYTES="4096")
+    assert code == 1
+    assert stderr == (
+        f"Error: {catalog}, line 2: longer than 4096 bytes, the most one record may take; "
+        "set TOOL_INDEX_MAX_LINE_BYTES to allow more\n"
+    )
+    assert run_import(tmp_path, str(catalog), TOOL_INDEX_MAX_LINE_BYTES="8192")[0] == 0
+    code, stderr = run_import(tmp_path, str(catalog), TOOL_INDEX_MAX_LINE_BYTES="lots")
+    assert (code, stderr) == (
+        1,
+        "Error: TOOL_INDEX_MAX_LINE_BYTES='lots' is not a positive number of bytes\n",
+    )
