@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from discovery import InvalidRecord, ToolIndex
+from discovery import InvalidRecord, ToolCallError, ToolIndex
 from discovery.cli.main import main
+from discovery.errors import InvalidParams
+from discovery.params import MAX_PARAMS_DEPTH
 
 
 def test_the_search_tools_own_name_is_refused_on_import(index: ToolIndex) -> None:
@@ -67,3 +70,33 @@ def test_a_record_line_beyond_the_limit_is_refused_and_the_limit_can_be_raised(t
         1,
         "Error: TOOL_INDEX_MAX_LINE_BYTES='lots' is not a positive number of bytes\n",
     )
+
+
+def nested(depth: int) -> list[object]:
+    outer: list[object] = []
+    current = outer
+    for _ in range(depth - 1):
+        inner: list[object] = []
+        current.append(inner)
+        current = inner
+    return outer
+
+
+def test_deep_or_cyclic_params_are_a_typed_error_and_log_nothing(index: ToolIndex) -> None:
+    index.upsert_tools([{"name": "mcp__w__get_weather", "description": "Weather for a city."}])
+    session = index.session("s1")
+    cyclic: dict[str, Any] = {"query": "weather"}
+    cyclic["self"] = cyclic
+    cases: list[tuple[dict[str, Any], str]] = [
+        (cyclic, "Params must not contain themselves."),
+        ({"query": "weather", "more": nested(10_000)}, f"nested at most {MAX_PARAMS_DEPTH} levels"),
+    ]
+    for params, message in cases:
+        with pytest.raises(InvalidParams, match=message):
+            session.search_tool.execute("c1", params)
+    # Within the limit the call runs (and is logged) as any other.
+    fine = {"query": "weather", "more": nested(MAX_PARAMS_DEPTH - 1)}
+    try:
+        session.search_tool.execute("c2", fine)
+    except ToolCallError as error:  # the session's own answer (e.g. discovery disabled)
+        assert not isinstance(error, InvalidParams)
