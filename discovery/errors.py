@@ -83,6 +83,10 @@ class QueryWithoutTerms(ToolCallError):
         super().__init__("Query must contain at least one letter or number.")
 
 
+class InvalidParams(ToolCallError):
+    """The call's params cannot be kept as JSON: nested too deeply, or containing themselves."""
+
+
 def describe_validation_error(exc: ValidationError) -> str:
     """One line a person can act on: each failing field and what is wrong with it."""
     parts = []

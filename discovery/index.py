@@ -71,7 +71,7 @@ class ToolIndex:
         With ``create=False``, a SQLite file that does not exist or an empty database raises
         ``DatabaseMissing`` instead, and nothing is created (no file, no directory, no table).
         """
-        parsed = parse_url(url or default_url())
+        parsed = parse_url(default_url() if url is None else url)
         if not create:
             missing = sqlite_file(parsed)
             if missing is not None and not Path(missing).expanduser().exists():
@@ -117,6 +117,9 @@ class ToolIndex:
         scope = ReplaceScope(server) if replace else None
         from discovery.catalog.workers import collector_paused, prepared
 
+        # Read the caller's records before the write lock is taken: a slow iterable must not
+        # hold it (PostgreSQL ends a transaction left idle too long).
+        records = list(records)
         # Records are prepared (in worker processes when many) while the first ones are written.
         with (
             collector_paused(),

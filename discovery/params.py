@@ -11,7 +11,14 @@ import math
 from collections import Counter
 from typing import Any
 
-from discovery.errors import EmptyQuery, InvalidLimit, QueryNotText, QueryWithoutTerms, ToolIndexError
+from discovery.errors import (
+    EmptyQuery,
+    InvalidLimit,
+    InvalidParams,
+    QueryNotText,
+    QueryWithoutTerms,
+    ToolIndexError,
+)
 from discovery.text.tokenizer import tokenize
 from store.sessions import storable
 
@@ -70,3 +77,23 @@ def checked_id(value: object, what: str, *, blank: bool = False) -> str:
     if storable(value) != value:
         raise ToolIndexError(f"a {what} must not contain NUL characters or lone surrogates: {value!r}")
     return value
+
+
+MAX_PARAMS_DEPTH = 64
+"""Deepest nesting of a call's params: they are logged as JSON, and the encoder recurses."""
+
+
+def checked_params(params: Any) -> None:
+    """Refuse params that cannot be logged: a walk without recursion, so any depth is safe."""
+    stack: list[tuple[Any, int, frozenset[int]]] = [(params, 1, frozenset())]
+    while stack:
+        value, depth, inside = stack.pop()
+        if not isinstance(value, dict | list | tuple):
+            continue
+        if id(value) in inside:
+            raise InvalidParams("Params must not contain themselves.")
+        if depth > MAX_PARAMS_DEPTH:
+            raise InvalidParams(f"Params must be nested at most {MAX_PARAMS_DEPTH} levels deep.")
+        children = value.values() if isinstance(value, dict) else value
+        enclosing = inside | {id(value)}
+        stack.extend((child, depth + 1, enclosing) for child in children)

@@ -3,7 +3,7 @@
 The package exports the store's types, errors and engine functions; the query modules
 (``catalog``, ``reads``, ``sessions``, ``audit``, ``migrate``) are imported by name."""
 
-from store.engine import default_url, display_url, make_engine, parse_url, sqlite_file
+from store.engine import default_url, make_engine, sqlite_file
 from store.errors import (
     ConcurrentUpdate,
     CorruptIndex,
@@ -18,6 +18,7 @@ from store.errors import (
 )
 from store.records import GroupStats, IndexedTool, StoredTool, TermStats, WriteReport
 from store.schema import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, GROUPS
+from store.urls import display_url, parse_url
 
 __all__ = [
     "GROUPS",

@@ -10,7 +10,9 @@ import numpy as np
 from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from store import driver, postings
+from store.errors import CorruptIndex
 from store.postings import Key
+from store.reads import DAMAGED
 from store.schema import group_stats_table, term_stats_table, terms_table, tools_table
 from store.sql import chunks
 
@@ -102,7 +104,7 @@ def add_term_ids(connection: Connection, terms: set[str], ids: dict[str, int]) -
 
 def apply_aggregates(connection: Connection, delta: AggregateDelta) -> None:
     for grp in set(delta.doc_count) | set(delta.total_len):
-        connection.execute(
+        changed = connection.execute(
             update(group_stats_table)
             .where(group_stats_table.c.grp == grp)
             .values(
@@ -110,6 +112,8 @@ def apply_aggregates(connection: Connection, delta: AggregateDelta) -> None:
                 total_len=group_stats_table.c.total_len + delta.total_len[grp],
             )
         )
+        if changed.rowcount != 1:  # the write rolls back: a count cannot be kept on a missing row
+            raise CorruptIndex(DAMAGED.format(what=f"no group_stats row for group {grp}"))
     keys = sorted(set(delta.df) | set(delta.added_max_tf))
     current = stored_term_stats(connection, keys)
     stats: dict[Key, tuple[int, int]] = {}

@@ -17,7 +17,7 @@ from sqlalchemy import Connection, func, select
 
 from store import postings
 from store.records import GroupStats, StoredTool, TermStats
-from store.schema import group_stats_table, term_stats_table, terms_table, tools_table
+from store.schema import catalog_state_table, group_stats_table, term_stats_table, terms_table, tools_table
 from store.sql import TOOL_COLUMNS, chunks
 
 AUDIT_BATCH = 1000
@@ -203,11 +203,16 @@ def postings_of_tools(connection: Connection, tool_ids: Sequence[int]) -> dict[i
     return found
 
 
-_TABLES = {"tools": tools_table, "terms": terms_table, "term_stats": term_stats_table}
+_TABLES = {
+    "tools": tools_table,
+    "terms": terms_table,
+    "term_stats": term_stats_table,
+    "catalog_state": catalog_state_table,
+}
 
 
 def row_count(connection: Connection, table: str) -> int:
-    """Rows in one catalog table: ``tools``, ``terms`` or ``term_stats``."""
+    """Rows in one catalog table: ``tools``, ``terms``, ``term_stats`` or ``catalog_state``."""
     return int(connection.execute(select(func.count()).select_from(_TABLES[table])).scalar_one())
 
 

@@ -29,6 +29,8 @@ from sqlalchemy import (
 
 from store import driver, postings
 from store.aggregates import AggregateDelta, add_term_ids, apply_aggregates, current_postings
+from store.errors import CorruptIndex
+from store.reads import DAMAGED
 from store.records import IndexedTool, WriteReport
 from store.schema import catalog_state_table, tools_table
 from store.sql import chunks, lookup_keys
@@ -39,7 +41,10 @@ def lock_catalog(connection: Connection) -> int:
     query = select(catalog_state_table.c.generation).where(catalog_state_table.c.id == 1)
     if connection.dialect.name != "sqlite":
         query = query.with_for_update()
-    return int(connection.execute(query).scalar_one())
+    generation = connection.execute(query).scalar()
+    if generation is None:
+        raise CorruptIndex(DAMAGED.format(what="the catalog_state row is missing"))
+    return int(generation)
 
 
 @dataclass(frozen=True, slots=True)

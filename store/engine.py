@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sqlite3
 import weakref
 from collections.abc import Iterator
@@ -15,19 +14,32 @@ from typing import Any
 
 from platformdirs import user_data_dir
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError, NoSuchModuleError
 
 from store.checkpoints import FALLBACK_PAGES, Checkpointer
 from store.errors import ConcurrentUpdate, DatabaseUnavailable, ReadOnlyDatabase, StorageFull, StoreError
+from store.urls import display_url, parse_url, sqlite_timeout
 
 ENV_VAR = "TOOL_INDEX_DB"
 BUSY_TIMEOUT_MS = 30_000
-"""How long a SQLite writer waits for another process's lock before giving up."""
+"""How long a writer waits for another's lock before giving up with ``ConcurrentUpdate``: SQLite's
+busy timeout (a URL's ``?timeout=SECONDS`` sets another) and PostgreSQL's ``lock_timeout``."""
+IDLE_IN_TRANSACTION_MS = 60_000
+"""PostgreSQL ends a session left idle inside a transaction for this long (a writer stopped or
+killed with its socket still open), so its locks cannot block every later writer."""
+POSTGRES_TIMEOUTS = {
+    "lock_timeout": BUSY_TIMEOUT_MS,
+    "idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION_MS,
+}
+"""Set on each PostgreSQL connection unless the URL (``options=-c lock_timeout=…``), the role or
+the database already sets one: a setting of 0 means none, and waiting forever is never wanted."""
 SQLITE_CACHE_KIB = 65_536
 """Page cache per connection: large imports touch the postings index all over."""
 _CHECKPOINTERS: weakref.WeakKeyDictionary[Engine, Checkpointer] = weakref.WeakKeyDictionary()
 _ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
+_POSTGRES_CONNECTIONS: weakref.WeakSet[Any] = weakref.WeakSet()
+"""The driver connections this process opened to PostgreSQL: a forked child lets go of them."""
 _INHERITED_POOLS: list[Any] = []
 """In a forked child: the pools of the parent's engines, kept so their connections are never
 garbage-collected (and so closed) here."""
@@ -42,42 +54,11 @@ def default_url() -> str:
     return f"sqlite:///{directory / 'tool-index.db'}"
 
 
-def parse_url(url: str | URL) -> URL:
-    """Parse a SQLAlchemy URL; a bare path means a SQLite file; ``postgresql://`` uses psycopg 3."""
-    if isinstance(url, URL):
-        return url
-    if "://" not in url:
-        url = f"sqlite:///{url}"
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
-        raise DatabaseUnavailable(
-            f"not a database URL: {_hide_password(url)!r}; "
-            "use sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DATABASE"
-        ) from exc
-    if parsed.drivername in ("postgresql", "postgres"):
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    return parsed
-
-
-def _hide_password(text: str) -> str:
-    """A URL that did not parse, for a message: everything from ``user:`` to the last ``@`` is hidden."""
-    return re.sub(r"(://[^:/@]*):.*@", r"\1:***@", text)
-
-
-def display_url(url: str | URL) -> str:
-    """The URL as people may see it: the password is always hidden."""
-    return parse_url(url).render_as_string(hide_password=True)
-
-
 def make_engine(url: str | URL) -> Engine:
     """An engine with the settings tool-index relies on for each backend."""
     parsed = parse_url(url)
     try:
-        if parsed.get_backend_name() == "sqlite":
-            engine = _sqlite_engine(parsed)
-        else:
-            engine = create_engine(parsed, isolation_level="READ COMMITTED", pool_pre_ping=True)
+        engine = _sqlite_engine(parsed) if parsed.get_backend_name() == "sqlite" else _postgres_engine(parsed)
         _ENGINES.add(engine)
         return engine
     except (NoSuchModuleError, ImportError) as exc:
@@ -155,6 +136,7 @@ _SQLSTATE_KINDS = {
     "40P01": "busy",  # deadlock_detected
     "55P03": "busy",  # lock_not_available (lock_timeout)
     "3D000": "no-database",  # invalid_catalog_name
+    "25P03": "idle-timeout",  # idle_in_transaction_session_timeout
 }
 """PostgreSQL SQLSTATEs; class 08 (connection exception), 28 (authorization) and 57P0x (the
 server shutting down or starting) mean the server cannot be used as given."""
@@ -174,6 +156,11 @@ _ERRORS: dict[str, tuple[type[StoreError], str]] = {
         "{where} could not be read or written ({message}); check the disk and the file system",
     ),
     "busy": (ConcurrentUpdate, "{where} stayed locked by another writer: {message}"),
+    # Rolled back by the server: nothing of the transaction was written.
+    "idle-timeout": (
+        ConcurrentUpdate,
+        "{where} ended a transaction left idle too long ({message}); nothing was written: try again",
+    ),
     "not-a-database": (
         DatabaseUnavailable,
         "{where} is not a usable SQLite database ({message}); point --db at another file",
@@ -215,25 +202,47 @@ def sqlite_file(url: URL) -> str | None:
     return database
 
 
+def _postgres_engine(url: URL) -> Engine:
+    engine = create_engine(url, isolation_level="READ COMMITTED", pool_pre_ping=True)
+    from store.urls import check_postgres_options
+
+    check_postgres_options(url, engine.dialect.create_connect_args(url)[1])
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        _POSTGRES_CONNECTIONS.add(dbapi_connection)
+        names = list(POSTGRES_TIMEOUTS)
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SELECT " + ", ".join(f"current_setting('{name}')" for name in names))
+            unset = [name for name, value in zip(names, cursor.fetchone(), strict=True) if value == "0"]
+            if unset:
+                calls = [f"set_config('{name}', '{POSTGRES_TIMEOUTS[name]}', false)" for name in unset]
+                cursor.execute("SELECT " + ", ".join(calls))
+        dbapi_connection.commit()
+
+    return engine
+
+
 def _sqlite_engine(url: URL) -> Engine:
     database = sqlite_file(url)
     if database is not None:
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    given = sqlite_timeout(url)
+    busy_ms = BUSY_TIMEOUT_MS if given is None else round(given * 1000)
+    engine = create_engine(url, connect_args={"timeout": busy_ms / 1000})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let SQLAlchemy's BEGIN drive transactions (pysqlite's implicit ones are unreliable).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}")
         cursor.execute(f"PRAGMA wal_autocheckpoint = {FALLBACK_PAGES}")  # see store.checkpoints
-        # A read-only file keeps the mode it has; reading it still works.
-        with contextlib.suppress(sqlite3.Error):
-            cursor.execute("PRAGMA journal_mode = WAL")
+        # No journal switch here: WAL is a lasting change to the file, made only once the schema
+        # is known to be ours (``use_wal``).
         cursor.close()
 
     @event.listens_for(engine, "begin")
@@ -258,6 +267,42 @@ def _sqlite_engine(url: URL) -> Engine:
     return engine
 
 
+def use_wal(connection: Connection) -> None:
+    """Switch a SQLite database to WAL (lasting: once per file); call it outside a transaction,
+    and only on a database recognized as tool-index's. A read-only file keeps the mode it has, and
+    reading it still works."""
+    if connection.dialect.name != "sqlite":
+        return
+    dbapi_connection = connection.connection.dbapi_connection
+    assert dbapi_connection is not None
+    mode = dbapi_connection.execute("PRAGMA journal_mode").fetchone()[0]
+    if str(mode).lower() != "wal":
+        with contextlib.suppress(sqlite3.Error):
+            dbapi_connection.execute("PRAGMA journal_mode = WAL")
+
+
+def _release_inherited_sockets() -> None:
+    """In a forked child, the copies of the parent's PostgreSQL sockets become ``/dev/null``.
+
+    The server sees a session end only when every copy of its socket is closed: a child keeping
+    one would keep a killed parent's transaction, and its locks, alive. ``dup2`` keeps the
+    descriptor numbers taken, so nothing else reuses them while the old driver objects live.
+    """
+    sockets = []
+    for dbapi_connection in list(_POSTGRES_CONNECTIONS):
+        with contextlib.suppress(Exception):  # a closed connection has no socket
+            sockets.append(dbapi_connection.fileno())
+    if not sockets:
+        return
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        for fd in sockets:
+            os.dup2(null, fd)
+    finally:
+        os.close(null)
+    _POSTGRES_CONNECTIONS.clear()
+
+
 def _leave_inherited_connections() -> None:
     """After a fork, in the child: every engine gets a new, empty pool.
 
@@ -268,6 +313,7 @@ def _leave_inherited_connections() -> None:
     recipe, without its ``engine_disposed`` event, which would stop the checkpointer). The
     checkpointer's thread did not survive the fork: it starts again on the child's first write.
     """
+    _release_inherited_sockets()
     for engine in list(_ENGINES):
         _INHERITED_POOLS.append(engine.pool)
         engine.pool = engine.pool.recreate()

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, inspect, text
 
-from store.engine import read_transaction
+from store.engine import read_transaction, use_wal
 from store.errors import DatabaseUnavailable, SchemaOutdated, SchemaTooNew
 from store.schema import metadata
 
@@ -139,6 +139,7 @@ def ensure_schema(engine: Engine, *, upgrade_if_old: bool) -> None:
         tables = set(inspect(connection).get_table_names())
         revision = _stored_revision(connection) if "alembic_version" in tables else None
     if revision == HEAD_REVISION:
+        _recognized(engine)
         return
     head = head_revision()
     if revision is None:
@@ -147,6 +148,7 @@ def ensure_schema(engine: Engine, *, upgrade_if_old: bool) -> None:
                 "the database holds tables but no tool-index schema revision; "
                 "point --db at a tool-index database or an empty one"
             )
+        _recognized(engine)
         upgrade(engine)
         return
     if revision not in known_revisions():
@@ -159,4 +161,12 @@ def ensure_schema(engine: Engine, *, upgrade_if_old: bool) -> None:
             f"the database schema is at revision {revision}, this tool-index needs {head}; "
             "run `tool-index db upgrade`"
         )
+    _recognized(engine)
     upgrade(engine)
+
+
+def _recognized(engine: Engine) -> None:
+    """What a database gets once it is known to be ours (empty or at a known revision), and never
+    before: a refused database is left exactly as it was."""
+    with engine.connect() as connection:
+        use_wal(connection)

@@ -11,21 +11,33 @@ from sqlalchemy import Connection, func, select
 
 from store import driver
 from store import postings as packed
+from store.errors import CorruptIndex
 from store.records import GroupStats, StoredTool, TermStats
-from store.schema import group_stats_table, term_stats_table, terms_table, tools_table
+from store.schema import GROUPS, group_stats_table, term_stats_table, terms_table, tools_table
 from store.sql import TOOL_COLUMNS, chunks, lookup_keys, matchable
 
 
 def generation(connection: Connection) -> int:
     """The catalog generation; every read-only search starts here, so straight to the driver."""
-    return int(driver.fetch(connection, "SELECT generation FROM catalog_state WHERE id = 1")[0][0])
+    rows = driver.fetch(connection, "SELECT generation FROM catalog_state WHERE id = 1")
+    if not rows:
+        raise CorruptIndex(DAMAGED.format(what="the catalog_state row is missing"))
+    return int(rows[0][0])
+
+
+DAMAGED = "the database is damaged ({what}); run `tool-index verify` to see every problem"
+"""A read that finds stored data it cannot use says so and points to ``verify``."""
 
 
 def group_stats(connection: Connection) -> dict[int, GroupStats]:
     rows = connection.execute(
         select(group_stats_table.c.grp, group_stats_table.c.doc_count, group_stats_table.c.total_len)
     )
-    return {grp: GroupStats(int(count), int(total)) for grp, count, total in rows}
+    stats = {grp: GroupStats(int(count), int(total)) for grp, count, total in rows}
+    missing = sorted(set(GROUPS) - stats.keys())
+    if missing:
+        raise CorruptIndex(DAMAGED.format(what=f"no group_stats row for group {missing[0]}"))
+    return stats
 
 
 def term_stats(connection: Connection, terms: Sequence[str]) -> dict[str, tuple[int, dict[int, TermStats]]]:

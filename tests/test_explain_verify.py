@@ -170,7 +170,7 @@ def test_explain_excludes_what_the_read_only_corpus_excludes(index: ToolIndex) -
         [
             {"name": "read", "description": "read files from disk"},  # essential by default
             {"name": "cat", "description": "print files"},
-            {"name": "search_tool_bm25", "description": "files"},  # internal
+            {"name": "resolve", "description": "files"},  # internal
             {"name": "pin", "description": "files", "load_mode": "essential"},
             {
                 "name": "mcp__fs__read_file",
@@ -185,7 +185,7 @@ def test_explain_excludes_what_the_read_only_corpus_excludes(index: ToolIndex) -
         explanation = explain(index, "read files", hit.name, mode=mode)
         assert (hit.name, explanation.n_docs, explanation.score) == ("mcp__fs__read_file", n_docs, hit.score)
     assert [term.df for term in explain(index, "read files", "cat").terms] == [1, 2]
-    for name, mode in (("read", "all"), ("pin", "all"), ("search_tool_bm25", "all"), ("cat", "mcp-only")):
+    for name, mode in (("read", "all"), ("pin", "all"), ("resolve", "all"), ("cat", "mcp-only")):
         with pytest.raises(NotInCorpus, match="is never ranked in mode"):
             explain(index, "files", name, mode=mode)
 

@@ -8,6 +8,7 @@ The format is read from the content, never from the file name. Every bad record 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -25,6 +26,13 @@ STDIN = "-"
 STDIN_NAME = "<stdin>"
 MAX_NESTING = 128
 """Deepest JSON nesting a record may have: pydantic cannot serialize (hash, store) much deeper ones."""
+MAX_INPUT_ENV = "TOOL_INDEX_MAX_INPUT_BYTES"
+MAX_INPUT_BYTES = 512 * 1024 * 1024
+"""Largest catalog input read (``TOOL_INDEX_MAX_INPUT_BYTES`` sets another): an endless input
+such as ``/dev/zero`` is refused instead of filling memory."""
+MAX_LINE_ENV = "TOOL_INDEX_MAX_LINE_BYTES"
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""Largest line of a JSON-lines catalog, so one record (``TOOL_INDEX_MAX_LINE_BYTES`` sets another)."""
 NOT_A_CATALOG = (
     'expected a JSON array or JSON lines of tool records, or an MCP tools/list result {"tools": [...]}'
 )
@@ -119,12 +127,32 @@ def parse_catalog(
     return result
 
 
+def size_limit(variable: str, default: int) -> int:
+    """A byte limit: ``variable`` from the environment when it holds a positive integer."""
+    raw = os.environ.get(variable)
+    if raw is None:
+        return default
+    if not raw.strip().isdigit() or int(raw) <= 0:
+        raise UnreadableCatalog(f"{variable}={raw!r} is not a positive number of bytes")
+    return int(raw)
+
+
 def _read_text(path: str | Path, stdin: BinaryIO | None) -> tuple[str, str]:
     where = STDIN_NAME if str(path) == STDIN else str(path)
+    limit = size_limit(MAX_INPUT_ENV, MAX_INPUT_BYTES)
     try:
-        data = (stdin or sys.stdin.buffer).read() if str(path) == STDIN else Path(path).read_bytes()
+        if str(path) == STDIN:
+            data = (stdin or sys.stdin.buffer).read(limit + 1)
+        else:
+            with Path(path).open("rb") as file:
+                data = file.read(limit + 1)
     except OSError as exc:
         raise UnreadableCatalog(f"{where}: cannot read: {exc.strerror or exc}") from exc
+    if len(data) > limit:
+        raise UnreadableCatalog(
+            f"{where}: larger than {limit} bytes, the most a catalog may hold; "
+            f"split it, or set {MAX_INPUT_ENV} to allow more"
+        )
     try:
         return where, data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -150,7 +178,7 @@ def _records(
         raise UnreadableCatalog(f"{where}: empty file; {NOT_A_CATALOG}")
     document = _whole_document(text, where)
     if document is None:
-        yield from _tool_records(_json_lines(text), where, server)
+        yield from _tool_records(_json_lines(text, where), where, server)
     elif isinstance(document, list):
         yield from _tool_records(_array_items(text, document, []), where, server)
     elif (tools_path := _tools_list_path(document)) is not None:
@@ -180,12 +208,18 @@ def _whole_document(text: str, where: str) -> Any:
         raise UnreadableCatalog(f"{where}: invalid JSON: {_reason(exc)}") from exc
 
 
-def _json_lines(text: str) -> Iterator[_Item | str]:
+def _json_lines(text: str, where: str) -> Iterator[_Item | str]:
     """Each non-blank line as a record, or ``<line>: <why it is not JSON>``."""
     index = 0
+    limit = size_limit(MAX_LINE_ENV, MAX_LINE_BYTES)
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
+        if len(line) > limit and len(line.encode("utf-8", "surrogatepass")) > limit:
+            raise UnreadableCatalog(
+                f"{where}, line {number}: longer than {limit} bytes, the most one record may take; "
+                f"set {MAX_LINE_ENV} to allow more"
+            )
         try:
             yield _Item(_loads(line), index, number)
         except json.JSONDecodeError as exc:

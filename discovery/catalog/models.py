@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from discovery.ranking.corpus import MCP_PREFIX
+from discovery.ranking.corpus import MCP_PREFIX, SEARCH_TOOL_NAME
 from discovery.text.collation import utf16_sort_key
 
 SUMMARY_UTF16_UNITS = 200
@@ -116,6 +116,10 @@ class ToolRecord(BaseModel):
             raise ValueError("must not be blank")
         if _UNSTORABLE.search(name):
             raise ValueError("must not contain NUL or unpaired surrogate characters")
+        if name == SEARCH_TOOL_NAME:
+            # The host is handed the search tool itself under this name; a record of that name
+            # would replace its description and schema.
+            raise ValueError(f"{SEARCH_TOOL_NAME!r} is the name of the search tool itself; rename the tool")
         return name
 
     @field_validator("label", "description", "summary", "server_name", "mcp_tool_name")

@@ -12,7 +12,10 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
+import signal
+import sys
 import threading
+import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from typing import TYPE_CHECKING, Any
@@ -96,7 +99,9 @@ def prepared(records: Iterable[Record], progress: Progress | None = None) -> Gen
     else:
         inherited = None
         tasks = [(start, end, items[start:end]) for start, end in bounds]
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(inherited,))
+    pool = ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_start_worker, initargs=(inherited, os.getpid())
+    )
     try:
         for done in pool.map(_prepare_chunk, tasks):
             yield from (IndexedTool(*values) for values in done)
@@ -124,17 +129,46 @@ Task = tuple[int, int, Sequence[Record] | None]
 worker inherited them."""
 
 
-def _start_worker(inherited: Sequence[Record] | None) -> None:
-    """Keep the records a forked worker inherited, and run at a lower priority than the writer.
+PARENT_POLL_SECONDS = 1.0
+"""Where the kernel cannot end a worker with its parent: how often the worker checks it is alive."""
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
-    The writer is the one process every record passes through: when it waits for a core the
-    whole import waits, while a worker that waits only delays records queued behind it.
+
+def _start_worker(inherited: Sequence[Record] | None, parent: int) -> None:
+    """Die with the import, keep the records a forked worker inherited, and run at a lower
+    priority than the writer.
+
+    A worker outliving a killed import would hold its memory and the database files for as long
+    as its tasks last. The writer is the one process every record passes through: when it waits
+    for a core the whole import waits, while a worker that waits only delays records queued
+    behind it.
     """
     global _inherited
+    _die_with(parent)
     if inherited is not None:
         _inherited = inherited
     if hasattr(os, "nice"):
         os.nice(WORKER_NICENESS)
+
+
+def _die_with(parent: int) -> None:
+    """End this process when ``parent`` ends: the kernel's parent-death signal on Linux, else a
+    thread that watches the parent."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+            if os.getppid() != parent:  # the parent died before the signal was asked for
+                os._exit(1)
+            return
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_SECONDS)
+    os._exit(1)
 
 
 def _start_method() -> BaseContext:

@@ -57,8 +57,6 @@ class ToolIndexGroup(click.Group):
             return super().invoke(ctx)
         except (ToolIndexError, StoreError) as exc:
             raise click.ClickException(str(exc) or (type(exc).__doc__ or type(exc).__name__)) from exc
-        except RecursionError as exc:
-            raise click.ClickException("the input is nested too deeply to process") from exc
         except Exception as exc:
             if not _is_validation_error(exc):
                 raise

@@ -40,7 +40,7 @@ from store.engine import ENV_VAR, default_url
 @click.pass_context
 def main(ctx: click.Context, db: str | None) -> None:
     """A persistent BM25+ index for tool discovery in LLM agents."""
-    ctx.obj = App(db or default_url())
+    ctx.obj = App(default_url() if db is None else db)
 
 
 for command in (

@@ -161,6 +161,13 @@ def _posting_problems(
                 yield f"{where}, term {term!r}: posting group {have.grp}, the tool's is {tool.grp}"
 
 
+def check_catalog_state(connection: Connection, report: VerifyReport) -> None:
+    """The one ``catalog_state`` row, which every search reads first, is there."""
+    rows = audit.row_count(connection, "catalog_state")
+    if rows != 1:
+        report.problem(f"catalog_state holds {rows} rows; it must hold exactly one (id 1)")
+
+
 def check_group_stats(connection: Connection, report: VerifyReport) -> None:
     """Per group, the stored document count and total length are those of the tool rows."""
     actual = audit.group_totals(connection)
@@ -234,6 +241,7 @@ def check_session_logs(connection: Connection, report: VerifyReport) -> None:
 
 
 CHECKS: list[Check] = [
+    check_catalog_state,
     check_postings,
     check_group_stats,
     check_term_stats,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlalchemy import Connection
 
 from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, ToolCallError
-from discovery.params import checked_id, checked_limit, checked_query, query_terms
+from discovery.params import checked_id, checked_limit, checked_params, checked_query, query_terms
 from discovery.ranking.corpus import SEARCH_TOOL_NAME, is_mcp_name
 from discovery.results import SearchDetails, compact_json, match_details
 from discovery.sessions.description import render_description
@@ -75,6 +75,7 @@ class SearchTool:
         """
         session = self.session
         call_id = checked_id(call_id, "call id", blank=True)
+        checked_params(params)
         outcome: ToolResult | ToolCallError
         with write_transaction(session.engine) as connection:
             state, generation, done = stored_sessions.lock_for_call(connection, session.id, call_id)
