@@ -657,5 +657,7 @@ def _echo_json(value: Any) -> None:
     click.echo(json_text(value, indent=2))
 
 
+import discovery.cli_quality  # noqa: E402, F401  (registers the eval and audit commands on main)
+
 if __name__ == "__main__":
     main(prog_name="tool-index")
