@@ -316,7 +316,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         rows.append(cells)
     sizes = ", ".join(f"{s.title} {len(s.queries):,} queries" for s in sets)
     if args.markdown:
+        from bench.report import machine_info
+
         columns = header(sets)
+        print("Command: `python -m bench.analyzers --markdown`\n")
+        print("Machine: " + "; ".join(f"{key} {value}" for key, value in machine_info().items()) + "\n")
         print(f"**Analyzers ({sizes}; in-memory exact BM25+)**\n")
         print("| " + " | ".join(columns) + " |")
         print("|" + "---|" * len(columns))
