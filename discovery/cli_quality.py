@@ -67,7 +67,7 @@ def eval_(app: App, queries: Path, ks: tuple[int, ...], mode: str, as_json: bool
 def _evaluation_lines(result: Evaluation, mode: str) -> list[str]:
     from discovery.quality.evaluate import RANK_DEPTH
 
-    width = max(len(f"@{k}") for k in result.ks) + 4
+    width = max(5, *(len(f"@{k}") for k in result.ks)) + 2
     lines = [f"{result.queries} queries, mode {mode}", ""]
     lines.append(" " * 8 + "".join(f"@{k}".rjust(width) for k in result.ks))
     lines.append("Recall".ljust(8) + "".join(f"{result.recall[k]:.3f}".rjust(width) for k in result.ks))
