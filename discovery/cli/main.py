@@ -13,6 +13,7 @@ import click
 from discovery.cli.app import App, ToolIndexGroup, example
 from discovery.cli.catalog import import_, remove, show, stats, tools
 from discovery.cli.database import db, verify
+from discovery.cli.quality import audit, eval_
 from discovery.cli.search import explain, search
 from discovery.cli.sessions import session, sessions
 from store.engine import ENV_VAR, default_url
@@ -42,7 +43,21 @@ def main(ctx: click.Context, db: str | None) -> None:
     ctx.obj = App(db or default_url())
 
 
-for command in (import_, search, sessions, session, tools, show, remove, stats, explain, verify, db):
+for command in (
+    import_,
+    search,
+    sessions,
+    session,
+    tools,
+    show,
+    remove,
+    stats,
+    explain,
+    verify,
+    db,
+    eval_,
+    audit,
+):
     main.add_command(command)
 
 
