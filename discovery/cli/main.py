@@ -14,6 +14,7 @@ from discovery.cli.app import App, ToolIndexGroup, example
 from discovery.cli.catalog import import_, remove, show, stats, tools
 from discovery.cli.database import db, verify
 from discovery.cli.mcp import MCP_COMMANDS
+from discovery.cli.quality import audit, eval_
 from discovery.cli.search import explain, search
 from discovery.cli.sessions import session, sessions
 from store.engine import ENV_VAR, default_url
@@ -56,6 +57,8 @@ for command in (
     verify,
     db,
     *MCP_COMMANDS,
+    eval_,
+    audit,
 ):
     main.add_command(command)
 

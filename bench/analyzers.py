@@ -1,0 +1,339 @@
+"""Analyzer experiments: which text analysis finds more of the right tools, measured.
+
+    python -m bench.analyzers [--variants enhanced,reference,...] [--markdown]
+
+Every variant is ranked by the same in-memory, exact BM25+ of SPEC §4 (field weights 6/4/4/2/2/1,
+k1 1.2, b 0.75, δ 1) and differs only in how documents and queries become terms (and, for the
+variants that say so, one rule on top). Two labelled query sets:
+
+- MetaTool (``../shared/data/metatool``): 199 tools, 21,060 model-written queries. A query counts
+  when any labelled tool is in the first k, as in ``bench.quality``, so ``reference`` here gives
+  that table's tool-index row.
+- The real 757-tool MCP catalog (``../shared/data/mcp-catalog.jsonl``) with our own labelled
+  requests, ``bench/queries/mcp-catalog.jsonl`` (groups: any tool of a group will do).
+
+Recall@k and MRR@8 as in ``bench.quality``; "empty" is the share of queries with no result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.peers import read_catalog
+from discovery.quality import enhanced
+from discovery.quality.evaluate import LabelledQuery, read_queries
+from discovery.quality.metrics import satisfied_at
+from discovery.text.tokenizer import tokenize
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / ".." / "shared" / "data"
+METATOOL = DATA / "metatool"
+MCP_CATALOG = DATA / "mcp-catalog.jsonl"
+MCP_QUERIES = ROOT / "bench" / "queries" / "mcp-catalog.jsonl"
+DEPTH = 8
+RECALL_AT = (1, 5, 8)
+
+# SPEC §4 [fixed]: the harness states them itself; tests/test_quality_bench.py checks that its
+# reference ranking is the library's.
+FIELD_WEIGHTS = {"name": 6, "label": 4, "mcp_tool_name": 4, "server_name": 2, "summary": 2, "schema_key": 1}
+K1, B, DELTA = 1.2, 0.75, 1.0
+
+Fields = list[tuple[str, str]]
+"""A tool's indexed ``(field, text)`` pairs, one per schema key."""
+
+
+@dataclass(frozen=True)
+class Analyzer:
+    """How a variant turns tools and queries into terms, and the ranking rule it adds, if any."""
+
+    name: str
+    document: Callable[[str], list[str]]
+    """The terms of one field's text."""
+    query: Callable[[str], list[str]]
+    full_description: bool = False
+    """Index the whole description in the summary field instead of its first 200 units."""
+    split_compounds: bool = False
+    """Also index a name word that runs together words of the tool's own text as those words."""
+    per_field_norm: bool = False
+    """BM25F: normalize each field's tf by that field's length, then saturate once."""
+    coverage: bool = False
+    """Queries of 3+ distinct terms return only tools that match at least 2 of them."""
+
+
+@dataclass
+class MemoryIndex:
+    """Exact BM25+ over in-memory documents: weighted tf per term, one length per document."""
+
+    names: list[str]
+    n_docs: int
+    postings: dict[str, list[tuple[int, float, float]]] = field(default_factory=dict)
+    """Per term: ``(doc, tf, norm)`` with ``norm`` the length part of the BM25 denominator."""
+
+    def idf(self, term: str) -> float:
+        df = len(self.postings[term])
+        return math.log(1 + (self.n_docs - df + 0.5) / (df + 0.5))
+
+    def scores(self, terms: dict[str, int]) -> tuple[dict[int, float], Counter[int]]:
+        scores: dict[int, float] = {}
+        matched: Counter[int] = Counter()
+        for term, qtf in terms.items():
+            if term not in self.postings:
+                continue
+            idf = self.idf(term)
+            for doc, tf, norm in self.postings[term]:
+                scores[doc] = scores.get(doc, 0.0) + qtf * idf * ((tf * (K1 + 1)) / (tf + norm) + DELTA)
+                matched[doc] += 1
+        return scores, matched
+
+    def rank(self, terms: dict[str, int], limit: int, *, coverage: bool = False) -> list[tuple[str, float]]:
+        """The best ``limit`` tools by score, ties by name; ``coverage`` applies that rule."""
+        scores, matched = self.scores(terms)
+        if coverage and len(terms) >= 3:
+            scores = {doc: score for doc, score in scores.items() if matched[doc] >= 2}
+        best = sorted(scores.items(), key=lambda item: (-item[1], self.names[item[0]]))[:limit]
+        return [(self.names[doc], score) for doc, score in best]
+
+
+def tool_fields(record: dict[str, Any], *, full_description: bool = False) -> tuple[str, Fields]:
+    """A catalog record's name and indexed fields, with the library's defaults (SPEC §2)."""
+    from discovery import ToolRecord
+
+    tool = ToolRecord.model_validate(record)
+    pairs: Fields = [("name", tool.name), ("label", tool.label)]
+    if tool.mcp_tool_name:
+        pairs.append(("mcp_tool_name", tool.mcp_tool_name))
+    if tool.server_name:
+        pairs.append(("server_name", tool.server_name))
+    pairs.append(("summary", tool.description if full_description else tool.summary))
+    pairs.extend(("schema_key", key) for key in tool.schema_keys)
+    return tool.name, pairs
+
+
+def build(tools: Sequence[tuple[str, Fields]], analyzer: Analyzer) -> MemoryIndex:
+    """Index ``tools`` under ``analyzer``."""
+    per_doc = [_field_terms(pairs, analyzer) for _, pairs in tools]
+    index = MemoryIndex([name for name, _ in tools], len(tools))
+    if analyzer.per_field_norm:
+        _add_bm25f(index, per_doc)
+    else:
+        _add_bm25(index, per_doc)
+    return index
+
+
+def _field_terms(pairs: Fields, analyzer: Analyzer) -> dict[str, list[str]]:
+    own = {token for field_, text in pairs if field_ in ("summary", "schema_key") for token in tokenize(text)}
+    terms: dict[str, list[str]] = {}
+    for field_, text in pairs:
+        if analyzer.split_compounds and field_ in ("name", "label", "mcp_tool_name"):
+            text = " ".join(_with_parts(tokenize(text), own))
+        terms.setdefault(field_, []).extend(analyzer.document(text))
+    return terms
+
+
+def _with_parts(tokens: Iterable[str], own: set[str]) -> Iterable[str]:
+    for token in tokens:
+        yield token
+        yield from compound_parts(token, own) or ()
+
+
+def compound_parts(token: str, words: set[str], shortest: int = 3) -> list[str] | None:
+    """``token`` as two or more of ``words`` (each ``shortest`` letters or more) run together,
+    compared by stem (``socialsearch`` with ``social`` and ``search`` in the tool's own text);
+    ``None`` when it is not such a run. The split with the fewest parts wins."""
+    stems = {enhanced.stem(word) for word in words if len(word) >= shortest}
+    best: list[list[str] | None] = [[]] + [None] * len(token)
+    for end in range(1, len(token) + 1):
+        for start in range(max(0, end - 40), end - shortest + 1):
+            before = best[start]
+            piece = token[start:end]
+            current = best[end]
+            shorter = current is None or (before is not None and len(before) + 1 < len(current))
+            if before is not None and shorter and enhanced.stem(piece) in stems:
+                best[end] = [*before, piece]
+    parts = best[len(token)]
+    return parts if parts is not None and len(parts) >= 2 else None
+
+
+def _add_bm25(index: MemoryIndex, per_doc: list[dict[str, list[str]]]) -> None:
+    weighted = [_weighted(terms) for terms in per_doc]
+    lengths = [sum(tf.values()) for tf in weighted]
+    avgdl = (sum(lengths) / len(lengths) if lengths else 0) or 1.0
+    for doc, tf in enumerate(weighted):
+        norm = K1 * (1 - B + B * (lengths[doc] / avgdl))
+        for term, value in tf.items():
+            index.postings.setdefault(term, []).append((doc, value, norm))
+
+
+def _add_bm25f(index: MemoryIndex, per_doc: list[dict[str, list[str]]]) -> None:
+    totals: Counter[str] = Counter()
+    for terms in per_doc:
+        totals.update({field_: len(tokens) for field_, tokens in terms.items()})
+    average = {field_: (total / len(per_doc)) or 1.0 for field_, total in totals.items()}
+    for doc, terms in enumerate(per_doc):
+        tf: dict[str, float] = {}
+        for field_, tokens in terms.items():
+            scale = FIELD_WEIGHTS[field_] / (1 - B + B * len(tokens) / average[field_])
+            for term, count in Counter(tokens).items():
+                tf[term] = tf.get(term, 0.0) + count * scale
+        for term, value in tf.items():
+            index.postings.setdefault(term, []).append((doc, value, K1))
+
+
+def _weighted(terms: dict[str, list[str]]) -> dict[str, float]:
+    tf: dict[str, float] = {}
+    for field_, tokens in terms.items():
+        for token in tokens:
+            tf[token] = tf.get(token, 0) + FIELD_WEIGHTS[field_]
+    return tf
+
+
+_REQUEST_WORDS = (
+    "please kindly would could can may might must shall will help need want wish like love "
+    "request ask tell show give provide let know assist require specific specifically "
+    "particular particularly comprehensive detailed details detail information info various "
+    "several certain also really just exactly"
+)
+REQUEST_WORDS = frozenset(enhanced.stem(word) for word in _REQUEST_WORDS.split())
+"""Words that phrase a request rather than say what it is for (tried, not kept)."""
+
+
+def _without_request_words(text: str) -> list[str]:
+    terms = enhanced.query_tokens(text)
+    return [term for term in terms if term not in REQUEST_WORDS] or terms
+
+
+def _stemmed(text: str) -> list[str]:
+    return [enhanced.stem(token) for token in tokenize(text)]
+
+
+def _without_stop_words(text: str) -> list[str]:
+    tokens = tokenize(text)
+    return [token for token in tokens if token not in enhanced.STOP_WORDS] or tokens
+
+
+REFERENCE = Analyzer("reference", tokenize, tokenize)
+ENHANCED = Analyzer("enhanced", enhanced.document_tokens, enhanced.query_tokens)
+VARIANTS: dict[str, Analyzer] = {
+    variant.name: variant
+    for variant in (
+        REFERENCE,
+        Analyzer("stemming only", _stemmed, _stemmed),
+        Analyzer("query stop words only", tokenize, _without_stop_words),
+        ENHANCED,
+        replace(ENHANCED, name="enhanced + request words", query=_without_request_words),
+        replace(ENHANCED, name="enhanced + compound names", split_compounds=True),
+        replace(ENHANCED, name="enhanced + full description", full_description=True),
+        replace(ENHANCED, name="enhanced + per-field length", per_field_norm=True),
+        replace(ENHANCED, name="enhanced + coverage rule", coverage=True),
+    )
+}
+
+
+@dataclass(frozen=True)
+class QuerySet:
+    title: str
+    catalog: Path
+    queries: tuple[LabelledQuery, ...]
+
+
+@dataclass(frozen=True)
+class Result:
+    found_at: tuple[int, ...]
+    """Per query, the rank of the first relevant tool in the first ``DEPTH``; 0 for none."""
+    empty: int
+
+    def recall(self, k: int) -> float:
+        return sum(1 for rank in self.found_at if 0 < rank <= k) / len(self.found_at)
+
+    def mrr(self) -> float:
+        return sum(1 / rank for rank in self.found_at if rank) / len(self.found_at)
+
+    def cells(self) -> list[str]:
+        recalls = [f"{self.recall(k):.3f}" for k in RECALL_AT]
+        return [*recalls, f"{self.mrr():.3f}", f"{self.empty / len(self.found_at):.1%}"]
+
+
+def query_sets() -> list[QuerySet]:
+    """The query sets whose data is present."""
+    found = []
+    if (METATOOL / "queries.jsonl").is_file():
+        # bench.quality's measure: any labelled tool counts, so the labels are one group.
+        metatool = tuple(
+            replace(query, groups=(tuple(query.names),)) for query in read_queries(METATOOL / "queries.jsonl")
+        )
+        found.append(QuerySet("MetaTool", METATOOL / "catalog.jsonl", metatool))
+    if MCP_CATALOG.is_file():
+        found.append(QuerySet("MCP catalog", MCP_CATALOG, tuple(read_queries(MCP_QUERIES))))
+    return found
+
+
+def run(analyzer: Analyzer, query_set: QuerySet) -> Result:
+    records = read_catalog(query_set.catalog)
+    tools = [tool_fields(record, full_description=analyzer.full_description) for record in records]
+    index = build(tools, analyzer)
+    found, empty = [], 0
+    for labelled in query_set.queries:
+        terms = dict(Counter(analyzer.query(labelled.query)))
+        names = [name for name, _ in index.rank(terms, DEPTH, coverage=analyzer.coverage)]
+        empty += not names
+        ranks = [rank for rank in satisfied_at(names, labelled.groups) if rank]
+        found.append(min(ranks) if ranks else 0)
+    return Result(tuple(found), empty)
+
+
+def header(sets: Sequence[QuerySet]) -> list[str]:
+    columns = ["analyzer"]
+    for query_set in sets:
+        columns += [f"{query_set.title} {m}" for m in (*(f"R@{k}" for k in RECALL_AT), "MRR", "empty")]
+    return columns
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.analyzers", description=__doc__)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated variant names")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    args = parser.parse_args(argv)
+    chosen = [VARIANTS[name] for name in args.variants.split(",") if name]
+    sets = query_sets()
+    if not sets:
+        parser.error(f"no query set data under {DATA}")
+    console = Console()
+    rows = []
+    for analyzer in chosen:
+        cells = [analyzer.name]
+        for query_set in sets:
+            with console.status(f"{analyzer.name}: {query_set.title}"):
+                cells += run(analyzer, query_set).cells()
+        rows.append(cells)
+    sizes = ", ".join(f"{s.title} {len(s.queries):,} queries" for s in sets)
+    if args.markdown:
+        from bench.report import machine_info
+
+        columns = header(sets)
+        print("Command: `python -m bench.analyzers --markdown`\n")
+        print("Machine: " + "; ".join(f"{key} {value}" for key, value in machine_info().items()) + "\n")
+        print(f"**Analyzers ({sizes}; in-memory exact BM25+)**\n")
+        print("| " + " | ".join(columns) + " |")
+        print("|" + "---|" * len(columns))
+        for cells in rows:
+            print("| " + " | ".join(cells) + " |")
+        return
+    table = Table(title=f"Analyzers: {sizes}", title_justify="left")
+    for i, column in enumerate(header(sets)):
+        table.add_column(column, justify="left" if i == 0 else "right")
+    for cells in rows:
+        table.add_row(*cells)
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()
