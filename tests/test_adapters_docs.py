@@ -28,7 +28,7 @@ from tests.providers import (
     tool_use,
 )
 
-DOCUMENT = REPO_ROOT / "docs-adapters-section.md"
+DOCUMENT = REPO_ROOT / "README.md"
 SECTION = "Use from a Python agent"
 WIRE = wire_name(LONG_NAME)
 
