@@ -32,18 +32,10 @@ from discovery.mcp.config import McpConfig
 from discovery.mcp.sessions import NEW_SESSION_MODE, SEARCH_TOOL_NAME, GatewaySession, digest
 from discovery.mcp.sync import Library, ServerSync, sync_server, sync_servers
 from discovery.mcp.upstreams import DEFAULT_TIMEOUT, UpstreamError, Upstreams, split_catalog_name
+from discovery.sessions.search_tool import PARAMETERS as SEARCH_PARAMETERS
 from store import StoreError
 
 CALL_TOOL_NAME = "call_tool"
-SEARCH_PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {"type": "string", "description": "tool search query"},
-        "limit": {"type": "integer", "minimum": 1, "description": "max matches"},
-    },
-    "required": ["query"],
-    "additionalProperties": False,
-}
 CALL_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
