@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 import weakref
 from collections.abc import Iterator
@@ -113,7 +114,9 @@ def translated_errors(engine: Engine) -> Iterator[None]:
             raise
         message = str(original).strip().splitlines()[0] if original is not None else str(exc)
         where = display_url(engine.url)
-        raise _ERRORS[kind][0](_ERRORS[kind][1].format(where=where, message=message)) from exc
+        raise _ERRORS[kind][0](
+            _ERRORS[kind][1].format(where=where, message=message, name=engine.url.database)
+        ) from exc
 
 
 _SQLITE_KINDS = {
@@ -167,13 +170,16 @@ _ERRORS: dict[str, tuple[type[StoreError], str]] = {
     ),
     "no-database": (
         DatabaseUnavailable,
-        "{where}: the server has no such database ({message}); create it or fix the URL",
+        "{where}: the server has no such database ({message}); create it (createdb {name}) or fix the URL",
     ),
     "unreachable": (
         DatabaseUnavailable,
         "cannot reach {where} ({message}); check that the server runs and the URL is right",
     ),
 }
+
+
+_MISSING_DATABASE = re.compile(r'FATAL: +database ".*" does not exist')
 
 
 def error_kind(error: BaseException | None, *, invalidated: bool = False) -> str | None:
@@ -188,8 +194,11 @@ def error_kind(error: BaseException | None, *, invalidated: bool = False) -> str
         if state.startswith(("08", "28", "57P0")):
             return "unreachable"
         return "unreachable" if invalidated else None
-    # psycopg raises OperationalError without a SQLSTATE when it cannot connect at all.
+    # psycopg raises OperationalError without a SQLSTATE when it cannot connect at all, so the
+    # server's refusal of an unknown database (3D000 once connected) is known only by its text.
     connecting = type(error).__module__.startswith("psycopg") and type(error).__name__ == "OperationalError"
+    if connecting and _MISSING_DATABASE.search(str(error)):
+        return "no-database"
     return "unreachable" if invalidated or connecting else None
 
 

@@ -341,8 +341,15 @@ def test_search_for_people_is_the_shared_rendering(demo_db: str) -> None:
         f"{details['tools'][0]['score']:.3f}"
     )
     assert output.endswith("└── … 3 more tools (--expanded shows them)\n")
+    # The last three share only "a" with the query: the display flags them, the ranking stays.
+    weak = {
+        "mcp__chatops__post_message",
+        "mcp__gitforge__get_file_contents",
+        "mcp__warehouse__describe_table",
+    }
+    assert {match["name"] for match in details["tools"][-3:]} == weak
     assert ok(demo_db, "search", "create a pull request", "--expanded") == render_to_text(
-        details, width=120, expanded=True
+        details, width=120, expanded=True, weak=weak
     )
 
 

@@ -237,3 +237,32 @@ def test_an_array_of_mcp_tools_says_how_to_import_it(tmp_path: Path) -> None:
     assert not (tmp_path / "x.db").exists()
     wrapped = json.dumps({"tools": tools})
     assert ok(url, "import", "-", "--server", "api", input=wrapped).startswith("added 1,")
+
+
+def test_a_match_through_common_words_only_is_flagged_weak(db_url: str, tmp_path: Path) -> None:
+    # "the" is in all four tools (idf ln 1.5), "widget" in one: only the widget tool matched more
+    # than filler, and the ranking itself is unchanged (the same order as --json).
+    rows = [
+        {"name": "make_widget", "summary": "Build the widget."},
+        *({"name": f"tool_{n}", "summary": f"Open the door number {n}."} for n in range(3)),
+    ]
+    catalog = tmp_path / "common.jsonl"
+    catalog.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    ok(db_url, "import", str(catalog))
+    output = ok(db_url, "search", "the widget", "--expanded").splitlines()
+    names = [match["name"] for match in json.loads(ok(db_url, "search", "the widget", "--json"))["tools"]]
+    assert [line.split()[1] for line in output[1::2]] == names
+    flagged = {line.split()[1] for line in output[1::2] if line.endswith("· weak: only common words matched")}
+    assert names[0] == "make_widget"
+    assert flagged == {"tool_0", "tool_1", "tool_2"}
+    assert "weak" not in ok(db_url, "search", "the widget", "--json")
+
+
+def test_a_session_whose_discovery_is_off_says_why_and_what_to_do(demo_db: str) -> None:
+    message = fails(demo_db, "search", "issue", "--session", "small")
+    assert message == (
+        "Error: Tool discovery is disabled. Enable tools.discoveryMode or mcp.discoveryMode to use "
+        "search_tool_bm25. (session 'small' has discovery_mode auto, which is off with at most 40 "
+        "registered tools; start a new session with --mode all or --mode mcp-only)\n"
+    )
+    assert "✔" in ok(demo_db, "search", "issue", "--session", "bigger", "--mode", "all")

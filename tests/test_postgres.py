@@ -8,15 +8,17 @@ without ``TOOL_INDEX_TEST_PG``; the others need no server.
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Engine, inspect, make_url, text
 
 import store
 from discovery import QueryWithoutTerms, ToolIndex
 from store import migrate
-from tests.conftest import shared_path
+from tests.conftest import PG_ENV, shared_path
 
 on_postgresql = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 """Run a test that takes ``db_url`` on the PostgreSQL schema only."""
@@ -124,6 +126,19 @@ def test_an_unreachable_server_is_one_clear_error_without_the_password() -> None
     assert "\n" not in message
     assert "secret" not in message
     assert "secret" not in repr(caught.value.__cause__)
+
+
+def test_a_database_the_server_lacks_is_named_not_called_unreachable() -> None:
+    server = os.environ.get(PG_ENV)
+    if not server:
+        pytest.skip(f"set {PG_ENV} to a PostgreSQL URL to run the PostgreSQL backend")
+    missing = make_url(server).set(database=f"absent_{uuid.uuid4().hex[:8]}")
+    with pytest.raises(store.DatabaseUnavailable) as caught:
+        ToolIndex.open(missing.render_as_string(hide_password=False))
+    message = str(caught.value)
+    assert ": the server has no such database (" in message
+    assert message.endswith(f"); create it (createdb {missing.database}) or fix the URL")
+    assert "cannot reach" not in message
 
 
 @on_postgresql

@@ -7,7 +7,7 @@ renderable of :func:`render_result` straight to its own console.
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import wcwidth
@@ -31,6 +31,8 @@ EXPAND_HINT = "--expanded shows them"
 """How to see the matches a collapsed result hides (the search command's flag)."""
 NO_TOOLS_LOADED = "No discoverable tools are currently loaded."
 NO_MATCHES = "No matching tools found."
+WEAK_MATCH = "weak: only common words matched"
+"""Flags a match whose every matched query term is held by at least half of the corpus."""
 ELLIPSIS = "…"
 # rich expands a tab to the next tab stop of the screen, a width truncation cannot know.
 TAB = "    "
@@ -60,9 +62,15 @@ def truncate(text: str, columns: int) -> str:
 
 
 def render_result(
-    details: Mapping[str, Any] | None, *, text: str = "", expanded: bool = False
+    details: Mapping[str, Any] | None,
+    *,
+    text: str = "",
+    expanded: bool = False,
+    weak: Collection[str] = (),
 ) -> RenderableType:
-    """The renderable for one result: its ``details``, or its content ``text`` without them."""
+    """The renderable for one result: its ``details``, or its content ``text`` without them.
+
+    Matches named in ``weak`` are flagged: only very common words of the query matched them."""
     if details is None:
         return _render_fallback(text)
     tools: Sequence[Mapping[str, Any]] = details["tools"]
@@ -73,7 +81,7 @@ def render_result(
     tree = Tree(header, guide_style="dim")
     shown = tools if expanded else tools[:COLLAPSED_MATCHES]
     for match in shown:
-        tree.add(_match_lines(match))
+        tree.add(_match_lines(match, weak=match["name"] in weak))
     hidden = len(tools) - len(shown)
     if hidden:
         tree.add(Text(f"{ELLIPSIS} {_count(hidden, 'more tool')} ({EXPAND_HINT})", style="dim"))
@@ -87,6 +95,7 @@ def render_to_text(
     expanded: bool = False,
     width: int = 120,
     color: bool = False,
+    weak: Collection[str] = (),
 ) -> str:
     """:func:`render_result` as a string ``width`` columns wide; ANSI styles only if ``color``."""
     buffer = io.StringIO()
@@ -101,7 +110,7 @@ def render_to_text(
         emoji=False,
         highlight=False,
     )
-    console.print(render_result(details, text=text, expanded=expanded))
+    console.print(render_result(details, text=text, expanded=expanded, weak=weak))
     return buffer.getvalue()
 
 
@@ -124,7 +133,7 @@ def _header(details: Mapping[str, Any]) -> Text:
     return header
 
 
-def _match_lines(match: Mapping[str, Any]) -> Text:
+def _match_lines(match: Mapping[str, Any], *, weak: bool = False) -> Text:
     """``label  server · score 1.410``, then the summary on its own line when there is one."""
     meta = []
     server = one_line(match.get("server_name") or "")
@@ -135,6 +144,8 @@ def _match_lines(match: Mapping[str, Any]) -> Text:
         (truncate(one_line(match["label"]), LABEL_COLUMNS), "bold cyan"),
         (GROUP_SEP + META_SEP.join(meta), "dim"),
     )
+    if weak:
+        lines.append(META_SEP + WEAK_MATCH, style="yellow")
     summary = one_line(match["description"])
     if summary:
         lines.append("\n" + truncate(summary, SUMMARY_COLUMNS), style="dim")

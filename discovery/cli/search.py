@@ -12,11 +12,12 @@ from discovery.cli.catalog import EMPTY_CATALOG
 from discovery.cli.names import resolved_name
 from discovery.cli.output import print_table
 from discovery.cli.render import one_line, render_result
-from discovery.errors import EmptyQuery
+from discovery.errors import DiscoveryDisabled, EmptyQuery
 from discovery.index import ToolIndex
 from discovery.params import DEFAULT_LIMIT
 from discovery.ranking.bm25 import round6
 from discovery.results import SearchDetails
+from discovery.sessions.settings import AUTO_THRESHOLD, SessionSettings
 
 
 @click.command(
@@ -79,7 +80,7 @@ def search(
     and persists them.
     """
     if session_id is None:
-        details = _read_only_search(app, query, limit, mode or "all")
+        details, weak = _read_only_search(app, query, limit, mode or "all", flag_weak=not as_json)
     else:
         settings = {
             "discovery_mode": mode,
@@ -87,23 +88,33 @@ def search(
             "requested": list(requested) or None,
             "essential_override": list(essential_override) or None,
         }
-        details = _session_search(app, session_id, query, limit, settings)
+        details, weak = _session_search(app, session_id, query, limit, settings, flag_weak=not as_json)
     if as_json:
         echo_json(details)
         return
-    stdout_console().print(render_result(details, expanded=expanded))
+    stdout_console().print(render_result(details, expanded=expanded, weak=weak))
     if session_id is None and details["total_tools"] == 0 and mode != "mcp-only":
         echo(EMPTY_CATALOG)
 
 
-def _read_only_search(app: App, query: str, limit: int, mode: str) -> SearchDetails:
+def _read_only_search(
+    app: App, query: str, limit: int, mode: str, *, flag_weak: bool
+) -> tuple[SearchDetails, set[str]]:
     with app.index() as index:
-        return index.search_details(query, limit, mode=mode)
+        details = index.search_details(query, limit, mode=mode)
+        return details, _weak(index, details, mode) if flag_weak else set()
+
+
+def _weak(index: ToolIndex, details: SearchDetails, mode: str) -> set[str]:
+    """The matches to flag as weak, judged in the read-only corpus of ``mode``."""
+    from discovery.diagnostics.explain import weak_matches
+
+    return weak_matches(index, details["query"], [match["name"] for match in details["tools"]], mode=mode)
 
 
 def _session_search(
-    app: App, session_id: str, query: str, limit: int, settings: dict[str, Any]
-) -> SearchDetails:
+    app: App, session_id: str, query: str, limit: int, settings: dict[str, Any], *, flag_weak: bool
+) -> tuple[SearchDetails, set[str]]:
     """One search_tool_bm25 call; the session is created with ``settings`` when it is new."""
     given = {key: value for key, value in settings.items() if value is not None}
     with app.index(create=True) as index:
@@ -112,7 +123,21 @@ def _session_search(
         # Settings given for an existing session must match its own (else a clear error).
         session = index.session(session_id, **given)
         call_id = f"cli-{uuid.uuid4().hex[:12]}"
-        return session.search_tool.execute(call_id, {"query": query, "limit": limit}).details
+        try:
+            details = session.search_tool.execute(call_id, {"query": query, "limit": limit}).details
+        except DiscoveryDisabled as exc:
+            raise click.ClickException(f"{exc} {_why_off(session_id, session.settings)}") from exc
+        return details, _weak(index, details, session.effective_mode) if flag_weak else set()
+
+
+def _why_off(session_id: str, settings: SessionSettings) -> str:
+    """What turned discovery off in this session and what to do instead (SPEC §5's mode rule)."""
+    mode = settings.discovery_mode
+    reason = f"with at most {AUTO_THRESHOLD} registered tools" if mode == "auto" else "as its settings say"
+    return (
+        f"(session {one_line(session_id)!r} has discovery_mode {mode}, which is off {reason}; "
+        "start a new session with --mode all or --mode mcp-only)"
+    )
 
 
 @click.command(epilog=example("tool-index explain 'create a pull request' mcp__github__create_pull_request"))

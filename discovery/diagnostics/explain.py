@@ -177,6 +177,29 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
     )
 
 
+COMMON_TERM_SHARE = 0.5
+"""A term held by at least this share of the corpus' tools is a very common one (idf ≤ ln 2)."""
+
+
+def weak_matches(index: ToolIndex, query: str, names: list[str], *, mode: str = "all") -> set[str]:
+    """The tools among ``names`` that match ``query`` only through very common terms.
+
+    Display only: the ranking is SPEC §4's, in which every matched term adds at least idf·δ, so
+    a tool sharing nothing but filler words with the query can still rank. Names that are not
+    ranked in ``mode``'s read-only corpus are left out.
+    """
+    weak = set()
+    for name in names:
+        try:
+            explanation = explain(index, query, name, mode=mode)
+        except (ToolNotFound, NotInCorpus):
+            continue
+        matched = [term for term in explanation.terms if term.tf > 0]
+        if matched and all(term.df >= COMMON_TERM_SHARE * explanation.n_docs for term in matched):
+            weak.add(name)
+    return weak
+
+
 def _excluded_document_frequencies(
     postings: dict[int, list[StoredPosting]], excluded: list[StoredTool]
 ) -> dict[str, int]:
