@@ -20,6 +20,7 @@ from discovery.catalog.models import ToolRecord
 from discovery.diagnostics import verify as verify_module
 from discovery.diagnostics.explain import NotInCorpus, explain
 from discovery.diagnostics.verify import CHECKS, VerifyReport, verify
+from discovery.diagnostics.weak import weak_matches
 from discovery.ranking.bm25 import round6
 from discovery.ranking.fields import FIELD_WEIGHTS
 from store import CorruptIndex, StoredTool, ToolNotFound, audit
@@ -589,3 +590,22 @@ def test_a_session_selecting_a_tool_twice_or_missing_a_log_entry(small: ToolInde
         gap=last + 5,
     ):
         assert verify(small).problems == ["session 'v': its log has gaps in its sequence numbers"]
+
+
+@pytest.mark.parametrize(
+    "query", ["the a", "create a pull request", "list the files of a directory", "get the weather for a city"]
+)
+@pytest.mark.parametrize("mode", ["all", "mcp-only"])
+def test_weak_matches_are_those_whose_matched_terms_are_all_in_half_the_corpus(
+    real: ToolIndex, query: str, mode: str
+) -> None:
+    """The display's weak flag, against explain's own per-term df on the real catalog."""
+    names = [hit.name for hit in real.search(query, 50, mode=mode)]
+    expected = set()
+    for name in names:
+        explanation = explain(real, query, name, mode=mode)
+        matched = [term for term in explanation.terms if term.tf > 0]
+        if all(2 * term.df >= explanation.n_docs for term in matched):
+            expected.add(name)
+    assert weak_matches(real, query, names, mode=mode) == expected
+    assert weak_matches(real, query, ["no_such_tool"], mode=mode) == set()

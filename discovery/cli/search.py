@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,7 +17,9 @@ from discovery.index import ToolIndex
 from discovery.params import DEFAULT_LIMIT
 from discovery.ranking.bm25 import round6
 from discovery.results import SearchDetails
-from discovery.sessions.settings import AUTO_THRESHOLD, SessionSettings
+
+if TYPE_CHECKING:
+    from discovery.sessions.settings import SessionSettings
 
 
 @click.command(
@@ -107,7 +109,7 @@ def _read_only_search(
 
 def _weak(index: ToolIndex, details: SearchDetails, mode: str) -> set[str]:
     """The matches to flag as weak, judged in the read-only corpus of ``mode``."""
-    from discovery.diagnostics.explain import weak_matches
+    from discovery.diagnostics.weak import weak_matches
 
     return weak_matches(index, details["query"], [match["name"] for match in details["tools"]], mode=mode)
 
@@ -132,6 +134,8 @@ def _session_search(
 
 def _why_off(session_id: str, settings: SessionSettings) -> str:
     """What turned discovery off in this session and what to do instead (SPEC §5's mode rule)."""
+    from discovery.sessions.settings import AUTO_THRESHOLD
+
     mode = settings.discovery_mode
     reason = f"with at most {AUTO_THRESHOLD} registered tools" if mode == "auto" else "as its settings say"
     return (

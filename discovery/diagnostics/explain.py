@@ -12,16 +12,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from discovery.catalog.indexing import record_fields
+from discovery.diagnostics.statistics import corpus_statistics
 from discovery.errors import ToolIndexError
 from discovery.index import ToolIndex
 from discovery.params import checked_query, query_terms
 from discovery.ranking.bm25 import average_length, idf, length_norm, round6, term_score
 from discovery.ranking.corpus import read_only_corpus
 from discovery.ranking.fields import FIELD_WEIGHTS, field_term_frequencies
-from store import StoredTool, ToolNotFound
-from store.audit import StoredPosting, postings_of_tools
+from store import ToolNotFound
+from store.audit import postings_of_tools
 from store.engine import read_transaction
-from store.reads import group_stats, term_stats, tools_by_names
+from store.reads import tools_by_names
 
 
 class NotInCorpus(ToolIndexError):
@@ -139,21 +140,15 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
             raise ToolNotFound(f"no tool named {name!r} in the catalog")
         if tool.grp not in corpus.groups or name in corpus.excluded:
             raise NotInCorpus(f"{name!r} is never ranked in mode {mode!r}: it is not discoverable there")
-        groups = group_stats(connection)
-        candidates = tools_by_names(connection, sorted(corpus.excluded)).values()
-        excluded = [doc for doc in candidates if doc.grp in corpus.groups]
-        stats = term_stats(connection, list(counts))
-        postings = postings_of_tools(connection, [tool.id, *(doc.id for doc in excluded)])
-    n_docs = sum(groups[g].doc_count for g in corpus.groups) - len(excluded)
-    total_len = sum(groups[g].total_len for g in corpus.groups) - sum(doc.doc_len for doc in excluded)
+        statistics = corpus_statistics(connection, corpus, list(counts))
+        postings = postings_of_tools(connection, [tool.id])
+    n_docs, total_len, dfs = statistics
     avgdl = average_length(n_docs, total_len)
-    excluded_df = _excluded_document_frequencies(postings, excluded)
     own = {p.term: p for p in postings.get(tool.id, []) if p.term is not None}
     per_field = field_term_frequencies(record_fields(tool))
     terms = []
     for term, qtf in counts.items():
-        by_group = stats[term][1] if term in stats else {}
-        df = sum(by_group[g].df for g in corpus.groups if g in by_group) - excluded_df.get(term, 0)
+        df = dfs[term]
         idf_value = idf(n_docs, df)
         posting = own.get(term)
         tf = 0 if posting is None else posting.tf
@@ -175,41 +170,6 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
         norm=length_norm(tool.doc_len, avgdl),
         terms=terms,
     )
-
-
-COMMON_TERM_SHARE = 0.5
-"""A term held by at least this share of the corpus' tools is a very common one (idf ≤ ln 2)."""
-
-
-def weak_matches(index: ToolIndex, query: str, names: list[str], *, mode: str = "all") -> set[str]:
-    """The tools among ``names`` that match ``query`` only through very common terms.
-
-    Display only: the ranking is SPEC §4's, in which every matched term adds at least idf·δ, so
-    a tool sharing nothing but filler words with the query can still rank. Names that are not
-    ranked in ``mode``'s read-only corpus are left out.
-    """
-    weak = set()
-    for name in names:
-        try:
-            explanation = explain(index, query, name, mode=mode)
-        except (ToolNotFound, NotInCorpus):
-            continue
-        matched = [term for term in explanation.terms if term.tf > 0]
-        if matched and all(term.df >= COMMON_TERM_SHARE * explanation.n_docs for term in matched):
-            weak.add(name)
-    return weak
-
-
-def _excluded_document_frequencies(
-    postings: dict[int, list[StoredPosting]], excluded: list[StoredTool]
-) -> dict[str, int]:
-    """How many excluded documents hold each term: the corpus df is the groups' df less these."""
-    counts: dict[str, int] = {}
-    for doc in excluded:
-        for posting in postings.get(doc.id, []):
-            if posting.term is not None:
-                counts[posting.term] = counts.get(posting.term, 0) + 1
-    return counts
 
 
 def _field_parts(term: str, per_field: dict[str, dict[str, int]], contribution: float) -> list[FieldPart]:
