@@ -134,6 +134,8 @@ class _Codec:
     runs both as one statement (one round trip)."""
     store_stamp: Callable[[datetime], Any]
     load_stamp: Callable[[Any], datetime]
+    insert: str
+    """The log entry's insert alone."""
 
 
 _CODECS: dict[str, _Codec] = {}
@@ -165,6 +167,7 @@ def _codec(connection: Connection) -> _Codec:
             record=(insert, update) if sqlite else (f"WITH logged AS ({insert}) {update}",),
             store_stamp=stamp_type.bind_processor(dialect) or _unchanged,
             load_stamp=_in_utc(stamp_type.result_processor(dialect, None) or _unchanged),
+            insert=insert,
         )
     return _CODECS[dialect.name]
 
@@ -308,19 +311,7 @@ def record(
     stamp = now()
     stored = codec.store_stamp(stamp)
     seq = state.event_count + 1
-    entry = (
-        state.id,
-        seq,
-        event.kind,
-        event.tool_name,
-        event.call_id,
-        plain_json_text(event.params),
-        event.content,
-        plain_json_text(event.details),
-        event.error,
-        plain_json_text(list(event.activated)),
-        stored,
-    )
+    entry = _entry(state.id, seq, event, stored)
     lists = (plain_json_text(active), plain_json_text(selected), seq, stored, state.id)
     if len(codec.record) == 1:
         driver.execute(connection, codec.record[0], entry + lists)
@@ -330,13 +321,50 @@ def record(
     return SessionState(state.id, state.settings, active, selected, seq, state.created_at, stamp)
 
 
-def append(connection: Connection, session_id: str, event: Event) -> bool:
-    """Log ``event``, which changes neither list (a tool call a gateway forwarded, the digests it
-    pinned); ``False`` when there is no such session."""
-    state = lock(connection, session_id)
-    if state is None:
+def _entry(session_id: str, seq: int, event: Event, stored_stamp: Any) -> tuple[Any, ...]:
+    """The values of one ``session_events`` row, in ``_EVENT_COLUMNS`` order after the id."""
+    return (
+        session_id,
+        seq,
+        event.kind,
+        event.tool_name,
+        event.call_id,
+        plain_json_text(event.params),
+        event.content,
+        plain_json_text(event.details),
+        event.error,
+        plain_json_text(list(event.activated)),
+        stored_stamp,
+    )
+
+
+_COUNT_SQLITE = "SELECT event_count FROM sessions WHERE id = ?"
+# Only the session row: its lock orders the sequence numbers; the catalog is not read.
+_COUNT_POSTGRES = "SELECT event_count FROM sessions WHERE id = ? FOR UPDATE"
+_COUNTED = "UPDATE sessions SET event_count = ?, updated_at = ? WHERE id = ?"
+
+
+def append(connection: Connection, session_id: str, *logged: Event) -> bool:
+    """Log ``logged``, events that change neither list (tool calls a gateway forwarded, the
+    digests it pinned), in order; ``False`` when there is no such session.
+
+    The lists stay as stored, so only the event count and the time move: the row's lists are
+    neither read nor written again."""
+    sqlite = connection.dialect.name == "sqlite"
+    rows = driver.fetch(connection, _COUNT_SQLITE if sqlite else _COUNT_POSTGRES, (session_id,))
+    if not rows:
         return False
-    record(connection, state, event, state.active, state.selected)
+    if not logged:
+        return True
+    codec = _codec(connection)
+    stored = codec.store_stamp(now())
+    count = int(rows[0][0])
+    statements: list[tuple[str, Sequence[Any]]] = [
+        (codec.insert, _entry(session_id, count + offset, event, stored))
+        for offset, event in enumerate(logged, start=1)
+    ]
+    statements.append((_COUNTED, (count + len(logged), stored, session_id)))
+    driver.execute_each(connection, statements)
     return True
 
 

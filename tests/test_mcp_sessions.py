@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from discovery import ToolIndex
 from discovery.diagnostics.verify import verify
-from discovery.mcp.sessions import GatewaySession, digest
+from discovery.errors import ToolIndexError
+from discovery.mcp.sessions import GatewaySession, digest, write_pending
 
 TOOLS: list[dict[str, Any]] = [
     {
@@ -66,3 +69,42 @@ def test_a_search_error_is_the_spec_message(db_url: str) -> None:
         opened = GatewaySession.open(index, None, "mcp-only")
         assert opened.search({"query": "   "}).text == "Query is required and must not be empty."
         assert opened.search({"query": "x", "limit": True}).text == "Limit must be a positive integer."
+
+
+def test_a_backlog_of_entries_is_written_in_order_and_a_deleted_session_is_named(db_url: str) -> None:
+    with ToolIndex.open(db_url) as index:
+        index.upsert_tools(TOOLS)
+        first = GatewaySession.open(index, "first", "mcp-only")
+        second = GatewaySession.open(index, "second", "mcp-only")
+        first.search({"query": "create issue", "limit": 1})
+        lists_before = (first.session.active, first.session.selected)
+        write_pending(
+            index,
+            [
+                (first, first.pinning(["mcp__gh__create_issue", "mcp__not_in_catalog"])),
+                (second, second.call_logging("mcp__slack__post", "slack", 2.0, True, "not active")),
+                (first, first.call_logging("mcp__gh__create_issue", "gh", 1.0, False, "called")),
+                (first, first.pinning(["mcp__not_in_catalog"])),  # nothing to pin: no entry
+            ],
+        )
+        calls = index.session_record("first")["calls"]
+        assert [call["kind"] for call in calls] == ["create", "search", "pin", "tool_call"]
+        assert [call["seq"] for call in calls] == [1, 2, 3, 4]
+        assert calls[2]["params"] == {"tools": {"mcp__gh__create_issue": first.pins["mcp__gh__create_issue"]}}
+        assert (first.session.active, first.session.selected) == lists_before
+        assert [call["kind"] for call in index.session_record("second")["calls"]] == ["create", "tool_call"]
+
+        index.delete_session("second")
+        with pytest.raises(ToolIndexError, match="'second' was deleted"):
+            write_pending(
+                index,
+                [
+                    (second, second.call_logging("mcp__slack__post", "slack", 1.0, False, "called")),
+                    (first, first.call_logging("mcp__gh__create_issue", "gh", 1.0, False, "called")),
+                ],
+            )
+        assert [call["kind"] for call in index.session_record("first")["calls"]][-2:] == [
+            "tool_call",
+            "tool_call",
+        ]
+        assert verify(index).ok

@@ -14,9 +14,10 @@ import json
 import sys
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import anyio
 from mcp import MCPError, types
@@ -29,11 +30,19 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from discovery.errors import ToolIndexError
 from discovery.index import ToolIndex
 from discovery.mcp.config import McpConfig
-from discovery.mcp.sessions import NEW_SESSION_MODE, SEARCH_TOOL_NAME, GatewaySession, digest
+from discovery.mcp.sessions import (
+    NEW_SESSION_MODE,
+    SEARCH_TOOL_NAME,
+    GatewaySession,
+    Pending,
+    write_pending,
+)
 from discovery.mcp.sync import Library, ServerSync, sync_server, sync_servers
 from discovery.mcp.upstreams import DEFAULT_TIMEOUT, UpstreamError, Upstreams, split_catalog_name
 from discovery.sessions.search_tool import PARAMETERS as SEARCH_PARAMETERS
 from store import StoreError
+
+T = TypeVar("T")
 
 CALL_TOOL_NAME = "call_tool"
 CALL_PARAMETERS: dict[str, Any] = {
@@ -99,6 +108,8 @@ class Gateway:
         self._opening = anyio.Lock()
         self._clients: dict[str, weakref.WeakSet[ServerSession]] = {}
         self._buses: dict[str, tuple[InMemorySubscriptionBus, ListenHandler]] = {}
+        self._backlog: deque[tuple[GatewaySession, Pending]] = deque()
+        self._draining = False
         self.server: Server[Any] = Server(
             "tool-index",
             version=_version(),
@@ -121,7 +132,11 @@ class Gateway:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.upstreams.__aexit__(None, None, None)
+        try:
+            with anyio.CancelScope(shield=True):  # what was answered is logged, even on the way out
+                await self.library.run(self._write_backlog)
+        finally:
+            await self.upstreams.__aexit__(None, None, None)
 
     def initialization_options(self) -> Any:
         return self.server.create_initialization_options(
@@ -218,9 +233,9 @@ class Gateway:
     async def _search(
         self, ctx: ServerRequestContext[Any, Any], gateway_session: GatewaySession, arguments: dict[str, Any]
     ) -> types.CallToolResult:
-        outcome = await self.library.run(gateway_session.search, arguments)
+        outcome = await self.library.run(self._written_first, gateway_session.search, arguments)
         if outcome.activated:
-            self._later(gateway_session.pin, outcome.activated)
+            self._later(gateway_session, gateway_session.pinning(outcome.activated))
             if self.options.expose_active:
                 await self._notify(gateway_session.id)
         return text_result(outcome.text, is_error=outcome.is_error)
@@ -272,11 +287,11 @@ class Gateway:
                 f"{name!r} is not active in this session: call search_tool_bm25 first; it activates the "
                 "tools it finds, which call_tool can then call."
             )
-        pinned = gateway_session.pins.get(name)
-        if pinned is None:
-            await self.library.run(gateway_session.pin, [name])
-        elif pinned != digest(tool):
-            await self.library.run(gateway_session.unpin_changed, name)
+        if name not in gateway_session.pins:
+            # Activated outside the gateway, or by a search whose pins are still in the backlog.
+            await self.library.run(self._written_first, self._pin_missing, gateway_session, name)
+        elif gateway_session.changed(name, tool):
+            await self.library.run(self._written_first, gateway_session.unpin_changed, name)
             if self.options.expose_active:
                 await self._notify(gateway_session.id)
             return "changed", (
@@ -296,20 +311,47 @@ class Gateway:
         outcome: str,
     ) -> None:
         duration_ms = (time.perf_counter() - started) * 1000
-        self._later(gateway_session.log_call, name, server, duration_ms, is_error, outcome)
+        self._later(
+            gateway_session, gateway_session.call_logging(name, server, duration_ms, is_error, outcome)
+        )
 
-    def _later(self, work: Callable[..., None], *args: Any) -> None:
-        """Write ``work`` to the store after the answer is sent, in the worker's order: any later
-        call of this process runs after it (its pins are in memory at once), so only a gateway
-        killed in between loses it."""
+    def _later(self, gateway_session: GatewaySession, pending: Pending) -> None:
+        """Write a log entry after the answer is sent. Entries wait in a backlog that the worker
+        writes in one transaction, as soon as it is free, and always before any later write of
+        the gateway (``_written_first``), so the log keeps the order of the calls; only a gateway
+        killed before the worker got to them loses them."""
+        self._backlog.append((gateway_session, pending))
+        if not self._draining:
+            self._draining = True
+            self.upstreams.start_soon(self._drain)
 
-        async def persist() -> None:
-            try:
-                await self.library.run(work, *args)
-            except (ToolIndexError, StoreError) as exc:
-                self.say(f"could not log to the session: {exc}")
+    async def _drain(self) -> None:
+        try:
+            while self._backlog:
+                await self.library.run(self._write_backlog)
+        finally:
+            self._draining = False
 
-        self.upstreams.start_soon(persist)
+    def _write_backlog(self) -> None:
+        """In the worker: write every entry waiting in the backlog."""
+        writes = []
+        while self._backlog:
+            writes.append(self._backlog.popleft())
+        if not writes:
+            return
+        try:
+            write_pending(self.index, writes)
+        except (ToolIndexError, StoreError) as exc:
+            self.say(f"could not log to the session: {exc}")
+
+    def _written_first(self, work: Callable[..., T], *args: Any) -> T:
+        """In the worker: ``work`` after the backlog is written, so its own log entries follow."""
+        self._write_backlog()
+        return work(*args)
+
+    def _pin_missing(self, gateway_session: GatewaySession, name: str) -> None:
+        if name not in gateway_session.pins:
+            gateway_session.pin([name])
 
     # Change notifications
 

@@ -9,13 +9,17 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection
 
 from discovery.errors import ToolCallError, ToolIndexError
 from discovery.index import ToolIndex
 from store import StoredTool, sessions
 from store.engine import write_transaction
+from store.reads import tools_by_names
 
 if TYPE_CHECKING:
     from discovery.sessions.session import Session
@@ -51,6 +55,7 @@ class GatewaySession:
     created: bool
     pins: dict[str, str] = field(default_factory=dict)
     description: str = ""
+    _digests: dict[str, tuple[StoredTool, str]] = field(default_factory=dict, repr=False)
 
     @property
     def id(self) -> str:
@@ -85,12 +90,21 @@ class GatewaySession:
 
     def pin(self, names: list[str]) -> None:
         """Pin the current digest of each of ``names`` (in the log, so a restart keeps it)."""
-        found = self.index.tools_by_names(names)
-        pinned = {name: digest(found[name]) for name in names if name in found}
-        if not pinned:
-            return
-        self.pins.update(pinned)
-        self._append(sessions.Event(kind=PIN_EVENT, params={"tools": pinned}))
+        write_pending(self.index, [(self, self.pinning(names))])
+
+    def pinning(self, names: list[str]) -> Pending:
+        """``pin`` as a write of ``write_pending``: the digests are those the writer's
+        transaction reads."""
+
+        def pin_event(connection: Connection) -> sessions.Event | None:
+            found = tools_by_names(connection, names)
+            pinned = {name: digest(found[name]) for name in names if name in found}
+            if not pinned:
+                return None
+            self.pins.update(pinned)
+            return sessions.Event(kind=PIN_EVENT, params={"tools": pinned})
+
+        return pin_event
 
     def search(self, arguments: dict[str, Any]) -> SearchOutcome:
         """One ``search_tool_bm25`` call (SPEC §6); the caller pins what it activated."""
@@ -102,9 +116,22 @@ class GatewaySession:
         return SearchOutcome(result.content, is_error=False, activated=activated)
 
     def resolve(self, name: str) -> tuple[StoredTool | None, bool]:
-        """The catalog record of ``name`` (``None`` when it is not there) and whether it is active."""
-        found = self.index.tools_by_names([name])
-        return found.get(name), name in self.session.active
+        """The catalog record of ``name`` (``None`` when it is not there) and whether it is active,
+        from one snapshot: every forwarded call starts here."""
+        active, found = self.session.lookup([name])
+        return found.get(name), name in active
+
+    def changed(self, name: str, tool: StoredTool) -> bool:
+        """Whether ``tool`` differs from what ``name`` was pinned as (``False`` when unpinned)."""
+        pinned = self.pins.get(name)
+        if pinned is None:
+            return False
+        # A record read again is the same object until the catalog changes: hash it once.
+        known = self._digests.get(name)
+        if known is None or known[0] is not tool:
+            known = (tool, digest(tool))
+            self._digests[name] = known
+        return pinned != known[1]
 
     def unpin_changed(self, name: str) -> None:
         """Deactivate a tool whose record changed since it was pinned: only a new search that finds
@@ -119,6 +146,12 @@ class GatewaySession:
         self, name: str, server: str | None, duration_ms: float, is_error: bool, outcome: str
     ) -> None:
         """Log one call_tool: never its arguments or result, which may hold secrets."""
+        write_pending(self.index, [(self, self.call_logging(name, server, duration_ms, is_error, outcome))])
+
+    def call_logging(
+        self, name: str, server: str | None, duration_ms: float, is_error: bool, outcome: str
+    ) -> Pending:
+        """``log_call`` as a write of ``write_pending``."""
         params = {
             "tool": name,
             "server": server,
@@ -126,9 +159,28 @@ class GatewaySession:
             "is_error": is_error,
             "outcome": outcome,
         }
-        self._append(sessions.Event(kind=CALL_EVENT, tool_name=name, params=params))
+        event = sessions.Event(kind=CALL_EVENT, tool_name=name, params=params)
+        return lambda connection: event
 
-    def _append(self, event: sessions.Event) -> None:
-        with write_transaction(self.index.engine) as connection:
-            if not sessions.append(connection, self.id, event):
-                raise ToolIndexError(f"session {self.id!r} was deleted while the gateway served it")
+
+Pending = Callable[[Connection], "sessions.Event | None"]
+"""A log entry to write, made in the writer's transaction (``None``: nothing to write after all)."""
+
+
+def write_pending(index: ToolIndex, writes: list[tuple[GatewaySession, Pending]]) -> None:
+    """Write log entries of gateway sessions, in order, in one transaction: a burst of calls
+    costs one commit. A session deleted meanwhile is named in the error; the other sessions'
+    entries are written."""
+    by_session: dict[str, list[sessions.Event]] = {}
+    gone: list[str] = []
+    with write_transaction(index.engine) as connection:
+        for gateway_session, pending in writes:
+            event = pending(connection)
+            if event is not None:
+                by_session.setdefault(gateway_session.id, []).append(event)
+        for session_id, events in by_session.items():
+            if not sessions.append(connection, session_id, *events):
+                gone.append(session_id)
+    if gone:
+        shown = ", ".join(repr(session_id) for session_id in gone)
+        raise ToolIndexError(f"session {shown} was deleted while the gateway served it")

@@ -205,6 +205,15 @@ class Ranker:
         return {name for name in names if documents[name] is not None}
 
     @_serialized
+    def documents(self, connection: Connection, names: Sequence[str]) -> dict[str, StoredTool]:
+        """The catalog records of those of ``names`` that are catalog tools (cached until the
+        catalog changes, as ``known_names``)."""
+        self._sync(connection)
+        self._remember_documents(connection, names)
+        documents = self._documents
+        return {name: found for name in names if (found := documents[name]) is not None}
+
+    @_serialized
     def catalog_size(self, connection: Connection) -> int:
         self._sync(connection)
         return sum(stats.doc_count for stats in self._group_stats.values())

@@ -7,6 +7,7 @@ on the index's engine and ranker directly: nothing here calls back up into ``Too
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 import warnings
 from collections.abc import Iterable, Sequence
@@ -125,7 +126,7 @@ class Session:
         self.engine = engine
         self.ranker = ranker
         self.id = session_id
-        self._cached_view: tuple[tuple[int, object, int], SessionView] | None = None
+        self._cached_view: tuple[tuple[int, dict[str, Any], list[str], list[str]], SessionView] | None = None
         self._cached_rules: tuple[int, dict[str, Any], SessionRules] | None = None
 
     @classmethod
@@ -171,11 +172,16 @@ class Session:
         if state is None or generation is None:
             raise SessionNotFound(f"no session {self.id!r} in the store")
         self.ranker.sync(connection, generation)
-        # The view depends only on the stored state and the catalog: reuse it while neither moved.
-        key = (state.event_count, state.updated_at, generation)
+        # The view depends only on the lists, the settings and the catalog: reuse it while none
+        # of them moved. A logged event that changes no list (a tool call a gateway forwarded)
+        # moves only the event count, so the log can grow without the view being made again.
+        key = (generation, state.settings, state.active, state.selected)
         cached = self._cached_view  # one read: another thread may replace it meanwhile
         if cached is None or cached[0] != key:
             cached = (key, self.view_in(connection, state, generation))
+            self._cached_view = cached
+        elif cached[1].state != state:
+            cached = (key, dataclasses.replace(cached[1], state=state))
             self._cached_view = cached
         return cached[1]
 
@@ -220,6 +226,13 @@ class Session:
     @property
     def search_tool(self) -> SearchTool:
         return SearchTool(self)
+
+    def lookup(self, names: Sequence[str]) -> tuple[list[str], dict[str, StoredTool]]:
+        """The active list and the catalog records of those of ``names`` that are catalog tools,
+        from one snapshot: what a host checks before it calls a tool, in one read."""
+        with read_transaction(self.engine) as connection:
+            view = self._view(connection)
+            return view.live_active, self.ranker.documents(connection, names)
 
     def active_tools(self) -> list[StoredTool]:
         """Full records of the active catalog tools, in active order, input schemas included."""
