@@ -15,6 +15,7 @@ from store.errors import (
     StorageFull,
     StoreError,
     ToolNotFound,
+    damaged,
 )
 from store.records import GroupStats, IndexedTool, StoredTool, TermStats, WriteReport
 from store.schema import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, GROUPS
@@ -40,6 +41,7 @@ __all__ = [
     "TermStats",
     "ToolNotFound",
     "WriteReport",
+    "damaged",
     "default_url",
     "display_url",
     "make_engine",
