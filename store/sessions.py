@@ -99,6 +99,36 @@ def json_text(value: Any) -> str:
     return json.dumps(storable(value), ensure_ascii=False, separators=(",", ":"))
 
 
+def logged_value(value: Any) -> Any:
+    """``value`` as the log gives it back once stored: NUL and lone surrogates as U+FFFD, NaN
+    and infinities as text, tuples as lists, keys as text."""
+    return json.loads(plain_json_text(value))
+
+
+def same_logged(stored: Any, value: Any) -> bool:
+    """Whether ``value``, logged now, would read back as ``stored`` (what the log gave back).
+
+    Both sides are compared in their logged form, so what the store had to change (a NUL, a
+    lone surrogate, NaN) does not make a retry differ from its first call. Unlike Python's
+    ``==`` this tells ``true`` from ``1`` (JSON does); ``1`` and ``1.0`` are one JSON number."""
+    return _canonical(logged_value(stored)) == _canonical(logged_value(value))
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(_numbers_as_json(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _numbers_as_json(value: Any) -> Any:
+    """Integral floats as integers, so that ``5.0`` and ``5`` spell alike (their value is one)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _numbers_as_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_numbers_as_json(item) for item in value]
+    return value
+
+
 _PLAIN = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
 
 
