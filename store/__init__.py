@@ -18,7 +18,7 @@ from store.errors import (
     damaged,
 )
 from store.records import GroupStats, IndexedTool, StoredTool, TermStats, WriteReport
-from store.schema import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, GROUPS
+from store.schema import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, GROUPS, MAX_KEY_BYTES
 from store.urls import display_url, parse_url
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "GROUP_FIXED",
     "GROUP_LOCAL",
     "GROUP_MCP",
+    "MAX_KEY_BYTES",
     "ConcurrentUpdate",
     "CorruptIndex",
     "DatabaseUnavailable",
