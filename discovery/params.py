@@ -20,6 +20,7 @@ from discovery.errors import (
     ToolIndexError,
 )
 from discovery.text.tokenizer import tokenize
+from store import MAX_KEY_BYTES
 from store.sessions import storable
 
 DEFAULT_LIMIT = 8
@@ -76,7 +77,20 @@ def checked_id(value: object, what: str, *, blank: bool = False) -> str:
         raise ToolIndexError(f"a {what} must not be blank")
     if storable(value) != value:
         raise ToolIndexError(f"a {what} must not contain NUL characters or lone surrogates: {value!r}")
+    if too_long(value):
+        raise ToolIndexError(
+            f"a {what} must be at most {MAX_KEY_BYTES} bytes in UTF-8, not {utf8_size(value)}"
+        )
     return value
+
+
+def utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def too_long(text: str) -> bool:
+    """Whether ``text`` is longer than the store indexes (``MAX_KEY_BYTES``); cheap for short text."""
+    return len(text) * 4 > MAX_KEY_BYTES and utf8_size(text) > MAX_KEY_BYTES
 
 
 MAX_PARAMS_DEPTH = 64

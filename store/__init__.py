@@ -15,9 +15,10 @@ from store.errors import (
     StorageFull,
     StoreError,
     ToolNotFound,
+    damaged,
 )
 from store.records import GroupStats, IndexedTool, StoredTool, TermStats, WriteReport
-from store.schema import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, GROUPS
+from store.schema import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, GROUPS, MAX_KEY_BYTES
 from store.urls import display_url, parse_url
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "GROUP_FIXED",
     "GROUP_LOCAL",
     "GROUP_MCP",
+    "MAX_KEY_BYTES",
     "ConcurrentUpdate",
     "CorruptIndex",
     "DatabaseUnavailable",
@@ -40,6 +42,7 @@ __all__ = [
     "TermStats",
     "ToolNotFound",
     "WriteReport",
+    "damaged",
     "default_url",
     "display_url",
     "make_engine",

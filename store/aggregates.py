@@ -10,9 +10,8 @@ import numpy as np
 from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from store import driver, postings
-from store.errors import CorruptIndex
+from store.errors import damaged
 from store.postings import Key
-from store.reads import DAMAGED
 from store.schema import group_stats_table, term_stats_table, terms_table, tools_table
 from store.sql import chunks
 
@@ -113,7 +112,7 @@ def apply_aggregates(connection: Connection, delta: AggregateDelta) -> None:
             )
         )
         if changed.rowcount != 1:  # the write rolls back: a count cannot be kept on a missing row
-            raise CorruptIndex(DAMAGED.format(what=f"no group_stats row for group {grp}"))
+            raise damaged(f"no group_stats row for group {grp}")
     keys = sorted(set(delta.df) | set(delta.added_max_tf))
     current = stored_term_stats(connection, keys)
     stats: dict[Key, tuple[int, int]] = {}

@@ -15,10 +15,18 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, func, select
 
-from store import postings
+from store import driver, postings
+from store.errors import CorruptIndex
 from store.records import GroupStats, StoredTool, TermStats
-from store.schema import catalog_state_table, group_stats_table, term_stats_table, terms_table, tools_table
-from store.sql import TOOL_COLUMNS, chunks
+from store.schema import (
+    catalog_state_table,
+    group_stats_table,
+    posting_blocks_table,
+    term_stats_table,
+    terms_table,
+    tools_table,
+)
+from store.sql import TOOL_COLUMNS, CheckedJSON, chunks
 
 AUDIT_BATCH = 1000
 """Tool rows read per batch (the term index is read whole: 24 bytes per posting)."""
@@ -276,3 +284,38 @@ def orphan_terms(
             if len(found) >= limit:
                 break
     return found
+
+
+def unreadable_tool_values(connection: Connection) -> list[str]:
+    """Each tool's JSON column that cannot be read back, in words: SQLite keeps any text there."""
+    found = []
+    dialect = connection.dialect
+    readers = {
+        column: CheckedJSON(f"tools.{column}").dialect_impl(dialect).result_processor(dialect, None)
+        for column in ("schema_keys", "input_schema")
+    }
+    for name, schema_keys, input_schema in driver.fetch(
+        connection, "SELECT name, schema_keys, input_schema FROM tools ORDER BY id"
+    ):
+        for column, value in (("schema_keys", schema_keys), ("input_schema", input_schema)):
+            read = readers[column]
+            try:
+                if read is not None:
+                    read(value)
+            except CorruptIndex:
+                found.append(f"tool {name!r}: its {column} is not JSON")
+    return found
+
+
+def block_size_mismatches(connection: Connection, *, limit: int) -> list[tuple[int, int, int, int]]:
+    """``(term id, group, stored size, postings held)`` of blocks whose ``size`` is not the number
+    of postings their arrays hold (writes read the size to decide when to merge)."""
+    width = postings.ID_DTYPE.itemsize
+    held = func.length(posting_blocks_table.c.tool_ids) / width
+    rows = connection.execute(
+        select(posting_blocks_table.c.term_id, posting_blocks_table.c.grp, posting_blocks_table.c.size, held)
+        .where(posting_blocks_table.c.size * width != func.length(posting_blocks_table.c.tool_ids))
+        .order_by(posting_blocks_table.c.term_id, posting_blocks_table.c.grp)
+        .limit(limit)
+    )
+    return [(int(term), int(grp), int(size), int(count)) for term, grp, size, count in rows]

@@ -29,8 +29,7 @@ from sqlalchemy import (
 
 from store import driver, postings
 from store.aggregates import AggregateDelta, add_term_ids, apply_aggregates, current_postings
-from store.errors import CorruptIndex
-from store.reads import DAMAGED
+from store.errors import damaged
 from store.records import IndexedTool, WriteReport
 from store.schema import catalog_state_table, tools_table
 from store.sql import chunks, lookup_keys
@@ -43,7 +42,7 @@ def lock_catalog(connection: Connection) -> int:
         query = query.with_for_update()
     generation = connection.execute(query).scalar()
     if generation is None:
-        raise CorruptIndex(DAMAGED.format(what="the catalog_state row is missing"))
+        raise damaged("the catalog_state row is missing")
     return int(generation)
 
 

@@ -7,8 +7,9 @@ import contextlib
 import os
 import re
 import sqlite3
+import urllib.parse
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -238,7 +239,13 @@ def _sqlite_engine(url: URL) -> Engine:
         Path(database).parent.mkdir(parents=True, exist_ok=True)
     given = sqlite_timeout(url)
     busy_ms = BUSY_TIMEOUT_MS if given is None else round(given * 1000)
-    engine = create_engine(url, connect_args={"timeout": busy_ms / 1000})
+    frozen = database is not None and frozen_wal_file(database, url)
+    if frozen:
+        assert database is not None
+        engine = create_engine(url, creator=_immutable_opener(database, busy_ms / 1000))
+        database = None  # nothing to checkpoint: nobody here can write it
+    else:
+        engine = create_engine(url, connect_args={"timeout": busy_ms / 1000})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -274,6 +281,49 @@ def _sqlite_engine(url: URL) -> Engine:
         weakref.finalize(engine, checkpointer.close)  # an index dropped without ``close()``
 
     return engine
+
+
+WAL_HEADER_VERSION = 2
+"""Bytes 18 and 19 of a SQLite file's header in WAL mode (1 in rollback-journal mode)."""
+
+
+def frozen_wal_file(database: str, url: URL) -> bool:
+    """Whether ``database`` is a WAL file that only an immutable open can read: the file and its
+    directory are read-only to us, and there is no ``-shm`` file (SQLite needs one to read a WAL
+    database, and cannot make it). Such a file is read as it is, without locks: no one without
+    write access can change it. ``DatabaseUnavailable`` says what to do when its ``-wal`` file
+    still holds changes, which an immutable open would not see."""
+    path = Path(database)
+    directory = path.parent
+    if not path.is_file() or os.access(path, os.W_OK) or os.access(directory, os.W_OK):
+        return False
+    if Path(f"{database}-shm").exists():
+        return False  # SQLite reads a WAL database read-only when its -shm file exists
+    try:
+        with path.open("rb") as file:
+            header = file.read(20)
+    except OSError:
+        return False  # unreadable: the usual open reports it
+    if len(header) < 20 or header[18] != WAL_HEADER_VERSION or header[19] != WAL_HEADER_VERSION:
+        return False
+    wal = Path(f"{database}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise DatabaseUnavailable(
+            f"{display_url(url)} is read-only and its {wal.name} file holds changes that need a "
+            f"{path.name}-shm file beside it, which cannot be made in the read-only {directory}: "
+            "open it once with write access to the directory (any tool-index command does), "
+            "or copy the database with its -wal file to a writable directory"
+        )
+    return True
+
+
+def _immutable_opener(database: str, timeout: float) -> Callable[[], sqlite3.Connection]:
+    uri = f"file:{urllib.parse.quote(os.path.abspath(database))}?mode=ro&immutable=1"
+
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
+
+    return connect
 
 
 def use_wal(connection: Connection) -> None:

@@ -40,4 +40,20 @@ class ConcurrentUpdate(StoreError):
 
 
 class CorruptIndex(StoreError):
-    """Stored index data cannot be read back (``tool-index verify`` shows what is wrong)."""
+    """Stored index data cannot be read back (``tool-index verify`` shows what is wrong).
+
+    ``what`` names the damage alone, for ``verify``'s own report; the message adds the pointer
+    to ``verify`` that every other command prints."""
+
+    def __init__(self, message: str, what: str | None = None) -> None:
+        super().__init__(message)
+        self.what = what or message
+
+
+DAMAGED = "the database is damaged ({what}); run `tool-index verify` to see every problem"
+"""A read that finds stored data it cannot use says so and points to ``verify``."""
+
+
+def damaged(what: str) -> CorruptIndex:
+    """The error of a read that found ``what`` damaged."""
+    return CorruptIndex(DAMAGED.format(what=what), what)

@@ -11,7 +11,7 @@ from sqlalchemy import Connection, func, select
 
 from store import driver
 from store import postings as packed
-from store.errors import CorruptIndex
+from store.errors import damaged
 from store.records import GroupStats, StoredTool, TermStats
 from store.schema import GROUPS, group_stats_table, term_stats_table, terms_table, tools_table
 from store.sql import TOOL_COLUMNS, chunks, lookup_keys, matchable
@@ -21,12 +21,8 @@ def generation(connection: Connection) -> int:
     """The catalog generation; every read-only search starts here, so straight to the driver."""
     rows = driver.fetch(connection, "SELECT generation FROM catalog_state WHERE id = 1")
     if not rows:
-        raise CorruptIndex(DAMAGED.format(what="the catalog_state row is missing"))
+        raise damaged("the catalog_state row is missing")
     return int(rows[0][0])
-
-
-DAMAGED = "the database is damaged ({what}); run `tool-index verify` to see every problem"
-"""A read that finds stored data it cannot use says so and points to ``verify``."""
 
 
 def group_stats(connection: Connection) -> dict[int, GroupStats]:
@@ -36,7 +32,7 @@ def group_stats(connection: Connection) -> dict[int, GroupStats]:
     stats = {grp: GroupStats(int(count), int(total)) for grp, count, total in rows}
     missing = sorted(set(GROUPS) - stats.keys())
     if missing:
-        raise CorruptIndex(DAMAGED.format(what=f"no group_stats row for group {missing[0]}"))
+        raise damaged(f"no group_stats row for group {missing[0]}")
     return stats
 
 

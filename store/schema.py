@@ -41,6 +41,13 @@ GROUP_MCP = 2
 GROUPS = (GROUP_FIXED, GROUP_LOCAL, GROUP_MCP)
 
 
+MAX_KEY_BYTES = 1024
+"""The longest indexed key, in UTF-8 bytes: a tool name, a server name, a term, a session id or
+a call id. PostgreSQL refuses an index entry past a third of a page (about 2.7 kB, less for text
+that does not compress, and the call index holds a session id and a call id together); every
+backend refuses longer keys alike, before writing, so a catalog behaves the same on both."""
+
+
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 """Core tables rather than ORM classes: nothing here needs identity maps or units of work, and
 a new process that opens an index and searches it skips importing ``sqlalchemy.orm``."""

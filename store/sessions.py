@@ -18,6 +18,7 @@ import orjson
 from sqlalchemy import JSON, Connection, DateTime, delete, func, select
 
 from store import driver
+from store.errors import CorruptIndex, damaged
 from store.schema import session_events_table, sessions_table
 from store.sql import UNSTORABLE
 
@@ -96,6 +97,36 @@ def json_text(value: Any) -> str:
     except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
         pass
     return json.dumps(storable(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def logged_value(value: Any) -> Any:
+    """``value`` as the log gives it back once stored: NUL and lone surrogates as U+FFFD, NaN
+    and infinities as text, tuples as lists, keys as text."""
+    return json.loads(plain_json_text(value))
+
+
+def same_logged(stored: Any, value: Any) -> bool:
+    """Whether ``value``, logged now, would read back as ``stored`` (what the log gave back).
+
+    Both sides are compared in their logged form, so what the store had to change (a NUL, a
+    lone surrogate, NaN) does not make a retry differ from its first call. Unlike Python's
+    ``==`` this tells ``true`` from ``1`` (JSON does); ``1`` and ``1.0`` are one JSON number."""
+    return _canonical(logged_value(stored)) == _canonical(logged_value(value))
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(_numbers_as_json(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _numbers_as_json(value: Any) -> Any:
+    """Integral floats as integers, so that ``5.0`` and ``5`` spell alike (their value is one)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _numbers_as_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_numbers_as_json(item) for item in value]
+    return value
 
 
 _PLAIN = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
@@ -224,15 +255,91 @@ _EVENTS = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? ORD
 
 
 def _state(row: Sequence[Any], codec: _Codec) -> SessionState:
-    return SessionState(
-        id=row[0],
-        settings=dict(codec.load_json(row[1])),
-        active=list(codec.load_names(row[2])),
-        selected=list(codec.load_names(row[3])),
-        event_count=int(row[4]),
-        created_at=codec.load_stamp(row[5]),
-        updated_at=codec.load_stamp(row[6]),
+    try:
+        return SessionState(
+            id=row[0],
+            settings=_object(codec.load_json(row[1])),
+            active=_names(codec.load_names(row[2])),
+            selected=_names(codec.load_names(row[3])),
+            event_count=int(row[4]),
+            created_at=codec.load_stamp(row[5]),
+            updated_at=codec.load_stamp(row[6]),
+        )
+    except (TypeError, ValueError):
+        # Only a damaged row gets here: find out which column, for the message.
+        raise damaged(f"session {row[0]!r}: {_unreadable(row, codec, _SESSION_READERS)}") from None
+
+
+def _object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError("not a JSON object")
+    return value
+
+
+def _names(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise TypeError("not a JSON array of names")
+    return value
+
+
+def _array(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError("not a JSON array")
+    return value
+
+
+Reader = tuple[int, str, Callable[[_Codec, Any], Any]]
+
+_SESSION_READERS: tuple[Reader, ...] = (
+    (1, "settings", lambda codec, value: _object(codec.load_json(value))),
+    (2, "active", lambda codec, value: _names(codec.load_names(value))),
+    (3, "selected", lambda codec, value: _names(codec.load_names(value))),
+    (4, "event_count", lambda codec, value: int(value)),
+    (5, "created_at", lambda codec, value: codec.load_stamp(value)),
+    (6, "updated_at", lambda codec, value: codec.load_stamp(value)),
+)
+_EVENT_READERS: tuple[Reader, ...] = (
+    (4, "params", lambda codec, value: codec.load_json(value)),
+    (6, "details", lambda codec, value: codec.load_json(value)),
+    (8, "activated", lambda codec, value: _names(codec.load_json(value))),
+    (9, "created_at", lambda codec, value: codec.load_stamp(value)),
+)
+
+
+def _unreadable(row: Sequence[Any], codec: _Codec, readers: Sequence[Reader]) -> str:
+    """Which of ``row``'s columns cannot be read, and why."""
+    for at, column, read in readers:
+        try:
+            read(codec, row[at])
+        except (TypeError, ValueError) as exc:
+            reason = "not JSON" if isinstance(exc, ValueError) and "JSON" in type(exc).__name__ else exc
+            return f"its {column} cannot be read ({_short(reason)})"
+    return "a column cannot be read"
+
+
+def _short(reason: object) -> str:
+    text = str(reason)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def unreadable_sessions(connection: Connection) -> list[str]:
+    """Each stored session row or log entry that cannot be read back, in words (for ``verify``)."""
+    codec = _codec(connection)
+    found = []
+    for row in driver.fetch(connection, f"SELECT {_SESSION_COLUMNS} FROM sessions s ORDER BY s.id"):
+        try:
+            _state(row, codec)
+        except CorruptIndex as exc:
+            found.append(exc.what)
+    entries = driver.fetch(
+        connection, f"SELECT session_id, {_EVENT_COLUMNS} FROM session_events ORDER BY session_id, seq"
     )
+    for entry in entries:
+        try:
+            _logged(entry[1:], codec, entry[0])
+        except CorruptIndex as exc:
+            found.append(exc.what)
+    return found
 
 
 def load_with_generation(connection: Connection, session_id: str) -> tuple[SessionState | None, int | None]:
@@ -272,7 +379,7 @@ def lock_for_call(
     answered = rows[0][7]
     logged = None
     if answered is not None:
-        logged = _logged(driver.fetch(connection, _EVENT, (session_id, answered))[0], codec)
+        logged = _logged(driver.fetch(connection, _EVENT, (session_id, answered))[0], codec, session_id)
     return _state(rows[0], codec), generation, logged
 
 
@@ -371,31 +478,56 @@ def append(connection: Connection, session_id: str, *logged: Event) -> bool:
 def events(connection: Connection, session_id: str) -> list[LoggedEvent]:
     rows = driver.fetch(connection, _EVENTS, (session_id,))
     codec = _codec(connection)
-    return [_logged(row, codec) for row in rows]
+    return [_logged(row, codec, session_id) for row in rows]
 
 
-def _logged(row: Sequence[Any], codec: _Codec) -> LoggedEvent:
+def _logged(row: Sequence[Any], codec: _Codec, session_id: str) -> LoggedEvent:
     seq, kind, tool_name, call_id, params, content, details, error, activated, created_at = row
-    return LoggedEvent(
-        seq=int(seq),
-        event=Event(
-            kind=kind,
-            tool_name=tool_name,
-            call_id=call_id,
-            params=codec.load_json(params),
-            content=content,
-            details=codec.load_json(details),
-            error=error,
-            activated=tuple(codec.load_json(activated)),
-        ),
-        created_at=codec.load_stamp(created_at),
-    )
+    try:
+        return LoggedEvent(
+            seq=int(seq),
+            event=Event(
+                kind=kind,
+                tool_name=tool_name,
+                call_id=call_id,
+                params=codec.load_json(params),
+                content=content,
+                details=codec.load_json(details),
+                error=error,
+                activated=tuple(_names(codec.load_json(activated))),
+            ),
+            created_at=codec.load_stamp(created_at),
+        )
+    except (TypeError, ValueError):
+        what = _unreadable(row, codec, _EVENT_READERS)
+        raise damaged(f"session {session_id!r}, log entry {seq}: {what}") from None
 
 
-def all_sessions(connection: Connection) -> list[SessionState]:
+def all_sessions(connection: Connection, *, readable_only: bool = False) -> list[SessionState]:
+    """Every session, oldest first; ``readable_only`` skips those whose row cannot be read
+    (``unreadable_sessions`` names them) instead of raising ``CorruptIndex``."""
     rows = driver.fetch(connection, f"SELECT {_SESSION_COLUMNS} FROM sessions s ORDER BY s.created_at, s.id")
     codec = _codec(connection)
-    return [_state(row, codec) for row in rows]
+    states = []
+    for row in rows:
+        try:
+            states.append(_state(row, codec))
+        except CorruptIndex:
+            if not readable_only:
+                raise
+    return states
+
+
+def stored_settings(connection: Connection) -> list[tuple[str, Any]]:
+    """Each session's id and its settings as decoded, ``None`` where they are not JSON."""
+    codec = _codec(connection)
+    found = []
+    for session_id, settings in driver.fetch(connection, "SELECT id, settings FROM sessions ORDER BY id"):
+        try:
+            found.append((session_id, codec.load_json(settings)))
+        except ValueError:
+            found.append((session_id, None))
+    return found
 
 
 def search_counts(connection: Connection) -> dict[str, int]:

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from sqlalchemy import JSON, Dialect, TypeDecorator, type_coerce
+from sqlalchemy.sql.elements import KeyedColumnElement
+
+from store.errors import damaged
 from store.schema import tools_table
 
 CHUNK = 500
@@ -38,6 +42,37 @@ def lookup_keys(names: Iterable[str]) -> list[str]:
     return [name for name in dict.fromkeys(names) if matchable(name)]
 
 
+class CheckedJSON(TypeDecorator[Any]):
+    """A JSON column read back, whose text (SQLite keeps any) fails as one ``CorruptIndex``
+    naming the column rather than as the decoder's own error."""
+
+    impl = JSON
+    cache_ok = True
+
+    def __init__(self, where: str) -> None:
+        super().__init__()
+        self.where = where
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        load = self.impl_instance.dialect_impl(dialect).result_processor(dialect, coltype)
+        if load is None:
+            return None
+        where = self.where
+
+        def checked(value: Any) -> Any:
+            try:
+                return load(value)
+            except ValueError:
+                raise damaged(f"{where} holds text that is not JSON") from None
+
+        return checked
+
+
+def checked_json(column: KeyedColumnElement[Any]) -> Any:
+    """``column`` read as ``CheckedJSON``, under its own name."""
+    return type_coerce(column, CheckedJSON(f"{column.table.name}.{column.name}")).label(column.name)
+
+
 TOOL_COLUMNS = (
     tools_table.c.id,
     tools_table.c.name,
@@ -47,8 +82,8 @@ TOOL_COLUMNS = (
     tools_table.c.source,
     tools_table.c.server_name,
     tools_table.c.mcp_tool_name,
-    tools_table.c.schema_keys,
-    tools_table.c.input_schema,
+    checked_json(tools_table.c.schema_keys),
+    checked_json(tools_table.c.input_schema),
     tools_table.c.load_mode,
     tools_table.c.grp,
     tools_table.c.doc_len,

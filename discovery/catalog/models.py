@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from discovery.params import too_long, utf8_size
 from discovery.ranking.corpus import MCP_PREFIX, SEARCH_TOOL_NAME
 from discovery.text.collation import utf16_sort_key
+from discovery.text.tokenizer import tokenize
+from store import MAX_KEY_BYTES
 
 SUMMARY_UTF16_UNITS = 200
 """The reference indexes the first 200 UTF-16 code units of a description [fixed]."""
@@ -59,6 +62,21 @@ def utf16_prefix(text: str, units: int) -> str:
     if len(encoded) <= units * 2:
         return text
     return encoded[: units * 2].decode("utf-16-le", "surrogatepass")
+
+
+def indexable(text: str, *, whole: bool) -> None:
+    """Refuse text the store could not index: longer than ``MAX_KEY_BYTES`` (``whole``: a name
+    indexed as it is), or holding a word that is. A usual field costs one length check."""
+    if not too_long(text):
+        return
+    if whole:
+        raise ValueError(f"must be at most {MAX_KEY_BYTES} bytes in UTF-8, not {utf8_size(text)}")
+    for token in tokenize(text):  # a word can grow as it is normalized
+        if too_long(token):
+            raise ValueError(
+                f"holds a word of {utf8_size(token)} bytes in UTF-8 ({token[:16]!r}...); "
+                f"the store indexes words of at most {MAX_KEY_BYTES}"
+            )
 
 
 def schema_keys_of(schema: Any) -> list[str]:
@@ -116,6 +134,7 @@ class ToolRecord(BaseModel):
             raise ValueError("must not be blank")
         if _UNSTORABLE.search(name):
             raise ValueError("must not contain NUL or unpaired surrogate characters")
+        indexable(name, whole=True)
         if name == SEARCH_TOOL_NAME:
             # The host is handed the search tool itself under this name; a record of that name
             # would replace its description and schema.
@@ -124,8 +143,14 @@ class ToolRecord(BaseModel):
 
     @field_validator("label", "description", "summary", "server_name", "mcp_tool_name")
     @classmethod
-    def _storable(cls, text: str | None) -> str | None:
-        return None if text is None else storable_text(text)
+    def _storable(cls, text: str | None, info: ValidationInfo) -> str | None:
+        if text is None:
+            return None
+        # The description is indexed through the summary only; a label left out is the name,
+        # so when the name is refused the label is not refused again.
+        if info.field_name != "description" and (info.field_name != "label" or "name" in info.data):
+            indexable(text, whole=info.field_name == "server_name")
+        return storable_text(text)
 
     @field_validator("input_schema")
     @classmethod
@@ -137,6 +162,8 @@ class ToolRecord(BaseModel):
     @field_validator("schema_keys")
     @classmethod
     def _sorted_keys(cls, keys: tuple[str, ...]) -> tuple[str, ...]:
+        for key in keys:
+            indexable(key, whole=False)
         return tuple(sorted((storable_text(key) for key in keys), key=utf16_sort_key))
 
     @property

@@ -14,6 +14,11 @@ Every check reads the same snapshot and appends what disagrees to one ``VerifyRe
 4. ``check_orphan_terms`` — every term has postings.
 5. ``check_session_logs`` — replaying each session's log gives its stored lists.
 
+Before them, ``check_catalog_state`` finds the catalog's one row, ``check_stored_values`` every
+value that cannot be read back (JSON that is not JSON, a time that is not a time, session
+settings outside their allowed values) and ``check_block_sizes`` every block whose size is not
+the number of postings it holds. A check that meets data it cannot read stops and says so.
+
 Tool records are re-indexed in batches; the term index is read whole (24 bytes a posting). A new
 invariant is one more function appended to ``CHECKS``.
 """
@@ -30,6 +35,7 @@ from discovery.catalog.indexing import indexed_tool
 from discovery.catalog.models import ToolRecord
 from discovery.errors import describe_validation_error
 from discovery.index import ToolIndex
+from discovery.sessions.settings import stored_settings
 from store import (
     GROUP_FIXED,
     GROUP_LOCAL,
@@ -91,7 +97,7 @@ def verify(index: ToolIndex, *, checks: Sequence[Check] | None = None) -> Verify
             try:
                 check(connection, report)
             except CorruptIndex as exc:  # data the check cannot even read: that is its finding
-                report.problem(str(exc))
+                report.problem(f"{check.__name__} could not finish: {exc.what}")
     return report
 
 
@@ -168,6 +174,31 @@ def check_catalog_state(connection: Connection, report: VerifyReport) -> None:
         report.problem(f"catalog_state holds {rows} rows; it must hold exactly one (id 1)")
 
 
+def check_stored_values(connection: Connection, report: VerifyReport) -> None:
+    """Every stored JSON value and time reads back, and every session's settings are settings.
+
+    PostgreSQL's column types refuse such values; SQLite keeps whatever text it is given."""
+    for message in audit.unreadable_tool_values(connection):
+        report.problem(message)
+    for message in sessions.unreadable_sessions(connection):
+        report.problem(message)
+    for session_id, settings in sessions.stored_settings(connection):
+        if not isinstance(settings, dict):
+            continue  # reported above as unreadable
+        try:
+            stored_settings(session_id, settings)
+        except CorruptIndex as exc:
+            report.problem(exc.what)
+
+
+def check_block_sizes(connection: Connection, report: VerifyReport) -> None:
+    """Each posting block's ``size`` is the number of postings it holds."""
+    for term_id, grp, size, held in audit.block_size_mismatches(connection, limit=MAX_PROBLEMS):
+        report.problem(
+            f"posting block of term id {term_id}, group {grp}: size {size}, it holds {held} postings"
+        )
+
+
 def check_group_stats(connection: Connection, report: VerifyReport) -> None:
     """Per group, the stored document count and total length are those of the tool rows."""
     actual = audit.group_totals(connection)
@@ -222,11 +253,14 @@ def check_orphan_terms(connection: Connection, report: VerifyReport) -> None:
 
 def check_session_logs(connection: Connection, report: VerifyReport) -> None:
     """Replaying each session's log gives its stored active and selected lists, without repeats."""
-    states = sessions.all_sessions(connection)
+    states = sessions.all_sessions(connection, readable_only=True)
     report.count("sessions", len(states))
     report.count("session events", 0)
     for state in states:
-        logged = sessions.events(connection, state.id)
+        try:
+            logged = sessions.events(connection, state.id)
+        except CorruptIndex:
+            continue  # an entry that cannot be read: check_stored_values names it
         report.count("session events", len(logged))
         active, selected = sessions.replay(logged)
         if (active, selected) != (state.active, state.selected):
@@ -242,6 +276,8 @@ def check_session_logs(connection: Connection, report: VerifyReport) -> None:
 
 CHECKS: list[Check] = [
     check_catalog_state,
+    check_stored_values,
+    check_block_sizes,
     check_postings,
     check_group_stats,
     check_term_stats,

@@ -136,7 +136,7 @@ def _logged(
 ) -> tuple[stored_sessions.Event, list[str], list[str]]:
     """The log entry of a call and the lists it leaves behind."""
     state = view.state
-    logged_params = params if isinstance(params, dict) else {"value": params}
+    logged_params = params_logged(params)
     if isinstance(outcome, ToolCallError):
         event = stored_sessions.Event(
             kind="search",
@@ -161,8 +161,14 @@ def _logged(
     return event, active, selected
 
 
+def params_logged(params: Any) -> dict[str, Any]:
+    """What the log keeps of a call's params: an object as it is, anything else wrapped."""
+    return params if isinstance(params, dict) else {"value": params}
+
+
 def _replayed(done: stored_sessions.LoggedEvent, params: Any) -> ToolResult:
-    if done.event.params != params:
+    # The log holds the params as the store could keep them; the retry is compared in that form.
+    if not stored_sessions.same_logged(done.event.params, params_logged(params)):
         raise ToolCallError(f"call id {done.event.call_id!r} was already used with other parameters")
     if done.event.error is not None:
         raise ToolCallError(done.event.error)

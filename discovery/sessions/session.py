@@ -30,7 +30,13 @@ from discovery.ranking.corpus import (
 from discovery.ranking.ranker import Ranker
 from discovery.results import SearchHit
 from discovery.sessions.search_tool import SearchTool
-from discovery.sessions.settings import EffectiveMode, SessionSettings, effective_mode, parsed_settings
+from discovery.sessions.settings import (
+    EffectiveMode,
+    SessionSettings,
+    effective_mode,
+    parsed_settings,
+    stored_settings,
+)
 from discovery.text.collation import collation_key, utf16_sort_key
 from store import GROUP_LOCAL, GROUP_MCP, SessionNotFound, StoredTool
 from store import sessions as stored_sessions
@@ -78,8 +84,8 @@ def registered_tool_count(ranker: Ranker, connection: Connection) -> int:
     return ranker.catalog_size(connection) - len(ranker.known_names(connection, [SEARCH_TOOL_NAME]))
 
 
-def rules_of(ranker: Ranker, connection: Connection, stored: dict[str, Any]) -> SessionRules:
-    settings = SessionSettings.model_validate(stored)
+def rules_of(ranker: Ranker, connection: Connection, session_id: str, stored: dict[str, Any]) -> SessionRules:
+    settings = stored_settings(session_id, stored)
     mode = effective_mode(settings, registered_tool_count(ranker, connection))
     return SessionRules(settings, mode, essential_names(ranker, connection, settings))
 
@@ -150,7 +156,7 @@ class Session:
                     # Made at this very moment by another caller, now committed: resume it.
                     state = stored_sessions.lock(connection, session_id)
                     assert state is not None
-        kept = SessionSettings.model_validate(state.settings)
+        kept = stored_settings(state.id, state.settings)
         if settings is not None and kept != wanted:
             differ = [
                 f"{key} is {getattr(kept, key)!r}, not {getattr(wanted, key)!r}"
@@ -194,7 +200,7 @@ class Session:
         they amount to is kept until they or the catalog do; every search call starts here."""
         cached = self._cached_rules
         if cached is None or cached[0] != generation or cached[1] != state.settings:
-            cached = (generation, state.settings, rules_of(self.ranker, connection, state.settings))
+            cached = (generation, state.settings, rules_of(self.ranker, connection, state.id, state.settings))
             self._cached_rules = cached
         return view_of(self.ranker, connection, state, cached[2])
 
@@ -281,7 +287,7 @@ class Session:
         """Back to a new session's state with the same settings; the selection is emptied."""
         with write_transaction(self.engine) as connection:
             state = self._lock(connection)
-            active = opening_active(self.ranker, connection, SessionSettings.model_validate(state.settings))
+            active = opening_active(self.ranker, connection, stored_settings(state.id, state.settings))
             stored_sessions.record(
                 connection, state, stored_sessions.Event(kind="reset", params={"active": active}), active, []
             )
@@ -297,7 +303,7 @@ class Session:
             known = self.ranker.known_names(connection, list(names))
             restored = [name for name in dict.fromkeys(names) if name in known]
             missing = [name for name in dict.fromkeys(names) if name not in known]
-            settings = SessionSettings.model_validate(state.settings)
+            settings = stored_settings(state.id, state.settings)
             opening = opening_active(self.ranker, connection, settings)
             active = [*opening, *(name for name in restored if name not in opening)]
             event = stored_sessions.Event(

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from discovery.errors import ToolIndexError, describe_validation_error
+from store import damaged
 
 AUTO_THRESHOLD = 40
 """``auto`` turns discovery on when a session registers more tools than this [fixed]."""
@@ -51,3 +52,14 @@ def parsed_settings(values: dict[str, Any]) -> SessionSettings:
         return SessionSettings.model_validate(values)
     except ValidationError as exc:
         raise ToolIndexError(f"invalid session settings: {describe_validation_error(exc)}") from exc
+
+
+def stored_settings(session_id: str, values: dict[str, Any]) -> SessionSettings:
+    """A stored session's settings; ``CorruptIndex`` pointing to ``verify`` when they are not
+    settings (the store checked them when it wrote them, so only damage gets here)."""
+    try:
+        return SessionSettings.model_validate(values)
+    except ValidationError as exc:
+        raise damaged(
+            f"session {session_id!r}: stored settings are invalid: {describe_validation_error(exc)}"
+        ) from None
