@@ -45,7 +45,7 @@ class AnalyzerMismatch(ToolIndexError):
     def __init__(self, where: str, stored: str, requested: str) -> None:
         super().__init__(
             f"the catalog at {where} is indexed with the {stored!r} analyzer, not {requested!r}; "
-            f"open it without an analyzer, or run `tool-index reindex --analyzer {requested}` "
+            f"leave the analyzer out to use it as it is, or run `tool-index reindex --analyzer {requested}` "
             "to rebuild it"
         )
         self.where = where
