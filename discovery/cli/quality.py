@@ -73,7 +73,7 @@ def eval_(
         names = names or [index.analyzer]
         results = {name: evaluate_with(index, name, labelled, ks, mode=mode) for name in names}
     if as_json:
-        objects = {name: {**result.as_dict(), "analyzer": name} for name, result in results.items()}
+        objects = {name: result.as_dict() for name, result in results.items()}
         echo_json(objects[names[0]] if len(names) == 1 else {"analyzers": objects})
     else:
         lines: list[str] = []
