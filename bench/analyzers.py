@@ -29,9 +29,9 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.peers import read_catalog
-from discovery.quality import enhanced
 from discovery.quality.evaluate import LabelledQuery, read_queries
 from discovery.quality.metrics import satisfied_at
+from discovery.text import enhanced
 from discovery.text.tokenizer import tokenize
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -40,9 +40,11 @@ class AsyncToolIndex:
         self.index = index
 
     @classmethod
-    async def open(cls, url: str | None = None, *, upgrade: bool = True) -> AsyncToolIndex:
+    async def open(
+        cls, url: str | None = None, *, upgrade: bool = True, analyzer: str | None = None
+    ) -> AsyncToolIndex:
         """``ToolIndex.open`` (which may create or upgrade the schema) in a worker thread."""
-        return cls(await asyncio.to_thread(ToolIndex.open, url, upgrade=upgrade))
+        return cls(await asyncio.to_thread(ToolIndex.open, url, upgrade=upgrade, analyzer=analyzer))
 
     @property
     def url(self) -> str:
@@ -65,6 +67,9 @@ class AsyncToolIndex:
         server: str | None = None,
     ) -> ImportReport:
         return await asyncio.to_thread(self.index.upsert_tools, records, replace=replace, server=server)
+
+    async def reindex(self, analyzer: str) -> int:
+        return await asyncio.to_thread(self.index.reindex, analyzer)
 
     async def remove_tools(self, names: Iterable[str]) -> list[str]:
         return await asyncio.to_thread(self.index.remove_tools, list(names))

@@ -30,6 +30,29 @@ class UnknownToolNames(UserWarning):
         self.names = names
 
 
+class UnknownAnalyzer(ToolIndexError):
+    """An analyzer name that is not one of ``known``."""
+
+    def __init__(self, name: str, known: tuple[str, ...]) -> None:
+        super().__init__(f"unknown analyzer {name!r}; the analyzers are {', '.join(known)}")
+        self.name = name
+        self.known = known
+
+
+class AnalyzerMismatch(ToolIndexError):
+    """An index was opened asking for one analyzer while its catalog is indexed with another."""
+
+    def __init__(self, where: str, stored: str, requested: str) -> None:
+        super().__init__(
+            f"the catalog at {where} is indexed with the {stored!r} analyzer, not {requested!r}; "
+            f"leave the analyzer out to use it as it is, or run `tool-index reindex --analyzer {requested}` "
+            "to rebuild it"
+        )
+        self.where = where
+        self.stored = stored
+        self.requested = requested
+
+
 class InvalidRecord(ToolIndexError):
     """A tool record failed validation; the message names the file, line and field."""
 

@@ -14,13 +14,22 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
-from discovery.errors import DatabaseMissing
-from discovery.params import checked_search
+from discovery.errors import AnalyzerMismatch, DatabaseMissing
+from discovery.params import analyzer_named, checked_search
 from discovery.ranking.corpus import read_only_corpus
 from discovery.ranking.ranker import Ranker
 from discovery.results import SearchDetails, SearchHit, match_details
-from store import StoredTool, ToolNotFound, WriteReport, display_url, make_engine, parse_url, sqlite_file
-from store.catalog import ReplaceScope, write_tools
+from store import (
+    StoredTool,
+    ToolNotFound,
+    WriteReport,
+    display_url,
+    make_engine,
+    parse_url,
+    reads,
+    sqlite_file,
+)
+from store.catalog import ReplaceScope, reindex_tools, stored_analyzer, write_tools
 from store.engine import default_url, read_transaction, translated_errors, write_transaction
 from store.migrate import ensure_schema, is_empty
 from store.reads import all_tools, catalog_summary, tools_by_names
@@ -64,13 +73,27 @@ class ToolIndex:
         self.ranker = Ranker()
 
     @classmethod
-    def open(cls, url: str | None = None, *, upgrade: bool = True, create: bool = True) -> ToolIndex:
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        upgrade: bool = True,
+        create: bool = True,
+        analyzer: str | None = None,
+    ) -> ToolIndex:
         """Open the database at ``url`` (default: ``TOOL_INDEX_DB`` or the user data file).
 
         An empty database gets the schema; an older one is upgraded unless ``upgrade`` is false.
         With ``create=False``, a SQLite file that does not exist or an empty database raises
         ``DatabaseMissing`` instead, and nothing is created (no file, no directory, no table).
+
+        ``analyzer`` names the analyzer a new index is built with (``reference`` when not
+        given). A catalog that holds no tool yet takes it; one that holds tools indexed with
+        another raises ``AnalyzerMismatch`` (``reindex`` changes it); an unknown name raises
+        ``UnknownAnalyzer`` before anything is opened.
         """
+        if analyzer is not None:
+            analyzer_named(analyzer)
         parsed = parse_url(default_url() if url is None else url)
         if not create:
             missing = sqlite_file(parsed)
@@ -82,10 +105,32 @@ class ToolIndex:
                 if not create and is_empty(engine):
                     raise DatabaseMissing(display_url(engine.url))
                 ensure_schema(engine, upgrade_if_old=upgrade)
+                if analyzer is not None:
+                    _choose_analyzer(engine, analyzer)
         except BaseException:
             engine.dispose()
             raise
         return cls(engine)
+
+    @property
+    def analyzer(self) -> str:
+        """The name of the analyzer the catalog is indexed with (and searched with)."""
+        with read_transaction(self.engine) as connection:
+            return self.ranker.analyzer(connection).name
+
+    def reindex(self, analyzer: str, *, progress: Progress | None = None) -> int:
+        """Rebuild every posting and statistic with ``analyzer``, in one transaction, and make
+        it the catalog's; returns the number of tools reindexed. Interrupted, it changes nothing.
+        """
+        analyzer_named(analyzer)
+        from discovery.catalog.workers import collector_paused, prepared
+
+        with collector_paused(), write_transaction(self.engine) as connection:
+            stored_analyzer(connection)  # the write lock, before the catalog is read
+            records = [tool.as_record() for tool in all_tools(connection)]
+            with closing(prepared(records, progress, analyzer)) as tools:
+                reindex_tools(connection, tools, analyzer)
+        return len(records)
 
     @property
     def url(self) -> str:
@@ -120,12 +165,16 @@ class ToolIndex:
         # Read the caller's records before the write lock is taken: a slow iterable must not
         # hold it (PostgreSQL ends a transaction left idle too long).
         records = list(records)
+        analyzer = self.analyzer
         # Records are prepared (in worker processes when many) while the first ones are written.
         with (
             collector_paused(),
-            closing(prepared(records, progress)) as tools,
+            closing(prepared(records, progress, analyzer)) as tools,
             write_transaction(self.engine) as connection,
         ):
+            now = stored_analyzer(connection)
+            if now != analyzer:  # a reindex committed in between: these terms are the old kind
+                raise AnalyzerMismatch(self.url, now, analyzer)
             report = write_tools(connection, tools, replace=scope)
         return ImportReport.of(report)
 
@@ -146,15 +195,17 @@ class ToolIndex:
 
     def search(self, query: str, limit: int | None = None, *, mode: str = "all") -> list[SearchHit]:
         """Read-only search of the whole catalog in ``mode`` with nothing active."""
-        _, limit, terms = checked_search(query, limit)
+        trimmed, limit = checked_search(query, limit)
         with read_transaction(self.engine) as connection:
+            terms = self.ranker.query_terms(connection, trimmed)
             ranking = self.ranker.rank(connection, terms, read_only_corpus(mode), limit)
         return [SearchHit(name=hit.name, score=hit.score) for hit in ranking.hits]
 
     def search_details(self, query: str, limit: int | None = None, *, mode: str = "all") -> SearchDetails:
         """The SPEC §6 details of a read-only search: ``search`` with each match's tool row."""
-        trimmed, limit, terms = checked_search(query, limit)
+        trimmed, limit = checked_search(query, limit)
         with read_transaction(self.engine) as connection:
+            terms = self.ranker.query_terms(connection, trimmed)
             ranking = self.ranker.rank(connection, terms, read_only_corpus(mode), limit)
             tools = self.ranker.tools(connection, [hit.tool_id for hit in ranking.hits])
         return {
@@ -238,3 +289,17 @@ class ToolIndex:
         """Catalog size, terms, postings, average length, and counts per source and server."""
         with read_transaction(self.engine) as connection:
             return catalog_summary(connection)
+
+
+def _choose_analyzer(engine: Engine, analyzer: str) -> None:
+    """Give a catalog without tools ``analyzer``; refuse a catalog of tools indexed otherwise."""
+    with read_transaction(engine) as connection:
+        if reads.analyzer(connection) == analyzer:
+            return
+    with write_transaction(engine) as connection:
+        stored = stored_analyzer(connection)
+        if stored == analyzer:
+            return
+        if any(stats.doc_count for stats in reads.group_stats(connection).values()):
+            raise AnalyzerMismatch(display_url(engine.url), stored, analyzer)
+        reindex_tools(connection, [], analyzer)

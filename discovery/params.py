@@ -18,7 +18,9 @@ from discovery.errors import (
     QueryNotText,
     QueryWithoutTerms,
     ToolIndexError,
+    UnknownAnalyzer,
 )
+from discovery.text.analyzers import ANALYZER_NAMES, REFERENCE, Analyzer, find_analyzer
 from discovery.text.tokenizer import tokenize
 from store import MAX_KEY_BYTES
 from store.sessions import storable
@@ -53,19 +55,37 @@ def checked_limit(limit: Any) -> int:
     return limit
 
 
-def query_terms(query: str) -> dict[str, int]:
-    """Distinct query tokens with their counts, in order of first appearance (SPEC §4);
+def query_terms(query: str, analyzer: Analyzer = REFERENCE) -> dict[str, int]:
+    """Distinct query terms with their counts, in order of first appearance (SPEC §4);
     ``QueryWithoutTerms`` when there are none."""
-    terms = dict(Counter(tokenize(query)))
+    terms = dict(Counter(analyzer.query_tokens(query)))
     if not terms:
         raise QueryWithoutTerms()
     return terms
 
 
-def checked_search(query: Any, limit: Any) -> tuple[str, int, dict[str, int]]:
-    """Query, limit and terms, checked in SPEC §6's order: query, then limit, then terms."""
+def has_terms(query: str) -> None:
+    """``QueryWithoutTerms`` unless ``query`` has a token. Every analyzer gives a query terms
+    exactly when the reference tokenizer finds a token in it, so this check needs no analyzer."""
+    if not tokenize(query):
+        raise QueryWithoutTerms()
+
+
+def analyzer_named(name: Any) -> Analyzer:
+    """The analyzer called ``name``; ``UnknownAnalyzer`` names the known ones otherwise."""
+    found = find_analyzer(name) if isinstance(name, str) else None
+    if found is None:
+        raise UnknownAnalyzer(str(name), ANALYZER_NAMES)
+    return found
+
+
+def checked_search(query: Any, limit: Any) -> tuple[str, int]:
+    """Query and limit, checked in SPEC §6's order: query, then limit, then that the query has
+    terms (which the catalog's analyzer then makes, in the search's transaction)."""
     trimmed = checked_query(query)
-    return trimmed, checked_limit(limit), query_terms(trimmed)
+    checked = checked_limit(limit)
+    has_terms(trimmed)
+    return trimmed, checked
 
 
 def checked_id(value: object, what: str, *, blank: bool = False) -> str:

@@ -8,6 +8,7 @@ one writer at a time and stay exact.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -80,6 +81,36 @@ def write_tools(
     return write.finish()
 
 
+def stored_analyzer(connection: Connection) -> str:
+    """The catalog's analyzer, read under the write lock (taken here if not yet held)."""
+    lock_catalog(connection)
+    value = connection.execute(
+        select(catalog_state_table.c.analyzer).where(catalog_state_table.c.id == 1)
+    ).scalar_one()
+    return str(value)
+
+
+def reindex_tools(connection: Connection, tools: Iterable[IndexedTool], analyzer: str) -> int:
+    """Rewrite the postings of every tool from ``tools`` (the whole catalog, re-analyzed) and
+    record ``analyzer`` as the catalog's, in the caller's transaction; the new generation.
+
+    Rows keep their ids, so sessions and catalog order are untouched; a record whose text is
+    unchanged is rewritten all the same, since its terms are what changed."""
+    write = _Write(connection, lock_catalog(connection), rewrite=True)
+    stream = iter(tools)
+    while batch := list(islice(stream, WRITE_BATCH)):
+        write.upsert(batch)
+    report = write.finish()
+    # Bumped even for an empty catalog: other processes read the analyzer when it changes.
+    generation = report.generation + 1
+    connection.execute(
+        update(catalog_state_table)
+        .where(catalog_state_table.c.id == 1)
+        .values(generation=generation, analyzer=analyzer)
+    )
+    return generation
+
+
 class _Write:
     """One catalog write: tool rows as they come, then postings and aggregates in one go.
 
@@ -88,9 +119,11 @@ class _Write:
     it was before the write.
     """
 
-    def __init__(self, connection: Connection, generation: int) -> None:
+    def __init__(self, connection: Connection, generation: int, *, rewrite: bool = False) -> None:
         self.connection = connection
         self.generation = generation
+        self.rewrite = rewrite
+        """Rewrite every tool given, even one whose record is unchanged (a reindex)."""
         self.original: dict[str, tuple[int, str] | None] = {}
         """Each name given, in first-seen order, with its ``(id, hash)`` before this write."""
         self.final_hash: dict[str, str] = {}
@@ -123,6 +156,11 @@ class _Write:
             self.final_hash[tool.name] = tool.content_hash
             if old is None:
                 changed.append(tool)
+            elif self.rewrite:
+                # The record is as stored: only its terms change, its digest stays.
+                changed.append(dataclasses.replace(tool, content_hash=old[1]))
+                self.final_hash[tool.name] = old[1]
+                stale.append(old[0])
             elif old[1] != tool.content_hash:
                 changed.append(tool)
                 stale.append(old[0])

@@ -13,7 +13,14 @@ from store import driver
 from store import postings as packed
 from store.errors import damaged
 from store.records import GroupStats, StoredTool, TermStats
-from store.schema import GROUPS, group_stats_table, term_stats_table, terms_table, tools_table
+from store.schema import (
+    GROUPS,
+    catalog_state_table,
+    group_stats_table,
+    term_stats_table,
+    terms_table,
+    tools_table,
+)
 from store.sql import TOOL_COLUMNS, chunks, lookup_keys, matchable
 
 
@@ -23,6 +30,16 @@ def generation(connection: Connection) -> int:
     if not rows:
         raise damaged("the catalog_state row is missing")
     return int(rows[0][0])
+
+
+def analyzer(connection: Connection) -> str:
+    """The name of the analyzer the catalog's postings were made with."""
+    value = connection.execute(
+        select(catalog_state_table.c.analyzer).where(catalog_state_table.c.id == 1)
+    ).scalar()
+    if value is None:
+        raise damaged("the catalog_state row is missing")
+    return str(value)
 
 
 def group_stats(connection: Connection) -> dict[int, GroupStats]:
@@ -131,6 +148,7 @@ def catalog_summary(connection: Connection) -> dict[str, Any]:
         ),
         "avgdl": total_len / tools if tools else 0.0,
         "generation": generation(connection),
+        "analyzer": analyzer(connection),
         "sources": dict(sorted(by_source.items())),
         "servers": dict(sorted(by_server.items())),
     }

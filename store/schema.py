@@ -137,10 +137,13 @@ catalog_state_table = Table(
     metadata,
     Column("id", Integer, primary_key=True),
     Column("generation", BigInteger, nullable=False),
+    Column("analyzer", Text, nullable=False, server_default="reference"),
 )
-"""One row: the catalog generation, bumped by every catalog write.
+"""One row: the catalog generation, bumped by every catalog write, and the name of the analyzer
+its postings were made with.
 
-Processes key their caches by it, so a write in one process is seen by all others."""
+Processes key their caches by the generation, so a write in one process is seen by all others;
+changing the analyzer is such a write."""
 
 sessions_table = Table(
     "sessions",

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from discovery import EmptyQuery, InvalidLimit, QueryNotText, QueryWithoutTerms, ToolCallError, ToolIndex
-from discovery.params import DEFAULT_LIMIT, checked_limit, checked_search
+from discovery.params import DEFAULT_LIMIT, checked_limit, checked_search, query_terms
 from tests.catalogs import WORKED_EXAMPLE
 
 Search = Callable[[ToolIndex, Any, Any], int]
@@ -77,5 +77,6 @@ def test_every_entry_point_takes_an_integral_float_and_a_missing_limit(
 
 
 def test_the_checks_in_order() -> None:
-    assert checked_search("  open PR ", None) == ("open PR", DEFAULT_LIMIT, {"open": 1, "pr": 1})
+    assert checked_search("  open PR ", None) == ("open PR", DEFAULT_LIMIT)
+    assert query_terms("open PR") == {"open": 1, "pr": 1}
     assert checked_limit(7.0) == 7 and type(checked_limit(7.0)) is int

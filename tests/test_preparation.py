@@ -43,11 +43,12 @@ def test_forked_workers_are_sent_positions_and_spawned_ones_records(
     monkeypatch.setattr(ProcessPoolExecutor, "map", recording_map)
     records = generated_catalog(30)
     assert preparation.prepare(records) == [indexed_tool(ToolRecord.model_validate(r)) for r in records]
-    assert [(start, end) for start, end, _ in sent] == [(0, 7), (7, 14), (14, 21), (21, 28), (28, 30)]
+    assert [(start, end) for start, end, _, _ in sent] == [(0, 7), (7, 14), (14, 21), (21, 28), (28, 30)]
+    assert {analyzer for _, _, _, analyzer in sent} == {"reference"}
     if small_chunks == "fork":
-        assert all(given is None for _, _, given in sent)
+        assert all(given is None for _, _, given, _ in sent)
     else:
-        assert [list(given or ()) for _, _, given in sent] == [records[i : i + 7] for i in range(0, 30, 7)]
+        assert [list(given or ()) for _, _, given, _ in sent] == [records[i : i + 7] for i in range(0, 30, 7)]
 
 
 def test_workers_prepare_what_one_process_prepares(small_chunks: str) -> None:

@@ -8,7 +8,7 @@ import threading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from discovery.quality import enhanced
+from discovery.text import enhanced
 from discovery.text.tokenizer import tokenize
 
 texts = st.text(st.characters(codec="utf-8"), max_size=60) | st.sampled_from(

@@ -82,7 +82,7 @@ def test_text_output_names_the_misses_and_where_they_ranked(catalog_url: str, tm
     result = run(catalog_url, "eval", str(path), "--k", "1")
     assert (result.exit_code, result.stderr) == (0, "")
     lines = result.stdout.splitlines()
-    assert lines[:2] == ["4 queries, mode all", ""]
+    assert lines[:2] == ["4 queries, mode all, analyzer reference", ""]
     assert lines[3].split() == ["Recall", "0.375"]  # (0 + 1 + 0.5 + 0) / 4
     assert f"  {path}:1  github" in lines
     assert f"    {PULLS} #2" in lines

@@ -12,6 +12,7 @@ import orjson
 from discovery.catalog.models import ToolRecord
 from discovery.ranking.corpus import INTERNAL_NAMES
 from discovery.ranking.fields import document_term_frequencies, field_texts
+from discovery.text.analyzers import REFERENCE, Analyzer
 from store import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, IndexedTool
 
 
@@ -73,8 +74,8 @@ def column_json(value: Any) -> str:
     return json.dumps(value) if "null" in text else text
 
 
-def indexed_tool(record: ToolRecord) -> IndexedTool:
-    terms = document_term_frequencies(record_fields(record))
+def indexed_tool(record: ToolRecord, analyzer: Analyzer = REFERENCE) -> IndexedTool:
+    terms = document_term_frequencies(record_fields(record), analyzer)
     return IndexedTool(
         name=record.name,
         label=record.label,

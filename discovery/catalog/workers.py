@@ -25,6 +25,8 @@ from pydantic import ValidationError
 from discovery.catalog.indexing import indexed_tool
 from discovery.catalog.models import ToolRecord
 from discovery.errors import InvalidRecord, describe_validation_error
+from discovery.params import analyzer_named
+from discovery.text.analyzers import DEFAULT_ANALYZER
 from store import IndexedTool
 
 if TYPE_CHECKING:
@@ -68,20 +70,26 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def prepare(records: Iterable[Record], progress: Progress | None = None) -> list[IndexedTool]:
-    """Validate and index ``records``, in order; ``progress`` hears how many are done."""
-    with closing(prepared(records, progress)) as tools:
+def prepare(
+    records: Iterable[Record], progress: Progress | None = None, analyzer: str = DEFAULT_ANALYZER
+) -> list[IndexedTool]:
+    """Validate and index ``records`` with ``analyzer``, in order; ``progress`` hears how many
+    are done."""
+    with closing(prepared(records, progress, analyzer)) as tools:
         return list(tools)
 
 
-def prepared(records: Iterable[Record], progress: Progress | None = None) -> Generator[IndexedTool]:
+def prepared(
+    records: Iterable[Record], progress: Progress | None = None, analyzer: str = DEFAULT_ANALYZER
+) -> Generator[IndexedTool]:
     """``prepare``, lazily: the workers run ahead while the caller consumes (an import writes
     the first tools while the last are still being tokenized). Close it to stop the workers."""
     items = list(records)
     workers = worker_count(len(items))
     if workers <= 1:
+        chosen = analyzer_named(analyzer)
         for position, record in enumerate(items):
-            yield indexed_tool(as_record(record, position))
+            yield indexed_tool(as_record(record, position), chosen)
             if progress is not None:
                 progress(1)
         return
@@ -95,10 +103,10 @@ def prepared(records: Iterable[Record], progress: Progress | None = None) -> Gen
         # fork does not pickle a process's arguments): a task names its records by position.
         # Pickling them into tasks cost the writer a tenth of a 100k-tool import.
         inherited: Sequence[Record] | None = items
-        tasks: list[Task] = [(start, end, None) for start, end in bounds]
+        tasks: list[Task] = [(start, end, None, analyzer) for start, end in bounds]
     else:
         inherited = None
-        tasks = [(start, end, items[start:end]) for start, end in bounds]
+        tasks = [(start, end, items[start:end], analyzer) for start, end in bounds]
     pool = ProcessPoolExecutor(
         workers, mp_context=context, initializer=_start_worker, initargs=(inherited, os.getpid())
     )
@@ -124,9 +132,9 @@ def worker_count(records: int) -> int:
 _inherited: Sequence[Record] = ()
 """In a forked worker: the records of the import that started it."""
 
-Task = tuple[int, int, Sequence[Record] | None]
-"""``(start, end, records)``: the records at positions ``start:end``, sent along unless the
-worker inherited them."""
+Task = tuple[int, int, Sequence[Record] | None, str]
+"""``(start, end, records, analyzer)``: the records at positions ``start:end``, sent along unless
+the worker inherited them, and the name of the analyzer to index them with."""
 
 
 PARENT_POLL_SECONDS = 1.0
@@ -187,7 +195,8 @@ _FIELDS = [field.name for field in dataclasses.fields(IndexedTool)]
 def _prepare_chunk(task: Task) -> list[tuple[Any, ...]]:
     """A worker's share, as plain tuples: unpickling a frozen slotted dataclass costs a hundred
     times more than rebuilding it from one."""
-    start, end, sent = task
+    start, end, sent, analyzer = task
     records = _inherited[start:end] if sent is None else sent
-    tools = (indexed_tool(as_record(record, start + offset)) for offset, record in enumerate(records))
+    chosen = analyzer_named(analyzer)
+    tools = (indexed_tool(as_record(record, start + offset), chosen) for offset, record in enumerate(records))
     return [tuple(getattr(tool, name) for name in _FIELDS) for tool in tools]

@@ -77,14 +77,14 @@ class App:
 
     db: str
 
-    def index(self, *, create: bool = False) -> ToolIndex:
+    def index(self, *, create: bool = False, analyzer: str | None = None) -> ToolIndex:
         """The index; an older schema is an error, not upgraded.
 
         Only the commands that write a catalog or a new session pass ``create``: reading a
         database that does not exist (a typo'd path) is an error, and creates nothing.
         """
         try:
-            return ToolIndex.open(self.db, upgrade=False, create=create)
+            return ToolIndex.open(self.db, upgrade=False, create=create, analyzer=analyzer)
         except DatabaseMissing as exc:
             raise click.ClickException(no_database(exc.where)) from exc
 

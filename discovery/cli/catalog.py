@@ -1,4 +1,4 @@
-"""Catalog commands: import, tools, show, remove, stats."""
+"""Catalog commands: import, tools, show, remove, stats, reindex."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from discovery.cli.app import App, echo, echo_json, example, pass_app, progress_
 from discovery.cli.names import did_you_mean, resolved_name, resolved_names
 from discovery.cli.output import on_terminal, print_block, print_fields, print_table
 from discovery.cli.render import one_line
+from discovery.params import analyzer_named
 from store import ToolNotFound
 
 SOURCES = ("builtin", "mcp", "extension", "custom")
@@ -50,9 +51,21 @@ EMPTY_CATALOG = (
 )
 @click.option("--skip-invalid", is_flag=True, help="Skip bad records with a warning instead of failing.")
 @click.option("--example", is_flag=True, help="Also import the example catalog that ships with tool-index.")
+@click.option(
+    "--analyzer",
+    metavar="NAME",
+    help="The analyzer of a new catalog: reference (the default) or enhanced. A catalog that "
+    "already holds tools keeps its own (tool-index reindex changes it).",
+)
 @pass_app
 def import_(
-    app: App, paths: tuple[str, ...], server: str | None, replace: bool, skip_invalid: bool, example: bool
+    app: App,
+    paths: tuple[str, ...],
+    server: str | None,
+    replace: bool,
+    skip_invalid: bool,
+    example: bool,
+    analyzer: str | None,
 ) -> None:
     """Add or update tools from catalog files.
 
@@ -65,6 +78,8 @@ def import_(
         paths = (*paths, str(EXAMPLE_CATALOG))
     if not paths:
         raise click.UsageError("give at least one PATH, or --example")
+    if analyzer is not None:
+        analyzer_named(analyzer)  # before reading the input, which may be large
     from discovery.catalog.formats import read_catalog
 
     ingested = read_catalog(paths, server=server, skip_invalid=skip_invalid)
@@ -75,7 +90,7 @@ def import_(
             f"{len(ingested.skipped)} invalid records: --replace would remove their tools; "
             "fix them or import without --replace"
         )
-    with app.index(create=True) as index, progress_bar(len(ingested.records)) as progress:
+    with app.index(create=True, analyzer=analyzer) as index, progress_bar(len(ingested.records)) as progress:
         report = index.upsert_tools(ingested.records, replace=replace, server=server, progress=progress)
     counts = report.counts()
     if skip_invalid:
@@ -156,6 +171,7 @@ def stats(app: App, as_json: bool) -> None:
         return
     fields = [("database", where), *((key, str(summary[key])) for key in ("tools", "terms", "postings"))]
     fields += [("generation", str(summary["generation"])), ("avgdl", f"{summary['avgdl']:.3f}")]
+    fields.append(("analyzer", summary["analyzer"]))
     print_fields(fields, key_width=12)
     for key in ("sources", "servers"):
         counts: Mapping[str, int] = summary[key]
@@ -166,3 +182,24 @@ def stats(app: App, as_json: bool) -> None:
         width = max((len(one_line(name)) for name in counts), default=0)
         for name, count in counts.items():
             echo(f"  {one_line(name):<{width}}  {count}")
+
+
+@click.command(
+    epilog=example("tool-index reindex --analyzer enhanced", "tool-index reindex --analyzer reference")
+)
+@click.option(
+    "--analyzer", metavar="NAME", required=True, help="The analyzer to rebuild with: reference or enhanced."
+)
+@pass_app
+def reindex(app: App, analyzer: str) -> None:
+    """Rebuild every posting and statistic with another analyzer.
+
+    One transaction: searches see the old index until it commits, and an interrupted reindex
+    leaves the catalog as it was. Tools, sessions and their logs are unchanged.
+    """
+    analyzer_named(analyzer)
+    with app.index() as index:
+        before = index.analyzer
+        with progress_bar(index.stats()["tools"]) as progress:
+            count = index.reindex(analyzer, progress=progress)
+    echo(f"reindexed {count} tools with the {analyzer} analyzer (was {before})")

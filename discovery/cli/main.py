@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from discovery.cli.app import App, ToolIndexGroup, example
-from discovery.cli.catalog import import_, remove, show, stats, tools
+from discovery.cli.catalog import import_, reindex, remove, show, stats, tools
 from discovery.cli.database import db, verify
 from discovery.cli.mcp import MCP_COMMANDS
 from discovery.cli.quality import audit, eval_
@@ -53,6 +53,7 @@ for command in (
     show,
     remove,
     stats,
+    reindex,
     explain,
     verify,
     db,

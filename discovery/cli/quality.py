@@ -45,30 +45,48 @@ def _cutoffs(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[
 )
 @click.option("--mode", type=MODES, default="all", show_default=True, help="The read-only corpus searched.")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics and misses as one JSON object.")
+@click.option(
+    "--analyzer",
+    "analyzers",
+    metavar="NAMES",
+    help="Analyzers to compare, comma-separated (default: the index's own). Another one than the "
+    "index's is measured on a temporary copy of the catalog built with it.",
+)
 @pass_app
-def eval_(app: App, queries: Path, ks: tuple[int, ...], mode: str, as_json: bool) -> None:
+def eval_(
+    app: App, queries: Path, ks: tuple[int, ...], mode: str, as_json: bool, analyzers: str | None
+) -> None:
     """Score the search on labelled queries (Recall@k, MRR, nDCG@k).
 
     Each line of QUERIES.jsonl is {"query": ..., "relevant": [names]} (each name to be found) or
     {"query": ..., "relevant_groups": [[names], ...]} (any name of a group will do). Every query
     runs as a read-only search, so the database does not change.
     """
-    from discovery.quality.evaluate import evaluate, read_queries
+    from discovery.params import analyzer_named
+    from discovery.quality.evaluate import evaluate_with, read_queries
 
+    names = None if analyzers is None else list(dict.fromkeys(analyzers.split(",")))
+    for name in names or []:
+        analyzer_named(name)
     labelled = read_queries(queries)
     with app.index() as index:
-        result = evaluate(index, labelled, ks, mode=mode)
+        names = names or [index.analyzer]
+        results = {name: evaluate_with(index, name, labelled, ks, mode=mode) for name in names}
     if as_json:
-        echo_json(result.as_dict())
+        objects = {name: result.as_dict() for name, result in results.items()}
+        echo_json(objects[names[0]] if len(names) == 1 else {"analyzers": objects})
     else:
-        click.echo("\n".join(_evaluation_lines(result, mode)))
+        lines: list[str] = []
+        for name, result in results.items():
+            lines += [*([""] if lines else []), *_evaluation_lines(result, mode, name)]
+        click.echo("\n".join(lines))
 
 
-def _evaluation_lines(result: Evaluation, mode: str) -> list[str]:
+def _evaluation_lines(result: Evaluation, mode: str, analyzer: str) -> list[str]:
     from discovery.quality.evaluate import RANK_DEPTH
 
     width = max(5, *(len(f"@{k}") for k in result.ks)) + 2
-    lines = [f"{result.queries} queries, mode {mode}", ""]
+    lines = [f"{result.queries} queries, mode {mode}, analyzer {analyzer}", ""]
     lines.append(" " * 8 + "".join(f"@{k}".rjust(width) for k in result.ks))
     lines.append("Recall".ljust(8) + "".join(f"{result.recall[k]:.3f}".rjust(width) for k in result.ks))
     lines.append("nDCG".ljust(8) + "".join(f"{result.ndcg[k]:.3f}".rjust(width) for k in result.ks))

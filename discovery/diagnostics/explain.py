@@ -15,7 +15,7 @@ from discovery.catalog.indexing import record_fields
 from discovery.diagnostics.statistics import corpus_statistics
 from discovery.errors import ToolIndexError
 from discovery.index import ToolIndex
-from discovery.params import checked_query, query_terms
+from discovery.params import checked_query, has_terms, query_terms
 from discovery.ranking.bm25 import average_length, idf, length_norm, round6, term_score
 from discovery.ranking.corpus import read_only_corpus
 from discovery.ranking.fields import FIELD_WEIGHTS, field_term_frequencies
@@ -132,9 +132,12 @@ class Explanation:
 
 def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Explanation:
     """Break down the score of tool ``name`` for ``query`` in the read-only corpus of ``mode``."""
-    counts = query_terms(checked_query(query))
+    trimmed = checked_query(query)
+    has_terms(trimmed)
     corpus = read_only_corpus(mode)
     with read_transaction(index.engine) as connection:
+        analyzer = index.ranker.analyzer(connection)
+        counts = query_terms(trimmed, analyzer)
         tool = tools_by_names(connection, [name]).get(name)
         if tool is None:
             raise ToolNotFound(f"no tool named {name!r} in the catalog")
@@ -145,7 +148,7 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
     n_docs, total_len, dfs = statistics
     avgdl = average_length(n_docs, total_len)
     own = {p.term: p for p in postings.get(tool.id, []) if p.term is not None}
-    per_field = field_term_frequencies(record_fields(tool))
+    per_field = field_term_frequencies(record_fields(tool), analyzer)
     terms = []
     for term, qtf in counts.items():
         df = dfs[term]

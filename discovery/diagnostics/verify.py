@@ -33,9 +33,11 @@ from sqlalchemy import Connection
 
 from discovery.catalog.indexing import indexed_tool
 from discovery.catalog.models import ToolRecord
-from discovery.errors import describe_validation_error
+from discovery.errors import UnknownAnalyzer, describe_validation_error
 from discovery.index import ToolIndex
+from discovery.params import analyzer_named
 from discovery.sessions.settings import stored_settings
+from discovery.text.analyzers import Analyzer
 from store import (
     GROUP_FIXED,
     GROUP_LOCAL,
@@ -45,6 +47,7 @@ from store import (
     GroupStats,
     StoredTool,
     audit,
+    reads,
     sessions,
 )
 from store.engine import read_transaction
@@ -104,6 +107,12 @@ def verify(index: ToolIndex, *, checks: Sequence[Check] | None = None) -> Verify
 def check_postings(connection: Connection, report: VerifyReport) -> None:
     """Each tool's postings, length, group and content hash are those its record gives, both in
     its indexed terms and in the term index."""
+    name = reads.analyzer(connection)
+    try:
+        analyzer = analyzer_named(name)
+    except UnknownAnalyzer:
+        report.problem(f"catalog_state: analyzer {name!r} is not one this tool-index knows")
+        return
     indexed = audit.catalog_postings(connection)
     seen = 0
     report.count("tools", 0)
@@ -111,14 +120,14 @@ def check_postings(connection: Connection, report: VerifyReport) -> None:
         report.count("tools", len(batch))
         for tool in batch:
             seen += len(tool.held[0])
-            for message in _tool_problems(tool):
+            for message in _tool_problems(tool, analyzer):
                 report.problem(message)
     report.count("postings", int(indexed.size))
     if indexed.size != seen:
         report.problem(f"{indexed.size - seen} postings belong to no catalog tool")
 
 
-def _tool_problems(audited: audit.AuditedTool) -> Iterator[str]:
+def _tool_problems(audited: audit.AuditedTool, analyzer: Analyzer) -> Iterator[str]:
     tool = audited.tool
     where = f"tool {tool.name!r}"
     try:
@@ -126,7 +135,7 @@ def _tool_problems(audited: audit.AuditedTool) -> Iterator[str]:
     except ValidationError as exc:
         yield f"{where}: its stored record is invalid: {describe_validation_error(exc)}"
         return
-    expected = indexed_tool(record)
+    expected = indexed_tool(record, analyzer)
     if tool.grp != expected.grp:
         yield f"{where}: stored group {tool.grp}, its record belongs to group {expected.grp}"
     if tool.doc_len != expected.doc_len:

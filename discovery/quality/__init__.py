@@ -1,2 +1,2 @@
-"""Retrieval quality: metrics, evaluation against labelled queries, findability audits, and the
-``enhanced`` analyzer. Imports nothing, so loading one module loads only what it uses."""
+"""Retrieval quality: metrics, evaluation against labelled queries, and findability
+audits. Imports nothing, so loading one module loads only what it uses."""

@@ -8,12 +8,14 @@ A query file is JSONL, one query a line (blank lines are skipped)::
 
 ``relevant`` names tools that are each to be found; ``relevant_groups`` names groups of which any
 one tool will do (see ``discovery.quality.metrics``). Every search is the index's read-only
-``ToolIndex.search`` in the given mode, so nothing in the database changes.
+``ToolIndex.search`` in the given mode, so nothing in the database changes. Another analyzer than
+the index's is evaluated on a copy of its catalog built with that analyzer in a temporary file.
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,3 +206,28 @@ def _miss(labelled: LabelledQuery, ranked: list[str]) -> Miss:
         ranks={name: position.get(name) for name in labelled.names},
         matched=len(ranked),
     )
+
+
+def evaluate_with(
+    index: ToolIndex,
+    analyzer: str,
+    queries: Sequence[LabelledQuery],
+    ks: Sequence[int],
+    *,
+    mode: str = "all",
+) -> Evaluation:
+    """``evaluate`` as if ``index`` were built with ``analyzer``: the index itself when it is, else
+    a copy of its catalog in a temporary SQLite file (removed after), so ``index`` is only read."""
+    from discovery.index import ToolIndex
+    from discovery.params import analyzer_named
+
+    analyzer_named(analyzer)
+    if index.analyzer == analyzer:
+        return evaluate(index, queries, ks, mode=mode)
+    records = [tool.as_record() for tool in index.tools()]
+    with (
+        tempfile.TemporaryDirectory(prefix="tool-index-eval-") as directory,
+        ToolIndex.open(str(Path(directory) / "catalog.db"), analyzer=analyzer) as copy,
+    ):
+        copy.upsert_tools(records)
+        return evaluate(copy, queries, ks, mode=mode)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from discovery.text.tokenizer import tokenize
+from discovery.text.analyzers import REFERENCE, Analyzer
 
 FIELD_WEIGHTS: Mapping[str, int] = {
     "name": 6,
@@ -40,22 +40,28 @@ def field_texts(
     return pairs
 
 
-def field_term_frequencies(pairs: Iterable[tuple[str, str]]) -> dict[str, dict[str, int]]:
+def field_term_frequencies(
+    pairs: Iterable[tuple[str, str]], analyzer: Analyzer = REFERENCE
+) -> dict[str, dict[str, int]]:
     """Weighted term frequencies per field: ``{field: {term: weight · occurrences}}``."""
+    terms_of = analyzer.document_tokens
     per_field: dict[str, dict[str, int]] = {}
     for field, text in pairs:
         weight = FIELD_WEIGHTS[field]
         bucket = per_field.setdefault(field, {})
-        for token in tokenize(text):
+        for token in terms_of(text):
             bucket[token] = bucket.get(token, 0) + weight
     return per_field
 
 
-def document_term_frequencies(pairs: Iterable[tuple[str, str]]) -> dict[str, int]:
+def document_term_frequencies(
+    pairs: Iterable[tuple[str, str]], analyzer: Analyzer = REFERENCE
+) -> dict[str, int]:
     """Weighted term frequencies of a whole document; their sum is the document length."""
+    terms_of = analyzer.document_tokens
     totals: dict[str, int] = {}
     for field, text in pairs:
         weight = FIELD_WEIGHTS[field]
-        for token in tokenize(text):
+        for token in terms_of(text):
             totals[token] = totals.get(token, 0) + weight
     return totals

@@ -18,10 +18,12 @@ from typing import Concatenate, ParamSpec, TypeVar
 import numpy as np
 from sqlalchemy import Connection
 
+from discovery.params import analyzer_named, query_terms
 from discovery.ranking.bm25 import average_length, idf
 from discovery.ranking.corpus import Corpus
 from discovery.ranking.postings import Contribution, TermPostings, load_postings, norm_table
 from discovery.ranking.topk import RankedTool, candidates, ordered
+from discovery.text.analyzers import REFERENCE, Analyzer
 from store import GroupStats, StoredTool, reads
 
 CACHED_POSTINGS_BYTES = 80_000_000
@@ -79,6 +81,7 @@ class Ranker:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._generation = -1
+        self._analyzer: Analyzer = REFERENCE
         self._group_stats: dict[int, GroupStats] = {}
         self._postings: OrderedDict[str, TermPostings | None] = OrderedDict()
         self._cached_bytes = 0
@@ -152,6 +155,18 @@ class Ranker:
         return Ranking(total_tools=n_docs, hits=hits)
 
     @_serialized
+    def analyzer(self, connection: Connection) -> Analyzer:
+        """The analyzer the catalog is indexed with, as the caller's transaction sees it."""
+        self._sync(connection)
+        return self._analyzer
+
+    @_serialized
+    def query_terms(self, connection: Connection, query: str) -> dict[str, int]:
+        """The terms of ``query`` under the catalog's analyzer (``params.query_terms``)."""
+        self._sync(connection)
+        return query_terms(query, self._analyzer)
+
+    @_serialized
     def corpus_size(self, connection: Connection, corpus: Corpus) -> int:
         """``N`` of a corpus, from the group aggregates less its excluded documents."""
         self._sync(connection)
@@ -178,6 +193,8 @@ class Ranker:
         current = reads.generation(connection) if known is None else known
         if current != self._generation:
             self._generation = current
+            # Every change of analyzer bumps the generation (it rewrites every posting).
+            self._analyzer = analyzer_named(reads.analyzer(connection))
             self._group_stats = reads.group_stats(connection)
             self._postings.clear()
             self._cached_bytes = 0

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlalchemy import Connection
 
 from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, ToolCallError
-from discovery.params import checked_id, checked_limit, checked_params, checked_query, query_terms
+from discovery.params import checked_id, checked_limit, checked_params, checked_query, has_terms
 from discovery.ranking.corpus import SEARCH_TOOL_NAME, is_mcp_name
 from discovery.results import SearchDetails, compact_json, match_details
 from discovery.sessions.description import render_description
@@ -101,8 +101,9 @@ class SearchTool:
         checked_types(fields)
         query = checked_query(fields.get("query"))
         limit = checked_limit(fields.get("limit"))
-        terms = query_terms(query)
+        has_terms(query)
         ranker = self.session.ranker
+        terms = ranker.query_terms(connection, query)
         selected = set(view.state.selected)
         corpus = view.corpus
         # Selected tools are active, so outside the corpus; rank more only for any that are not.

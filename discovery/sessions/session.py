@@ -326,11 +326,12 @@ class Session:
         want to show matches before committing to them. Query and limit are checked as a
         search call checks them.
         """
-        _, limit, terms = checked_search(query, limit)
+        trimmed, limit = checked_search(query, limit)
         with read_transaction(self.engine) as connection:
             view = self._view(connection)
             if not view.corpus.groups:
                 raise DiscoveryDisabled()
+            terms = self.ranker.query_terms(connection, trimmed)
             selected = set(view.state.selected)
             extra = len(selected - view.corpus.excluded)
             ranking = self.ranker.rank(connection, terms, view.corpus, limit + extra)
