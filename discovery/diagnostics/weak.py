@@ -9,26 +9,30 @@ from __future__ import annotations
 
 from discovery.diagnostics.statistics import corpus_statistics
 from discovery.index import ToolIndex
-from discovery.params import checked_query, query_terms
+from discovery.params import checked_query
 from discovery.ranking.corpus import read_only_corpus
+from discovery.text.enhanced import STOP_WORDS
 from store.audit import postings_of_tools
 from store.engine import read_transaction
 from store.reads import tools_by_names
 
 COMMON_TERM_SHARE = 0.5
-"""A term held by at least this share of the corpus' tools is a very common one (idf ≤ ln 2)."""
+"""A term held by at least this share of the corpus' tools is a very common one (idf ≤ ln 2), as
+is an English stop word (Snowball's list) whatever its share: real catalogs' summaries hold
+``the`` or ``for`` in a fifth to a third of their tools, too few for the share alone."""
 
 
 def weak_matches(index: ToolIndex, query: str, names: list[str], *, mode: str = "all") -> set[str]:
-    """The tools among ``names`` whose every matched term of ``query`` is held by at least
-    half of ``mode``'s read-only corpus; names that corpus does not rank are left out."""
-    terms = list(query_terms(checked_query(query)))
+    """The tools among ``names`` whose every matched term of ``query`` (under the catalog's
+    analyzer) is a stop word or held by at least half of ``mode``'s read-only corpus; names that
+    corpus does not rank are left out."""
     corpus = read_only_corpus(mode)
     with read_transaction(index.engine) as connection:
+        terms = list(index.ranker.query_terms(connection, checked_query(query)))
         tools = tools_by_names(connection, names)
         n_docs, _, df = corpus_statistics(connection, corpus, terms)
         postings = postings_of_tools(connection, [tool.id for tool in tools.values()])
-    common = {term for term in terms if df.get(term, 0) >= COMMON_TERM_SHARE * n_docs}
+    common = {term for term in terms if term in STOP_WORDS or df.get(term, 0) >= COMMON_TERM_SHARE * n_docs}
     weak = set()
     for name, tool in tools.items():
         if tool.grp not in corpus.groups or name in corpus.excluded:
