@@ -26,7 +26,7 @@ from discovery import (
 from discovery.catalog.indexing import column_json, content_hash
 from discovery.catalog.models import MAX_SCHEMA_DEPTH, ToolRecord
 from discovery.text.tokenizer import tokenize
-from store import sessions
+from store import logged_json, sessions
 from tests.catalogs import WORKED_EXAMPLE
 
 ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=60)
@@ -164,8 +164,8 @@ def test_logged_json_is_the_storable_value_whichever_path_encodes_it(value: Any)
     walk gives. Keys JSON spells alike (``True`` and ``"true"``) are written twice by the
     standard encoder and once by the walk: the texts differ, the value read back (the last one
     written) does not."""
-    walked = json.dumps(sessions.storable(value), ensure_ascii=False, separators=(",", ":"))
-    text = sessions.json_text(value)
+    walked = json.dumps(logged_json.storable(value), ensure_ascii=False, separators=(",", ":"))
+    text = logged_json.json_text(value)
     assert json.loads(text) == json.loads(walked)
     assert "\x00" not in text and text.encode("utf-8")
 
@@ -175,7 +175,7 @@ def test_logged_json_is_the_storable_value_whichever_path_encodes_it(value: Any)
 def test_the_library_s_own_values_are_logged_as_the_standard_path_would(value: Any) -> None:
     """Details and name lists go to ``orjson``; whatever it writes must read back as the value
     the standard path stores (NaN, NUL, lone surrogates and huge integers included)."""
-    assert json.loads(sessions.plain_json_text(value)) == json.loads(sessions.json_text(value))
+    assert json.loads(logged_json.plain_json_text(value)) == json.loads(logged_json.json_text(value))
 
 
 @settings(max_examples=400, deadline=None)
@@ -250,7 +250,7 @@ def test_any_call_params_are_logged_as_storable_values(index: ToolIndex, extra: 
     with contextlib.suppress(ToolCallError):
         session.search_tool.execute("c", params)
     logged = index.session_record(session.id)["calls"][-1]["params"]
-    assert logged == json.loads(sessions.json_text(params))
+    assert logged == json.loads(logged_json.json_text(params))
 
 
 @pytest.mark.parametrize("bad", ["a\x00b", "lone\ud800", 7, None, b"bytes"])

@@ -105,8 +105,9 @@ LAYERS = {
 }
 """Each part of ``discovery`` and its height; a module may import its own part and lower ones."""
 
-QUERY_MODULES = {"catalog", "reads", "sessions", "audit", "migrate"}
-"""The store modules ``discovery`` may import by name: the queries, never the schema or SQL helpers."""
+QUERY_MODULES = {"catalog", "reads", "sessions", "logged_json", "audit", "migrate"}
+"""The store modules ``discovery`` may import by name: the queries and the log's JSON form, never the
+schema or SQL helpers."""
 
 
 def part_of(module: str) -> str:

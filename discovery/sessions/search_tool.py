@@ -16,6 +16,7 @@ from discovery.results import SearchDetails, compact_json, match_details
 from discovery.sessions.description import render_description
 from store import sessions as stored_sessions
 from store.engine import write_transaction
+from store.logged_json import same_logged
 
 if TYPE_CHECKING:
     # The session hands itself to its tool; the tool only calls it back.
@@ -169,7 +170,7 @@ def params_logged(params: Any) -> dict[str, Any]:
 
 def _replayed(done: stored_sessions.LoggedEvent, params: Any) -> ToolResult:
     # The log holds the params as the store could keep them; the retry is compared in that form.
-    if not stored_sessions.same_logged(done.event.params, params_logged(params)):
+    if not same_logged(done.event.params, params_logged(params)):
         raise ToolCallError(f"call id {done.event.call_id!r} was already used with other parameters")
     if done.event.error is not None:
         raise ToolCallError(done.event.error)
