@@ -168,3 +168,26 @@ def test_a_terminal_gets_tables(catalog_url: str, tmp_path: Path) -> None:
     assert "Unfindable" in text and "Hubs" in text
     assert "━" in text or "─" in text
     assert UNFINDABLE in text
+
+
+def test_an_enhanced_index_names_its_own_terms(tmp_path: Path) -> None:
+    """The terms responsible are the ones the index matched: stems, and no dropped stop word."""
+    from discovery.text import enhanced
+
+    with ToolIndex.open(f"sqlite:///{tmp_path / 'enhanced.db'}", analyzer="enhanced") as index:
+        index.upsert_tools(CATALOG)
+        report = audit(index, k=2)
+    hub = next(hub for hub in report.hubs if hub.name == HUB)
+    sink = CATALOG[11]
+    stems = {
+        term
+        for text in [sink["name"], sink["label"], sink["description"], *sink["schema_keys"]]
+        for term in enhanced.document_tokens(text)
+    }
+    assert {term for term, _ in hub.terms} <= stems
+    assert "issu" in {term for term, _ in hub.terms}  # the stem, where the reference says "issue"
+    every_term = {term for hub in report.hubs for term, _ in hub.terms} | {
+        term for tool in report.unfindable for term, _ in tool.common_terms
+    }
+    assert every_term
+    assert not every_term & {"a", "an", "the", "to", "of", "in", "by", "on", "for"}

@@ -17,7 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from discovery.params import analyzer_named
 from discovery.ranking.corpus import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES, MODE_GROUPS
+from discovery.text.analyzers import REFERENCE, Analyzer
 from discovery.text.tokenizer import tokenize
 
 if TYPE_CHECKING:
@@ -114,16 +116,19 @@ def probes_of(tool: StoredTool) -> list[Probe]:
     return [Probe(tool.name, kind, query) for kind, query in candidates if tokenize(query)]
 
 
-def own_terms(tool: StoredTool) -> set[str]:
-    """Every term of the tool's indexed fields, as the reference analyzer makes them."""
+def own_terms(tool: StoredTool, analyzer: Analyzer = REFERENCE) -> set[str]:
+    """Every term of the tool's indexed fields, as ``analyzer`` indexes them."""
     texts = [tool.name, tool.label, tool.mcp_tool_name or "", tool.server_name or "", tool.summary]
-    return {token for text in [*texts, *tool.schema_keys] for token in tokenize(text)}
+    return {term for text in [*texts, *tool.schema_keys] for term in analyzer.document_tokens(text)}
 
 
 def audit(index: ToolIndex, *, k: int = 5, mode: str = "all") -> AuditReport:
     """Probe every searchable tool of ``index`` and report the unfindable ones and the hubs."""
     tools = searchable(index.tools(), mode)
-    terms = {tool.name: own_terms(tool) for tool in tools}
+    # The terms responsible are the index's own: under a stemming analyzer a probe meets another
+    # tool through a shared stem, and the query stop words it drops are responsible for nothing.
+    analyzer = analyzer_named(index.analyzer)
+    terms = {tool.name: own_terms(tool, analyzer) for tool in tools}
     document_frequency: Counter[str] = Counter(term for own in terms.values() for term in own)
     found: set[str] = set()
     ahead: dict[str, Counter[str]] = {tool.name: Counter() for tool in tools}
@@ -134,7 +139,7 @@ def audit(index: ToolIndex, *, k: int = 5, mode: str = "all") -> AuditReport:
         names = [hit.name for hit in index.search(probe.query, k, mode=mode)]
         if probe.tool in names:
             found.add(probe.tool)
-        query_terms = set(tokenize(probe.query))
+        query_terms = set(analyzer.query_tokens(probe.query))
         for other in (name for name in names if name != probe.tool):
             ahead[probe.tool][other] += 1
             reached.setdefault(other, set()).add(probe.tool)
@@ -144,7 +149,7 @@ def audit(index: ToolIndex, *, k: int = 5, mode: str = "all") -> AuditReport:
             name=tool.name,
             probes=probes[tool.name],
             common_terms=sorted(
-                ((term, document_frequency[term] - 1) for term in _probe_terms(probes[tool.name])),
+                ((term, document_frequency[term] - 1) for term in _probe_terms(probes[tool.name], analyzer)),
                 key=lambda item: (-item[1], item[0]),
             )[:SHOWN_TERMS],
             crowded_by=ahead[tool.name].most_common(SHOWN_TERMS),
@@ -162,5 +167,5 @@ def audit(index: ToolIndex, *, k: int = 5, mode: str = "all") -> AuditReport:
     return AuditReport(k, mode, len(tools), sum(map(len, probes.values())), unfindable, hubs)
 
 
-def _probe_terms(probes: Iterable[Probe]) -> set[str]:
-    return {term for probe in probes for term in tokenize(probe.query)}
+def _probe_terms(probes: Iterable[Probe], analyzer: Analyzer) -> set[str]:
+    return {term for probe in probes for term in analyzer.query_tokens(probe.query)}
