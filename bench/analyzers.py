@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import import_module
 from importlib.util import find_spec
@@ -98,7 +98,7 @@ class MemoryIndex:
         df = len(self.postings[term])
         return math.log(1 + (self.n_docs - df + 0.5) / (df + 0.5))
 
-    def scores(self, terms: dict[str, float]) -> tuple[dict[int, float], Counter[int]]:
+    def scores(self, terms: Mapping[str, float]) -> tuple[dict[int, float], Counter[int]]:
         scores: dict[int, float] = {}
         matched: Counter[int] = Counter()
         for term, qtf in terms.items():
@@ -113,7 +113,7 @@ class MemoryIndex:
         return scores, matched
 
     def rank(
-        self, terms: dict[str, float], limit: int, *, coverage: bool = False, coord: float = 0.0
+        self, terms: Mapping[str, float], limit: int, *, coverage: bool = False, coord: float = 0.0
     ) -> list[tuple[str, float]]:
         """The best ``limit`` tools by score, ties by name; ``coverage`` and ``coord`` apply
         those rules (``Analyzer``)."""
@@ -327,9 +327,9 @@ def query_terms(analyzer: Analyzer, query: str) -> dict[str, float]:
     for token, weight in zip(content, analyzer.query_weights(content), strict=True):
         term = enhanced.stem(token)
         terms[term] = terms.get(term, 0.0) + weight
-    return {term: weight for term, weight in terms.items() if weight > 0} or dict.fromkeys(
-        (enhanced.stem(token) for token in content), 1.0
-    )
+    weighted = {term: weight for term, weight in terms.items() if weight > 0}
+    # A query whose every token weighs nothing still searches, with its plain counts.
+    return weighted or {term: float(count) for term, count in Counter(map(enhanced.stem, content)).items()}
 
 
 def with_feedback(
