@@ -91,7 +91,9 @@ class ToolIndex:
         ``analyzer`` names the analyzer a new index is built with (``reference`` when not
         given). A catalog that holds no tool yet takes it; one that holds tools indexed with
         another raises ``AnalyzerMismatch`` (``reindex`` changes it); an unknown name raises
-        ``UnknownAnalyzer`` before anything is opened.
+        ``UnknownAnalyzer`` before anything is opened. A catalog whose terms were made by another
+        version of its analyzer raises ``AnalyzerOutdated`` here when ``analyzer`` names it, and
+        on its first search, explain or import otherwise, until ``reindex`` rebuilds it.
         """
         if analyzer is not None:
             analyzer_named(analyzer)
