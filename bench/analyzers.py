@@ -20,8 +20,10 @@ from __future__ import annotations
 import argparse
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from importlib import import_module
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,18 @@ class Analyzer:
     """BM25F: normalize each field's tf by that field's length, then saturate once."""
     coverage: bool = False
     """Queries of 3+ distinct terms return only tools that match at least 2 of them."""
+    k1: float = K1
+    b: float = B
+    delta: float = DELTA
+    """BM25+'s parameters; SPEC §4's unless a variant says otherwise."""
+    coord: float = 0.0
+    """Lucene's classic coordination factor: scores times (matched terms / query terms) ** coord."""
+    feedback: tuple[int, int, float] | None = None
+    """Pseudo-relevance feedback ``(docs, terms, weight)``: the best ``terms`` terms of the first
+    ``docs`` tools (by score share × weighted tf / length, as RM3) join the query, their weights
+    scaled to ``weight`` × the query's own, and the query is ranked again."""
+    query_weights: Callable[[list[str]], list[float]] | None = None
+    """A weight per query token (before stemming) in place of 1: a term's qtf is their sum."""
 
 
 @dataclass
@@ -75,6 +89,8 @@ class MemoryIndex:
 
     names: list[str]
     n_docs: int
+    k1: float = K1
+    delta: float = DELTA
     postings: dict[str, list[tuple[int, float, float]]] = field(default_factory=dict)
     """Per term: ``(doc, tf, norm)`` with ``norm`` the length part of the BM25 denominator."""
 
@@ -82,7 +98,7 @@ class MemoryIndex:
         df = len(self.postings[term])
         return math.log(1 + (self.n_docs - df + 0.5) / (df + 0.5))
 
-    def scores(self, terms: dict[str, int]) -> tuple[dict[int, float], Counter[int]]:
+    def scores(self, terms: Mapping[str, float]) -> tuple[dict[int, float], Counter[int]]:
         scores: dict[int, float] = {}
         matched: Counter[int] = Counter()
         for term, qtf in terms.items():
@@ -90,15 +106,22 @@ class MemoryIndex:
                 continue
             idf = self.idf(term)
             for doc, tf, norm in self.postings[term]:
-                scores[doc] = scores.get(doc, 0.0) + qtf * idf * ((tf * (K1 + 1)) / (tf + norm) + DELTA)
+                scores[doc] = scores.get(doc, 0.0) + qtf * idf * (
+                    (tf * (self.k1 + 1)) / (tf + norm) + self.delta
+                )
                 matched[doc] += 1
         return scores, matched
 
-    def rank(self, terms: dict[str, int], limit: int, *, coverage: bool = False) -> list[tuple[str, float]]:
-        """The best ``limit`` tools by score, ties by name; ``coverage`` applies that rule."""
+    def rank(
+        self, terms: Mapping[str, float], limit: int, *, coverage: bool = False, coord: float = 0.0
+    ) -> list[tuple[str, float]]:
+        """The best ``limit`` tools by score, ties by name; ``coverage`` and ``coord`` apply
+        those rules (``Analyzer``)."""
         scores, matched = self.scores(terms)
         if coverage and len(terms) >= 3:
             scores = {doc: score for doc, score in scores.items() if matched[doc] >= 2}
+        if coord:
+            scores = {doc: score * (matched[doc] / len(terms)) ** coord for doc, score in scores.items()}
         best = sorted(scores.items(), key=lambda item: (-item[1], self.names[item[0]]))[:limit]
         return [(self.names[doc], score) for doc, score in best]
 
@@ -121,11 +144,11 @@ def tool_fields(record: dict[str, Any], *, full_description: bool = False) -> tu
 def build(tools: Sequence[tuple[str, Fields]], analyzer: Analyzer) -> MemoryIndex:
     """Index ``tools`` under ``analyzer``."""
     per_doc = [_field_terms(pairs, analyzer) for _, pairs in tools]
-    index = MemoryIndex([name for name, _ in tools], len(tools))
+    index = MemoryIndex([name for name, _ in tools], len(tools), analyzer.k1, analyzer.delta)
     if analyzer.per_field_norm:
-        _add_bm25f(index, per_doc)
+        _add_bm25f(index, per_doc, analyzer.b)
     else:
-        _add_bm25(index, per_doc)
+        _add_bm25(index, per_doc, analyzer.b)
     return index
 
 
@@ -163,17 +186,17 @@ def compound_parts(token: str, words: set[str], shortest: int = 3) -> list[str] 
     return parts if parts is not None and len(parts) >= 2 else None
 
 
-def _add_bm25(index: MemoryIndex, per_doc: list[dict[str, list[str]]]) -> None:
+def _add_bm25(index: MemoryIndex, per_doc: list[dict[str, list[str]]], b: float) -> None:
     weighted = [_weighted(terms) for terms in per_doc]
     lengths = [sum(tf.values()) for tf in weighted]
     avgdl = (sum(lengths) / len(lengths) if lengths else 0) or 1.0
     for doc, tf in enumerate(weighted):
-        norm = K1 * (1 - B + B * (lengths[doc] / avgdl))
+        norm = index.k1 * (1 - b + b * (lengths[doc] / avgdl))
         for term, value in tf.items():
             index.postings.setdefault(term, []).append((doc, value, norm))
 
 
-def _add_bm25f(index: MemoryIndex, per_doc: list[dict[str, list[str]]]) -> None:
+def _add_bm25f(index: MemoryIndex, per_doc: list[dict[str, list[str]]], b: float) -> None:
     totals: Counter[str] = Counter()
     for terms in per_doc:
         totals.update({field_: len(tokens) for field_, tokens in terms.items()})
@@ -181,11 +204,11 @@ def _add_bm25f(index: MemoryIndex, per_doc: list[dict[str, list[str]]]) -> None:
     for doc, terms in enumerate(per_doc):
         tf: dict[str, float] = {}
         for field_, tokens in terms.items():
-            scale = FIELD_WEIGHTS[field_] / (1 - B + B * len(tokens) / average[field_])
+            scale = FIELD_WEIGHTS[field_] / (1 - b + b * len(tokens) / average[field_])
             for term, count in Counter(tokens).items():
                 tf[term] = tf.get(term, 0.0) + count * scale
         for term, value in tf.items():
-            index.postings.setdefault(term, []).append((doc, value, K1))
+            index.postings.setdefault(term, []).append((doc, value, index.k1))
 
 
 def _weighted(terms: dict[str, list[str]]) -> dict[str, float]:
@@ -280,14 +303,105 @@ def run(analyzer: Analyzer, query_set: QuerySet) -> Result:
     records = read_catalog(query_set.catalog)
     tools = [tool_fields(record, full_description=analyzer.full_description) for record in records]
     index = build(tools, analyzer)
+    forward = [_weighted(_field_terms(pairs, analyzer)) for _, pairs in tools] if analyzer.feedback else []
     found, empty = [], 0
     for labelled in query_set.queries:
-        terms = dict(Counter(analyzer.query(labelled.query)))
-        names = [name for name, _ in index.rank(terms, DEPTH, coverage=analyzer.coverage)]
+        terms = query_terms(analyzer, labelled.query)
+        if analyzer.feedback:
+            terms = with_feedback(index, forward, terms, *analyzer.feedback)
+        ranked = index.rank(terms, DEPTH, coverage=analyzer.coverage, coord=analyzer.coord)
+        names = [name for name, _ in ranked]
         empty += not names
         ranks = [rank for rank in satisfied_at(names, labelled.groups) if rank]
         found.append(min(ranks) if ranks else 0)
     return Result(tuple(found), empty)
+
+
+def query_terms(analyzer: Analyzer, query: str) -> dict[str, float]:
+    """The query's terms with their qtf, or with the sum of their tokens' weights."""
+    if analyzer.query_weights is None:
+        return {term: float(count) for term, count in Counter(analyzer.query(query)).items()}
+    tokens = tokenize(query)
+    content = [token for token in tokens if token not in enhanced.STOP_WORDS] or tokens
+    terms: dict[str, float] = {}
+    for token, weight in zip(content, analyzer.query_weights(content), strict=True):
+        term = enhanced.stem(token)
+        terms[term] = terms.get(term, 0.0) + weight
+    weighted = {term: weight for term, weight in terms.items() if weight > 0}
+    # A query whose every token weighs nothing still searches, with its plain counts.
+    return weighted or {term: float(count) for term, count in Counter(map(enhanced.stem, content)).items()}
+
+
+def with_feedback(
+    index: MemoryIndex,
+    forward: list[dict[str, float]],
+    terms: dict[str, float],
+    docs: int,
+    count: int,
+    weight: float,
+) -> dict[str, float]:
+    """``terms`` and the ``count`` best terms of the first ``docs`` tools (RM3's estimate: each
+    tool's score share times the term's share of its weighted length), scaled to ``weight``
+    times the query's total qtf."""
+    scores, _ = index.scores(terms)
+    first = sorted(scores.items(), key=lambda item: (-item[1], index.names[item[0]]))[:docs]
+    total = sum(score for _, score in first)
+    expansion: dict[str, float] = {}
+    for doc, score in first:
+        length = sum(forward[doc].values())
+        for term, tf in forward[doc].items():
+            expansion[term] = expansion.get(term, 0.0) + (score / total) * (tf / length)
+    ordered = sorted(expansion.items(), key=lambda item: (-item[1], item[0]))
+    best = [(term, value) for term, value in ordered if term not in terms][:count]
+    if not best:
+        return terms
+    scale = weight * sum(terms.values()) / sum(value for _, value in best)
+    return {**terms, **{term: value * scale for term, value in best}}
+
+
+def english_weights(tokens: list[str]) -> list[float]:
+    """A weight per token from its frequency in general English (``wordfreq``'s Zipf value,
+    log10 of uses per billion words): 8 - Zipf, so ``want`` weighs about 2 and ``histogram``
+    about 5. Needs the ``wordfreq`` package, which the project does not depend on."""
+    zipf_frequency = import_module("wordfreq").zipf_frequency
+    return [max(0.0, 8.0 - zipf_frequency(token, "en")) for token in tokens]
+
+
+def _without_document_stop_words(text: str) -> list[str]:
+    return [enhanced.stem(token) for token in tokenize(text) if token not in enhanced.STOP_WORDS]
+
+
+def _stems_cut(text: str) -> list[str]:
+    return [term[:6] for term in enhanced.document_tokens(text)]
+
+
+def _query_stems_cut(text: str) -> list[str]:
+    return [term[:6] for term in enhanced.query_tokens(text)]
+
+
+TRIED = {
+    variant.name: variant
+    for variant in (
+        replace(ENHANCED, name="enhanced, k1 1.5", k1=1.5),
+        replace(ENHANCED, name="enhanced, k1 2", k1=2.0),
+        replace(ENHANCED, name="enhanced, b 0.5", b=0.5),
+        replace(ENHANCED, name="enhanced, δ 0", delta=0.0),
+        replace(ENHANCED, name="enhanced, k1 2, δ 0", k1=2.0, delta=0.0),
+        replace(ENHANCED, name="enhanced + document stop words", document=_without_document_stop_words),
+        replace(ENHANCED, name="enhanced + stems cut to 6", document=_stems_cut, query=_query_stems_cut),
+        replace(ENHANCED, name="enhanced + coord", coord=0.5),
+        replace(ENHANCED, name="enhanced + feedback", feedback=(3, 10, 0.3)),
+        replace(ENHANCED, name="enhanced + English frequency", query_weights=english_weights),
+        replace(
+            ENHANCED,
+            name="enhanced, k1 2, δ 0 + English frequency",
+            k1=2.0,
+            delta=0.0,
+            query_weights=english_weights,
+        ),
+    )
+}
+"""Variants measured after ``enhanced`` was chosen, none kept (``--variants tried``)."""
 
 
 def header(sets: Sequence[QuerySet]) -> list[str]:
@@ -302,7 +416,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated variant names")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = parser.parse_args(argv)
-    chosen = [VARIANTS[name] for name in args.variants.split(",") if name]
+    known = {**VARIANTS, **TRIED}
+    names = [name for name in args.variants.split(",") if name]
+    if names == ["tried"]:
+        names = ["reference", "enhanced", *TRIED]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        parser.error(f"unknown variants: {', '.join(unknown)}; the variants are {', '.join(known)}")
+    chosen = [known[name] for name in names]
+    if any(variant.query_weights is english_weights for variant in chosen) and not find_spec("wordfreq"):
+        parser.error("the English frequency variants need the wordfreq package (pip install wordfreq)")
     sets = query_sets()
     if not sets:
         parser.error(f"no query set data under {DATA}")
@@ -319,7 +442,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         from bench.report import machine_info
 
         columns = header(sets)
-        print("Command: `python -m bench.analyzers --markdown`\n")
+        print(f"Command: `python -m bench.analyzers --variants {args.variants} --markdown`\n")
         print("Machine: " + "; ".join(f"{key} {value}" for key, value in machine_info().items()) + "\n")
         print(f"**Analyzers ({sizes}; in-memory exact BM25+)**\n")
         print("| " + " | ".join(columns) + " |")

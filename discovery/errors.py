@@ -53,6 +53,24 @@ class AnalyzerMismatch(ToolIndexError):
         self.requested = requested
 
 
+class AnalyzerOutdated(ToolIndexError):
+    """The catalog's terms were made by another version of its analyzer than this release's."""
+
+    def __init__(self, stored: str, name: str, version: int | None, current: int) -> None:
+        made = f"version {version}" if version is not None else f"an unknown version ({stored!r})"
+        reindex = f"`tool-index reindex --analyzer {name}`"
+        if version is not None and version > current:
+            advice = f"from a newer tool-index (this one has version {current}); upgrade it, or run {reindex}"
+        else:
+            advice = f"whose terms differ from this tool-index's version {current}; run {reindex}"
+        indexed = f"the catalog is indexed with {made} of the {name!r} analyzer"
+        super().__init__(f"{indexed}, {advice} to rebuild it")
+        self.stored = stored
+        self.name = name
+        self.version = version
+        self.current = current
+
+
 class InvalidRecord(ToolIndexError):
     """A tool record failed validation; the message names the file, line and field."""
 

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
-from discovery.errors import AnalyzerMismatch, DatabaseMissing
+from discovery.errors import AnalyzerMismatch, AnalyzerOutdated, DatabaseMissing
 from discovery.params import analyzer_named, checked_search
 from discovery.ranking.corpus import read_only_corpus
 from discovery.ranking.ranker import Ranker
 from discovery.results import SearchDetails, SearchHit, match_details
+from discovery.text.analyzers import stored_version
 from store import (
     StoredTool,
     ToolNotFound,
@@ -90,7 +91,9 @@ class ToolIndex:
         ``analyzer`` names the analyzer a new index is built with (``reference`` when not
         given). A catalog that holds no tool yet takes it; one that holds tools indexed with
         another raises ``AnalyzerMismatch`` (``reindex`` changes it); an unknown name raises
-        ``UnknownAnalyzer`` before anything is opened.
+        ``UnknownAnalyzer`` before anything is opened. A catalog whose terms were made by another
+        version of its analyzer raises ``AnalyzerOutdated`` here when ``analyzer`` names it, and
+        on its first search, explain or import otherwise, until ``reindex`` rebuilds it.
         """
         if analyzer is not None:
             analyzer_named(analyzer)
@@ -122,14 +125,14 @@ class ToolIndex:
         """Rebuild every posting and statistic with ``analyzer``, in one transaction, and make
         it the catalog's; returns the number of tools reindexed. Interrupted, it changes nothing.
         """
-        analyzer_named(analyzer)
+        stored = analyzer_named(analyzer).stored
         from discovery.catalog.workers import collector_paused, prepared
 
         with collector_paused(), write_transaction(self.engine) as connection:
             stored_analyzer(connection)  # the write lock, before the catalog is read
             records = [tool.as_record() for tool in all_tools(connection)]
             with closing(prepared(records, progress, analyzer)) as tools:
-                reindex_tools(connection, tools, analyzer)
+                reindex_tools(connection, tools, stored)
         return len(records)
 
     @property
@@ -173,7 +176,8 @@ class ToolIndex:
             write_transaction(self.engine) as connection,
         ):
             now = stored_analyzer(connection)
-            if now != analyzer:  # a reindex committed in between: these terms are the old kind
+            # A reindex committed in between: these terms are the old kind.
+            if now != analyzer_named(analyzer).stored:
                 raise AnalyzerMismatch(self.url, now, analyzer)
             report = write_tools(connection, tools, replace=scope)
         return ImportReport.of(report)
@@ -292,14 +296,19 @@ class ToolIndex:
 
 
 def _choose_analyzer(engine: Engine, analyzer: str) -> None:
-    """Give a catalog without tools ``analyzer``; refuse a catalog of tools indexed otherwise."""
+    """Give a catalog without tools ``analyzer``; refuse a catalog of tools indexed otherwise
+    (with another analyzer, or another version of this one)."""
+    wanted = analyzer_named(analyzer).stored
     with read_transaction(engine) as connection:
-        if reads.analyzer(connection) == analyzer:
+        if reads.analyzer(connection) == wanted:
             return
     with write_transaction(engine) as connection:
         stored = stored_analyzer(connection)
-        if stored == analyzer:
+        if stored == wanted:
             return
         if any(stats.doc_count for stats in reads.group_stats(connection).values()):
+            name, version = stored_version(stored)
+            if name == analyzer:
+                raise AnalyzerOutdated(stored, name, version, analyzer_named(analyzer).version)
             raise AnalyzerMismatch(display_url(engine.url), stored, analyzer)
-        reindex_tools(connection, [], analyzer)
+        reindex_tools(connection, [], wanted)

@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Any
 
 from discovery.errors import (
+    AnalyzerOutdated,
     EmptyQuery,
     InvalidLimit,
     InvalidParams,
@@ -20,7 +21,7 @@ from discovery.errors import (
     ToolIndexError,
     UnknownAnalyzer,
 )
-from discovery.text.analyzers import ANALYZER_NAMES, REFERENCE, Analyzer, find_analyzer
+from discovery.text.analyzers import ANALYZER_NAMES, REFERENCE, Analyzer, find_analyzer, stored_version
 from discovery.text.tokenizer import tokenize
 from store import MAX_KEY_BYTES
 from store.logged_json import storable
@@ -77,6 +78,17 @@ def analyzer_named(name: Any) -> Analyzer:
     if found is None:
         raise UnknownAnalyzer(str(name), ANALYZER_NAMES)
     return found
+
+
+def stored_analyzer_named(stored: str) -> Analyzer:
+    """The analyzer a ``catalog_state.analyzer`` value records: ``UnknownAnalyzer`` for a name
+    that is not one, ``AnalyzerOutdated`` for another version of one (its terms are not this
+    release's, so searching them would give wrong answers)."""
+    name, version = stored_version(stored)
+    analyzer = analyzer_named(name)
+    if version != analyzer.version:
+        raise AnalyzerOutdated(stored, name, version, analyzer.version)
+    return analyzer
 
 
 def checked_search(query: Any, limit: Any) -> tuple[str, int]:

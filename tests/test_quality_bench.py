@@ -7,6 +7,7 @@ import math
 import random
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,7 +15,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench import analyzers
-from bench.analyzers import ENHANCED, REFERENCE, VARIANTS, Analyzer, build, compound_parts, tool_fields
+from bench.analyzers import (
+    ENHANCED,
+    REFERENCE,
+    TRIED,
+    VARIANTS,
+    Analyzer,
+    build,
+    compound_parts,
+    query_terms,
+    tool_fields,
+    with_feedback,
+)
 from discovery import ToolIndex
 from tests.catalogs import NOUNS, VERBS, WORDS, generated_catalog
 
@@ -25,7 +37,9 @@ queries = st.lists(st.sampled_from(QUERY_WORDS), min_size=1, max_size=6).map(" "
 def brute_force(
     tools: list[tuple[str, list[tuple[str, str]]]], analyzer: Analyzer, query: str
 ) -> list[float]:
-    """SPEC §4 written out once more: weighted tf, lengths, idf, the sum; scores best first."""
+    """SPEC §4 written out once more: weighted tf, lengths, idf, the sum; scores best first.
+    k1, b and δ are the variant's (SPEC §4's 1.2, 0.75 and 1 unless it says otherwise)."""
+    k1, b, delta = analyzer.k1, analyzer.b, analyzer.delta
     documents = []
     for _, pairs in tools:
         tf: Counter[str] = Counter()
@@ -38,13 +52,13 @@ def brute_force(
     n_docs = len(documents)
     scores = []
     for tf, length in zip(documents, lengths, strict=True):
-        norm = 1.2 * (1 - 0.75 + 0.75 * (length / avgdl))
+        norm = k1 * (1 - b + b * (length / avgdl))
         score = 0.0
         for term, qtf in Counter(analyzer.query(query)).items():
             if tf[term]:
                 df = sum(1 for other in documents if other[term])
                 idf = math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
-                score += qtf * idf * ((tf[term] * 2.2) / (tf[term] + norm) + 1.0)
+                score += qtf * idf * ((tf[term] * (k1 + 1)) / (tf[term] + norm) + delta)
         if score > 0:
             scores.append(score)
     return sorted(scores, reverse=True)
@@ -54,7 +68,10 @@ def brute_force(
 @given(st.integers(min_value=1, max_value=40), st.integers(min_value=0, max_value=10_000), queries)
 def test_every_variant_ranks_by_the_formula(count: int, seed: int, query: str) -> None:
     tools = [tool_fields(record) for record in generated_catalog(count, seed=seed)]
-    for analyzer in (REFERENCE, ENHANCED, VARIANTS["stemming only"], VARIANTS["query stop words only"]):
+    chosen = [REFERENCE, ENHANCED, VARIANTS["stemming only"], VARIANTS["query stop words only"]]
+    chosen += [TRIED[name] for name in ("enhanced, k1 2", "enhanced, b 0.5", "enhanced, k1 2, δ 0")]
+    chosen.append(TRIED["enhanced + stems cut to 6"])
+    for analyzer in chosen:
         ranked = build(tools, analyzer).rank(dict(Counter(analyzer.query(query))), count)
         assert [score for _, score in ranked] == pytest.approx(brute_force(tools, analyzer, query), rel=1e-12)
 
@@ -124,3 +141,40 @@ def test_the_coverage_rule_drops_one_word_matches() -> None:
     assert [name for name, _ in index.rank(terms, 5)] == ["two", "one"]
     assert [name for name, _ in index.rank(terms, 5, coverage=True)] == ["two"]
     assert [name for name, _ in index.rank({"alpha": 1, "beta": 1}, 5, coverage=True)] == ["two", "one"]
+
+
+def test_the_coordination_factor_scales_by_the_share_of_query_terms_matched() -> None:
+    tools = [("two", [("name", "alpha beta")]), ("one", [("name", "alpha")])]
+    plain = dict(build(tools, REFERENCE).rank({"alpha": 1, "beta": 1, "gamma": 1}, 5))
+    coord = dict(build(tools, REFERENCE).rank({"alpha": 1, "beta": 1, "gamma": 1}, 5, coord=0.5))
+    assert coord["two"] == pytest.approx(plain["two"] * (2 / 3) ** 0.5)
+    assert coord["one"] == pytest.approx(plain["one"] * (1 / 3) ** 0.5)
+
+
+def test_feedback_adds_the_first_tools_terms_at_the_given_share() -> None:
+    tools = [
+        ("first", [("name", "alpha"), ("summary", "beta gamma")]),
+        ("second", [("name", "alpha delta"), ("summary", "beta")]),
+        ("other", [("name", "omega")]),
+    ]
+    index = build(tools, REFERENCE)
+    forward = [analyzers._weighted(analyzers._field_terms(pairs, REFERENCE)) for _, pairs in tools]
+    expanded = with_feedback(index, forward, {"alpha": 1.0}, 2, 2, 0.5)
+    assert expanded["alpha"] == 1.0
+    added = {term: weight for term, weight in expanded.items() if term != "alpha"}
+    assert set(added) <= {"beta", "gamma", "delta"} and len(added) == 2
+    assert "omega" not in expanded  # a tool past the first two gives nothing
+    assert sum(added.values()) == pytest.approx(0.5)
+    assert with_feedback(index, forward, {"nothing": 1.0}, 2, 2, 0.5) == {"nothing": 1.0}
+
+
+def test_query_weights_replace_counts_and_drop_weightless_terms() -> None:
+    def by_length(tokens: list[str]) -> list[float]:
+        return [float(len(token) > 4) * len(token) for token in tokens]
+
+    weighted = replace(ENHANCED, query_weights=by_length)
+    # stop words go first, as in enhanced; "maps" weighs 0 and leaves; "routes" twice adds up
+    assert query_terms(weighted, "the routes and maps, routes") == {"rout": 12.0}
+    # a query whose every term weighs 0 keeps its plain counts
+    assert query_terms(weighted, "maps map") == {"map": 2.0}
+    assert query_terms(ENHANCED, "the routes and routes") == {"rout": 2.0}

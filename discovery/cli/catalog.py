@@ -199,7 +199,7 @@ def reindex(app: App, analyzer: str) -> None:
     """
     analyzer_named(analyzer)
     with app.index() as index:
-        before = index.analyzer
+        before = index.stats()["analyzer"]  # as stored: an outdated version is what this fixes
         with progress_bar(index.stats()["tools"]) as progress:
             count = index.reindex(analyzer, progress=progress)
     echo(f"reindexed {count} tools with the {analyzer} analyzer (was {before})")

@@ -33,9 +33,9 @@ from sqlalchemy import Connection
 
 from discovery.catalog.indexing import indexed_tool
 from discovery.catalog.models import ToolRecord
-from discovery.errors import UnknownAnalyzer, describe_validation_error
+from discovery.errors import AnalyzerOutdated, UnknownAnalyzer, describe_validation_error
 from discovery.index import ToolIndex
-from discovery.params import analyzer_named
+from discovery.params import stored_analyzer_named
 from discovery.sessions.settings import stored_settings
 from discovery.text.analyzers import Analyzer
 from store import (
@@ -109,9 +109,12 @@ def check_postings(connection: Connection, report: VerifyReport) -> None:
     its indexed terms and in the term index."""
     name = reads.analyzer(connection)
     try:
-        analyzer = analyzer_named(name)
+        analyzer = stored_analyzer_named(name)
     except UnknownAnalyzer:
         report.problem(f"catalog_state: analyzer {name!r} is not one this tool-index knows")
+        return
+    except AnalyzerOutdated as exc:
+        report.problem(f"catalog_state: {exc}")
         return
     indexed = audit.catalog_postings(connection)
     seen = 0

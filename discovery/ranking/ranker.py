@@ -18,7 +18,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 import numpy as np
 from sqlalchemy import Connection
 
-from discovery.params import analyzer_named, query_terms
+from discovery.params import query_terms, stored_analyzer_named
 from discovery.ranking.bm25 import average_length, idf
 from discovery.ranking.corpus import Corpus
 from discovery.ranking.postings import Contribution, TermPostings, load_postings, norm_table
@@ -189,12 +189,14 @@ class Ranker:
         """Drop the caches if the catalog changed; once per transaction (its snapshot is fixed)."""
         if connection is self._synced_on:
             return
-        self._synced_on = connection
         current = reads.generation(connection) if known is None else known
         if current != self._generation:
+            # Every change of analyzer bumps the generation (it rewrites every posting). Read
+            # first: a catalog refused here stays refused on the next call, not searched with
+            # what was cached before.
+            analyzer = stored_analyzer_named(reads.analyzer(connection))
             self._generation = current
-            # Every change of analyzer bumps the generation (it rewrites every posting).
-            self._analyzer = analyzer_named(reads.analyzer(connection))
+            self._analyzer = analyzer
             self._group_stats = reads.group_stats(connection)
             self._postings.clear()
             self._cached_bytes = 0
@@ -203,6 +205,7 @@ class Ranker:
             self._tools.clear()
             self._document_terms.clear()
             self._exclusions.clear()
+        self._synced_on = connection
 
     def _excluded_documents(self, connection: Connection, corpus: Corpus) -> list[StoredTool]:
         self._remember_documents(connection, list(corpus.excluded))

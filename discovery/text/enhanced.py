@@ -29,6 +29,11 @@ from discovery.text.tokenizer import tokenize
 
 NAME = "enhanced"
 
+VERSION = 1
+"""Raised whenever the terms this module makes change, for any text: indexes built with another
+version are refused until reindexed (``analyzers``). ``tests/test_analyzers.py`` holds a digest of
+the terms of a fixed text set, so a change that forgets this fails there."""
+
 SNOWBALL_ENGLISH_STOP_WORDS = (
     "i me my myself we our ours ourselves you your yours yourself yourselves he him his himself "
     "she her hers herself it its itself they them their theirs themselves what which who whom "
