@@ -21,6 +21,7 @@ from discovery import (
     ToolCallError,
     ToolIndex,
     ToolIndexError,
+    UnknownToolNames,
 )
 from discovery.results import SearchDetails, compact_json, json_text
 from discovery.sessions.settings import SessionSettings, effective_mode
@@ -98,7 +99,8 @@ def test_tools_that_leave_are_skipped_and_come_back(example: ToolIndex) -> None:
 def test_log_replays_to_the_stored_lists(example: ToolIndex) -> None:
     session = example.session("s", discovery_mode="all", essential_override=["nothing"])
     session.search_tool.execute("c1", {"query": "github", "limit": 1})
-    session.set_active(["search_tool_bm25", "mcp__github_create_issue", "unknown"])
+    with pytest.warns(UnknownToolNames, match="'unknown'"):
+        session.set_active(["search_tool_bm25", "mcp__github_create_issue", "unknown"])
     session.search_tool.execute("c2", {"query": "message"})
     with pytest.raises(ToolCallError):
         session.search_tool.execute("c3", {"query": "   "})
