@@ -12,71 +12,33 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyuca import Collator
 from sqlalchemy import create_engine, text
 
 from discovery import ToolIndex
 from discovery.diagnostics.explain import explain
 from discovery.diagnostics.verify import verify
 from discovery.errors import AnalyzerMismatch, UnknownAnalyzer
-from discovery.ranking.bm25 import js_log
 from discovery.text import enhanced
 from store import migrate
 from tests.catalogs import generated_catalog
-from tests.test_ranking import in_corpus, summary_of
+from tests.test_ranking import Hit, reference_ranking
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "discovery" / "examples" / "demo-catalog.jsonl"
-WEIGHTS = {"name": 6, "label": 4, "mcp_tool_name": 4, "server_name": 2, "summary": 2, "schema_key": 1}
-COLLATOR = Collator()
-Hit = tuple[str, float]
-
-
-def weighted_terms(record: dict[str, Any], terms_of: Callable[[str], list[str]]) -> Counter[str]:
-    fields = [("name", record["name"]), ("label", record.get("label") or record["name"])]
-    fields += [(field, record[field]) for field in ("mcp_tool_name", "server_name") if record.get(field)]
-    fields.append(("summary", record.get("summary", summary_of(record.get("description", "")))))
-    fields += [("schema_key", key) for key in record.get("schema_keys", [])]
-    counts: Counter[str] = Counter()
-    for field, value in fields:
-        for term in terms_of(value):
-            counts[term] += WEIGHTS[field]
-    return counts
 
 
 def enhanced_ranking(catalog: list[dict[str, Any]], query: str, *, mode: str = "all") -> list[Hit]:
     """SPEC §4's formula, evaluated in its order, over the enhanced analyzer's terms."""
-    documents = {
-        record["name"]: weighted_terms(record, enhanced.document_tokens)
-        for record in catalog
-        if in_corpus(record, mode)
-    }
-    n_docs = len(documents)
-    lengths = {name: sum(terms.values()) for name, terms in documents.items()}
-    avgdl = (sum(lengths.values()) / n_docs if n_docs else 0.0) or 1.0
-    query_counts = Counter(enhanced.query_tokens(query))
-    hits: list[Hit] = []
-    for name, terms in documents.items():
-        score = 0.0
-        for term, qtf in query_counts.items():
-            tf = terms.get(term, 0)
-            if tf == 0:
-                continue
-            df = sum(1 for other in documents.values() if term in other)
-            idf = js_log(1 + (n_docs - df + 0.5) / (df + 0.5))
-            norm = 1.2 * (1 - 0.75 + 0.75 * (lengths[name] / avgdl))
-            score += qtf * idf * ((tf * (1.2 + 1)) / (tf + norm) + 1.0)
-        if score > 0:
-            hits.append((name, score))
-    return sorted(hits, key=lambda hit: (-hit[1], COLLATOR.sort_key(hit[0]), hit[0]))
+    return reference_ranking(
+        catalog, query, mode=mode, analyzer=(enhanced.document_tokens, enhanced.query_tokens)
+    )
 
 
 def searched(index: ToolIndex, query: str, *, mode: str = "all") -> list[Hit]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +36,19 @@ MODE_GROUPS = {"all": (GROUP_LOCAL, GROUP_MCP), "mcp-only": (GROUP_MCP,)}
 COLLATOR = Collator()
 
 Hit = tuple[str, float]
+Terms = Callable[[str], list[str]]
 
 
-def weighted_terms(record: dict[str, Any]) -> Counter[str]:
-    """SPEC §4: every token occurrence adds its field's weight."""
+def weighted_terms(record: dict[str, Any], terms_of: Terms = tokenize) -> Counter[str]:
+    """SPEC §4: every token occurrence adds its field's weight (``terms_of``: the analyzer's
+    document terms, the reference tokenizer's by default)."""
     fields = [("name", record["name"]), ("label", record.get("label") or record["name"])]
     fields += [(field, record[field]) for field in ("mcp_tool_name", "server_name") if record.get(field)]
     fields.append(("summary", record.get("summary", summary_of(record.get("description", "")))))
     fields += [("schema_key", key) for key in record.get("schema_keys", [])]
     counts: Counter[str] = Counter()
     for field, text in fields:
-        for token in tokenize(text):
+        for token in terms_of(text):
             counts[token] += WEIGHTS[field]
     return counts
 
@@ -68,10 +70,18 @@ def in_corpus(record: dict[str, Any], mode: str) -> bool:
 
 
 def reference_ranking(
-    catalog: list[dict[str, Any]], query: str, *, mode: str = "all", excluded: frozenset[str] = frozenset()
+    catalog: list[dict[str, Any]],
+    query: str,
+    *,
+    mode: str = "all",
+    excluded: frozenset[str] = frozenset(),
+    analyzer: tuple[Terms, Terms] = (tokenize, tokenize),
 ) -> list[Hit]:
+    """SPEC §4's formula, evaluated in its order; ``analyzer`` gives the document and the query
+    terms (the reference tokenizer's for both by default)."""
+    document_terms, query_terms = analyzer
     documents = {
-        record["name"]: weighted_terms(record)
+        record["name"]: weighted_terms(record, document_terms)
         for record in catalog
         if in_corpus(record, mode) and record["name"] not in excluded
     }
@@ -80,7 +90,7 @@ def reference_ranking(
     avgdl = sum(lengths.values()) / n_docs if n_docs else 0.0
     if avgdl == 0:
         avgdl = 1.0
-    query_counts = Counter(tokenize(query))  # insertion order = first appearance
+    query_counts = Counter(query_terms(query))  # insertion order = first appearance
     hits: list[Hit] = []
     for name, terms in documents.items():
         score = 0.0
