@@ -207,11 +207,6 @@ def forward_postings(connection: Connection, tool_ids: Sequence[int]) -> np.ndar
     return np.concatenate(parts) if parts else np.empty(0, packed.CHANGE_DTYPE)
 
 
-def forward_postings_empty() -> np.ndarray:
-    """No postings, in the dtype of ``forward_postings``."""
-    return np.empty(0, packed.CHANGE_DTYPE)
-
-
 def term_ids_of_tools(connection: Connection, tool_ids: Sequence[int]) -> dict[int, frozenset[int]]:
     """The terms each tool holds, from its indexed terms."""
     found: dict[int, frozenset[int]] = {tool_id: frozenset() for tool_id in tool_ids}

@@ -43,8 +43,8 @@ def exact_scores(
     weights: list[tuple[int, float]],
     avgdl: float,
 ) -> np.ndarray:
-    """The full scores of ``ids`` (ascending, unique), from their postings ``forward``
-    (``store.postings.CHANGE_DTYPE``, every term they hold), for the query's terms
+    """The full scores of ``ids`` (ascending, unique), from their postings ``forward`` (int64
+    rows of tool id, term id, tf, document length: every term they hold), for the query's terms
     ``(term id, qtf · idf)`` in query order.
 
     Each term's contribution is the formula of ``TermPostings.contribution`` on the same inputs
@@ -52,11 +52,11 @@ def exact_scores(
     adds them to its score array (a term a document lacks adds nothing there, and nothing here).
     """
     scores = np.zeros(ids.size)
-    at = np.searchsorted(ids, forward["tool_id"])
-    tf = forward["tf"].astype(np.float64)
-    doc_len = forward["doc_len"].astype(np.int64)
+    tool_ids, term_ids, tf_column, doc_len = forward.T
+    at = np.searchsorted(ids, tool_ids)
+    tf = tf_column.astype(np.float64)
     for term_id, weight in weights:
-        held = forward["term_id"] == term_id
+        held = term_ids == term_id
         if not held.any():
             continue
         term_tf = tf[held]

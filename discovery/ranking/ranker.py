@@ -95,7 +95,6 @@ class Ranker:
         self._document_terms: dict[int, frozenset[int]] = {}
         self._term_stats: dict[str, tuple[int, dict[int, TermStats]] | None] = {}
         self._forward_cache: dict[int, np.ndarray] = {}
-        self._empty_forward = reads.forward_postings_empty()
         self._synced_on: Connection | None = None
         self._exclusions: dict[Corpus, Exclusion] = {}
         # The scores of one search at a time (callers are serialized), and room to partition
@@ -205,6 +204,7 @@ class Ranker:
         dropped = [doc.id for doc in exclusion.documents]
         scores: np.ndarray | None = None
         kept: list[Contribution] = []
+        probe: np.ndarray | None = None
         try:
             for taken, term in enumerate(order, 1):
                 entry = self._term_postings(connection, [term])[term]
@@ -216,14 +216,18 @@ class Ranker:
                 added.add_to(scores)
                 kept.append(added)
                 scores[[i for i in dropped if i < scores.size]] = 0.0
+                if probe is None:
+                    # The floor comes from the first documents found, at least ``limit`` of them:
+                    # the k-th best of any of them is at most the k-th best of all.
+                    held = self._reaching(scores, kept, None)
+                    if held.size < limit:
+                        continue
+                    probe = held
+                floor = pruning.floor_of(kth_best(scores, self._scratch, probe, limit))
                 rest = pruning.bound_sum([bounds[t] for t in order[taken:]])
-                held = self._held(scores, kept)
-                if held.size < limit:
-                    continue
-                floor = pruning.floor_of(kth_best(scores, self._scratch, held, limit))
                 if rest >= floor:
                     continue
-                placing = held[np.take(scores, held, out=self._scratch[: held.size]) + rest >= floor]
+                placing = self._reaching(scores, kept, pruning.floor_of(floor - rest))
                 if placing.size > FORWARD_SCORED:
                     continue
                 return self._rescored(connection, placing, query_terms, weights, avgdl, limit)
@@ -233,14 +237,16 @@ class Ranker:
             if scores is not None:
                 self._clear(scores, kept)
 
-    def _held(self, scores: np.ndarray, kept: list[Contribution]) -> np.ndarray:
-        """The documents with a positive score (ascending): those of the terms added so far."""
+    def _reaching(self, scores: np.ndarray, kept: list[Contribution], minimum: float | None) -> np.ndarray:
+        """The documents (ascending) whose score so far is at least ``minimum`` (positive when
+        ``None``): all among the documents of the terms added so far, ``kept``."""
         postings = sum(part.ids.size for part in kept)
         if any(part.dense for part in kept) or postings * DENSE_SHARE > scores.size:
-            return np.flatnonzero(scores > 0)
+            return np.flatnonzero(scores > 0 if minimum is None else scores >= minimum)
         ids = kept[0].ids if len(kept) == 1 else union([part.ids for part in kept])
-        positive: np.ndarray = ids[np.take(scores, ids, out=self._scratch[: ids.size]) > 0]
-        return np.sort(positive) if len(kept) == 1 else positive
+        values = np.take(scores, ids, out=self._scratch[: ids.size])
+        found: np.ndarray = ids[values > 0 if minimum is None else values >= minimum]
+        return np.sort(found) if len(kept) == 1 else found
 
     def _rescored(
         self,
@@ -265,22 +271,26 @@ class Ranker:
         return [RankedTool(id_list[hit.tool_id], hit.name, hit.score) for hit in hits]
 
     def _forward(self, connection: Connection, ids: list[int]) -> np.ndarray:
-        """The postings documents ``ids`` hold (``reads.forward_postings``), cached by tool."""
-        missing = [i for i in ids if i not in self._forward_cache]
+        """The postings documents ``ids`` (at least one) hold (``reads.forward_postings``), as
+        rows of ``FORWARD_COLUMNS``; cached by tool."""
+        cache = self._forward_cache
+        missing = [i for i in ids if i not in cache]
         if missing:
-            if len(self._forward_cache) + len(missing) > CACHED_FORWARD_LIMIT:
-                self._forward_cache.clear()
+            if len(cache) + len(missing) > CACHED_FORWARD_LIMIT:
+                cache.clear()
             rows = reads.forward_postings(connection, missing)
+            table = np.column_stack([rows[column].astype(np.int64) for column in FORWARD_COLUMNS])
             tool_ids = rows["tool_id"]
             # Each tool's postings come as one run.
             edges = [0, *(np.flatnonzero(tool_ids[1:] != tool_ids[:-1]) + 1).tolist(), int(rows.size)]
             for start, end in itertools.pairwise(edges):
                 if end > start:
-                    self._forward_cache[int(tool_ids[start])] = rows[start:end]
+                    cache[int(tool_ids[start])] = table[start:end]
             for i in missing:
-                self._forward_cache.setdefault(i, rows[:0])
-        parts = [self._forward_cache[i] for i in ids]
-        return np.concatenate(parts) if parts else np.empty(0, self._empty_forward.dtype)
+                cache.setdefault(i, table[:0])
+        return (
+            np.concatenate([cache[i] for i in ids]) if ids else np.empty((0, len(FORWARD_COLUMNS)), np.int64)
+        )
 
     def _grown_scores(self, scores: np.ndarray | None, size: int) -> np.ndarray:
         """``scores`` (a zeroed score array when ``None``) at least ``size`` long, values kept."""
@@ -516,6 +526,9 @@ class Ranker:
 
 CACHED_TOOLS_LIMIT = 4096
 """Tool rows kept per process for search results."""
+
+FORWARD_COLUMNS = ("tool_id", "term_id", "tf", "doc_len")
+"""The columns of the cached forward postings, one int64 row a posting."""
 
 CACHED_FORWARD_LIMIT = 65_536
 """Documents whose own postings are kept per process, for the exact scores of pruned searches."""
