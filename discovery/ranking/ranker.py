@@ -23,7 +23,7 @@ from discovery.params import analyzer_named, query_terms
 from discovery.ranking import pruning
 from discovery.ranking.bm25 import average_length, idf
 from discovery.ranking.corpus import Corpus
-from discovery.ranking.postings import DENSE_SHARE, Contribution, TermPostings, load_postings, norm_table
+from discovery.ranking.postings import Contribution, TermPostings, load_postings, norm_table
 from discovery.ranking.topk import RankedTool, candidates, kth_best, ordered, union
 from discovery.text.analyzers import REFERENCE, Analyzer
 from store import GroupStats, StoredTool, TermStats, reads
@@ -219,10 +219,9 @@ class Ranker:
                 if probe is None:
                     # The floor comes from the first documents found, at least ``limit`` of them:
                     # the k-th best of any of them is at most the k-th best of all.
-                    held = self._reaching(scores, kept, None)
-                    if held.size < limit:
+                    probe = self._probe(scores, kept, limit)
+                    if probe is None:
                         continue
-                    probe = held
                 floor = pruning.floor_of(kth_best(scores, self._scratch, probe, limit))
                 rest = pruning.bound_sum([bounds[t] for t in order[taken:]])
                 if rest >= floor:
@@ -238,15 +237,25 @@ class Ranker:
                 self._clear(scores, kept)
 
     def _reaching(self, scores: np.ndarray, kept: list[Contribution], minimum: float | None) -> np.ndarray:
-        """The documents (ascending) whose score so far is at least ``minimum`` (positive when
-        ``None``): all among the documents of the terms added so far, ``kept``."""
-        postings = sum(part.ids.size for part in kept)
-        if any(part.dense for part in kept) or postings * DENSE_SHARE > scores.size:
+        """The documents (ascending, distinct) whose score so far is at least ``minimum``
+        (positive when ``None``): all are among the postings of the terms added, ``kept``, so
+        each term's are filtered and only what passes is merged, or, when they are many next to
+        the array, the array is scanned in order (a pass over contiguous memory)."""
+        if sum(part.ids.size for part in kept) * SCAN_SHARE > scores.size:
             return np.flatnonzero(scores > 0 if minimum is None else scores >= minimum)
-        ids = kept[0].ids if len(kept) == 1 else union([part.ids for part in kept])
-        values = np.take(scores, ids, out=self._scratch[: ids.size])
-        found: np.ndarray = ids[values > 0 if minimum is None else values >= minimum]
-        return np.sort(found) if len(kept) == 1 else found
+        parts = []
+        for part in kept:
+            values = np.take(scores, part.ids, out=self._scratch[: part.ids.size])
+            parts.append(part.ids[values > 0 if minimum is None else values >= minimum])
+        return np.sort(parts[0]) if len(parts) == 1 else union(parts)
+
+    def _probe(self, scores: np.ndarray, kept: list[Contribution], limit: int) -> np.ndarray | None:
+        """At least ``limit`` distinct documents of the terms added so far, or ``None``: the
+        first term's, when it has enough, else all of them."""
+        first = kept[0].ids
+        positive = first[np.take(scores, first, out=self._scratch[: first.size]) > 0]
+        found = positive if positive.size >= limit or len(kept) == 1 else self._reaching(scores, kept, None)
+        return found if found.size >= limit else None
 
     def _rescored(
         self,
@@ -306,12 +315,10 @@ class Ranker:
         return grown
 
     def _clear(self, scores: np.ndarray, kept: list[Contribution]) -> None:
-        """Zero what the pruned search added, for the next search."""
-        if all(not part.dense for part in kept):
-            for part in kept:
-                scores[part.ids] = 0.0
-        else:
-            scores.fill(0.0)
+        """Zero what the pruned search added, for the next search: only the terms' postings
+        are not 0, dense contributions included."""
+        for part in kept:
+            scores[part.ids] = 0.0
         self._scores_zeroed = True
 
     def _stats_of(
@@ -526,6 +533,10 @@ class Ranker:
 
 CACHED_TOOLS_LIMIT = 4096
 """Tool rows kept per process for search results."""
+
+SCAN_SHARE = 4
+"""Documents reaching a score are found by scanning the whole score array once the postings
+added are one in this many of its ids: looking up that many scattered ids costs more."""
 
 FORWARD_COLUMNS = ("tool_id", "term_id", "tf", "doc_len")
 """The columns of the cached forward postings, one int64 row a posting."""
