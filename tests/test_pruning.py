@@ -68,7 +68,7 @@ def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Tool
 def both(index: ToolIndex, query: str, corpus: Corpus, limit: int) -> tuple[list[Any], list[Any]]:
     """``(pruned hits, exhaustive hits)`` as ``(name, score)`` pairs."""
     answers = []
-    for ranker in (Ranker(pruning=True), Ranker(pruning=False)):
+    for ranker in (Ranker(prune_from=0), Ranker(prune_from=None)):
         with read_transaction(index.engine) as connection:
             ranking = ranker.rank(connection, query_terms(query), corpus, limit)
         answers.append([(hit.tool_id, hit.name, hit.score) for hit in ranking.hits])

@@ -28,6 +28,11 @@ from discovery.ranking.topk import RankedTool, candidates, kth_best, ordered, un
 from discovery.text.analyzers import REFERENCE, Analyzer
 from store import GroupStats, StoredTool, TermStats, reads
 
+PRUNE_FROM = 300_000
+"""Corpora this large are searched with pruning. In smaller ones every contribution of the
+queried terms fits the cache, adding them is cheap, and bounding costs more than it saves
+(see bench/results.md)."""
+
 CACHED_POSTINGS_BYTES = 80_000_000
 """Memory for the postings kept per process, least recently used term first out: 32 bytes a
 posting, and for each contribution kept 8 more a posting, or 8 an id when laid out densely."""
@@ -80,9 +85,10 @@ class Ranker:
     generation its caller's transaction sees, so a thread whose snapshot is older or newer than
     what the caches hold reloads them before using them."""
 
-    def __init__(self, *, pruning: bool = True) -> None:
-        self.pruning = pruning
-        """Whether a search with a limit may skip postings (``_pruned``); results are the same."""
+    def __init__(self, *, prune_from: int | None = PRUNE_FROM) -> None:
+        self.prune_from = prune_from
+        """The corpus size from which a search with a limit skips postings (``_pruned``;
+        ``None``: never). Results are the same either way."""
         self._lock = threading.RLock()
         self._generation = -1
         self._analyzer: Analyzer = REFERENCE
@@ -125,7 +131,7 @@ class Ranker:
         avgdl = average_length(n_docs, total_len)
         if limit is not None and limit < 1:
             return Ranking(total_tools=n_docs, hits=[])
-        if limit is not None and self.pruning:
+        if limit is not None and self.prune_from is not None and n_docs >= self.prune_from:
             pruned = self._pruned(connection, query_terms, corpus, exclusion, n_docs, avgdl, limit)
             if pruned is not None:
                 return Ranking(total_tools=n_docs, hits=pruned)
