@@ -12,6 +12,9 @@ libraries in ``__init__`` so that a cold start pays only for its own imports.
 - ``rank_bm25``, ``bm25s``: BM25+ (k1 1.2, b 0.75, δ 1) over token lists where each field's
   tokens are repeated by the field weight; their idf differs from ours and both add δ·idf to
   documents that lack the term. Persisted with pickle and ``bm25s.save``.
+- ``tantivy``: the Rust engine (persistent, incremental, block-max WAND) over the same fields
+  pre-split by our tokenizer and indexed with its whitespace tokenizer, so it sees our tokens;
+  a query is an OR of term queries per field, boosted 6,4,4,2,2,1 (its BM25, not BM25+).
 - ``memory``: our own scoring in Python dicts, rebuilt from the catalog on every open (what a
   host without a persistent index does at every session start).
 """
@@ -47,14 +50,14 @@ class Peer(Protocol):
 
 
 def standalone_tokenizer() -> Callable[[str], list[str]]:
-    """``discovery/tokenize.py`` loaded on its own.
+    """``discovery/text/tokenizer.py`` loaded on its own.
 
     Importing it as ``discovery.text.tokenizer`` runs ``discovery/__init__`` and loads the whole
     library (SQLAlchemy, pydantic, ...); the peers need only the tokenizer at query time, so
     their cold start and serving RSS should not pay for the rest. The module is pure (it imports
     nothing of ours), which is what makes this safe.
     """
-    path = Path(__file__).resolve().parent.parent / "discovery" / "tokenize.py"
+    path = Path(__file__).resolve().parent.parent / "discovery" / "text" / "tokenizer.py"
     spec = importlib.util.spec_from_file_location("bench_standalone_tokenize", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
@@ -382,6 +385,100 @@ class Bm25sPeer(StaticPeer):
         return top_k(self.names, self.model.get_scores_from_ids(ids), k)
 
 
+class TantivyPeer:
+    """``tantivy``: an on-disk index of our tokens, one field per weighted field."""
+
+    name = "tantivy"
+    incremental = True
+    persistent = True
+
+    def __init__(self, directory: Path, catalog: Path) -> None:
+        import tantivy
+
+        self.tantivy = tantivy
+        self.tokenize = standalone_tokenizer()
+        self.path = directory / "tantivy"
+        builder = tantivy.SchemaBuilder()
+        builder.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
+        for column in _FTS_COLUMNS:
+            builder.add_text_field(column, tokenizer_name="whitespace", index_option="freq")
+        self.schema = builder.build()
+        self.index: Any = None
+        self.writer: Any = None
+        self.searcher: Any = None
+
+    def prepare(self, raw: Sequence[Raw]) -> Any:
+        return tool_records(raw)
+
+    def _document(self, record: Any) -> Any:
+        values = (
+            record.name,
+            record.label,
+            record.mcp_tool_name or "",
+            record.server_name or "",
+            record.summary,
+            " ".join(record.schema_keys),
+        )
+        fields = {
+            column: " ".join(self.tokenize(value)) for column, value in zip(_FTS_COLUMNS, values, strict=True)
+        }
+        return self.tantivy.Document(id=record.name, **fields)
+
+    def build(self, prepared: Any) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.index = self.tantivy.Index(self.schema, path=str(self.path))
+        writer = self.index.writer(heap_size=512_000_000)
+        for record in prepared:
+            writer.add_document(self._document(record))
+        writer.commit()
+        writer.wait_merging_threads()
+        self.index.reload()
+
+    def open(self) -> None:
+        self.index = self.tantivy.Index.open(str(self.path))
+        self.searcher = self.index.searcher()
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        if self.searcher is None:
+            self.searcher = self.index.searcher()
+        Query, Occur = self.tantivy.Query, self.tantivy.Occur
+        clauses = [
+            (Occur.Should, Query.boost_query(Query.term_query(self.schema, column, token), float(weight)))
+            for token in dict.fromkeys(self.tokenize(query))
+            for column, weight in zip(_FTS_COLUMNS, (6, 4, 4, 2, 2, 1), strict=True)
+        ]
+        if not clauses:
+            return []
+        found = self.searcher.search(Query.boolean_query(clauses), k)
+        return [(self.searcher.doc(address)["id"][0], score) for score, address in found.hits]
+
+    def _writer(self) -> Any:
+        if self.writer is None:
+            self.writer = self.index.writer(heap_size=50_000_000, num_threads=1)
+        return self.writer
+
+    def upsert(self, raw: Raw) -> None:
+        record = tool_records([raw])[0]
+        writer = self._writer()
+        writer.delete_documents_by_term("id", record.name)
+        writer.add_document(self._document(record))
+        writer.commit()
+        self.index.reload()
+        self.searcher = None
+
+    def remove(self, name: str) -> None:
+        writer = self._writer()
+        writer.delete_documents_by_term("id", name)
+        writer.commit()
+        self.index.reload()
+        self.searcher = None
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.wait_merging_threads()
+        self.writer = self.searcher = self.index = None
+
+
 def make_peer(engine: str, directory: Path, catalog: Path) -> Peer:
     """The peer called ``engine``, working in ``directory``."""
     from bench.memory import MemoryPeer
@@ -392,11 +489,12 @@ def make_peer(engine: str, directory: Path, catalog: Path) -> Peer:
         "fts5-ourtok": lambda: Fts5Peer(directory, catalog, our_tokens=True),
         "rank_bm25": lambda: RankBm25Peer(directory, catalog),
         "bm25s": lambda: Bm25sPeer(directory, catalog),
+        "tantivy": lambda: TantivyPeer(directory, catalog),
         "memory": lambda: MemoryPeer(directory, catalog),
     }
     return factories[engine]()
 
 
-ENGINES = ("tool-index", "fts5", "fts5-ourtok", "bm25s", "rank_bm25", "memory")
+ENGINES = ("tool-index", "fts5", "fts5-ourtok", "bm25s", "tantivy", "rank_bm25", "memory")
 
 __all__ = ["ENGINES", "Hit", "Peer", "make_peer", "read_catalog", "tool_records"]

@@ -79,6 +79,20 @@ NOTES = (
 )
 
 
+LARGEST_CATALOG = {"rank_bm25": 300_000, "memory": 300_000}
+"""Engines skipped above a catalog size, and said so in the table: ``rank_bm25`` scores every
+document in Python for each query term (hours of query passes at a million tools), and
+``memory`` rebuilds its whole index in every serving process."""
+
+
+def skipped(engine: str, size: int) -> str | None:
+    """Why ``engine`` is not run on a catalog of ``size`` tools, or ``None``."""
+    largest = LARGEST_CATALOG.get(engine)
+    if largest is None or size <= largest:
+        return None
+    return f"skipped above {largest:,} tools (would take hours here)"
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
     parser.add_argument(
@@ -206,6 +220,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             plan = write_plan(args, directory, path, records)
             rows: list[report.Row] = []
             for engine in engines:
+                reason = skipped(engine, len(records))
+                if reason is not None:
+                    console.print(f"{title}: {engine} {reason}")
+                    rows.extend(report.make_rows(title, engine, {"error": reason, "tools": len(records)}, {}))
+                    continue
                 with console.status(f"{title}: {engine}"):
                     build = run_worker("build", engine, plan)
                     serve = run_worker("serve", engine, plan) if "error" not in build else {}

@@ -188,6 +188,25 @@ def group_server_counts(connection: Connection, grp: int) -> dict[str | None, in
     return {server: int(count) for server, count in rows}
 
 
+def forward_postings(connection: Connection, tool_ids: Sequence[int]) -> np.ndarray:
+    """The postings ``tool_ids`` hold (``store.postings.CHANGE_DTYPE``), read from their indexed
+    terms: what scoring a few documents needs, without any term's whole postings."""
+    parts: list[np.ndarray] = []
+    for part in chunks(list(tool_ids)):
+        rows = connection.execute(
+            select(
+                tools_table.c.id, tools_table.c.grp, tools_table.c.doc_len, tools_table.c.indexed_terms
+            ).where(tools_table.c.id.in_(part))
+        )
+        for tool_id, grp, doc_len, indexed in rows:
+            entries = packed.forward_entries(indexed, tool_id)
+            held = np.empty(entries.size, packed.CHANGE_DTYPE)
+            held["term_id"], held["tf"] = entries["term_id"], entries["tf"]
+            held["grp"], held["tool_id"], held["doc_len"] = grp, tool_id, doc_len
+            parts.append(held)
+    return np.concatenate(parts) if parts else np.empty(0, packed.CHANGE_DTYPE)
+
+
 def term_ids_of_tools(connection: Connection, tool_ids: Sequence[int]) -> dict[int, frozenset[int]]:
     """The terms each tool holds, from its indexed terms."""
     found: dict[int, frozenset[int]] = {tool_id: frozenset() for tool_id in tool_ids}

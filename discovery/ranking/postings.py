@@ -40,7 +40,9 @@ class Contribution:
             target = scores[: self.values.size]
             target += self.values
         else:
-            np.add.at(scores, self.ids, self.values)  # ids are unique: a plain scatter-add
+            # The ids are unique, so a fancy-indexed add is one addition per posting, as
+            # ``np.add.at`` would make, without its per-element dispatch.
+            scores[self.ids] += self.values
 
 
 Contributions = OrderedDict[tuple[float, tuple[int, ...], float], Contribution]

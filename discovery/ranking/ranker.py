@@ -9,6 +9,7 @@ any process bumps it and the next search here starts from fresh data.
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
@@ -19,12 +20,18 @@ import numpy as np
 from sqlalchemy import Connection
 
 from discovery.params import query_terms, stored_analyzer_named
+from discovery.ranking import pruning
 from discovery.ranking.bm25 import average_length, idf
 from discovery.ranking.corpus import Corpus
 from discovery.ranking.postings import Contribution, TermPostings, load_postings, norm_table
-from discovery.ranking.topk import RankedTool, candidates, ordered
+from discovery.ranking.topk import RankedTool, candidates, kth_best, ordered, union
 from discovery.text.analyzers import REFERENCE, Analyzer
-from store import GroupStats, StoredTool, reads
+from store import GroupStats, StoredTool, TermStats, reads
+
+PRUNE_FROM = 300_000
+"""Corpora this large are searched with pruning. In smaller ones every contribution of the
+queried terms fits the cache, adding them is cheap, and bounding costs more than it saves
+(see bench/results.md)."""
 
 CACHED_POSTINGS_BYTES = 80_000_000
 """Memory for the postings kept per process, least recently used term first out: 32 bytes a
@@ -78,7 +85,10 @@ class Ranker:
     generation its caller's transaction sees, so a thread whose snapshot is older or newer than
     what the caches hold reloads them before using them."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, prune_from: int | None = PRUNE_FROM) -> None:
+        self.prune_from = prune_from
+        """The corpus size from which a search with a limit skips postings (``_pruned``;
+        ``None``: never). Results are the same either way."""
         self._lock = threading.RLock()
         self._generation = -1
         self._analyzer: Analyzer = REFERENCE
@@ -89,6 +99,8 @@ class Ranker:
         self._names: dict[int, str] = {}
         self._tools: dict[int, StoredTool] = {}
         self._document_terms: dict[int, frozenset[int]] = {}
+        self._term_stats: dict[str, tuple[int, dict[int, TermStats]] | None] = {}
+        self._forward_cache: dict[int, np.ndarray] = {}
         self._synced_on: Connection | None = None
         self._exclusions: dict[Corpus, Exclusion] = {}
         # The scores of one search at a time (callers are serialized), and room to partition
@@ -117,11 +129,17 @@ class Ranker:
         n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(excluded)
         total_len = sum(self._group_stats[g].total_len for g in corpus.groups) - exclusion.total_len
         avgdl = average_length(n_docs, total_len)
+        if limit is not None and limit < 1:
+            return Ranking(total_tools=n_docs, hits=[])
+        if limit is not None and self.prune_from is not None and n_docs >= self.prune_from:
+            pruned = self._pruned(connection, query_terms, corpus, exclusion, n_docs, avgdl, limit)
+            if pruned is not None:
+                return Ranking(total_tools=n_docs, hits=pruned)
         entries = self._term_postings(connection, list(query_terms))
         present = [entry for entry in entries.values() if entry is not None]
         # Needed only to compute a contribution that is not cached yet.
         norms = functools.cache(functools.partial(norm_table, present, avgdl))
-        if not present or (limit is not None and limit < 1):
+        if not present:
             return Ranking(total_tools=n_docs, hits=[])
         scores = self._zeroed_scores(max(entry.max_id for entry in present) + 1)
         scored: list[tuple[float, np.ndarray]] = []  # each term's weight and documents
@@ -153,6 +171,174 @@ class Ranker:
             scores.fill(0.0)
         self._scores_zeroed = True
         return Ranking(total_tools=n_docs, hits=hits)
+
+    def _pruned(
+        self,
+        connection: Connection,
+        query_terms: dict[str, int],
+        corpus: Corpus,
+        exclusion: Exclusion,
+        n_docs: int,
+        avgdl: float,
+        limit: int,
+    ) -> list[RankedTool] | None:
+        """The top ``limit`` found without scoring every posting (``pruning``), or ``None`` when
+        the bounds do not rule out enough documents: then the exhaustive search runs.
+
+        Terms are taken strongest bound first, each over all its postings, until the k-th best
+        partial score is a floor that no document outside their postings can reach and few
+        inside them can; those few are scored in full from their own terms."""
+        weights: dict[str, tuple[int, float]] = {}
+        bounds: dict[str, float] = {}
+        known = self._stats_of(connection, list(query_terms))
+        for term, qtf in query_terms.items():
+            found = known[term]
+            if found is None:
+                continue
+            term_id, stats = found
+            df = sum(stats[g].df for g in corpus.groups if g in stats)
+            df -= exclusion.term_counts.get(term_id, 0)
+            if df <= 0:
+                continue
+            weight = qtf * idf(n_docs, df)
+            weights[term] = (term_id, weight)
+            max_tf = max(stats[g].max_tf for g in corpus.groups if g in stats)
+            bounds[term] = pruning.upper_bound(weight, max_tf)
+        if len(weights) < 2:
+            return None
+        order = sorted(weights, key=lambda term: -bounds[term])
+        dropped = [doc.id for doc in exclusion.documents]
+        scores: np.ndarray | None = None
+        kept: list[Contribution] = []
+        probe: np.ndarray | None = None
+        try:
+            for taken, term in enumerate(order, 1):
+                entry = self._term_postings(connection, [term])[term]
+                if entry is None:
+                    return None
+                norms = functools.partial(norm_table, [entry], avgdl)
+                added = self._contribution(term, entry, corpus.groups, avgdl, norms, weights[term][1])
+                scores = self._grown_scores(scores, entry.max_id + 1)
+                added.add_to(scores)
+                kept.append(added)
+                scores[[i for i in dropped if i < scores.size]] = 0.0
+                if probe is None:
+                    # The floor comes from the first documents found, at least ``limit`` of them:
+                    # the k-th best of any of them is at most the k-th best of all.
+                    probe = self._probe(scores, kept, limit)
+                    if probe is None:
+                        continue
+                floor = pruning.floor_of(kth_best(scores, self._scratch, probe, limit))
+                rest = pruning.bound_sum([bounds[t] for t in order[taken:]])
+                if rest >= floor:
+                    continue
+                placing = self._reaching(scores, kept, pruning.floor_of(floor - rest))
+                if placing.size > FORWARD_SCORED:
+                    continue
+                return self._rescored(connection, placing, query_terms, weights, avgdl, limit)
+            return None
+        finally:
+            self._evict()
+            if scores is not None:
+                self._clear(scores, kept)
+
+    def _reaching(self, scores: np.ndarray, kept: list[Contribution], minimum: float | None) -> np.ndarray:
+        """The documents (ascending, distinct) whose score so far is at least ``minimum``
+        (positive when ``None``): all are among the postings of the terms added, ``kept``, so
+        each term's are filtered and only what passes is merged, or, when they are many next to
+        the array, the array is scanned in order (a pass over contiguous memory)."""
+        if sum(part.ids.size for part in kept) * SCAN_SHARE > scores.size:
+            return np.flatnonzero(scores > 0 if minimum is None else scores >= minimum)
+        parts = []
+        for part in kept:
+            values = np.take(scores, part.ids, out=self._scratch[: part.ids.size])
+            parts.append(part.ids[values > 0 if minimum is None else values >= minimum])
+        return np.sort(parts[0]) if len(parts) == 1 else union(parts)
+
+    def _probe(self, scores: np.ndarray, kept: list[Contribution], limit: int) -> np.ndarray | None:
+        """At least ``limit`` distinct documents of the terms added so far, or ``None``: the
+        first term's, when it has enough, else all of them."""
+        first = kept[0].ids
+        positive = first[np.take(scores, first, out=self._scratch[: first.size]) > 0]
+        found = positive if positive.size >= limit or len(kept) == 1 else self._reaching(scores, kept, None)
+        return found if found.size >= limit else None
+
+    def _rescored(
+        self,
+        connection: Connection,
+        ids: np.ndarray,
+        query_terms: dict[str, int],
+        weights: dict[str, tuple[int, float]],
+        avgdl: float,
+        limit: int,
+    ) -> list[RankedTool]:
+        """``ids`` (ascending) ranked by their full scores, computed from their own terms."""
+        in_order = [weights[term] for term in query_terms if term in weights]
+        id_list: list[int] = ids.tolist()
+        full = pruning.exact_scores(ids, self._forward(connection, id_list), in_order, avgdl)
+
+        def names_at(positions: list[int]) -> dict[int, str]:
+            names = self._names_of(connection, [id_list[p] for p in positions])
+            return {p: names[id_list[p]] for p in positions}
+
+        # Ranked by position in ``ids``, then given back their tool ids.
+        hits = ordered(full, np.arange(ids.size), limit, names_at)
+        return [RankedTool(id_list[hit.tool_id], hit.name, hit.score) for hit in hits]
+
+    def _forward(self, connection: Connection, ids: list[int]) -> np.ndarray:
+        """The postings documents ``ids`` (at least one) hold (``reads.forward_postings``), as
+        rows of ``FORWARD_COLUMNS``; cached by tool."""
+        cache = self._forward_cache
+        missing = [i for i in ids if i not in cache]
+        if missing:
+            if len(cache) + len(missing) > CACHED_FORWARD_LIMIT:
+                cache.clear()
+            rows = reads.forward_postings(connection, missing)
+            table = np.column_stack([rows[column].astype(np.int64) for column in FORWARD_COLUMNS])
+            tool_ids = rows["tool_id"]
+            # Each tool's postings come as one run.
+            edges = [0, *(np.flatnonzero(tool_ids[1:] != tool_ids[:-1]) + 1).tolist(), int(rows.size)]
+            for start, end in itertools.pairwise(edges):
+                if end > start:
+                    cache[int(tool_ids[start])] = table[start:end]
+            for i in missing:
+                cache.setdefault(i, table[:0])
+        return (
+            np.concatenate([cache[i] for i in ids]) if ids else np.empty((0, len(FORWARD_COLUMNS)), np.int64)
+        )
+
+    def _grown_scores(self, scores: np.ndarray | None, size: int) -> np.ndarray:
+        """``scores`` (a zeroed score array when ``None``) at least ``size`` long, values kept."""
+        if scores is None:
+            return self._zeroed_scores(size)
+        if scores.size >= size:
+            return scores
+        if self._scores.size >= size:  # a longer view of the same buffer, zero past the old end
+            return self._scores[:size]
+        grown = np.zeros(size)
+        grown[: scores.size] = scores
+        self._scores, self._scratch = grown, np.zeros(size)
+        return grown
+
+    def _clear(self, scores: np.ndarray, kept: list[Contribution]) -> None:
+        """Zero what the pruned search added, for the next search: only the terms' postings
+        are not 0, dense contributions included."""
+        for part in kept:
+            scores[part.ids] = 0.0
+        self._scores_zeroed = True
+
+    def _stats_of(
+        self, connection: Connection, terms: Sequence[str]
+    ) -> dict[str, tuple[int, dict[int, TermStats]] | None]:
+        """Each term's id and statistics per group (``None``: no tool has it), cached."""
+        missing = [term for term in terms if term not in self._term_stats]
+        if missing:
+            if len(self._term_stats) + len(missing) > CACHED_TERM_STATS:
+                self._term_stats.clear()
+            found = reads.term_stats(connection, missing)
+            for term in missing:
+                self._term_stats[term] = found.get(term)
+        return {term: self._term_stats[term] for term in terms}
 
     @_serialized
     def analyzer(self, connection: Connection) -> Analyzer:
@@ -204,6 +390,8 @@ class Ranker:
             self._names.clear()
             self._tools.clear()
             self._document_terms.clear()
+            self._term_stats.clear()
+            self._forward_cache.clear()
             self._exclusions.clear()
         self._synced_on = connection
 
@@ -281,9 +469,10 @@ class Ranker:
                 found[term] = self._postings[term]
         missing = [term for term in terms if term not in found]
         if missing:
-            stats = reads.term_stats(connection, missing)
+            stats = self._stats_of(connection, missing)
             for term in missing:
-                entry = load_postings(connection, *stats[term]) if term in stats else None
+                known = stats[term]
+                entry = None if known is None else load_postings(connection, *known)
                 found[term] = entry
                 self._postings[term] = entry
                 self._cached_bytes += 0 if entry is None else entry.nbytes
@@ -353,6 +542,23 @@ class Ranker:
 
 CACHED_TOOLS_LIMIT = 4096
 """Tool rows kept per process for search results."""
+
+SCAN_SHARE = 4
+"""Documents reaching a score are found by scanning the whole score array once the postings
+added are one in this many of its ids: looking up that many scattered ids costs more."""
+
+FORWARD_COLUMNS = ("tool_id", "term_id", "tf", "doc_len")
+"""The columns of the cached forward postings, one int64 row a posting."""
+
+CACHED_FORWARD_LIMIT = 65_536
+"""Documents whose own postings are kept per process, for the exact scores of pruned searches."""
+
+CACHED_TERM_STATS = 65_536
+"""Terms whose id and statistics are kept per process."""
+
+FORWARD_SCORED = 2048
+"""The most documents a pruned search scores from their own terms; more, and it takes one
+more term over all its postings (whose bound then no longer counts) to rule more out."""
 
 EXCLUSION_CACHE_SIZE = 256
 """Corpora (sessions' exclusion sets) whose per-term exclusion counts are kept."""

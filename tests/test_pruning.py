@@ -1,0 +1,115 @@
+"""Pruned top-k against the exhaustive search: the same hits with the same doubles, in order.
+
+Both rankers read one index; the exhaustive one scores every posting of every query term. The
+catalogs repeat a small vocabulary with skewed frequencies, so the pruned path meets ties,
+terms held by most documents and terms held by few; sessions exclude some tools, which changes
+``N``, the average length and ``df`` under the bounds.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from discovery import ToolIndex
+from discovery.params import query_terms
+from discovery.ranking import ranker as ranker_module
+from discovery.ranking.corpus import Corpus
+from discovery.ranking.ranker import Ranker
+from store import GROUP_LOCAL, GROUP_MCP
+from store.engine import read_transaction
+
+VOCABULARY = [f"w{i}" for i in range(40)]
+SERVERS = ["alpha", "beta", "gamma"]
+
+
+def catalog(seed: int, count: int) -> list[dict[str, Any]]:
+    """``count`` tools whose words follow a skewed distribution (w0 in most, w39 in few)."""
+    rng = random.Random(seed)
+    weights = [1 / (rank + 1) for rank in range(len(VOCABULARY))]
+    tools = []
+    for number in range(count):
+        server = rng.choice(SERVERS)
+        words = rng.choices(VOCABULARY, weights, k=rng.randint(1, 10))
+        keys = rng.sample(VOCABULARY[:12], rng.randint(0, 3))
+        local = number % 7 == 0
+        tools.append(
+            {
+                "name": f"{words[0]}_{number}" if local else f"mcp__{server}__{words[0]}_{number}",
+                "description": " ".join(words),
+                "server_name": None if local else server,
+                "mcp_tool_name": None if local else f"{words[0]}_{number}",
+                "input_schema": {"type": "object", "properties": {key: {"type": "string"} for key in keys}},
+            }
+        )
+    return tools
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, ToolIndex]]:
+    """One index per seed of a few catalogs, kept for the module (hypothesis draws from them)."""
+    opened = {}
+    for seed in range(3):
+        path: Path = tmp_path_factory.mktemp(f"pruning-{seed}") / "tools.db"
+        index = ToolIndex.open(f"sqlite:///{path}")
+        index.upsert_tools(catalog(seed, 300 + 150 * seed))
+        opened[seed] = index
+    yield opened
+    for index in opened.values():
+        index.close()
+
+
+def both(index: ToolIndex, query: str, corpus: Corpus, limit: int) -> tuple[list[Any], list[Any]]:
+    """``(pruned hits, exhaustive hits)`` as ``(name, score)`` pairs."""
+    answers = []
+    for ranker in (Ranker(prune_from=0), Ranker(prune_from=None)):
+        with read_transaction(index.engine) as connection:
+            ranking = ranker.rank(connection, query_terms(query), corpus, limit)
+        answers.append([(hit.tool_id, hit.name, hit.score) for hit in ranking.hits])
+    return answers[0], answers[1]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 2),
+    words=st.lists(st.sampled_from([*VOCABULARY, "absent"]), min_size=1, max_size=9),
+    limit=st.integers(1, 12),
+    mode=st.sampled_from([(GROUP_MCP,), (GROUP_LOCAL, GROUP_MCP)]),
+    excluded=st.lists(st.integers(0, 599), max_size=30),
+)
+def test_pruned_search_equals_exhaustive(
+    indexes: dict[int, ToolIndex],
+    seed: int,
+    words: list[str],
+    limit: int,
+    mode: tuple[int, ...],
+    excluded: list[int],
+) -> None:
+    tools = catalog(seed, 300 + 150 * seed)
+    names = frozenset(tools[i]["name"] for i in excluded if i < len(tools))
+    pruned, exhaustive = both(indexes[seed], " ".join(words), Corpus(mode, names), limit)
+    assert pruned == exhaustive  # floats compared for equality: bit for bit
+
+
+def test_common_terms_are_pruned(indexes: dict[int, ToolIndex], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query of a rare term and common ones takes the pruned path and scores only a few
+    documents in full, and still answers as the exhaustive search does."""
+    rescored: list[int] = []
+    original = ranker_module.Ranker._rescored
+
+    def spy(self: Ranker, connection: Any, ids: Any, *args: Any) -> Any:
+        rescored.append(int(ids.size))
+        return original(self, connection, ids, *args)
+
+    monkeypatch.setattr(ranker_module.Ranker, "_rescored", spy)
+    index = indexes[2]
+    pruned, exhaustive = both(index, "w39 w0 w1 w2", Corpus((GROUP_LOCAL, GROUP_MCP)), 5)
+    assert pruned == exhaustive
+    assert len(rescored) == 1
+    assert 5 <= rescored[0] < len(catalog(2, 600)) // 4
