@@ -6,6 +6,9 @@ cold start); ``search`` returns ``(name, score)`` pairs, best first. Engines imp
 libraries in ``__init__`` so that a cold start pays only for its own imports.
 
 - ``tool-index``: this project, through ``discovery.ToolIndex`` on a SQLite file.
+- ``tool-index-pg``: the same on PostgreSQL: a database of its own, created afresh by each build
+  on the server ``TOOL_INDEX_BENCH_PG`` names (a ``postgresql+psycopg://`` URL whose role may
+  create databases); its size is the server's ``pg_database_size``.
 - ``fts5``: SQLite FTS5 ``bm25()`` with weights 6,4,4,2,2,1 over the raw fields (unicode61
   tokenizer: ``createIssue`` is one token there); queries are our tokens, quoted and OR-ed.
 - ``fts5-ourtok``: the same, over fields pre-split by our tokenizer (same tokens as ours).
@@ -21,8 +24,10 @@ libraries in ``__init__`` so that a cold start pays only for its own imports.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
+import os
 import pickle
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -139,6 +144,47 @@ class ToolIndexPeer:
         if self.index is not None:
             self.index.close()
             self.index = None
+
+
+PG_SERVER_VARIABLE = "TOOL_INDEX_BENCH_PG"
+
+
+class ToolIndexPgPeer(ToolIndexPeer):
+    """This project on PostgreSQL, in a database named after the bench directory, so that the
+    build and the serve processes of one run find the same one."""
+
+    name = "tool-index-pg"
+
+    def __init__(self, directory: Path, catalog: Path) -> None:
+        super().__init__(directory, catalog)
+        from sqlalchemy.engine import make_url
+
+        server = os.environ.get(PG_SERVER_VARIABLE)
+        if not server:
+            raise RuntimeError(f"set {PG_SERVER_VARIABLE} to a PostgreSQL URL to bench tool-index-pg")
+        digest = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:12]
+        self.server = make_url(server)
+        self.database = f"tool_index_bench_{digest}"
+        self.url = self.server.set(database=self.database).render_as_string(hide_password=False)
+
+    def _admin(self, statement: str) -> Any:
+        from sqlalchemy import create_engine, text
+
+        engine = create_engine(self.server, isolation_level="AUTOCOMMIT")
+        try:
+            with engine.connect() as connection:
+                result = connection.execute(text(statement))
+                return result.scalar() if result.returns_rows else None
+        finally:
+            engine.dispose()
+
+    def build(self, prepared: Any) -> None:
+        self._admin(f'DROP DATABASE IF EXISTS "{self.database}"')
+        self._admin(f'CREATE DATABASE "{self.database}"')
+        super().build(prepared)
+
+    def size_bytes(self) -> int:
+        return int(self._admin(f"SELECT pg_database_size('{self.database}')"))
 
 
 _FTS_COLUMNS = ("name", "label", "mcp_tool_name", "server_name", "summary", "schema_keys")
@@ -485,6 +531,7 @@ def make_peer(engine: str, directory: Path, catalog: Path) -> Peer:
 
     factories: dict[str, Callable[[], Peer]] = {
         "tool-index": lambda: ToolIndexPeer(directory, catalog),
+        "tool-index-pg": lambda: ToolIndexPgPeer(directory, catalog),
         "fts5": lambda: Fts5Peer(directory, catalog),
         "fts5-ourtok": lambda: Fts5Peer(directory, catalog, our_tokens=True),
         "rank_bm25": lambda: RankBm25Peer(directory, catalog),
@@ -497,4 +544,24 @@ def make_peer(engine: str, directory: Path, catalog: Path) -> Peer:
 
 ENGINES = ("tool-index", "fts5", "fts5-ourtok", "bm25s", "tantivy", "rank_bm25", "memory")
 
-__all__ = ["ENGINES", "Hit", "Peer", "make_peer", "read_catalog", "tool_records"]
+SERVER_ENGINES = ("tool-index-pg",)
+"""Engines that need a server, run only when asked for (or, by ``bench.run``, when it is named)."""
+
+
+def default_engines() -> tuple[str, ...]:
+    """Every engine this machine can run as the bench stands: the server ones when their server
+    is named."""
+    return ENGINES + (SERVER_ENGINES if os.environ.get(PG_SERVER_VARIABLE) else ())
+
+
+__all__ = [
+    "ENGINES",
+    "PG_SERVER_VARIABLE",
+    "SERVER_ENGINES",
+    "Hit",
+    "Peer",
+    "default_engines",
+    "make_peer",
+    "read_catalog",
+    "tool_records",
+]

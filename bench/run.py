@@ -30,7 +30,7 @@ from rich.table import Table
 
 from bench import quality, report
 from bench.generate import DEFAULT_SEED, generate_catalog, write_jsonl
-from bench.peers import ENGINES, read_catalog
+from bench.peers import ENGINES, PG_SERVER_VARIABLE, SERVER_ENGINES, default_engines, read_catalog
 from bench.queries import query_set
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,7 +99,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--sizes", default="1000,10000,100000", help="comma-separated generated catalog sizes"
     )
     parser.add_argument(
-        "--engines", default=",".join(ENGINES), help=f"comma-separated subset of {','.join(ENGINES)}"
+        "--engines",
+        default=",".join(default_engines()),
+        help=f"comma-separated subset of {','.join(ENGINES + SERVER_ENGINES)} "
+        f"(tool-index-pg: on the server ${PG_SERVER_VARIABLE} names; by default when it is set)",
     )
     parser.add_argument(
         "--no-real", action="store_true", help="skip the real data: the MCP catalog and MetaTool's queries"

@@ -78,7 +78,8 @@ def build_phase(engine: str, plan: dict[str, Any], directory: Path) -> dict[str,
     result: dict[str, Any] = {"tools": plan["size"], "build_s": build_s, "rss_before_mb": rss_before}
     if peer.persistent:
         peer.close()
-        result["size_bytes"] = directory_bytes(directory)
+        measure = getattr(peer, "size_bytes", None)
+        result["size_bytes"] = measure() if measure is not None else directory_bytes(directory)
         peer.open()
     if peer.incremental:
         new, updated = plan["new_records"], plan["updated_records"]
