@@ -177,10 +177,11 @@ def _by_key(changes: np.ndarray) -> Iterator[tuple[Key, np.ndarray]]:
         yield (int(terms[start]), int(groups[start])), changes[start:end]
 
 
-def term_postings(connection: Connection, term_id: int) -> np.ndarray:
-    """Every posting of one term, ordered by (group, tool id): its blocks with their overrides.
+def term_blocks(connection: Connection, term_id: int) -> list[tuple[int, Block]]:
+    """Every posting of one term as ``(group, block)`` in group order, overrides applied.
 
-    The hot path of a search: two index lookups, whatever the term's document frequency.
+    The hot path of a search: two index lookups, whatever the term's document frequency, and
+    a block without overrides is the stored bytes as they are, not a copy.
     """
     blocks = _blocks_of(
         driver.fetch(
@@ -195,9 +196,13 @@ def term_postings(connection: Connection, term_id: int) -> np.ndarray:
         "ORDER BY grp, tool_id",
         (term_id,),
     )
-    merged = _merge(blocks, delta)
+    return [(grp, block) for (_, grp), block in sorted(_merge(blocks, delta).items()) if block.size]
+
+
+def term_postings(connection: Connection, term_id: int) -> np.ndarray:
+    """Every posting of one term (``POSTING_DTYPE``), ordered by (group, tool id)."""
     parts = []
-    for (_, grp), block in sorted(merged.items()):
+    for grp, block in term_blocks(connection, term_id):
         part = np.empty(block.size, POSTING_DTYPE)
         part["tool_id"], part["tf"], part["doc_len"] = block.tool_ids, block.tf, block.doc_len
         part["grp"] = grp

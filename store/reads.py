@@ -73,9 +73,10 @@ def term_stats(connection: Connection, terms: Sequence[str]) -> dict[str, tuple[
     return found
 
 
-def postings(connection: Connection, term_id: int) -> np.ndarray:
-    """Every posting of one term (``store.postings.POSTING_DTYPE``), ordered by (group, tool id)."""
-    return packed.term_postings(connection, term_id)
+def posting_blocks(connection: Connection, term_id: int) -> list[tuple[int, packed.Block]]:
+    """Every posting of one term as ``(group, block)``, in group order; each block's arrays
+    (tool id int64, tf and document length int32) are sorted by tool id."""
+    return packed.term_blocks(connection, term_id)
 
 
 def _stored(row: Any) -> StoredTool:

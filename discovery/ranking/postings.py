@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -12,7 +11,7 @@ from sqlalchemy import Connection
 
 from discovery.ranking.bm25 import contribution, length_norm, saturation_numerator
 from store import TermStats
-from store.reads import postings
+from store.reads import posting_blocks
 
 DENSE_SHARE = 6
 """A contribution is laid out densely by tool id when its postings are at least one in this
@@ -52,7 +51,8 @@ Contributions = OrderedDict[tuple[float, tuple[int, ...], float], Contribution]
 class TermPostings:
     """A term's postings sorted by (group, tool id), with where each group's run starts.
 
-    ``tf_k1`` is ``bm25.saturation_numerator(tf)``, the part no corpus changes;
+    The arrays are kept as stored (tool id int64, tf and length int32): a large catalog's
+    common terms fill the cache, and the doubles of a contribution are cheap to derive again.
     ``contributions`` keeps what the term adds to each score by (average length, groups, weight)
     for the corpora searched last (the ranker fills it), so a repeated search of one corpus only
     adds them up.
@@ -62,7 +62,6 @@ class TermPostings:
     stats: dict[int, TermStats]
     tool_ids: np.ndarray
     tf: np.ndarray
-    tf_k1: np.ndarray
     doc_len: np.ndarray
     group_starts: dict[int, tuple[int, int]]
     max_id: int
@@ -78,7 +77,7 @@ class TermPostings:
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.tool_ids, self.tf, self.tf_k1, self.doc_len)
+        arrays = (self.tool_ids, self.tf, self.doc_len)
         return sum(array.nbytes for array in arrays) + sum(
             kept.nbytes for kept in self.contributions.values()
         )
@@ -88,9 +87,9 @@ class TermPostings:
     ) -> Contribution:
         """``bm25.contribution`` at ``weight`` for the postings of ``groups`` at ``avgdl``."""
         run = self.span(groups)
-        tf, doc_len, ids = self.tf[run], self.doc_len[run], self.tool_ids[run]
+        tf, doc_len, ids = self.tf[run].astype(np.float64), self.doc_len[run], self.tool_ids[run]
         norm = norms[doc_len] if norms is not None else length_norm(doc_len, avgdl)
-        values: np.ndarray = contribution(weight, self.tf_k1[run], tf, norm)
+        values: np.ndarray = contribution(weight, saturation_numerator(tf), tf, norm)
         id_range = int(ids.max()) + 1 if ids.size else 0
         if ids.size == 0 or ids.size * DENSE_SHARE < id_range:
             return Contribution(values, ids, dense=False)
@@ -100,23 +99,28 @@ class TermPostings:
 
 
 def load_postings(connection: Connection, term_id: int, stats: dict[int, TermStats]) -> TermPostings:
-    rows = postings(connection, term_id)
-    groups = rows["grp"]
-    # The rows come ordered by (group, tool id), so each group is one run: found where the group
-    # changes, in one pass (``np.unique`` sorts, and its first call imports ``numpy.ma``).
-    edges = [0, *(np.flatnonzero(groups[1:] != groups[:-1]) + 1).tolist(), int(groups.size)]
-    starts = {int(groups[start]): (start, end) for start, end in itertools.pairwise(edges) if end > start}
-    tf = rows["tf"].astype(np.float64)
+    blocks = posting_blocks(connection, term_id)
+    starts: dict[int, tuple[int, int]] = {}
+    end = 0
+    for grp, block in blocks:
+        starts[grp] = (end, end + block.size)
+        end += block.size
+
+    def joined(column: str) -> np.ndarray:
+        # One group (the common case) is its block's arrays as they are.
+        arrays = [getattr(block, column) for _, block in blocks]
+        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays) if arrays else np.empty(0, np.int32)
+
+    tool_ids, doc_len = joined("tool_ids"), joined("doc_len")
     return TermPostings(
         term_id=term_id,
         stats=stats,
-        tool_ids=rows["tool_id"].astype(np.int64),
-        tf=tf,
-        tf_k1=saturation_numerator(tf),
-        doc_len=rows["doc_len"].astype(np.int64),
+        tool_ids=tool_ids.astype(np.int64, copy=False),
+        tf=joined("tf"),
+        doc_len=doc_len,
         group_starts=starts,
-        max_id=int(rows["tool_id"].max()) if rows.size else 0,
-        longest=int(rows["doc_len"].max()) if rows.size else 0,
+        max_id=max((int(block.tool_ids[-1]) for _, block in blocks), default=0),
+        longest=int(doc_len.max()) if doc_len.size else 0,
     )
 
 

@@ -33,9 +33,11 @@ PRUNE_FROM = 300_000
 queried terms fits the cache, adding them is cheap, and bounding costs more than it saves
 (see bench/results.md)."""
 
-CACHED_POSTINGS_BYTES = 80_000_000
-"""Memory for the postings kept per process, least recently used term first out: 32 bytes a
-posting, and for each contribution kept 8 more a posting, or 8 an id when laid out densely."""
+CACHED_POSTINGS_BYTES = 128_000_000
+"""Memory for the postings kept per process, least recently used term first out: 16 bytes a
+posting, and for each contribution kept 8 more a posting, or 8 an id when laid out densely.
+Enough for the common terms of a million-tool catalog's usual queries, so that repeated
+searches do not read them again; serving stays within a few hundred MB."""
 
 CONTRIBUTIONS_KEPT = 4
 """Contributions a term keeps, one per corpus (and query weight). Each session leaves its own
