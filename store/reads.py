@@ -191,21 +191,31 @@ def group_server_counts(connection: Connection, grp: int) -> dict[str | None, in
 
 def forward_postings(connection: Connection, tool_ids: Sequence[int]) -> np.ndarray:
     """The postings ``tool_ids`` hold (``store.postings.CHANGE_DTYPE``), read from their indexed
-    terms: what scoring a few documents needs, without any term's whole postings."""
-    parts: list[np.ndarray] = []
+    terms: what scoring a few documents needs, without any term's whole postings. The rows'
+    entries are laid out in one pass, not an array per tool: a pruned search reads thousands."""
+    entries: list[np.ndarray] = []
+    ids: list[int] = []
+    groups: list[int] = []
+    lengths: list[int] = []
     for part in chunks(list(tool_ids)):
-        rows = connection.execute(
-            select(
-                tools_table.c.id, tools_table.c.grp, tools_table.c.doc_len, tools_table.c.indexed_terms
-            ).where(tools_table.c.id.in_(part))
+        marks = ", ".join("?" * len(part))
+        rows = driver.fetch(
+            connection, f"SELECT id, grp, doc_len, indexed_terms FROM tools WHERE id IN ({marks})", part
         )
         for tool_id, grp, doc_len, indexed in rows:
-            entries = packed.forward_entries(indexed, tool_id)
-            held = np.empty(entries.size, packed.CHANGE_DTYPE)
-            held["term_id"], held["tf"] = entries["term_id"], entries["tf"]
-            held["grp"], held["tool_id"], held["doc_len"] = grp, tool_id, doc_len
-            parts.append(held)
-    return np.concatenate(parts) if parts else np.empty(0, packed.CHANGE_DTYPE)
+            entries.append(packed.forward_entries(indexed, tool_id))
+            ids.append(tool_id)
+            groups.append(grp)
+            lengths.append(doc_len)
+    held = np.empty(sum(part.size for part in entries), packed.CHANGE_DTYPE)
+    if entries:
+        joined = np.concatenate(entries)
+        counts = [part.size for part in entries]
+        held["term_id"], held["tf"] = joined["term_id"], joined["tf"]
+        held["tool_id"] = np.repeat(np.array(ids, np.int64), counts)
+        held["grp"] = np.repeat(np.array(groups, np.int16), counts)
+        held["doc_len"] = np.repeat(np.array(lengths, np.int32), counts)
+    return held
 
 
 def term_ids_of_tools(connection: Connection, tool_ids: Sequence[int]) -> dict[int, frozenset[int]]:
