@@ -106,22 +106,26 @@ def load_postings(connection: Connection, term_id: int, stats: dict[int, TermSta
         starts[grp] = (end, end + block.size)
         end += block.size
 
-    def joined(column: str) -> np.ndarray:
-        # One group (the common case) is its block's arrays as they are.
-        arrays = [getattr(block, column) for _, block in blocks]
-        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays) if arrays else np.empty(0, np.int32)
-
-    tool_ids, doc_len = joined("tool_ids"), joined("doc_len")
+    tool_ids = _joined([block.tool_ids for _, block in blocks], np.int64)
+    doc_len = _joined([block.doc_len for _, block in blocks], np.int32)
     return TermPostings(
         term_id=term_id,
         stats=stats,
-        tool_ids=tool_ids.astype(np.int64, copy=False),
-        tf=joined("tf"),
+        tool_ids=tool_ids,
+        tf=_joined([block.tf for _, block in blocks], np.int32),
         doc_len=doc_len,
         group_starts=starts,
-        max_id=max((int(block.tool_ids[-1]) for _, block in blocks), default=0),
+        max_id=int(tool_ids.max()) if tool_ids.size else 0,
         longest=int(doc_len.max()) if doc_len.size else 0,
     )
+
+
+def _joined(arrays: list[np.ndarray], dtype: type[np.generic]) -> np.ndarray:
+    """The groups' arrays one after the other; one group (the common case) is its block's
+    array as it is, not a copy."""
+    if len(arrays) == 1:
+        return arrays[0]
+    return np.concatenate(arrays) if arrays else np.empty(0, dtype)
 
 
 NORM_TABLE_LIMIT = 1 << 16
