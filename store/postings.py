@@ -137,13 +137,25 @@ class Block:
         keep = np.ones(self.tool_ids.size, dtype=bool)
         keep[at[found]] = False
         live = tf > 0
-        ids = np.concatenate([self.tool_ids[keep], tool_ids[live]])
-        order = np.argsort(ids, kind="stable")
+        kept_ids, added_ids = self.tool_ids[keep], tool_ids[live]
+        # Both ascend: each added posting goes where its id belongs among the kept ones, shifted
+        # by the added ones before it; a merge in one pass, where a sort of all would cost a
+        # large block's length times its logarithm.
+        at_added = np.searchsorted(kept_ids, added_ids) + np.arange(added_ids.size)
+        is_added = np.zeros(kept_ids.size + added_ids.size, dtype=bool)
+        is_added[at_added] = True
         return Block(
-            ids[order],
-            np.concatenate([self.tf[keep], tf[live]])[order],
-            np.concatenate([self.doc_len[keep], doc_len[live]])[order],
+            _merged(kept_ids, added_ids, is_added),
+            _merged(self.tf[keep], tf[live], is_added),
+            _merged(self.doc_len[keep], doc_len[live], is_added),
         )
+
+
+def _merged(kept: np.ndarray, added: np.ndarray, is_added: np.ndarray) -> np.ndarray:
+    merged = np.empty(is_added.size, kept.dtype)
+    merged[is_added] = added
+    merged[~is_added] = kept
+    return merged
 
 
 BLOCK_COLUMNS = "SELECT term_id, grp, tool_ids, tfs, doc_lens FROM posting_blocks"
