@@ -191,30 +191,34 @@ def group_server_counts(connection: Connection, grp: int) -> dict[str | None, in
 
 def forward_postings(connection: Connection, tool_ids: Sequence[int]) -> np.ndarray:
     """The postings ``tool_ids`` hold (``store.postings.CHANGE_DTYPE``), read from their indexed
-    terms: what scoring a few documents needs, without any term's whole postings. The rows'
-    entries are laid out in one pass, not an array per tool: a pruned search reads thousands."""
-    entries: list[np.ndarray] = []
+    terms: what scoring a few documents needs, without any term's whole postings. A pruned search
+    reads thousands of rows: their entries are joined as bytes and laid out in one pass, not an
+    array per tool."""
+    blobs: list[bytes] = []
     ids: list[int] = []
     groups: list[int] = []
     lengths: list[int] = []
+    counts: list[int] = []
+    width = packed.FORWARD_DTYPE.itemsize
     for part in chunks(list(tool_ids)):
         marks = ", ".join("?" * len(part))
         rows = driver.fetch(
             connection, f"SELECT id, grp, doc_len, indexed_terms FROM tools WHERE id IN ({marks})", part
         )
         for tool_id, grp, doc_len, indexed in rows:
-            entries.append(packed.forward_entries(indexed, tool_id))
+            if not isinstance(indexed, bytes | memoryview) or len(indexed) % width:
+                packed.forward_entries(indexed, tool_id)  # raises CorruptIndex, naming the tool
+            blobs.append(indexed)
             ids.append(tool_id)
             groups.append(grp)
             lengths.append(doc_len)
-    held = np.empty(sum(part.size for part in entries), packed.CHANGE_DTYPE)
-    if entries:
-        joined = np.concatenate(entries)
-        counts = [part.size for part in entries]
-        held["term_id"], held["tf"] = joined["term_id"], joined["tf"]
-        held["tool_id"] = np.repeat(np.array(ids, np.int64), counts)
-        held["grp"] = np.repeat(np.array(groups, np.int16), counts)
-        held["doc_len"] = np.repeat(np.array(lengths, np.int32), counts)
+            counts.append(len(indexed) // width)
+    joined = np.frombuffer(b"".join(blobs), packed.FORWARD_DTYPE)
+    held = np.empty(joined.size, packed.CHANGE_DTYPE)
+    held["term_id"], held["tf"] = joined["term_id"], joined["tf"]
+    held["tool_id"] = np.repeat(np.array(ids, np.int64), counts)
+    held["grp"] = np.repeat(np.array(groups, np.int16), counts)
+    held["doc_len"] = np.repeat(np.array(lengths, np.int32), counts)
     return held
 
 
