@@ -22,8 +22,8 @@ from discovery.params import query_terms
 from discovery.ranking import ranker as ranker_module
 from discovery.ranking.corpus import Corpus
 from discovery.ranking.ranker import Ranker
-from store import GROUP_LOCAL, GROUP_MCP
-from store.engine import read_transaction
+from store import GROUP_LOCAL, GROUP_MCP, CorruptIndex, reads
+from store.engine import read_transaction, write_transaction
 
 VOCABULARY = [f"w{i}" for i in range(40)]
 SERVERS = ["alpha", "beta", "gamma"]
@@ -75,6 +75,7 @@ def both(index: ToolIndex, query: str, corpus: Corpus, limit: int) -> tuple[list
     return answers[0], answers[1]
 
 
+@pytest.mark.parametrize("row_read_postings", [0, 10**12], ids=["rows", "postings"])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     seed=st.integers(0, 2),
@@ -85,12 +86,17 @@ def both(index: ToolIndex, query: str, corpus: Corpus, limit: int) -> tuple[list
 )
 def test_pruned_search_equals_exhaustive(
     indexes: dict[int, ToolIndex],
+    monkeypatch: pytest.MonkeyPatch,
+    row_read_postings: int,
     seed: int,
     words: list[str],
     limit: int,
     mode: tuple[int, ...],
     excluded: list[int],
 ) -> None:
+    """Documents left to score in full are scored from their rows, or from the postings of the
+    query terms (``ROW_READ_POSTINGS`` decides): the doubles are the same either way."""
+    monkeypatch.setattr(ranker_module, "ROW_READ_POSTINGS", row_read_postings)
     tools = catalog(seed, 300 + 150 * seed)
     names = frozenset(tools[i]["name"] for i in excluded if i < len(tools))
     pruned, exhaustive = both(indexes[seed], " ".join(words), Corpus(mode, names), limit)
@@ -113,3 +119,30 @@ def test_common_terms_are_pruned(indexes: dict[int, ToolIndex], monkeypatch: pyt
     assert pruned == exhaustive
     assert len(rescored) == 1
     assert 5 <= rescored[0] < len(catalog(2, 600)) // 4
+
+
+def test_a_torn_row_read_for_scoring_is_a_corrupt_index(indexes: dict[int, ToolIndex]) -> None:
+    """The rows of documents scored in full are checked as they are read: one whose indexed
+    terms are not whole entries names its tool."""
+    index = indexes[0]
+    with read_transaction(index.engine) as connection:
+        first, second = (
+            row[0] for row in connection.exec_driver_sql("SELECT id FROM tools ORDER BY id LIMIT 2")
+        )
+        good = reads.forward_postings(connection, [first, second])
+    assert set(good["tool_id"].tolist()) == {first, second}
+    torn = bytes(5)
+    with write_transaction(index.engine) as connection:
+        original = connection.exec_driver_sql(
+            "SELECT indexed_terms FROM tools WHERE id = ?", (second,)
+        ).scalar()
+        connection.exec_driver_sql("UPDATE tools SET indexed_terms = ? WHERE id = ?", (torn, second))
+    try:
+        with (
+            read_transaction(index.engine) as connection,
+            pytest.raises(CorruptIndex, match=f"tool id {second}"),
+        ):
+            reads.forward_postings(connection, [first, second])
+    finally:
+        with write_transaction(index.engine) as connection:
+            connection.exec_driver_sql("UPDATE tools SET indexed_terms = ? WHERE id = ?", (original, second))

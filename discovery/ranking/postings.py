@@ -10,6 +10,7 @@ import numpy as np
 from sqlalchemy import Connection
 
 from discovery.ranking.bm25 import contribution, length_norm, saturation_numerator
+from discovery.ranking.pruning import Held
 from store import TermStats
 from store.reads import posting_blocks
 
@@ -81,6 +82,25 @@ class TermPostings:
         return sum(array.nbytes for array in arrays) + sum(
             kept.nbytes for kept in self.contributions.values()
         )
+
+    def held(self, ids: np.ndarray, groups: Sequence[int]) -> Held:
+        """Which of ``ids`` (ascending, unique) hold the term in ``groups``, looked up in each
+        group's run (sorted by tool id; together the runs are not)."""
+        positions, rows = [], []
+        for grp in groups:
+            if grp not in self.group_starts:
+                continue
+            start, end = self.group_starts[grp]
+            run = self.tool_ids[start:end]
+            at = np.searchsorted(run, ids)
+            inside = at < run.size
+            found = np.flatnonzero(inside)[run[at[inside]] == ids[inside]]
+            positions.append(found)
+            rows.append(at[found] + start)
+        if not positions:
+            return Held(np.empty(0, np.int64), self.tf[:0], self.doc_len[:0])
+        at_rows = np.concatenate(rows)
+        return Held(np.concatenate(positions), self.tf[at_rows], self.doc_len[at_rows])
 
     def contribution(
         self, groups: tuple[int, ...], avgdl: float, norms: np.ndarray | None, weight: float

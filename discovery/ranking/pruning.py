@@ -5,11 +5,15 @@ The ranker scores the query's strongest terms (by upper bound) over all their po
 k-th best of those partial scores is a floor that the k-th best full score reaches. A document
 none of those terms holds scores at most the sum of the other terms' bounds, and one they hold
 at most its partial score plus that sum: whatever cannot reach the floor cannot place. The few
-documents left get their full scores from their indexed terms, added in query order exactly as
-the exhaustive search adds them, so their doubles are its doubles.
+documents left get their full scores from their terms (their indexed terms, or the postings of
+the query terms when those are at hand), added in query order exactly as the exhaustive search
+adds them, so their doubles are its doubles.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,29 +41,42 @@ def floor_of(kth_partial: float) -> float:
     return kth_partial * (1 - SLACK)
 
 
-def exact_scores(
-    ids: np.ndarray,
-    forward: np.ndarray,
-    weights: list[tuple[int, float]],
-    avgdl: float,
-) -> np.ndarray:
-    """The full scores of ``ids`` (ascending, unique), from their postings ``forward`` (int64
-    rows of tool id, term id, tf, document length: every term they hold), for the query's terms
-    ``(term id, qtf · idf)`` in query order.
+@dataclass(frozen=True, slots=True)
+class Held:
+    """The documents being scored that hold one query term: their positions among them, and
+    their tf and length."""
+
+    positions: np.ndarray
+    tf: np.ndarray
+    doc_len: np.ndarray
+
+
+def exact_scores(size: int, terms: Iterable[tuple[Held | None, float]], avgdl: float) -> np.ndarray:
+    """The full scores of ``size`` documents, from each query term's ``Held`` (``None`` or empty:
+    none holds it) and weight ``qtf · idf``, the terms in query order.
 
     Each term's contribution is the formula of ``TermPostings.contribution`` on the same inputs
     and dtypes, and the terms are added one after the other from 0, as the exhaustive search
     adds them to its score array (a term a document lacks adds nothing there, and nothing here).
     """
-    scores = np.zeros(ids.size)
-    tool_ids, term_ids, tf_column, doc_len = forward.T
-    at = np.searchsorted(ids, tool_ids)
-    tf = tf_column.astype(np.float64)
-    for term_id, weight in weights:
-        held = term_ids == term_id
-        if not held.any():
+    scores = np.zeros(size)
+    for held, weight in terms:
+        if held is None or held.positions.size == 0:
             continue
-        term_tf = tf[held]
-        norm = length_norm(doc_len[held], avgdl)
-        scores[at[held]] += contribution(weight, saturation_numerator(term_tf), term_tf, norm)
+        tf = held.tf.astype(np.float64)
+        norm = length_norm(held.doc_len, avgdl)
+        scores[held.positions] += contribution(weight, saturation_numerator(tf), tf, norm)
     return scores
+
+
+def held_in_forward(ids: np.ndarray, forward: np.ndarray) -> Callable[[int], Held]:
+    """Per term id, what ``Held`` says of ``ids`` (ascending, unique), from their postings
+    ``forward`` (int64 rows of tool id, term id, tf, document length: every term they hold)."""
+    tool_ids, term_ids, tf, doc_len = forward.T
+    at = np.searchsorted(ids, tool_ids)
+
+    def held(term_id: int) -> Held:
+        rows = term_ids == term_id
+        return Held(at[rows], tf[rows], doc_len[rows])
+
+    return held

@@ -237,7 +237,7 @@ class Ranker:
                 placing = self._reaching(scores, kept, pruning.floor_of(floor - rest))
                 if placing.size > FORWARD_SCORED:
                     continue
-                return self._rescored(connection, placing, query_terms, weights, avgdl, limit)
+                return self._rescored(connection, placing, query_terms, weights, avgdl, limit, corpus.groups)
             return None
         finally:
             self._evict()
@@ -273,11 +273,20 @@ class Ranker:
         weights: dict[str, tuple[int, float]],
         avgdl: float,
         limit: int,
+        groups: tuple[int, ...],
     ) -> list[RankedTool]:
-        """``ids`` (ascending) ranked by their full scores, computed from their own terms."""
-        in_order = [weights[term] for term in query_terms if term in weights]
+        """``ids`` (ascending) ranked by their full scores, computed from their own terms: from
+        the postings of the query terms when those cost less to have at hand than the rows of
+        ``ids`` (``_postings_at_hand``), else from the rows."""
+        in_order = [term for term in query_terms if term in weights]
         id_list: list[int] = ids.tolist()
-        full = pruning.exact_scores(ids, self._forward(connection, id_list), in_order, avgdl)
+        entries = self._postings_at_hand(connection, in_order, id_list)
+        if entries is not None:
+            parts = [(entries[term].held(ids, groups), weights[term][1]) for term in in_order]
+        else:
+            held = pruning.held_in_forward(ids, self._forward(connection, id_list))
+            parts = [(held(weights[term][0]), weights[term][1]) for term in in_order]
+        full = pruning.exact_scores(ids.size, parts, avgdl)
 
         def names_at(positions: list[int]) -> dict[int, str]:
             names = self._names_of(connection, [id_list[p] for p in positions])
@@ -286,6 +295,24 @@ class Ranker:
         # Ranked by position in ``ids``, then given back their tool ids.
         hits = ordered(full, np.arange(ids.size), limit, names_at)
         return [RankedTool(id_list[hit.tool_id], hit.name, hit.score) for hit in hits]
+
+    def _postings_at_hand(
+        self, connection: Connection, terms: list[str], ids: list[int]
+    ) -> dict[str, TermPostings] | None:
+        """The postings of ``terms``, or ``None`` when loading those not cached would cost more
+        than reading the rows of ``ids`` not cached (``ROW_READ_POSTINGS``). A row is a seek to
+        a page of its own; postings come in long runs, and once loaded serve the next search of
+        their term too."""
+        missing = [term for term in terms if term not in self._postings]
+        if missing:
+            unread = sum(1 for i in ids if i not in self._forward_cache)
+            known = self._stats_of(connection, missing)
+            postings = sum(stats.df for found in known.values() if found for stats in found[1].values())
+            if postings > unread * ROW_READ_POSTINGS:
+                return None
+        entries = self._term_postings(connection, terms)
+        present = {term: entry for term, entry in entries.items() if entry is not None}
+        return present if len(present) == len(terms) else None
 
     def _forward(self, connection: Connection, ids: list[int]) -> np.ndarray:
         """The postings documents ``ids`` (at least one) hold (``reads.forward_postings``), as
@@ -557,6 +584,10 @@ CACHED_FORWARD_LIMIT = 65_536
 
 CACHED_TERM_STATS = 65_536
 """Terms whose id and statistics are kept per process."""
+
+ROW_READ_POSTINGS = 128
+"""What reading one tool's row costs, in postings of a term loaded: scattered rows each cost a
+page read and a decode of their own, postings are read by the page."""
 
 FORWARD_SCORED = 2048
 """The most documents a pruned search scores from their own terms; more, and it takes one
