@@ -134,13 +134,19 @@ class Block:
         at = np.searchsorted(self.tool_ids, tool_ids)
         found = at < self.tool_ids.size
         found[found] = self.tool_ids[at[found]] == tool_ids[found]
+        live = tf > 0
+        if tool_ids.size <= SPLICED_OVERRIDES:
+            return Block(
+                _spliced(self.tool_ids, at, found, tool_ids, live),
+                _spliced(self.tf, at, found, tf, live),
+                _spliced(self.doc_len, at, found, doc_len, live),
+            )
         keep = np.ones(self.tool_ids.size, dtype=bool)
         keep[at[found]] = False
-        live = tf > 0
         kept_ids, added_ids = self.tool_ids[keep], tool_ids[live]
-        # Both ascend: each added posting goes where its id belongs among the kept ones, shifted
-        # by the added ones before it; a merge in one pass, where a sort of all would cost a
-        # large block's length times its logarithm.
+        # Each added posting goes where its id belongs among the kept ones, shifted by the added
+        # ones before it: a merge in one pass, where a sort of all would cost a large block's
+        # length times its logarithm.
         at_added = np.searchsorted(kept_ids, added_ids) + np.arange(added_ids.size)
         is_added = np.zeros(kept_ids.size + added_ids.size, dtype=bool)
         is_added[at_added] = True
@@ -149,6 +155,29 @@ class Block:
             _merged(self.tf[keep], tf[live], is_added),
             _merged(self.doc_len[keep], doc_len[live], is_added),
         )
+
+
+SPLICED_OVERRIDES = 64
+"""Up to this many overrides are spliced into a block's arrays between runs copied whole; more
+are merged with masks over the whole block, one pass whatever their number."""
+
+
+def _spliced(
+    values: np.ndarray, at: np.ndarray, found: np.ndarray, overrides: np.ndarray, live: np.ndarray
+) -> np.ndarray:
+    """``values`` with override ``i`` in place of entry ``at[i]`` when ``found[i]``, else before
+    it, and left out when not ``live[i]``."""
+    pieces = []
+    start = 0
+    for i, (position, replaces, kept) in enumerate(
+        zip(at.tolist(), found.tolist(), live.tolist(), strict=True)
+    ):
+        pieces.append(values[start:position])
+        if kept:
+            pieces.append(overrides[i : i + 1])
+        start = position + replaces
+    pieces.append(values[start:])
+    return np.concatenate(pieces).astype(values.dtype, copy=False)
 
 
 def _merged(kept: np.ndarray, added: np.ndarray, is_added: np.ndarray) -> np.ndarray:

@@ -70,6 +70,7 @@ def stored(index: ToolIndex) -> dict[Key, dict[int, Entry]]:
     [(16, 64, 8), (0, 10**9, 8), (10**9, 64, 8), (0, 3, 2)],
     ids=["default", "overrides only", "blocks only", "frequent merges"],
 )
+@pytest.mark.parametrize("spliced_overrides", [64, 0], ids=["spliced", "masked"])
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(writes=st.lists(CHANGES, min_size=1, max_size=6))
 def test_any_changes_read_back_as_the_model(
@@ -78,11 +79,13 @@ def test_any_changes_read_back_as_the_model(
     rewrite_factor: int,
     merge_slack: int,
     merge_fraction: int,
+    spliced_overrides: int,
     writes: list[list[tuple[int, int, int, int, int]]],
 ) -> None:
     monkeypatch.setattr(postings, "REWRITE_FACTOR", rewrite_factor)
     monkeypatch.setattr(postings, "MERGE_SLACK", merge_slack)
     monkeypatch.setattr(postings, "MERGE_FRACTION", merge_fraction)
+    monkeypatch.setattr(postings, "SPLICED_OVERRIDES", spliced_overrides)
     model: dict[Key, dict[int, Entry]] = {}
     with ToolIndex.open(sqlite_url) as index:
         with write_transaction(index.engine) as connection:  # hypothesis reuses the database
