@@ -194,28 +194,31 @@ def forward_postings(connection: Connection, tool_ids: Sequence[int]) -> np.ndar
     terms: what scoring a few documents needs, without any term's whole postings. A pruned search
     reads thousands of rows: their entries are joined as bytes and laid out in one pass, not an
     array per tool."""
-    blobs: list[bytes] = []
-    ids: list[int] = []
-    groups: list[int] = []
-    lengths: list[int] = []
-    counts: list[int] = []
-    width = packed.FORWARD_DTYPE.itemsize
+    rows: list[Any] = []
     for part in chunks(list(tool_ids)):
         marks = ", ".join("?" * len(part))
-        rows = driver.fetch(
-            connection, f"SELECT id, grp, doc_len, indexed_terms FROM tools WHERE id IN ({marks})", part
+        rows.extend(
+            driver.fetch(
+                connection, f"SELECT id, grp, doc_len, indexed_terms FROM tools WHERE id IN ({marks})", part
+            )
         )
-        for tool_id, grp, doc_len, indexed in rows:
-            if not isinstance(indexed, bytes | memoryview) or len(indexed) % width:
-                packed.forward_entries(indexed, tool_id)  # raises CorruptIndex, naming the tool
-            blobs.append(indexed)
-            ids.append(tool_id)
-            groups.append(grp)
-            lengths.append(doc_len)
-            counts.append(len(indexed) // width)
-    joined = np.frombuffer(b"".join(blobs), packed.FORWARD_DTYPE)
-    held = np.empty(joined.size, packed.CHANGE_DTYPE)
-    held["term_id"], held["tf"] = joined["term_id"], joined["tf"]
+    if not rows:
+        return np.empty(0, packed.CHANGE_DTYPE)
+    ids, groups, lengths, blobs = zip(*rows, strict=True)
+    width = packed.FORWARD_DTYPE.itemsize
+    try:
+        sizes = np.fromiter(map(len, blobs), np.int64, len(blobs))
+        joined = b"".join(blobs)
+    except TypeError:  # one is not bytes: the check of each row names it
+        for tool_id, blob in zip(ids, blobs, strict=True):
+            packed.forward_entries(blob, tool_id)
+        raise
+    for at in np.flatnonzero(sizes % width).tolist():
+        packed.forward_entries(blobs[at], ids[at])  # not whole entries: raises, naming the tool
+    entries = np.frombuffer(joined, packed.FORWARD_DTYPE)
+    counts = sizes // width
+    held = np.empty(entries.size, packed.CHANGE_DTYPE)
+    held["term_id"], held["tf"] = entries["term_id"], entries["tf"]
     held["tool_id"] = np.repeat(np.array(ids, np.int64), counts)
     held["grp"] = np.repeat(np.array(groups, np.int16), counts)
     held["doc_len"] = np.repeat(np.array(lengths, np.int32), counts)

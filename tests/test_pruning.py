@@ -121,9 +121,10 @@ def test_common_terms_are_pruned(indexes: dict[int, ToolIndex], monkeypatch: pyt
     assert 5 <= rescored[0] < len(catalog(2, 600)) // 4
 
 
-def test_a_torn_row_read_for_scoring_is_a_corrupt_index(indexes: dict[int, ToolIndex]) -> None:
+@pytest.mark.parametrize("torn", [bytes(5), "twelve chars"], ids=["not whole entries", "text"])
+def test_a_torn_row_read_for_scoring_is_a_corrupt_index(indexes: dict[int, ToolIndex], torn: object) -> None:
     """The rows of documents scored in full are checked as they are read: one whose indexed
-    terms are not whole entries names its tool."""
+    terms are not whole entries, or not bytes at all, names its tool."""
     index = indexes[0]
     with read_transaction(index.engine) as connection:
         first, second = (
@@ -131,7 +132,6 @@ def test_a_torn_row_read_for_scoring_is_a_corrupt_index(indexes: dict[int, ToolI
         )
         good = reads.forward_postings(connection, [first, second])
     assert set(good["tool_id"].tolist()) == {first, second}
-    torn = bytes(5)
     with write_transaction(index.engine) as connection:
         original = connection.exec_driver_sql(
             "SELECT indexed_terms FROM tools WHERE id = ?", (second,)

@@ -9,7 +9,6 @@ any process bumps it and the next search here starts from fresh data.
 from __future__ import annotations
 
 import functools
-import itertools
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
@@ -315,26 +314,35 @@ class Ranker:
         return present if len(present) == len(terms) else None
 
     def _forward(self, connection: Connection, ids: list[int]) -> np.ndarray:
-        """The postings documents ``ids`` (at least one) hold (``reads.forward_postings``), as
-        rows of ``FORWARD_COLUMNS``; cached by tool."""
+        """The postings documents ``ids`` hold (``reads.forward_postings``), as rows of
+        ``FORWARD_COLUMNS`` in no particular order; cached by tool."""
         cache = self._forward_cache
-        missing = [i for i in ids if i not in cache]
+        parts: list[np.ndarray] = []
+        missing: list[int] = []
+        for i in ids:
+            found = cache.get(i)
+            if found is None:
+                missing.append(i)
+            else:
+                parts.append(found)
         if missing:
             if len(cache) + len(missing) > CACHED_FORWARD_LIMIT:
                 cache.clear()
             rows = reads.forward_postings(connection, missing)
             table = np.column_stack([rows[column].astype(np.int64) for column in FORWARD_COLUMNS])
+            parts.append(table)
             tool_ids = rows["tool_id"]
             # Each tool's postings come as one run.
-            edges = [0, *(np.flatnonzero(tool_ids[1:] != tool_ids[:-1]) + 1).tolist(), int(rows.size)]
-            for start, end in itertools.pairwise(edges):
+            starts = [0, *(np.flatnonzero(tool_ids[1:] != tool_ids[:-1]) + 1).tolist()]
+            ends = [*starts[1:], int(rows.size)]
+            for start, end in zip(starts, ends, strict=True):
                 if end > start:
                     cache[int(tool_ids[start])] = table[start:end]
             for i in missing:
                 cache.setdefault(i, table[:0])
-        return (
-            np.concatenate([cache[i] for i in ids]) if ids else np.empty((0, len(FORWARD_COLUMNS)), np.int64)
-        )
+        if not parts:
+            return np.empty((0, len(FORWARD_COLUMNS)), np.int64)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _grown_scores(self, scores: np.ndarray | None, size: int) -> np.ndarray:
         """``scores`` (a zeroed score array when ``None``) at least ``size`` long, values kept."""
