@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from pyuca import Collator
 
 from discovery import QueryWithoutTerms, ToolIndex
+from discovery.ranking import cache as cache_module
 from discovery.ranking import postings as postings_module
-from discovery.ranking import ranker as ranker_module
 from discovery.ranking.bm25 import js_log
+from discovery.ranking.cache import CONTRIBUTIONS_KEPT
 from discovery.ranking.corpus import Corpus
-from discovery.ranking.ranker import CONTRIBUTIONS_KEPT
 from discovery.text.tokenizer import tokenize
 from store import GROUP_LOCAL, GROUP_MCP, reads
 from tests.catalogs import rank
@@ -295,10 +295,10 @@ def test_a_limit_below_one_ranks_nothing(index: ToolIndex) -> None:
 
 def cache_is_consistent(index: ToolIndex, budget: int) -> None:
     """The postings cache counts exactly what it holds, and holds no more than its budget."""
-    ranker = index.ranker
-    held = [entry for entry in ranker._postings.values() if entry is not None]
-    assert ranker._cached_bytes == sum(entry.nbytes for entry in held)
-    assert ranker._cached_bytes <= budget or len(ranker._postings) <= 1
+    cache = index.ranker._terms
+    held = [entry for entry in cache.entries.values() if entry is not None]
+    assert cache.cached_bytes == sum(entry.nbytes for entry in held)
+    assert cache.cached_bytes <= budget or len(cache.entries) <= 1
     assert all(len(entry.contributions) <= CONTRIBUTIONS_KEPT for entry in held)
 
 
@@ -306,7 +306,7 @@ def cache_is_consistent(index: ToolIndex, budget: int) -> None:
 @given(
     catalog=catalogs(),
     queries=st.lists(QUERIES, min_size=1, max_size=4),
-    budget=st.sampled_from([0, 64, 160, 400, 4_000, ranker_module.CACHED_POSTINGS_BYTES]),
+    budget=st.sampled_from([0, 64, 160, 400, 4_000, cache_module.CACHED_POSTINGS_BYTES]),
     data=st.data(),
 )
 def test_corpora_searched_in_turn_rank_as_the_reference_whatever_the_cache_keeps(
@@ -319,10 +319,10 @@ def test_corpora_searched_in_turn_rank_as_the_reference_whatever_the_cache_keeps
 ) -> None:
     """More corpora than a term keeps contributions for, searched in turn, twice, under budgets
     from none at all (every term evicted as the next one loads, mid-query) to the default."""
-    monkeypatch.setattr(ranker_module, "CACHED_POSTINGS_BYTES", budget)
+    monkeypatch.setattr(cache_module, "CACHED_POSTINGS_BYTES", budget)
     # The index outlives an example, and an unchanged catalog keeps its cache, filled under the
     # previous example's budget: bring it within this one's, as loading the next term would.
-    index.ranker._evict()
+    index.ranker._terms.evict()
     index.upsert_tools(catalog, replace=True)
     names = [record["name"] for record in catalog] or ["unknown"]
     corpora = [
@@ -340,7 +340,7 @@ def test_corpora_searched_in_turn_rank_as_the_reference_whatever_the_cache_keeps
 def test_a_query_holding_more_postings_than_the_cache_ranks_them_all(
     index: ToolIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ranker_module, "CACHED_POSTINGS_BYTES", 1)
+    monkeypatch.setattr(cache_module, "CACHED_POSTINGS_BYTES", 1)
     catalog = [{"name": f"tool_{i}", "description": f"alpha beta gamma {'delta ' * i}"} for i in range(6)]
     index.upsert_tools(catalog)
     assert searched(index, "alpha beta gamma delta") == reference_ranking(catalog, "alpha beta gamma delta")
@@ -355,12 +355,12 @@ def test_contributions_count_against_the_cache_budget(
     index.upsert_tools(catalog)
     # None of these tools is an MCP tool: this loads both terms and computes no contribution.
     assert searched(index, "alpha beta", mode="mcp-only") == []
-    postings_only = index.ranker._cached_bytes
-    assert postings_only > 0 and len(index.ranker._postings) == 2
-    monkeypatch.setattr(ranker_module, "CACHED_POSTINGS_BYTES", postings_only)
+    postings_only = index.ranker._terms.cached_bytes
+    assert postings_only > 0 and len(index.ranker._terms.entries) == 2
+    monkeypatch.setattr(cache_module, "CACHED_POSTINGS_BYTES", postings_only)
     assert searched(index, "alpha beta") == reference_ranking(catalog, "alpha beta")
     cache_is_consistent(index, postings_only)
-    assert len(index.ranker._postings) == 1
+    assert len(index.ranker._terms.entries) == 1
 
 
 # Six tools whose only difference is the name: the name's tokens are padded with schema keys so

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Concatenate, ParamSpec, TypeVar
@@ -21,28 +21,17 @@ from sqlalchemy import Connection
 from discovery.params import query_terms, stored_analyzer_named
 from discovery.ranking import pruning
 from discovery.ranking.bm25 import average_length, idf
+from discovery.ranking.cache import TermCache
 from discovery.ranking.corpus import Corpus
-from discovery.ranking.postings import Contribution, TermPostings, load_postings, norm_table
+from discovery.ranking.postings import Contribution, TermPostings, norm_table
 from discovery.ranking.topk import RankedTool, candidates, kth_best, ordered, union
 from discovery.text.analyzers import REFERENCE, Analyzer
-from store import GroupStats, StoredTool, TermStats, reads
+from store import GroupStats, StoredTool, reads
 
 PRUNE_FROM = 300_000
 """Corpora this large are searched with pruning. In smaller ones every contribution of the
 queried terms fits the cache, adding them is cheap, and bounding costs more than it saves
 (see bench/results.md)."""
-
-CACHED_POSTINGS_BYTES = 128_000_000
-"""Memory for the postings kept per process, least recently used term first out: 16 bytes a
-posting, and for each contribution kept 8 more a posting, or 8 an id when laid out densely.
-Enough for the common terms of a million-tool catalog's usual queries, so that repeated
-searches do not read them again; serving stays within a few hundred MB."""
-
-CONTRIBUTIONS_KEPT = 4
-"""Contributions a term keeps, one per corpus (and query weight). Each session leaves its own
-active tools out, so its corpus has its own average length and idf: the read-only corpus and a
-few sessions searched in turn by one process each find theirs computed (one slot made them
-recompute every time, a visible share of a search on a large catalog)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +83,11 @@ class Ranker:
         self._generation = -1
         self._analyzer: Analyzer = REFERENCE
         self._group_stats: dict[int, GroupStats] = {}
-        self._postings: OrderedDict[str, TermPostings | None] = OrderedDict()
-        self._cached_bytes = 0
+        self._terms = TermCache()
         self._documents: dict[str, StoredTool | None] = {}
         self._names: dict[int, str] = {}
         self._tools: dict[int, StoredTool] = {}
         self._document_terms: dict[int, frozenset[int]] = {}
-        self._term_stats: dict[str, tuple[int, dict[int, TermStats]] | None] = {}
         self._forward_cache: dict[int, np.ndarray] = {}
         self._synced_on: Connection | None = None
         self._exclusions: dict[Corpus, Exclusion] = {}
@@ -136,7 +123,7 @@ class Ranker:
             pruned = self._pruned(connection, query_terms, corpus, exclusion, n_docs, avgdl, limit)
             if pruned is not None:
                 return Ranking(total_tools=n_docs, hits=pruned)
-        entries = self._term_postings(connection, list(query_terms))
+        entries = self._terms.postings(connection, list(query_terms))
         present = [entry for entry in entries.values() if entry is not None]
         # Needed only to compute a contribution that is not cached yet.
         norms = functools.cache(functools.partial(norm_table, present, avgdl))
@@ -154,11 +141,11 @@ class Ranker:
             if df <= 0:
                 continue
             weight = qtf * idf(n_docs, df)
-            contribution = self._contribution(term, entry, corpus.groups, avgdl, norms, weight)
+            contribution = self._terms.contribution(term, entry, corpus.groups, avgdl, norms, weight)
             contribution.add_to(scores)
             scored.append((weight, contribution.ids))
             sparse = sparse and not contribution.dense
-        self._evict()
+        self._terms.evict()
         dropped = [doc.id for doc in excluded if doc.id < scores.size]
         scores[dropped] = 0.0
         found = candidates(scores, self._scratch, limit, scored, sparse=sparse)
@@ -191,7 +178,7 @@ class Ranker:
         inside them can; those few are scored in full from their own terms."""
         weights: dict[str, tuple[int, float]] = {}
         bounds: dict[str, float] = {}
-        known = self._stats_of(connection, list(query_terms))
+        known = self._terms.stats(connection, list(query_terms))
         for term, qtf in query_terms.items():
             found = known[term]
             if found is None:
@@ -214,11 +201,11 @@ class Ranker:
         probe: np.ndarray | None = None
         try:
             for taken, term in enumerate(order, 1):
-                entry = self._term_postings(connection, [term])[term]
+                entry = self._terms.postings(connection, [term])[term]
                 if entry is None:
                     return None
                 norms = functools.partial(norm_table, [entry], avgdl)
-                added = self._contribution(term, entry, corpus.groups, avgdl, norms, weights[term][1])
+                added = self._terms.contribution(term, entry, corpus.groups, avgdl, norms, weights[term][1])
                 scores = self._grown_scores(scores, entry.max_id + 1)
                 added.add_to(scores)
                 kept.append(added)
@@ -239,7 +226,7 @@ class Ranker:
                 return self._rescored(connection, placing, query_terms, weights, avgdl, limit, corpus.groups)
             return None
         finally:
-            self._evict()
+            self._terms.evict()
             if scores is not None:
                 self._clear(scores, kept)
 
@@ -302,14 +289,14 @@ class Ranker:
         than reading the rows of ``ids`` not cached (``ROW_READ_POSTINGS``). A row is a seek to
         a page of its own; postings come in long runs, and once loaded serve the next search of
         their term too."""
-        missing = [term for term in terms if term not in self._postings]
+        missing = [term for term in terms if term not in self._terms]
         if missing:
             unread = sum(1 for i in ids if i not in self._forward_cache)
-            known = self._stats_of(connection, missing)
+            known = self._terms.stats(connection, missing)
             postings = sum(stats.df for found in known.values() if found for stats in found[1].values())
             if postings > unread * ROW_READ_POSTINGS:
                 return None
-        entries = self._term_postings(connection, terms)
+        entries = self._terms.postings(connection, terms)
         present = {term: entry for term, entry in entries.items() if entry is not None}
         return present if len(present) == len(terms) else None
 
@@ -364,19 +351,6 @@ class Ranker:
             scores[part.ids] = 0.0
         self._scores_zeroed = True
 
-    def _stats_of(
-        self, connection: Connection, terms: Sequence[str]
-    ) -> dict[str, tuple[int, dict[int, TermStats]] | None]:
-        """Each term's id and statistics per group (``None``: no tool has it), cached."""
-        missing = [term for term in terms if term not in self._term_stats]
-        if missing:
-            if len(self._term_stats) + len(missing) > CACHED_TERM_STATS:
-                self._term_stats.clear()
-            found = reads.term_stats(connection, missing)
-            for term in missing:
-                self._term_stats[term] = found.get(term)
-        return {term: self._term_stats[term] for term in terms}
-
     @_serialized
     def analyzer(self, connection: Connection) -> Analyzer:
         """The analyzer the catalog is indexed with, as the caller's transaction sees it."""
@@ -421,13 +395,11 @@ class Ranker:
             self._generation = current
             self._analyzer = analyzer
             self._group_stats = reads.group_stats(connection)
-            self._postings.clear()
-            self._cached_bytes = 0
+            self._terms.clear()
             self._documents.clear()
             self._names.clear()
             self._tools.clear()
             self._document_terms.clear()
-            self._term_stats.clear()
             self._forward_cache.clear()
             self._exclusions.clear()
         self._synced_on = connection
@@ -493,29 +465,6 @@ class Ranker:
             self._document_terms.update(reads.term_ids_of_tools(connection, missing))
         return [self._document_terms[i] for i in tool_ids]
 
-    def _term_postings(self, connection: Connection, terms: Sequence[str]) -> dict[str, TermPostings | None]:
-        """The postings of ``terms`` (``None`` for a term no tool has), from the cache or the store.
-
-        The answer is collected as the terms are found, not read back from the cache: the terms
-        of one query may hold more postings than the cache does, and then loading the last ones
-        evicts the first."""
-        found: dict[str, TermPostings | None] = {}
-        for term in terms:
-            if term in self._postings:
-                self._postings.move_to_end(term)
-                found[term] = self._postings[term]
-        missing = [term for term in terms if term not in found]
-        if missing:
-            stats = self._stats_of(connection, missing)
-            for term in missing:
-                known = stats[term]
-                entry = None if known is None else load_postings(connection, *known)
-                found[term] = entry
-                self._postings[term] = entry
-                self._cached_bytes += 0 if entry is None else entry.nbytes
-                self._evict()
-        return found
-
     def _zeroed_scores(self, size: int) -> np.ndarray:
         """A zeroed score array of ``size``, and a scratch array at least as long. A search
         zeroes what it scored when it ends; one that ended in an error leaves it to the next."""
@@ -526,37 +475,6 @@ class Ranker:
             self._scores.fill(0.0)
         self._scores_zeroed = False
         return self._scores[:size]
-
-    def _contribution(
-        self,
-        term: str,
-        entry: TermPostings,
-        groups: tuple[int, ...],
-        avgdl: float,
-        norms: Callable[[], np.ndarray | None],
-        weight: float,
-    ) -> Contribution:
-        """``entry``'s contribution to a corpus at ``weight``, kept among its last
-        ``CONTRIBUTIONS_KEPT``."""
-        key = (avgdl, groups, weight)
-        kept = entry.contributions
-        found = kept.get(key)
-        if found is not None:
-            kept.move_to_end(key)
-            return found
-        found = entry.contribution(groups, avgdl, norms(), weight)
-        if self._postings.get(term) is entry:  # not evicted by the query's own loading
-            kept[key] = found
-            self._cached_bytes += found.nbytes
-            if len(kept) > CONTRIBUTIONS_KEPT:
-                self._cached_bytes -= kept.popitem(last=False)[1].nbytes
-        return found
-
-    def _evict(self) -> None:
-        """Drop least recently used terms until the cache fits ``CACHED_POSTINGS_BYTES``."""
-        while self._cached_bytes > CACHED_POSTINGS_BYTES and len(self._postings) > 1:
-            _, evicted = self._postings.popitem(last=False)
-            self._cached_bytes -= 0 if evicted is None else evicted.nbytes
 
     @_serialized
     def tools(self, connection: Connection, ids: Sequence[int]) -> dict[int, StoredTool]:
@@ -589,9 +507,6 @@ FORWARD_COLUMNS = ("tool_id", "term_id", "tf", "doc_len")
 
 CACHED_FORWARD_LIMIT = 65_536
 """Documents whose own postings are kept per process, for the exact scores of pruned searches."""
-
-CACHED_TERM_STATS = 65_536
-"""Terms whose id and statistics are kept per process."""
 
 ROW_READ_POSTINGS = 128
 """What reading one tool's row costs, in postings of a term loaded: scattered rows each cost a
