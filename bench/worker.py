@@ -15,6 +15,7 @@ after a fork can report the parent's size.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -207,6 +208,8 @@ def main(argv: Sequence[str]) -> None:
     phase, engine, plan_path, out_path = argv
     plan = json.loads(Path(plan_path).read_text(encoding="utf-8"))
     directory = Path(plan["workdir"]) / engine
+    if phase == "build":  # from nothing: a kept ``--workdir`` holds the last run's database
+        shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True, exist_ok=True)
     run = build_phase if phase == "build" else serve_phase
     result = run(engine, plan, directory)
