@@ -1,7 +1,8 @@
-"""The queried terms a process keeps: their statistics, and their postings with what they add to
-the scores of the corpora searched last, least recently used term first out of a byte budget.
+"""What a process keeps of the catalog to rank with: the queried terms (their statistics, and
+their postings with what they add to the scores of the corpora searched last, least recently used
+term first out of a byte budget), and the rows of documents a pruned search scored in full.
 
-The ranker owns one and clears it whenever the catalog generation changes.
+The ranker owns one of each and clears them whenever the catalog generation changes.
 """
 
 from __future__ import annotations
@@ -118,3 +119,54 @@ class TermCache:
         while self.cached_bytes > CACHED_POSTINGS_BYTES and len(self.entries) > 1:
             _, evicted = self.entries.popitem(last=False)
             self.cached_bytes -= 0 if evicted is None else evicted.nbytes
+
+
+FORWARD_COLUMNS = ("tool_id", "term_id", "tf", "doc_len")
+"""The columns of the cached forward postings, one int64 row a posting."""
+
+CACHED_FORWARD_LIMIT = 65_536
+"""Documents whose own postings are kept per process, for the exact scores of pruned searches."""
+
+
+class RowCache:
+    """The postings each document holds (its row's indexed terms), by tool id, read on first use."""
+
+    def __init__(self) -> None:
+        self._by_tool: dict[int, np.ndarray] = {}
+
+    def __contains__(self, tool_id: int) -> bool:
+        return tool_id in self._by_tool
+
+    def clear(self) -> None:
+        self._by_tool.clear()
+
+    def postings(self, connection: Connection, ids: list[int]) -> np.ndarray:
+        """The postings documents ``ids`` hold (``reads.forward_postings``), as rows of
+        ``FORWARD_COLUMNS`` in no particular order."""
+        cache = self._by_tool
+        parts: list[np.ndarray] = []
+        missing: list[int] = []
+        for i in ids:
+            found = cache.get(i)
+            if found is None:
+                missing.append(i)
+            else:
+                parts.append(found)
+        if missing:
+            if len(cache) + len(missing) > CACHED_FORWARD_LIMIT:
+                cache.clear()
+            rows = reads.forward_postings(connection, missing)
+            table = np.column_stack([rows[column].astype(np.int64) for column in FORWARD_COLUMNS])
+            parts.append(table)
+            tool_ids = rows["tool_id"]
+            # Each tool's postings come as one run.
+            starts = [0, *(np.flatnonzero(tool_ids[1:] != tool_ids[:-1]) + 1).tolist()]
+            ends = [*starts[1:], int(rows.size)]
+            for start, end in zip(starts, ends, strict=True):
+                if end > start:
+                    cache[int(tool_ids[start])] = table[start:end]
+            for i in missing:
+                cache.setdefault(i, table[:0])
+        if not parts:
+            return np.empty((0, len(FORWARD_COLUMNS)), np.int64)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)

@@ -21,7 +21,7 @@ from sqlalchemy import Connection
 from discovery.params import query_terms, stored_analyzer_named
 from discovery.ranking import pruning
 from discovery.ranking.bm25 import average_length, idf
-from discovery.ranking.cache import TermCache
+from discovery.ranking.cache import RowCache, TermCache
 from discovery.ranking.corpus import Corpus
 from discovery.ranking.postings import Contribution, TermPostings, norm_table
 from discovery.ranking.topk import RankedTool, candidates, kth_best, ordered, union
@@ -88,7 +88,7 @@ class Ranker:
         self._names: dict[int, str] = {}
         self._tools: dict[int, StoredTool] = {}
         self._document_terms: dict[int, frozenset[int]] = {}
-        self._forward_cache: dict[int, np.ndarray] = {}
+        self._rows = RowCache()
         self._synced_on: Connection | None = None
         self._exclusions: dict[Corpus, Exclusion] = {}
         # The scores of one search at a time (callers are serialized), and room to partition
@@ -270,7 +270,7 @@ class Ranker:
         if entries is not None:
             parts = [(entries[term].held(ids, groups), weights[term][1]) for term in in_order]
         else:
-            held = pruning.held_in_forward(ids, self._forward(connection, id_list))
+            held = pruning.held_in_forward(ids, self._rows.postings(connection, id_list))
             parts = [(held(weights[term][0]), weights[term][1]) for term in in_order]
         full = pruning.exact_scores(ids.size, parts, avgdl)
 
@@ -291,7 +291,7 @@ class Ranker:
         their term too."""
         missing = [term for term in terms if term not in self._terms]
         if missing:
-            unread = sum(1 for i in ids if i not in self._forward_cache)
+            unread = sum(1 for i in ids if i not in self._rows)
             known = self._terms.stats(connection, missing)
             postings = sum(stats.df for found in known.values() if found for stats in found[1].values())
             if postings > unread * ROW_READ_POSTINGS:
@@ -299,37 +299,6 @@ class Ranker:
         entries = self._terms.postings(connection, terms)
         present = {term: entry for term, entry in entries.items() if entry is not None}
         return present if len(present) == len(terms) else None
-
-    def _forward(self, connection: Connection, ids: list[int]) -> np.ndarray:
-        """The postings documents ``ids`` hold (``reads.forward_postings``), as rows of
-        ``FORWARD_COLUMNS`` in no particular order; cached by tool."""
-        cache = self._forward_cache
-        parts: list[np.ndarray] = []
-        missing: list[int] = []
-        for i in ids:
-            found = cache.get(i)
-            if found is None:
-                missing.append(i)
-            else:
-                parts.append(found)
-        if missing:
-            if len(cache) + len(missing) > CACHED_FORWARD_LIMIT:
-                cache.clear()
-            rows = reads.forward_postings(connection, missing)
-            table = np.column_stack([rows[column].astype(np.int64) for column in FORWARD_COLUMNS])
-            parts.append(table)
-            tool_ids = rows["tool_id"]
-            # Each tool's postings come as one run.
-            starts = [0, *(np.flatnonzero(tool_ids[1:] != tool_ids[:-1]) + 1).tolist()]
-            ends = [*starts[1:], int(rows.size)]
-            for start, end in zip(starts, ends, strict=True):
-                if end > start:
-                    cache[int(tool_ids[start])] = table[start:end]
-            for i in missing:
-                cache.setdefault(i, table[:0])
-        if not parts:
-            return np.empty((0, len(FORWARD_COLUMNS)), np.int64)
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _grown_scores(self, scores: np.ndarray | None, size: int) -> np.ndarray:
         """``scores`` (a zeroed score array when ``None``) at least ``size`` long, values kept."""
@@ -400,7 +369,7 @@ class Ranker:
             self._names.clear()
             self._tools.clear()
             self._document_terms.clear()
-            self._forward_cache.clear()
+            self._rows.clear()
             self._exclusions.clear()
         self._synced_on = connection
 
@@ -501,12 +470,6 @@ CACHED_TOOLS_LIMIT = 4096
 SCAN_SHARE = 4
 """Documents reaching a score are found by scanning the whole score array once the postings
 added are one in this many of its ids: looking up that many scattered ids costs more."""
-
-FORWARD_COLUMNS = ("tool_id", "term_id", "tf", "doc_len")
-"""The columns of the cached forward postings, one int64 row a posting."""
-
-CACHED_FORWARD_LIMIT = 65_536
-"""Documents whose own postings are kept per process, for the exact scores of pruned searches."""
 
 ROW_READ_POSTINGS = 128
 """What reading one tool's row costs, in postings of a term loaded: scattered rows each cost a
