@@ -31,8 +31,10 @@ def _unicode_patterns() -> tuple[Any, Any, Any, Any]:
 # become one pass of lookarounds: the acronym step only splits between two capitals and the case
 # step never does, so neither can make or break a place where the other splits.
 _ASCII_BOUNDARIES = re.compile(r"(?<=[A-Z])(?=[A-Z][a-z])|(?<=[a-z0-9])(?=[A-Z])")
-_ASCII_ANY_BOUNDARY = re.compile(r"[a-z0-9][A-Z]|[A-Z][A-Z][a-z]")
-"""Finds whether there is a boundary at all: most text has none, and searching is cheap."""
+_ASCII_ANY_BOUNDARY = re.compile(r"[A-Z](?:(?<=[a-z0-9][A-Z])|(?=[A-Z][a-z]))")
+"""Finds whether there is a boundary at all: most text has none. Both kinds of boundary are
+anchored on a capital (``[a-z0-9][A-Z]`` looked back at, ``[A-Z][A-Z][a-z]`` looked ahead of),
+so the search only stops at capitals, rather than trying two alternatives at every character."""
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
 
 
