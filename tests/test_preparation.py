@@ -13,7 +13,7 @@ import pytest
 
 from discovery import InvalidRecord, ToolIndex
 from discovery.catalog import workers as preparation
-from discovery.catalog.indexing import indexed_tool
+from discovery.catalog.indexing import column_json, content_hash, corpus_group, indexed_tool
 from discovery.catalog.models import ToolRecord
 from discovery.diagnostics.verify import verify
 from tests.catalogs import generated_catalog
@@ -49,6 +49,33 @@ def test_forked_workers_are_sent_positions_and_spawned_ones_records(
         assert all(given is None for _, _, given, _ in sent)
     else:
         assert [list(given or ()) for _, _, given, _ in sent] == [records[i : i + 7] for i in range(0, 30, 7)]
+
+
+def test_an_indexed_tool_s_values_land_in_the_fields_they_name() -> None:
+    """Workers send an indexed tool as a bare tuple: each value must be the field its place says."""
+    record = ToolRecord.model_validate(
+        {
+            "name": "mcp__files__read_file",
+            "description": "Read a file",
+            "server_name": "files",
+            "mcp_tool_name": "read_file",
+            "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+            "load_mode": "discoverable",
+        }
+    )
+    tool = indexed_tool(record)
+    assert (tool.name, tool.label, tool.description, tool.summary, tool.source) == (
+        "mcp__files__read_file",
+        "mcp__files__read_file",
+        "Read a file",
+        "Read a file",
+        "mcp",
+    )
+    assert (tool.server_name, tool.mcp_tool_name, tool.load_mode) == ("files", "read_file", "discoverable")
+    assert tool.schema_keys_json == column_json(["path"])
+    assert tool.input_schema_json == column_json(record.input_schema)
+    assert tool.grp == corpus_group(record) and tool.content_hash == content_hash(record)
+    assert tool.doc_len == sum(tool.terms.values()) and tool.terms["read"] == 6 + 4 + 4 + 2
 
 
 def test_workers_prepare_what_one_process_prepares(small_chunks: str) -> None:

@@ -75,22 +75,30 @@ def column_json(value: Any) -> str:
 
 
 def indexed_tool(record: ToolRecord, analyzer: Analyzer = REFERENCE) -> IndexedTool:
+    return IndexedTool(*indexed_values(record, analyzer))
+
+
+def indexed_values(record: ToolRecord, analyzer: Analyzer = REFERENCE) -> tuple[Any, ...]:
+    """``indexed_tool``'s fields, in their order, as a plain tuple: what a worker process sends.
+
+    A frozen dataclass sets each field through ``object.__setattr__``, which costs a worker more
+    than indexing some records' text; the writer builds the ``IndexedTool`` it needs anyway."""
     terms = document_term_frequencies(record_fields(record), analyzer)
-    return IndexedTool(
-        name=record.name,
-        label=record.label,
-        description=record.description,
-        summary=record.summary,
-        source=record.source,
-        server_name=record.server_name,
-        mcp_tool_name=record.mcp_tool_name,
-        schema_keys_json=column_json(record.schema_keys),
-        input_schema_json=column_json(record.input_schema),
-        load_mode=record.load_mode,
-        grp=corpus_group(record),
-        doc_len=sum(terms.values()),
-        content_hash=content_hash(record),
-        terms=terms,
+    return (
+        record.name,
+        record.label,
+        record.description,
+        record.summary,
+        record.source,
+        record.server_name,
+        record.mcp_tool_name,
+        column_json(record.schema_keys),
+        column_json(record.input_schema),
+        record.load_mode,
+        corpus_group(record),
+        sum(terms.values()),
+        content_hash(record),
+        terms,
     )
 
 

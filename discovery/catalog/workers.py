@@ -9,7 +9,6 @@ one process.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import os
 import signal
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from discovery.catalog.indexing import indexed_tool
+from discovery.catalog.indexing import indexed_tool, indexed_values
 from discovery.catalog.models import ToolRecord
 from discovery.errors import InvalidRecord, describe_validation_error
 from discovery.params import analyzer_named
@@ -189,14 +188,12 @@ def _start_method() -> BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-_FIELDS = [field.name for field in dataclasses.fields(IndexedTool)]
-
-
 def _prepare_chunk(task: Task) -> list[tuple[Any, ...]]:
     """A worker's share, as plain tuples: unpickling a frozen slotted dataclass costs a hundred
     times more than rebuilding it from one."""
     start, end, sent, analyzer = task
     records = _inherited[start:end] if sent is None else sent
     chosen = analyzer_named(analyzer)
-    tools = (indexed_tool(as_record(record, start + offset), chosen) for offset, record in enumerate(records))
-    return [tuple(getattr(tool, name) for name in _FIELDS) for tool in tools]
+    return [
+        indexed_values(as_record(record, start + offset), chosen) for offset, record in enumerate(records)
+    ]
