@@ -133,3 +133,27 @@ def test_a_torn_block_is_a_corrupt_index(sqlite_url: str, column: str) -> None:
         torn = pytest.raises(CorruptIndex, match="term id 1, group 2")
         with read_transaction(index.engine) as connection, torn:
             postings.term_postings(connection, 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(codes=st.lists(st.one_of(st.integers(0, 12), st.integers(0, 2**62)), max_size=60))
+def test_stable_order_is_a_stable_argsort(codes: list[int]) -> None:
+    """Packed with positions where they fit, argsorted where they do not: the same order."""
+    array = np.array(codes, dtype=np.int64)
+    assert postings.stable_order(array).tolist() == np.argsort(array, kind="stable").tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=CHANGES, in_tool_order=st.booleans())
+def test_changes_are_written_in_term_group_tool_order(
+    rows: list[tuple[int, int, int, int, int]], in_tool_order: bool
+) -> None:
+    """An import's postings come in tool order and take the stable sort; others the packed one."""
+    changes = as_changes(rows)
+    if in_tool_order:
+        changes = changes[np.argsort(changes["tool_id"], kind="stable")]
+    ordered = changes[postings._key_order(changes)]
+    keys = list(
+        zip(ordered["term_id"].tolist(), ordered["grp"].tolist(), ordered["tool_id"].tolist(), strict=True)
+    )
+    assert keys == sorted(keys)
