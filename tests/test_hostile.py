@@ -4,7 +4,6 @@ and a refused write leaves the database exactly as it was."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 from typing import Any
@@ -27,6 +26,7 @@ from discovery.catalog.indexing import column_json, content_hash
 from discovery.catalog.models import MAX_SCHEMA_DEPTH, ToolRecord
 from discovery.text.tokenizer import tokenize
 from store import logged_json, sessions
+from store.digests import legacy_digest, record_digest
 from tests.catalogs import WORKED_EXAMPLE
 
 ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=60)
@@ -196,40 +196,73 @@ def test_tool_json_columns_read_back_as_the_standard_encoder_s_text(value: Any) 
     assert json.dumps(json.loads(column_json(value))) == json.dumps(json.loads(standard))
 
 
+def _canonical(value: Any) -> str:
+    """The standard encoder's sorted text: equal exactly for equal JSON values, NaN included."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=True)
+
+
 @settings(max_examples=300, deadline=None)
-@given(record=records)
-def test_content_hashes_are_the_digest_of_the_dumped_record(record: dict[str, Any]) -> None:
-    """Stored digests decide which rows an upsert rewrites, so the digest must stay the one of
-    the record's standard JSON, however it is computed."""
+@given(first=records, second=records)
+def test_records_share_a_content_hash_exactly_when_they_are_equal(
+    first: dict[str, Any], second: dict[str, Any]
+) -> None:
+    """Stored digests decide which rows an upsert rewrites: a record read back from its row
+    must have its digest, and records that differ must not share one."""
     try:
-        tool = ToolRecord.model_validate(record)
+        a, b = ToolRecord.model_validate(first), ToolRecord.model_validate(second)
     except ValueError:
         return
-    canonical = json.dumps(tool.model_dump(), sort_keys=True, ensure_ascii=True)
-    assert content_hash(tool) == hashlib.sha256(canonical.encode("ascii")).hexdigest()
+    read_back = ToolRecord.model_validate(json.loads(json.dumps(a.model_dump())))
+    assert content_hash(read_back) == content_hash(a)
+    assert (content_hash(a) == content_hash(b)) == (_canonical(a.model_dump()) == _canonical(b.model_dump()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=JSON_VALUES, second=JSON_VALUES)
+@example({"default": math.nan}, {"default": None})
+@example({"maximum": math.inf}, {"maximum": -math.inf})
+@example({"default": 1}, {"default": 1.0})
+@example({"default": 2**70}, {"default": 2**70 + 1})
+@example({"title": "\ud800"}, {"title": "\ufffd"})
+@example({"enum": ["é"]}, {"enum": ["\\u00e9"]})
+def test_schemas_share_a_digest_exactly_when_they_are_equal(first: Any, second: Any) -> None:
+    """Where ``orjson`` would write two schemas alike (NaN and ``null``) or refuses one, the
+    digest takes the standard encoder's text, which tells them apart."""
+    try:
+        same = _canonical(first) == _canonical(second)
+    except (TypeError, ValueError):
+        return
+    fields = {"name": "t", "summary": "", "server_name": None, "schema_keys": ["a"]}
+    assert (record_digest(fields, first) == record_digest(fields, second)) == same
+    assert record_digest(fields, first) == record_digest(dict(reversed(fields.items())), first)
 
 
 def test_a_record_s_content_hash_does_not_change_between_versions() -> None:
-    """A digest stored by an earlier version must match, or re-importing an unchanged catalog
-    would rewrite every row."""
-    tool = ToolRecord.model_validate(
-        {
-            "name": "mcp__atlas__find_route",
-            "description": "Itinéraire le plus court — 最短経路 between two stops",
-            "server_name": "atlas",
-            "mcp_tool_name": "find_route",
-            "input_schema": {
-                "type": "object",
-                "properties": {
-                    "to": {"type": "string"},
-                    "from": {"type": "string"},
-                    "max_hops": {"type": "integer", "maximum": 1e16, "default": 3},
-                },
-                "required": ["from", "to"],
+    """A digest stored by this version must match in the next, or re-importing an unchanged
+    catalog would rewrite every row; the digest before revision 0005 must stay computable for
+    its downgrade."""
+    record = {
+        "name": "mcp__atlas__find_route",
+        "description": "Itinéraire le plus court — 最短経路 between two stops",
+        "server_name": "atlas",
+        "mcp_tool_name": "find_route",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "to": {"type": "string"},
+                "from": {"type": "string"},
+                "max_hops": {"type": "integer", "maximum": 1e16, "default": 3},
             },
-        }
+            "required": ["from", "to"],
+        },
+    }
+    tool = ToolRecord.model_validate(record)
+    assert content_hash(tool) == "eb6c2abb5cd73f3f23b1636fda611e067f58826423605dd2ff1b33d35c582dc8"
+    assert (
+        legacy_digest(tool.model_dump()) == "e10aa98374eb19d5d9c38e68d16e50a6d2da88889c5862a9781211c6a6706cf4"
     )
-    assert content_hash(tool) == "e10aa98374eb19d5d9c38e68d16e50a6d2da88889c5862a9781211c6a6706cf4"
+    with_null = ToolRecord.model_validate({**record, "input_schema": {"default": None}})
+    assert content_hash(with_null) == "7628d30ae8b8451fc936a9567f49a80df12b1d802429c8c508658401e618ee22"
 
 
 def test_stored_name_lists_orjson_cannot_read_are_read_the_standard_way() -> None:

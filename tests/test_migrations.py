@@ -4,6 +4,7 @@ state a database can be in (SPEC §9: one clear error, nothing modified)."""
 
 from __future__ import annotations
 
+import importlib
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,11 +15,12 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 
 from discovery import ToolIndex
-from discovery.catalog.indexing import indexed_tool
+from discovery.catalog.indexing import content_hash, indexed_tool
 from discovery.catalog.models import ToolRecord
 from discovery.diagnostics.verify import verify
 from store import DatabaseUnavailable, SchemaOutdated, SchemaTooNew, make_engine, migrate
 from store import postings as packed_postings
+from store.digests import legacy_digest
 from store.schema import metadata
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
 
@@ -258,7 +260,8 @@ QUERIES = ["create an issue", "list pull requests", "post a message to a channel
 
 
 def write_0001_catalog(engine: Engine, records: list[dict[str, Any]]) -> None:
-    """Store ``records`` the way revision 0001 did: a row per posting, aggregates beside them."""
+    """Store ``records`` the way revision 0001 did: a row per posting, aggregates beside them,
+    the digest of the record's standard JSON."""
     tools = [indexed_tool(ToolRecord.model_validate(record)) for record in records]
     term_ids = {term: i for i, term in enumerate(sorted({t for tool in tools for t in tool.terms}), 1)}
     postings: list[dict[str, int]] = []
@@ -268,7 +271,7 @@ def write_0001_catalog(engine: Engine, records: list[dict[str, Any]]) -> None:
             text("INSERT INTO terms (id, text) VALUES (:id, :text)"),
             [{"id": i, "text": term} for term, i in term_ids.items()],
         )
-        for tool_id, tool in enumerate(tools, 1):
+        for tool_id, (tool, record) in enumerate(zip(tools, records, strict=True), 1):
             connection.execute(
                 text(
                     "INSERT INTO tools (id, name, label, description, summary, source, server_name, "
@@ -283,7 +286,7 @@ def write_0001_catalog(engine: Engine, records: list[dict[str, Any]]) -> None:
                     "schema_keys": tool.schema_keys_json,
                     "input_schema": tool.input_schema_json,
                     "doc_len": tool.doc_len,
-                    "content_hash": tool.content_hash,
+                    "content_hash": legacy_digest(ToolRecord.model_validate(record).model_dump()),
                 },
             )
             for term, tf in tool.terms.items():
@@ -343,6 +346,8 @@ def test_upgrade_from_0001_keeps_the_catalog(db_url: str, engine: Engine, tmp_pa
         fresh.upsert_tools(catalog)
         assert verify(upgraded).problems == []
         assert answers(upgraded) == answers(fresh)
+        # Revision 0005 recomputed the digests: an unchanged catalog rewrites nothing.
+        assert upgraded.upsert_tools(catalog).unchanged == [record["name"] for record in catalog]
         assert upgraded.stats()["postings"] == fresh.stats()["postings"] == len(before)
         # Writes after the upgrade go through the new layout and keep it sound.
         upgraded.upsert_tools([{**catalog[5], "description": "Now about invoices"}])
@@ -373,3 +378,37 @@ def test_downgrade_to_0001_unpacks_blocks_and_overrides(
     migrate.upgrade(engine)
     with ToolIndex.open(db_url) as index:
         assert verify(index).problems == []
+
+
+# --- 0004 → 0005: content digests recomputed, both ways ----------------------------------------
+
+
+def stored_digests(engine: Engine) -> dict[str, str]:
+    with engine.connect() as connection:
+        return {
+            name: digest for name, digest in connection.execute(text("SELECT name, content_hash FROM tools"))
+        }
+
+
+def test_revision_0005_recomputes_every_digest_and_0004_gets_them_back(db_url: str, engine: Engine) -> None:
+    # More tools than the migration rewrites in one step, the last step short.
+    batch = importlib.import_module("migrations.versions.0005_record_digest").BATCH
+    catalog = [
+        *WORKED_EXAMPLE,
+        *generated_catalog(batch + 40),
+        {"name": "odd", "input_schema": {"default": None, "maximum": 1e16, "enum": ["é", 2**70]}},
+    ]
+    with ToolIndex.open(db_url) as index:
+        index.upsert_tools(catalog)
+    current = stored_digests(engine)
+    records = {record["name"]: ToolRecord.model_validate(record) for record in catalog}
+    assert current == {name: content_hash(record) for name, record in records.items()}
+    migrate.downgrade(engine, "0004")
+    assert stored_digests(engine) == {
+        name: legacy_digest(record.model_dump()) for name, record in records.items()
+    }
+    migrate.upgrade(engine)
+    assert stored_digests(engine) == current
+    with ToolIndex.open(db_url) as index:
+        assert verify(index).problems == []
+        assert index.upsert_tools(catalog).unchanged == list(records)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -14,6 +13,7 @@ from discovery.ranking.corpus import INTERNAL_NAMES
 from discovery.ranking.fields import document_term_frequencies, field_texts
 from discovery.text.analyzers import REFERENCE, Analyzer
 from store import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, IndexedTool
+from store.digests import record_digest
 
 
 class IndexedFields(Protocol):
@@ -45,18 +45,13 @@ def record_fields(record: IndexedFields) -> list[tuple[str, str]]:
     )
 
 
-_RECORD_FIELDS = tuple(ToolRecord.model_fields)
+_HEAD_FIELDS = tuple(name for name in ToolRecord.model_fields if name != "input_schema")
 
 
 def content_hash(record: ToolRecord) -> str:
-    """A digest of the whole record: equal digests mean an upsert has nothing to rewrite.
-
-    Stored digests must stay comparable, so the text hashed is exactly what the standard
-    encoder makes of ``record.model_dump()``; the fields are read directly, which encodes the
-    same (a tuple as a list) without ``model_dump`` copying the input schema first."""
-    fields = {name: getattr(record, name) for name in _RECORD_FIELDS}
-    canonical = json.dumps(fields, sort_keys=True, ensure_ascii=True)
-    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+    """``store.digests.record_digest`` of the whole record: equal digests mean an upsert has
+    nothing to rewrite."""
+    return record_digest({name: getattr(record, name) for name in _HEAD_FIELDS}, record.input_schema)
 
 
 def column_json(value: Any) -> str:
