@@ -146,3 +146,34 @@ def test_a_torn_row_read_for_scoring_is_a_corrupt_index(indexes: dict[int, ToolI
     finally:
         with write_transaction(index.engine) as connection:
             connection.exec_driver_sql("UPDATE tools SET indexed_terms = ? WHERE id = ?", (original, second))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.integers(0, 3_000),
+    top_tf=st.integers(1, 60),
+    longest=st.integers(1, 400),
+    avgdl=st.floats(0.5, 500.0),
+    weight=st.floats(0.01, 20.0),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_contributions_from_a_table_are_the_formula_s_bits(
+    size: int, top_tf: int, longest: int, avgdl: float, weight: float, seed: int
+) -> None:
+    """Common terms look their contributions up in a (tf, length) table; each must be the
+    double the formula gives that posting, whichever way it was computed."""
+    import numpy as np
+
+    from discovery.ranking import postings as term_postings
+    from discovery.ranking.bm25 import contribution, length_norm, saturation_numerator
+
+    rng = np.random.default_rng(seed)
+    tf = rng.integers(1, top_tf + 1, size).astype(np.int32)
+    doc_len = rng.integers(1, longest + 1, size).astype(np.int32)
+    norms = length_norm(np.arange(longest + 1, dtype=np.float64), avgdl)
+    as_float = tf.astype(np.float64)
+    expected = contribution(weight, saturation_numerator(as_float), as_float, length_norm(doc_len, avgdl))
+    for table in (norms, None):
+        found = term_postings._contributions(weight, tf, doc_len, avgdl, table)
+        assert found.dtype == np.float64
+        assert found.view(np.int64).tolist() == expected.view(np.int64).tolist()

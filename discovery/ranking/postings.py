@@ -107,15 +107,42 @@ class TermPostings:
     ) -> Contribution:
         """``bm25.contribution`` at ``weight`` for the postings of ``groups`` at ``avgdl``."""
         run = self.span(groups)
-        tf, doc_len, ids = self.tf[run].astype(np.float64), self.doc_len[run], self.tool_ids[run]
-        norm = norms[doc_len] if norms is not None else length_norm(doc_len, avgdl)
-        values: np.ndarray = contribution(weight, saturation_numerator(tf), tf, norm)
+        tf, doc_len, ids = self.tf[run], self.doc_len[run], self.tool_ids[run]
+        values = _contributions(weight, tf, doc_len, avgdl, norms)
         id_range = int(ids.max()) + 1 if ids.size else 0
         if ids.size == 0 or ids.size * DENSE_SHARE < id_range:
             return Contribution(values, ids, dense=False)
         dense = np.zeros(id_range)
         dense[ids] = values
         return Contribution(dense, ids, dense=True)
+
+
+def _contributions(
+    weight: float, tf: np.ndarray, doc_len: np.ndarray, avgdl: float, norms: np.ndarray | None
+) -> np.ndarray:
+    """``bm25.contribution`` per posting.
+
+    A contribution depends only on the posting's (tf, length), and a common term's hundreds of
+    thousands of postings share a few thousand such pairs: when every pair fits in a table
+    smaller than the postings, the table is computed (the same operations on the same doubles,
+    so the same bits) and looked up, one gather instead of a pass per arithmetic step."""
+    if norms is not None and tf.size:
+        pairs = (int(tf.max()) + 1) * norms.size
+        if pairs <= min(tf.size, CONTRIBUTION_TABLE_LIMIT) and tf.min() >= 0:
+            tfs = np.arange(pairs // norms.size, dtype=np.float64)[:, None]
+            table = contribution(weight, saturation_numerator(tfs), tfs, norms[None, :]).ravel()
+            at = tf * np.int32(norms.size)
+            at += doc_len
+            looked_up: np.ndarray = table.take(at)
+            return looked_up
+    as_float = tf.astype(np.float64)
+    norm = norms[doc_len] if norms is not None else length_norm(doc_len, avgdl)
+    values: np.ndarray = contribution(weight, saturation_numerator(as_float), as_float, norm)
+    return values
+
+
+CONTRIBUTION_TABLE_LIMIT = 1 << 20
+"""Most (tf, length) pairs a contribution table holds: its index stays well inside int32."""
 
 
 def load_postings(connection: Connection, term_id: int, stats: dict[int, TermStats]) -> TermPostings:
