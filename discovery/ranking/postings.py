@@ -127,9 +127,9 @@ def _contributions(
     smaller than the postings, the table is computed (the same operations on the same doubles,
     so the same bits) and looked up, one gather instead of a pass per arithmetic step."""
     if norms is not None and tf.size:
-        pairs = (int(tf.max()) + 1) * norms.size
-        if pairs <= min(tf.size, CONTRIBUTION_TABLE_LIMIT) and tf.min() >= 0:
-            tfs = np.arange(pairs // norms.size, dtype=np.float64)[:, None]
+        tf_values = int(tf.max()) + 1
+        if tf_values * norms.size <= min(tf.size, CONTRIBUTION_TABLE_LIMIT) and tf.min() >= 0:
+            tfs = np.arange(tf_values, dtype=np.float64)[:, None]
             table = contribution(weight, saturation_numerator(tfs), tfs, norms[None, :]).ravel()
             at = tf * np.int32(norms.size)
             at += doc_len

@@ -40,17 +40,18 @@ _tools = sa.table(
 )
 
 
-def _new(row: Any) -> str:
+def _fields(row: Any) -> dict[str, Any]:
+    """A row's record fields but its input schema."""
     fields = {name: getattr(row, name) for name in _TEXT_FIELDS}
-    fields["schema_keys"] = row.schema_keys
-    fields["load_mode"] = row.load_mode
-    return record_digest(fields, row.input_schema)
+    return {**fields, "schema_keys": row.schema_keys, "load_mode": row.load_mode}
+
+
+def _new(row: Any) -> str:
+    return record_digest(_fields(row), row.input_schema)
 
 
 def _old(row: Any) -> str:
-    fields = {name: getattr(row, name) for name in _TEXT_FIELDS}
-    fields.update(schema_keys=row.schema_keys, input_schema=row.input_schema, load_mode=row.load_mode)
-    return legacy_digest(fields)
+    return legacy_digest({**_fields(row), "input_schema": row.input_schema})
 
 
 def _rehash(digest: Callable[[Any], str]) -> None:
