@@ -309,13 +309,26 @@ def unreadable_tool_values(connection: Connection) -> list[str]:
 
 def block_size_mismatches(connection: Connection, *, limit: int) -> list[tuple[int, int, int, int]]:
     """``(term id, group, stored size, postings held)`` of blocks whose ``size`` is not the number
-    of postings their arrays hold (writes read the size to decide when to merge)."""
-    width = postings.ID_DTYPE.itemsize
-    held = func.length(posting_blocks_table.c.tool_ids) / width
+    of postings their arrays hold (writes read the size to decide when to merge). Blocks of an
+    unknown layout are ``unknown_block_layouts``'."""
+    blocks = posting_blocks_table.c
+    held = func.length(blocks.tool_ids) // (blocks.widths // 100)
     rows = connection.execute(
-        select(posting_blocks_table.c.term_id, posting_blocks_table.c.grp, posting_blocks_table.c.size, held)
-        .where(posting_blocks_table.c.size * width != func.length(posting_blocks_table.c.tool_ids))
-        .order_by(posting_blocks_table.c.term_id, posting_blocks_table.c.grp)
+        select(blocks.term_id, blocks.grp, blocks.size, held)
+        .where(blocks.widths.in_(sorted(postings.LAYOUTS)), blocks.size != held)
+        .order_by(blocks.term_id, blocks.grp)
         .limit(limit)
     )
     return [(int(term), int(grp), int(size), int(count)) for term, grp, size, count in rows]
+
+
+def unknown_block_layouts(connection: Connection, *, limit: int) -> list[tuple[int, int, int]]:
+    """``(term id, group, widths)`` of blocks whose ``widths`` is none of ``postings.LAYOUTS``."""
+    blocks = posting_blocks_table.c
+    rows = connection.execute(
+        select(blocks.term_id, blocks.grp, blocks.widths)
+        .where(blocks.widths.not_in(sorted(postings.LAYOUTS)))
+        .order_by(blocks.term_id, blocks.grp)
+        .limit(limit)
+    )
+    return [(int(term), int(grp), int(widths)) for term, grp, widths in rows]

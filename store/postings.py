@@ -1,9 +1,11 @@
 """Postings laid out for the scan: one packed block per (term, group), plus a small delta.
 
 A block holds the postings of one term in one corpus group as three little-endian arrays sorted
-by tool id (id int64, weighted tf int32, document length int32). Reading a term is one row
+by tool id: ids, weighted tfs and document lengths, each in the narrowest of a few unsigned
+widths that holds its values (its ``widths`` column says which). Reading a term is one row
 whatever its document frequency, and numpy takes the bytes as they are, so neither an import
-nor a cold search pays per posting row.
+nor a cold search pays per posting row; the narrow widths make a common term's row a third of
+what fixed 8/4/4-byte arrays made it, and a cold search reads that many fewer bytes.
 
 Rewriting a block of 100k postings for a one-tool upsert would cost megabytes, so small changes
 go to ``posting_delta`` instead: rows keyed like postings that *override* the block entry of the
@@ -22,7 +24,7 @@ import numpy as np
 from sqlalchemy import Connection
 
 from store import driver
-from store.errors import CorruptIndex
+from store.errors import damaged
 
 REWRITE_FACTOR = 16
 """A write rewrites a key's block rather than adding overrides when the block and its pending
@@ -38,6 +40,40 @@ KEY_CHUNK = 500
 
 ID_DTYPE = np.dtype("<i8")
 VALUE_DTYPE = np.dtype("<i4")
+"""The widest layout (every block's before revision 0006), and the dtypes changes come in."""
+
+ID_WIDTHS: dict[int, np.dtype[Any]] = {4: np.dtype("<u4"), 8: ID_DTYPE}
+VALUE_WIDTHS: dict[int, np.dtype[Any]] = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: VALUE_DTYPE}
+"""The dtypes a block's arrays may be stored in, by bytes per value."""
+
+WIDE = 844
+"""``widths`` of a block stored in ``ID_DTYPE`` and ``VALUE_DTYPE``: a block's ``widths`` is its
+bytes per tool id, tf and length, as the three digits of one number."""
+
+LAYOUTS: dict[int, tuple[np.dtype[Any], np.dtype[Any], np.dtype[Any]]] = {
+    id_width * 100 + tf_width * 10 + len_width: (
+        ID_WIDTHS[id_width],
+        VALUE_WIDTHS[tf_width],
+        VALUE_WIDTHS[len_width],
+    )
+    for id_width in ID_WIDTHS
+    for tf_width in VALUE_WIDTHS
+    for len_width in VALUE_WIDTHS
+}
+"""Every valid ``widths`` and the dtypes of the arrays it stands for."""
+
+
+def narrowest(values: np.ndarray, widths: dict[int, np.dtype[Any]]) -> int:
+    """The fewest bytes per value of ``widths`` that hold every one of ``values`` exactly (the
+    widest, signed one for negative values, which no valid block holds)."""
+    widest = max(widths)
+    if values.size == 0:
+        return min(widths)
+    low, high = int(values.min()), int(values.max())
+    if low < 0:
+        return widest
+    return next((width for width, dtype in sorted(widths.items()) if high <= np.iinfo(dtype).max), widest)
+
 
 POSTING_DTYPE = np.dtype([("tool_id", np.int64), ("tf", np.int32), ("doc_len", np.int32), ("grp", np.int8)])
 """One posting of a term as the scorer reads it."""
@@ -102,7 +138,7 @@ def forward_entries(packed: bytes, tool_id: int) -> np.ndarray:
     try:
         return np.frombuffer(packed, FORWARD_DTYPE)
     except (TypeError, ValueError) as exc:
-        raise CorruptIndex(f"indexed terms of tool id {tool_id}: {exc}") from None
+        raise damaged(f"indexed terms of tool id {tool_id}: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,25 +154,32 @@ class Block:
         return cls(np.empty(0, ID_DTYPE), np.empty(0, VALUE_DTYPE), np.empty(0, VALUE_DTYPE))
 
     @classmethod
-    def decode(cls, key: Key, tool_ids: bytes, tf: bytes, doc_len: bytes) -> Block:
+    def decode(cls, key: Key, widths: int, tool_ids: bytes, tf: bytes, doc_len: bytes) -> Block:
         """A stored block; ``CorruptIndex`` if its arrays cannot be one."""
+        where = f"posting block of term id {key[0]}, group {key[1]}"
+        dtypes = LAYOUTS.get(widths)
+        if dtypes is None:
+            raise damaged(f"{where}: unknown widths {widths}")
         try:
+            id_type, tf_type, len_type = dtypes
             block = cls(
-                np.frombuffer(tool_ids, ID_DTYPE),
-                np.frombuffer(tf, VALUE_DTYPE),
-                np.frombuffer(doc_len, VALUE_DTYPE),
+                np.frombuffer(tool_ids, id_type), np.frombuffer(tf, tf_type), np.frombuffer(doc_len, len_type)
             )
-        except ValueError as exc:
-            raise CorruptIndex(f"posting block of term id {key[0]}, group {key[1]}: {exc}") from None
+        except (TypeError, ValueError) as exc:
+            raise damaged(f"{where}: {exc}") from None
         if not block.tool_ids.size == block.tf.size == block.doc_len.size:
-            raise CorruptIndex(f"posting block of term id {key[0]}, group {key[1]}: arrays of unequal length")
+            raise damaged(f"{where}: arrays of unequal length")
         return block
 
-    def encode(self) -> tuple[bytes, bytes, bytes]:
+    def encode(self) -> tuple[int, bytes, bytes, bytes]:
+        """``(widths, tool ids, tfs, lengths)``: each array in the narrowest width that holds it."""
+        id_width = narrowest(self.tool_ids, ID_WIDTHS)
+        tf_width, len_width = narrowest(self.tf, VALUE_WIDTHS), narrowest(self.doc_len, VALUE_WIDTHS)
         return (
-            self.tool_ids.astype(ID_DTYPE, copy=False).tobytes(),
-            self.tf.astype(VALUE_DTYPE, copy=False).tobytes(),
-            self.doc_len.astype(VALUE_DTYPE, copy=False).tobytes(),
+            id_width * 100 + tf_width * 10 + len_width,
+            self.tool_ids.astype(ID_WIDTHS[id_width], copy=False).tobytes(),
+            self.tf.astype(VALUE_WIDTHS[tf_width], copy=False).tobytes(),
+            self.doc_len.astype(VALUE_WIDTHS[len_width], copy=False).tobytes(),
         )
 
     @property
@@ -144,7 +187,8 @@ class Block:
         return int(self.tool_ids.size)
 
     def overridden(self, tool_ids: np.ndarray, tf: np.ndarray, doc_len: np.ndarray) -> Block:
-        """This block with overrides applied: ``tool_ids`` unique and ascending, ``tf = 0`` removes."""
+        """This block with overrides applied: ``tool_ids`` unique and ascending, ``tf = 0`` removes.
+        Arrays whose overrides come wider than they are stored widen to hold them."""
         if tool_ids.size == 0:
             return self
         if self.tool_ids.size == 0:  # a new key: the overrides, sorted by id, are the block
@@ -198,21 +242,24 @@ def _spliced(
             pieces.append(overrides[i : i + 1])
         start = position + replaces
     pieces.append(values[start:])
-    return np.concatenate(pieces).astype(values.dtype, copy=False)
+    return np.concatenate(pieces).astype(np.result_type(values, overrides), copy=False)
 
 
 def _merged(kept: np.ndarray, added: np.ndarray, is_added: np.ndarray) -> np.ndarray:
-    merged = np.empty(is_added.size, kept.dtype)
+    merged = np.empty(is_added.size, np.result_type(kept, added))
     merged[is_added] = added
     merged[~is_added] = kept
     return merged
 
 
-BLOCK_COLUMNS = "SELECT term_id, grp, tool_ids, tfs, doc_lens FROM posting_blocks"
+BLOCK_COLUMNS = "SELECT term_id, grp, widths, tool_ids, tfs, doc_lens FROM posting_blocks"
 
 
 def _blocks_of(rows: list[Any]) -> dict[Key, Block]:
-    return {(term, grp): Block.decode((term, grp), ids, tf, lens) for term, grp, ids, tf, lens in rows}
+    return {
+        (term, grp): Block.decode((term, grp), widths, ids, tf, lens)
+        for term, grp, widths, ids, tf, lens in rows
+    }
 
 
 def _merge(blocks: dict[Key, Block], delta_rows: list[Any]) -> dict[Key, Block]:
@@ -407,9 +454,10 @@ def _rewrite(connection: Connection, runs: list[tuple[Key, np.ndarray]], with_pe
             emptied.append(key)
     driver.execute_many(
         connection,
-        "INSERT INTO posting_blocks (term_id, grp, size, tool_ids, tfs, doc_lens) VALUES (?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT (term_id, grp) DO UPDATE SET size = excluded.size, tool_ids = excluded.tool_ids, "
-        "tfs = excluded.tfs, doc_lens = excluded.doc_lens",
+        "INSERT INTO posting_blocks (term_id, grp, size, widths, tool_ids, tfs, doc_lens) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (term_id, grp) DO UPDATE SET size = excluded.size, widths = excluded.widths, "
+        "tool_ids = excluded.tool_ids, tfs = excluded.tfs, doc_lens = excluded.doc_lens",
         upserts,
     )
     driver.execute_many(connection, "DELETE FROM posting_blocks WHERE term_id = ? AND grp = ?", emptied)

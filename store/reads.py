@@ -75,7 +75,8 @@ def term_stats(connection: Connection, terms: Sequence[str]) -> dict[str, tuple[
 
 def posting_blocks(connection: Connection, term_id: int) -> list[tuple[int, packed.Block]]:
     """Every posting of one term as ``(group, block)``, in group order; each block's arrays
-    (tool id int64, tf and document length int32) are sorted by tool id."""
+    (tool ids, tfs and document lengths, in the unsigned widths they are stored in or wider)
+    are sorted by tool id."""
     return packed.term_blocks(connection, term_id)
 
 

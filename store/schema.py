@@ -21,6 +21,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 
 NAMING_CONVENTION = {
@@ -103,6 +104,9 @@ posting_blocks_table = Table(
     Column("term_id", Integer, primary_key=True),
     Column("grp", SmallInteger, primary_key=True),
     Column("size", Integer, nullable=False),
+    # Bytes per tool id, tf and length as three digits (``store.postings.LAYOUTS``); blocks
+    # written before revision 0006 are all 8, 4 and 4.
+    Column("widths", SmallInteger, nullable=False, server_default=text("844")),
     Column("tool_ids", LargeBinary, nullable=False),
     Column("tfs", LargeBinary, nullable=False),
     Column("doc_lens", LargeBinary, nullable=False),

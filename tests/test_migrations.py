@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
@@ -412,3 +413,59 @@ def test_revision_0005_recomputes_every_digest_and_0004_gets_them_back(db_url: s
     with ToolIndex.open(db_url) as index:
         assert verify(index).problems == []
         assert index.upsert_tools(catalog).unchanged == list(records)
+
+
+# --- 0005 → 0006: posting blocks narrowed, and widened back ------------------------------------
+
+
+def stored_blocks(engine: Engine, *, narrow: bool = True) -> dict[tuple[int, int], tuple[Any, ...]]:
+    """Per key, a block's ``size`` (and ``widths`` when ``narrow``), then its three arrays."""
+    columns = f"size, {'widths, ' if narrow else ''}tool_ids, tfs, doc_lens"
+    with engine.connect() as connection:
+        rows = connection.execute(text(f"SELECT term_id, grp, {columns} FROM posting_blocks")).all()
+    return {
+        (row[0], row[1]): tuple(bytes(value) if isinstance(value, memoryview) else value for value in row[2:])
+        for row in rows
+    }
+
+
+LONG_SCHEMA = {"type": "object", "properties": {f"field_{i}": {"type": "string"} for i in range(150)}}
+
+
+def test_revision_0006_narrows_every_block_and_0005_widens_them_back(db_url: str, engine: Engine) -> None:
+    batch = importlib.import_module("migrations.versions.0006_narrow_posting_blocks").BATCH
+    # More blocks than one step of the migration takes, and lengths past one byte.
+    words = ("".join(letters) for letters in itertools.product("bcdfghjklmnpqrstvwxz", repeat=3))
+    many = [{"name": f"bulk{n}", "description": " ".join(itertools.islice(words, 100))} for n in range(40)]
+    catalog = [
+        *WORKED_EXAMPLE,
+        *generated_catalog(40),
+        *many,
+        {"name": "long", "description": "ledger " * 100, "input_schema": LONG_SCHEMA},
+    ]
+    with ToolIndex.open(db_url) as index:
+        index.upsert_tools(catalog)
+        before = answers(index)
+    narrow = stored_blocks(engine)
+    assert len(narrow) > batch  # the migration takes more than one step each way
+    assert {row[1] for row in narrow.values()} >= {411, 412}
+
+    migrate.downgrade(engine, "0005")
+    assert "widths" not in {column["name"] for column in inspect(engine).get_columns("posting_blocks")}
+    wide = stored_blocks(engine, narrow=False)
+    assert wide.keys() == narrow.keys()
+    for key, (size, tool_ids, tfs, doc_lens) in wide.items():
+        narrow_size, widths, *narrow_arrays = narrow[key]
+        assert (len(tool_ids), len(tfs), len(doc_lens)) == (8 * size, 4 * size, 4 * size)
+        assert size == narrow_size
+        dtypes = packed_postings.LAYOUTS[widths]
+        for stored, packed, dtype, wide_dtype in zip(
+            (tool_ids, tfs, doc_lens), narrow_arrays, dtypes, ("<i8", "<i4", "<i4"), strict=True
+        ):
+            assert np.frombuffer(stored, wide_dtype).tolist() == np.frombuffer(packed, dtype).tolist()
+
+    migrate.upgrade(engine)
+    assert stored_blocks(engine) == narrow
+    with ToolIndex.open(db_url) as index:
+        assert answers(index) == before
+        assert verify(index).problems == []

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import Connection
 
 from discovery import ToolIndex
 from store import CorruptIndex, postings
@@ -19,12 +20,14 @@ CHANGES = st.lists(
     st.tuples(
         st.integers(1, 4),  # term
         st.integers(1, 2),  # group
-        st.integers(1, 30),  # tool
-        st.one_of(st.just(0), st.integers(1, 50)),  # tf, 0 removes
-        st.integers(1, 200),  # doc_len
+        st.one_of(st.integers(1, 30), st.sampled_from([2**32 - 1, 2**32, 2**40])),  # tool
+        st.one_of(st.just(0), st.integers(1, 50), st.sampled_from([255, 256, 65_535, 65_536, 2**31 - 1])),
+        st.one_of(st.integers(1, 200), st.sampled_from([255, 256, 65_535, 65_536])),  # doc_len
     ),
     max_size=40,
 )
+"""Small values, and values at each edge of the narrow widths a block may be stored in: a block
+narrows and widens as its values come and go, and reads back the same."""
 
 
 def as_changes(rows: list[tuple[int, int, int, int, int]]) -> np.ndarray:
@@ -121,6 +124,63 @@ def test_overrides_are_merged_once_they_are_many(sqlite_url: str) -> None:
         pending = connection.exec_driver_sql("SELECT COUNT(*) FROM posting_delta").scalar_one()
         size = connection.exec_driver_sql("SELECT size FROM posting_blocks").scalar_one()
     assert pending < limit and size + pending == 1000 + limit + 1
+
+
+def stored_widths(connection: Connection) -> list[int]:
+    rows = connection.exec_driver_sql("SELECT widths FROM posting_blocks ORDER BY term_id")
+    return [row[0] for row in rows]
+
+
+def test_each_array_of_a_block_is_stored_in_the_narrowest_width_that_holds_it(sqlite_url: str) -> None:
+    blocks = [
+        (1, [(7, 3, 10), (9, 1, 4)]),  # 4-byte ids, 1-byte tfs and lengths
+        (2, [(7, 256, 10), (9, 1, 300)]),  # 2-byte tfs and lengths
+        (3, [(7, 3, 65_536), (2**32, 1, 4)]),  # 8-byte ids, 4-byte lengths
+    ]
+    rows = [(term, 2, tool, tf, doc_len) for term, entries in blocks for tool, tf, doc_len in entries]
+    with ToolIndex.open(sqlite_url) as index, write_transaction(index.engine) as connection:
+        postings.write(connection, np.array(rows, dtype=postings.CHANGE_DTYPE))
+        assert stored_widths(connection) == [411, 422, 814]
+        lengths = connection.exec_driver_sql(
+            "SELECT length(tool_ids), length(tfs), length(doc_lens) FROM posting_blocks ORDER BY term_id"
+        ).all()
+        assert [tuple(row) for row in lengths] == [(8, 2, 2), (8, 4, 4), (16, 2, 8)]
+        for term, entries in blocks:
+            found = postings.term_postings(connection, term)
+            assert [tuple(row) for row in found[["tool_id", "tf", "doc_len"]].tolist()] == entries
+
+
+def test_an_override_wider_than_its_block_is_read_and_merged_exactly(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    big = np.array([(1, 2, tool, 3, 10) for tool in range(1, 1001)], dtype=postings.CHANGE_DTYPE)
+    with ToolIndex.open(sqlite_url) as index, write_transaction(index.engine) as connection:
+        postings.write(connection, big)
+        assert stored_widths(connection) == [411]
+        wide = np.array([(1, 2, 500, 70_000, 300), (1, 2, 2**33, 2, 10)], dtype=postings.CHANGE_DTYPE)
+        postings.write(connection, wide)  # two overrides beside a block of 1-byte values
+        pending = connection.exec_driver_sql("SELECT COUNT(*) FROM posting_delta").scalar_one()
+        block = postings.key_blocks(connection, [(1, 2)])[(1, 2)]
+        assert pending == 2 and block.size == 1001
+        assert (int(block.tf[499]), int(block.doc_len[499]), int(block.tool_ids[-1])) == (70_000, 300, 2**33)
+        monkeypatch.setattr(postings, "REWRITE_FACTOR", 10**9)  # the next write merges
+        postings.write(connection, np.array([(1, 2, 1, 4, 10)], dtype=postings.CHANGE_DTYPE))
+        assert stored_widths(connection) == [842]
+        merged = postings.key_blocks(connection, [(1, 2)])[(1, 2)]
+        assert merged.tf.tolist() == [4, *block.tf[1:].tolist()]
+        assert merged.tool_ids.tolist() == block.tool_ids.tolist()
+
+
+@pytest.mark.parametrize("widths", [0, 844 + 1, 148, 32767])
+def test_a_block_of_unknown_widths_is_a_corrupt_index(sqlite_url: str, widths: int) -> None:
+    with ToolIndex.open(sqlite_url) as index:
+        with write_transaction(index.engine) as connection:
+            two = np.array([(1, 2, 7, 3, 10), (1, 2, 9, 1, 4)], dtype=postings.CHANGE_DTYPE)
+            postings.write(connection, two)
+            connection.exec_driver_sql(f"UPDATE posting_blocks SET widths = {widths}")
+        unknown = pytest.raises(CorruptIndex, match=f"term id 1, group 2: unknown widths {widths}")
+        with read_transaction(index.engine) as connection, unknown:
+            postings.term_postings(connection, 1)
 
 
 @pytest.mark.parametrize("column", ["tool_ids", "tfs", "doc_lens"])

@@ -73,6 +73,10 @@ FOUND_ON_BOTH = {
         "UPDATE posting_blocks SET size = size + 1 WHERE term_id = (SELECT MIN(term_id) FROM posting_blocks)",
         r"posting block of term id \d+, group \d: size (\d+), it holds \d+ postings",
     ),
+    "posting_blocks.widths unknown": (
+        "UPDATE posting_blocks SET widths = 999 WHERE term_id = (SELECT MIN(term_id) FROM posting_blocks)",
+        r"posting block of term id \d+, group \d: unknown widths 999",
+    ),
     "session setting outside its values": (
         """UPDATE sessions SET settings = '{"discovery_mode": "sometimes"}' WHERE id = 's1'""",
         r"session 's1': stored settings are invalid: discovery_mode: Input should be 'auto', 'off', "

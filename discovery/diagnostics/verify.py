@@ -204,11 +204,14 @@ def check_stored_values(connection: Connection, report: VerifyReport) -> None:
 
 
 def check_block_sizes(connection: Connection, report: VerifyReport) -> None:
-    """Each posting block's ``size`` is the number of postings it holds."""
+    """Each posting block's ``size`` is the number of postings it holds, and its ``widths`` a
+    layout of ``store.postings.LAYOUTS``."""
     for term_id, grp, size, held in audit.block_size_mismatches(connection, limit=MAX_PROBLEMS):
         report.problem(
             f"posting block of term id {term_id}, group {grp}: size {size}, it holds {held} postings"
         )
+    for term_id, grp, widths in audit.unknown_block_layouts(connection, limit=MAX_PROBLEMS):
+        report.problem(f"posting block of term id {term_id}, group {grp}: unknown widths {widths}")
 
 
 def check_group_stats(connection: Connection, report: VerifyReport) -> None:

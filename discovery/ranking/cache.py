@@ -17,8 +17,9 @@ from discovery.ranking.postings import Contribution, TermPostings, load_postings
 from store import TermStats, reads
 
 CACHED_POSTINGS_BYTES = 128_000_000
-"""Memory for the postings kept per process, least recently used term first out: 16 bytes a
-posting, and for each contribution kept 8 more a posting, or 8 an id when laid out densely.
+"""Memory for the postings kept per process, least recently used term first out: the bytes of
+the stored arrays (6 to 16 a posting), and for each contribution kept 8 more a posting, or 8 an
+id when laid out densely, and 8 a posting for its ids unless the stored ids are 8-byte ones.
 Enough for the common terms of a million-tool catalog's usual queries, so that repeated
 searches do not read them again; serving stays within a few hundred MB."""
 

@@ -23,17 +23,19 @@ most this many times the memory."""
 @dataclass(frozen=True, slots=True)
 class Contribution:
     """What a term adds to each document's score in one corpus (``bm25.contribution``), per
-    posting of the corpus' groups, whose tool ids are ``ids`` (a view of the cached postings),
-    or, when ``dense``, laid out by tool id with 0 where the term is absent. Adding 0 leaves a
-    score's bits as they are, so both layouts give the same scores."""
+    posting of the corpus' groups, whose tool ids are ``ids`` (``intp``: a view of the cached
+    postings when they are stored so, else a copy, made once here rather than by numpy at every
+    indexing), or, when ``dense``, laid out by tool id with 0 where the term is absent. Adding 0
+    leaves a score's bits as they are, so both layouts give the same scores."""
 
     values: np.ndarray
     ids: np.ndarray
     dense: bool
+    owns_ids: bool = False
 
     @property
     def nbytes(self) -> int:
-        return int(self.values.nbytes)
+        return int(self.values.nbytes) + (int(self.ids.nbytes) if self.owns_ids else 0)
 
     def add_to(self, scores: np.ndarray) -> None:
         if self.dense:
@@ -52,8 +54,9 @@ Contributions = OrderedDict[tuple[float, tuple[int, ...], float], Contribution]
 class TermPostings:
     """A term's postings sorted by (group, tool id), with where each group's run starts.
 
-    The arrays are kept as stored (tool id int64, tf and length int32): a large catalog's
-    common terms fill the cache, and the doubles of a contribution are cheap to derive again.
+    The arrays are kept as stored (each in its block's narrow unsigned width, or wider when a
+    term's groups or pending overrides differ): a large catalog's common terms fill the cache,
+    and the doubles of a contribution are cheap to derive again.
     ``contributions`` keeps what the term adds to each score by (average length, groups, weight)
     for the corpora searched last (the ranker fills it), so a repeated search of one corpus only
     adds them up.
@@ -92,7 +95,7 @@ class TermPostings:
                 continue
             start, end = self.group_starts[grp]
             run = self.tool_ids[start:end]
-            at = np.searchsorted(run, ids)
+            at = np.searchsorted(run, _as_dtype_of(run, ids))
             inside = at < run.size
             found = np.flatnonzero(inside)[run[at[inside]] == ids[inside]]
             positions.append(found)
@@ -107,14 +110,27 @@ class TermPostings:
     ) -> Contribution:
         """``bm25.contribution`` at ``weight`` for the postings of ``groups`` at ``avgdl``."""
         run = self.span(groups)
-        tf, doc_len, ids = self.tf[run], self.doc_len[run], self.tool_ids[run]
+        tf, doc_len, stored_ids = self.tf[run], self.doc_len[run], self.tool_ids[run]
         values = _contributions(weight, tf, doc_len, avgdl, norms)
+        ids = stored_ids.astype(np.intp, copy=False)
+        owns_ids = ids is not stored_ids
         id_range = int(ids.max()) + 1 if ids.size else 0
         if ids.size == 0 or ids.size * DENSE_SHARE < id_range:
-            return Contribution(values, ids, dense=False)
+            return Contribution(values, ids, dense=False, owns_ids=owns_ids)
         dense = np.zeros(id_range)
         dense[ids] = values
-        return Contribution(dense, ids, dense=True)
+        return Contribution(dense, ids, dense=True, owns_ids=owns_ids)
+
+
+def _as_dtype_of(run: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """``ids`` (ascending) in ``run``'s dtype when it holds them all, so that a binary search
+    does not convert the whole run to a common type; as they are otherwise."""
+    if ids.dtype == run.dtype or ids.size == 0:
+        return ids
+    limits = np.iinfo(run.dtype)
+    if int(ids[0]) >= limits.min and int(ids[-1]) <= limits.max:
+        return ids.astype(run.dtype)
+    return ids
 
 
 def _contributions(
