@@ -63,16 +63,24 @@ LAYOUTS: dict[int, tuple[np.dtype[Any], np.dtype[Any], np.dtype[Any]]] = {
 """Every valid ``widths`` and the dtypes of the arrays it stands for."""
 
 
-def narrowest(values: np.ndarray, widths: dict[int, np.dtype[Any]]) -> int:
-    """The fewest bytes per value of ``widths`` that hold every one of ``values`` exactly (the
+def limits(widths: dict[int, np.dtype[Any]]) -> tuple[tuple[int, int], ...]:
+    """Each width of ``widths`` and the largest value it holds, narrowest first."""
+    return tuple(sorted((width, int(np.iinfo(dtype).max)) for width, dtype in widths.items()))
+
+
+ID_LIMITS, VALUE_LIMITS = limits(ID_WIDTHS), limits(VALUE_WIDTHS)
+"""Worked out once: an import encodes a block per key."""
+
+
+def narrowest(values: np.ndarray, limits: tuple[tuple[int, int], ...]) -> int:
+    """The fewest bytes per value of ``limits`` that hold every one of ``values`` exactly (the
     widest, signed one for negative values, which no valid block holds)."""
-    widest = max(widths)
     if values.size == 0:
-        return min(widths)
-    low, high = int(values.min()), int(values.max())
-    if low < 0:
-        return widest
-    return next((width for width, dtype in sorted(widths.items()) if high <= np.iinfo(dtype).max), widest)
+        return limits[0][0]
+    # Every limit is all ones (2**bits - 1): the values fit under one exactly when their bitwise
+    # OR does, and the OR is negative when any value is. One pass instead of a min and a max.
+    bits = int(np.bitwise_or.reduce(values))
+    return next((width for width, limit in limits if 0 <= bits <= limit), limits[-1][0])
 
 
 POSTING_DTYPE = np.dtype([("tool_id", np.int64), ("tf", np.int32), ("doc_len", np.int32), ("grp", np.int8)])
@@ -173,8 +181,8 @@ class Block:
 
     def encode(self) -> tuple[int, bytes, bytes, bytes]:
         """``(widths, tool ids, tfs, lengths)``: each array in the narrowest width that holds it."""
-        id_width = narrowest(self.tool_ids, ID_WIDTHS)
-        tf_width, len_width = narrowest(self.tf, VALUE_WIDTHS), narrowest(self.doc_len, VALUE_WIDTHS)
+        id_width = narrowest(self.tool_ids, ID_LIMITS)
+        tf_width, len_width = narrowest(self.tf, VALUE_LIMITS), narrowest(self.doc_len, VALUE_LIMITS)
         return (
             id_width * 100 + tf_width * 10 + len_width,
             self.tool_ids.astype(ID_WIDTHS[id_width], copy=False).tobytes(),

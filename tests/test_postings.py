@@ -150,6 +150,19 @@ def test_each_array_of_a_block_is_stored_in_the_narrowest_width_that_holds_it(sq
             assert [tuple(row) for row in found[["tool_id", "tf", "doc_len"]].tolist()] == entries
 
 
+@given(st.lists(st.integers(-(2**40), 2**40) | st.sampled_from([255, 256, 65_535, 65_536, 2**32 - 1, 2**32])))
+def test_narrowest_is_the_first_width_whose_dtype_holds_every_value(values: list[int]) -> None:
+    array = np.array(values, dtype=np.int64)
+    for widths, limits in (
+        (postings.ID_WIDTHS, postings.ID_LIMITS),
+        (postings.VALUE_WIDTHS, postings.VALUE_LIMITS),
+    ):
+        fitting = [
+            w for w, dtype in sorted(widths.items()) if all(0 <= v <= np.iinfo(dtype).max for v in values)
+        ]
+        assert postings.narrowest(array, limits) == (fitting[0] if fitting else max(widths))
+
+
 def test_an_override_wider_than_its_block_is_read_and_merged_exactly(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
