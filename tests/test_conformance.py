@@ -16,6 +16,7 @@ from discovery import ToolCallError, ToolIndex
 from discovery.diagnostics.explain import explain
 from discovery.ranking.bm25 import round6
 from discovery.ranking.corpus import Corpus
+from discovery.ranking.ranker import PRUNE_FROM
 from store import GROUP_MCP
 from tests.catalogs import rank
 from tests.conftest import BACKENDS, CONFORMANCE, SHARED, scratch_database, shared_json
@@ -66,7 +67,21 @@ def _cases(name: str) -> list[Any]:
     return [pytest.param(case, id=f"{number}-{case['query'][:30]}") for number, case in enumerate(cases)]
 
 
-def check_case(index: ToolIndex, case: dict[str, Any]) -> None:
+PRUNING = [None, 0]
+"""The ranker's ``prune_from`` for each run of a case: the default (these catalogs are searched
+exhaustively) and 0, which takes the pruned path wherever a query has terms to skip."""
+
+
+def check_case(index: ToolIndex, case: dict[str, Any], prune_from: int | None) -> None:
+    if prune_from is not None:
+        index.ranker.prune_from = prune_from
+    try:
+        _check_case(index, case)
+    finally:
+        index.ranker.prune_from = PRUNE_FROM
+
+
+def _check_case(index: ToolIndex, case: dict[str, Any]) -> None:
     if case["error"]:
         with pytest.raises(ToolCallError) as raised:
             index.search(case["query"], limit=case["limit"])
@@ -78,14 +93,18 @@ def check_case(index: ToolIndex, case: dict[str, Any]) -> None:
     assert [hit.score for hit in hits] == [row["score"] for row in case["expected"]]
 
 
+@pytest.mark.parametrize("prune_from", PRUNING, ids=["default", "pruned"])
 @pytest.mark.parametrize("case", _cases("ranking-real.json"))
-def test_real_catalog(imported: dict[str, ToolIndex], case: dict[str, Any]) -> None:
-    check_case(imported["ranking-real.json"], case)
+def test_real_catalog(imported: dict[str, ToolIndex], case: dict[str, Any], prune_from: int | None) -> None:
+    check_case(imported["ranking-real.json"], case, prune_from)
 
 
+@pytest.mark.parametrize("prune_from", PRUNING, ids=["default", "pruned"])
 @pytest.mark.parametrize("case", _cases("ranking-synthetic.json"))
-def test_synthetic_catalog(imported: dict[str, ToolIndex], case: dict[str, Any]) -> None:
-    check_case(imported["ranking-synthetic.json"], case)
+def test_synthetic_catalog(
+    imported: dict[str, ToolIndex], case: dict[str, Any], prune_from: int | None
+) -> None:
+    check_case(imported["ranking-synthetic.json"], case, prune_from)
 
 
 @pytest.mark.parametrize("name", FILES)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from discovery import ToolCallError, ToolIndex
+from discovery.ranking.ranker import PRUNE_FROM
 from tests.conftest import SHARED, shared_json
 
 
@@ -22,9 +23,14 @@ def _state(session: Any) -> dict[str, Any]:
     return {"active": session.active, "selected": session.selected, "total_tools": session.total_tools}
 
 
+@pytest.mark.parametrize("prune_from", [PRUNE_FROM, 0], ids=["default", "pruned"])
 @pytest.mark.parametrize("case", _cases(), ids=lambda case: case["name"])
-def test_session_case(index: ToolIndex, case: dict[str, Any]) -> None:
+def test_session_case(index: ToolIndex, case: dict[str, Any], prune_from: int) -> None:
+    """Each case as written, and again with every search taking the pruned path where it can
+    (``prune_from`` 0): a session's corpus leaves out its active tools, and the answers must not
+    change."""
     shared_json("conformance/sessions.json")
+    index.ranker.prune_from = prune_from
     index.upsert_tools(case["catalog"])
     settings = dict(case["settings"])
     if case.get("requested"):
