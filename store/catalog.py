@@ -253,7 +253,7 @@ def _existing(connection: Connection, names: Sequence[str]) -> dict[str, tuple[i
 def _last_per_key(changes: np.ndarray) -> np.ndarray:
     """One change per (term, group, tool): the last one given."""
     order = np.lexsort((np.arange(changes.size), changes["tool_id"], changes["grp"], changes["term_id"]))
-    ordered = changes[order]
+    ordered = changes.take(order)
     same_as_next = (
         (ordered["term_id"][:-1] == ordered["term_id"][1:])
         & (ordered["grp"][:-1] == ordered["grp"][1:])

@@ -87,9 +87,21 @@ POSTING_DTYPE = np.dtype([("tool_id", np.int64), ("tf", np.int32), ("doc_len", n
 """One posting of a term as the scorer reads it."""
 
 CHANGE_DTYPE = np.dtype(
-    [("term_id", np.int64), ("grp", np.int16), ("tool_id", np.int64), ("tf", np.int32), ("doc_len", np.int32)]
+    [
+        ("term_id", np.int64),
+        ("grp", np.int16),
+        ("tool_id", np.int64),
+        ("tf", np.int32),
+        ("doc_len", np.int32),
+    ],
+    align=True,
 )
-"""A posting with its key: a change to write (``tf = 0`` removes it), or one posting of the catalog."""
+"""A posting with its key: a change to write (``tf = 0`` removes it), or one posting of the catalog.
+
+Aligned, 32 bytes: numpy reads aligned fields in its fast loops and moves 32-byte items as one
+block, so an import's tens of millions of changes are keyed, counted and reordered several
+times faster than packed into 26 bytes. Reorder with ``take``: plain fancy indexing of a
+structured array copies field by field."""
 
 FORWARD_DTYPE = np.dtype([("term_id", "<i8"), ("tf", "<i4")])
 """One entry of a tool's ``indexed_terms``: a term it holds and its weighted tf."""
@@ -105,18 +117,30 @@ def key_codes(changes: np.ndarray) -> np.ndarray:
     return (changes["term_id"].astype(np.int64) << GROUP_BITS) | changes["grp"].astype(np.int64)
 
 
-def key_totals(changes: np.ndarray) -> list[tuple[int, int, int, int]]:
-    """Per (term, group) of ``changes``: ``(term, group, how many, largest tf)``, in key order —
-    a key's ``df`` and ``max_tf`` when ``changes`` are its postings."""
-    if changes.size == 0:
-        return []
+def key_of(code: int) -> Key:
+    """The (term, group) of a ``key_codes`` code."""
+    return code >> GROUP_BITS, code & ((1 << GROUP_BITS) - 1)
+
+
+def key_counts(changes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (term, group) of ``changes``: its ``key_codes`` code, how many changes it has and
+    their largest tf, as arrays in code order."""
     codes = key_codes(changes)
     order = stable_order(codes)
     codes = codes[order]
     starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
     counts = np.diff(np.r_[starts, codes.size])
-    largest = np.maximum.reduceat(changes["tf"][order], starts)
-    terms, groups = codes[starts] >> GROUP_BITS, codes[starts] & ((1 << GROUP_BITS) - 1)
+    largest = np.maximum.reduceat(changes["tf"][order], starts) if codes.size else changes["tf"][:0]
+    return codes[starts], counts, largest
+
+
+def key_totals(changes: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """Per (term, group) of ``changes``: ``(term, group, how many, largest tf)``, in key order —
+    a key's ``df`` and ``max_tf`` when ``changes`` are its postings."""
+    if changes.size == 0:
+        return []
+    codes, counts, largest = key_counts(changes)
+    terms, groups = codes >> GROUP_BITS, codes & ((1 << GROUP_BITS) - 1)
     return list(zip(terms.tolist(), groups.tolist(), counts.tolist(), largest.tolist(), strict=True))
 
 
@@ -379,7 +403,7 @@ def write(connection: Connection, changes: np.ndarray) -> None:
     """
     if changes.size == 0:
         return
-    changes = changes[_key_order(changes)]
+    changes = changes.take(_key_order(changes))
     runs = list(_by_key(changes))
     keys = [key for key, _ in runs]
     sizes, pending = _key_sizes(connection, keys)
