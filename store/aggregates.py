@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from sqlalchemy import Connection, bindparam, delete, insert, select, update
@@ -17,14 +18,17 @@ from store.sql import chunks
 
 
 class AggregateDelta:
-    """Changes to group and term statistics collected during one write."""
+    """Changes to group and term statistics collected during one write.
+
+    Postings are counted per batch with numpy (``add_postings``) and folded into per-key
+    figures once, when the write applies them (``key_figures``): an import's batches share most
+    of their keys, and a Python step per key and batch cost more than the rest of the count."""
 
     def __init__(self) -> None:
         self.doc_count: dict[int, int] = defaultdict(int)
         self.total_len: dict[int, int] = defaultdict(int)
-        self.df: dict[Key, int] = defaultdict(int)
-        self.added_max_tf: dict[Key, int] = {}
-        self.removed_max_tf: dict[Key, int] = {}
+        self._counted: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {+1: [], -1: []}
+        """Per sign, each batch's distinct key codes, their number of postings and largest tf."""
         self.recheck: set[Key] = set()
         """Keys that lost a posting added earlier in this write: their ``max_tf`` is recounted."""
 
@@ -33,21 +37,48 @@ class AggregateDelta:
         self.total_len[grp] += sign * doc_len
 
     def add_postings(self, changes: np.ndarray, sign: int, written_here: np.ndarray | None = None) -> None:
-        """Count ``changes`` (``CHANGE_DTYPE``) in or out: per key, their number and largest tf.
+        """Count ``changes`` (``CHANGE_DTYPE``) in (``sign`` +1) or out (-1): per key, their
+        number and largest tf.
 
         ``written_here``: tools whose postings this write added; taking those out again makes
-        ``added_max_tf`` an overcount, so their keys are rechecked.
+        the largest tf added an overcount, so their keys are rechecked.
         """
         if changes.size == 0:
             return
         if written_here is not None and written_here.size:
             again = changes[np.isin(changes["tool_id"], written_here)]
             self.recheck.update(zip(again["term_id"].tolist(), again["grp"].tolist(), strict=True))
-        target = self.added_max_tf if sign > 0 else self.removed_max_tf
-        for term, grp, count, tf in postings.key_totals(changes):
-            key = (term, grp)
-            self.df[key] += sign * count
-            target[key] = max(target.get(key, 0), tf)
+        self._counted[sign].append(postings.key_counts(changes))
+
+    def key_figures(self) -> KeyFigures:
+        """Per key of the postings counted: the change of its ``df``, and the largest tf added
+        and removed (0 when none was)."""
+        df: dict[Key, int] = defaultdict(int)
+        largest: dict[int, dict[Key, int]] = {}
+        for sign, parts in self._counted.items():
+            largest[sign] = {}
+            if not parts:
+                continue
+            codes, counts, tfs = (np.concatenate(column) for column in zip(*parts, strict=True))
+            order = np.argsort(codes)
+            codes, counts, tfs = codes[order], counts[order], tfs[order]
+            starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+            totals = np.add.reduceat(counts, starts)
+            maxima = np.maximum.reduceat(tfs, starts)
+            for code, total, tf in zip(codes[starts].tolist(), totals.tolist(), maxima.tolist(), strict=True):
+                key = postings.key_of(code)
+                df[key] += sign * total
+                largest[sign][key] = tf
+        return KeyFigures(df=dict(df), added_max_tf=largest[+1], removed_max_tf=largest[-1])
+
+
+@dataclass(frozen=True, slots=True)
+class KeyFigures:
+    """What one write changes of each key's statistics (``AggregateDelta.key_figures``)."""
+
+    df: dict[Key, int]
+    added_max_tf: dict[Key, int]
+    removed_max_tf: dict[Key, int]
 
 
 def current_postings(connection: Connection, tool_ids: Sequence[int], delta: AggregateDelta) -> np.ndarray:
@@ -113,19 +144,20 @@ def apply_aggregates(connection: Connection, delta: AggregateDelta) -> None:
         )
         if changed.rowcount != 1:  # the write rolls back: a count cannot be kept on a missing row
             raise damaged(f"no group_stats row for group {grp}")
-    keys = sorted(set(delta.df) | set(delta.added_max_tf))
+    figures = delta.key_figures()
+    keys = sorted(set(figures.df) | set(figures.added_max_tf))
     current = stored_term_stats(connection, keys)
     stats: dict[Key, tuple[int, int]] = {}
     deletes: list[Key] = []
     recompute: list[Key] = []
     for key in keys:
         old_df, old_max = current.get(key, (0, 0))
-        df = old_df + delta.df.get(key, 0)
+        df = old_df + figures.df.get(key, 0)
         if df <= 0:
             deletes.append(key)
             continue
-        stats[key] = (df, max(old_max, delta.added_max_tf.get(key, 0)))
-        removed_max, added_max = delta.removed_max_tf.get(key, 0), delta.added_max_tf.get(key, 0)
+        removed_max, added_max = figures.removed_max_tf.get(key, 0), figures.added_max_tf.get(key, 0)
+        stats[key] = (df, max(old_max, added_max))
         if key in delta.recheck or removed_max >= old_max > added_max:
             recompute.append(key)  # a removed posting may have held the maximum
     for key, block in postings.key_blocks(connection, recompute).items():
