@@ -17,7 +17,7 @@ from store.errors import (
     ToolNotFound,
     damaged,
 )
-from store.records import GroupStats, IndexedTool, StoredTool, TermStats, WriteReport
+from store.records import GroupStats, IndexedBatch, IndexedTool, StoredTool, TermStats, ToolRow, WriteReport
 from store.schema import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, GROUPS, MAX_KEY_BYTES
 from store.urls import display_url, parse_url
 
@@ -31,6 +31,7 @@ __all__ = [
     "CorruptIndex",
     "DatabaseUnavailable",
     "GroupStats",
+    "IndexedBatch",
     "IndexedTool",
     "ReadOnlyDatabase",
     "SchemaOutdated",
@@ -41,6 +42,7 @@ __all__ = [
     "StoredTool",
     "TermStats",
     "ToolNotFound",
+    "ToolRow",
     "WriteReport",
     "damaged",
     "default_url",

@@ -8,10 +8,8 @@ one writer at a time and stay exact.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -31,7 +29,7 @@ from sqlalchemy import (
 from store import driver, postings
 from store.aggregates import AggregateDelta, add_term_ids, apply_aggregates, current_postings
 from store.errors import damaged
-from store.records import IndexedTool, WriteReport
+from store.records import IndexedBatch, ToolRow, WriteReport
 from store.schema import catalog_state_table, tools_table
 from store.sql import chunks, lookup_keys
 
@@ -60,21 +58,22 @@ WRITE_BATCH = 2_000
 
 def write_tools(
     connection: Connection,
-    tools: Iterable[IndexedTool],
+    batches: Iterable[IndexedBatch],
     *,
     remove: Iterable[str] = (),
     replace: ReplaceScope | None = None,
 ) -> WriteReport:
-    """Upsert ``tools`` and remove the tools named in ``remove``, in the caller's transaction.
+    """Upsert the tools of ``batches`` and remove the tools named in ``remove``, in the caller's
+    transaction.
 
-    With ``replace``, the tools of that scope that ``tools`` does not name are removed too.
-    ``tools`` is consumed ``WRITE_BATCH`` at a time, so rows are written while a lazy iterable
-    still prepares the rest; the postings and statistics are written once, at the end.
+    With ``replace``, the tools of that scope that ``batches`` do not name are removed too. Rows
+    are written ``WRITE_BATCH`` tools at a time as the batches come, so a lazy iterable may still
+    prepare the rest; the postings and statistics are written once, at the end.
     """
     write = _Write(connection, lock_catalog(connection))
-    stream = iter(tools)
-    while batch := list(islice(stream, WRITE_BATCH)):
-        write.upsert(batch)
+    for batch in batches:
+        for part in batch.split(WRITE_BATCH):
+            write.upsert(part)
     if replace is not None:
         remove = [*remove, *_names_in_scope(connection, replace)]
     write.remove([name for name in dict.fromkeys(remove) if name not in write.original])
@@ -90,16 +89,16 @@ def stored_analyzer(connection: Connection) -> str:
     return str(value)
 
 
-def reindex_tools(connection: Connection, tools: Iterable[IndexedTool], analyzer: str) -> int:
-    """Rewrite the postings of every tool from ``tools`` (the whole catalog, re-analyzed) and
+def reindex_tools(connection: Connection, batches: Iterable[IndexedBatch], analyzer: str) -> int:
+    """Rewrite the postings of every tool of ``batches`` (the whole catalog, re-analyzed) and
     record ``analyzer`` as the catalog's, in the caller's transaction; the new generation.
 
     Rows keep their ids, so sessions and catalog order are untouched; a record whose text is
     unchanged is rewritten all the same, since its terms are what changed."""
     write = _Write(connection, lock_catalog(connection), rewrite=True)
-    stream = iter(tools)
-    while batch := list(islice(stream, WRITE_BATCH)):
-        write.upsert(batch)
+    for batch in batches:
+        for part in batch.split(WRITE_BATCH):
+            write.upsert(part)
     report = write.finish()
     # Bumped even for an empty catalog: other processes read the analyzer when it changes.
     generation = report.generation + 1
@@ -145,32 +144,38 @@ class _Write:
             found.update(_existing(self.connection, [name for name in names if name not in found]))
         return found
 
-    def upsert(self, batch: Sequence[IndexedTool]) -> None:
-        tools = _last_per_name(batch)
-        current = self.lookup([tool.name for tool in tools])
-        changed: list[IndexedTool] = []
+    def upsert(self, batch: IndexedBatch) -> None:
+        positions = _last_per_name(batch.rows)
+        current = self.lookup([batch.rows[i].name for i in positions])
+        changed: list[int] = []
+        rows: list[ToolRow] = []
         stale: list[int] = []
-        for tool in tools:
-            old = current.get(tool.name)
-            self.original.setdefault(tool.name, old)
-            self.final_hash[tool.name] = tool.content_hash
+        for i in positions:
+            row = batch.rows[i]
+            old = current.get(row.name)
+            self.original.setdefault(row.name, old)
+            self.final_hash[row.name] = row.content_hash
             if old is None:
-                changed.append(tool)
+                changed.append(i)
+                rows.append(row)
             elif self.rewrite:
                 # The record is as stored: only its terms change, its digest stays.
-                changed.append(dataclasses.replace(tool, content_hash=old[1]))
-                self.final_hash[tool.name] = old[1]
+                changed.append(i)
+                rows.append(row._replace(content_hash=old[1]))
+                self.final_hash[row.name] = old[1]
                 stale.append(old[0])
-            elif old[1] != tool.content_hash:
-                changed.append(tool)
+            elif old[1] != row.content_hash:
+                changed.append(i)
+                rows.append(row)
                 stale.append(old[0])
         self.void(stale)
         if changed:
-            new_postings, ids = _store_tools(self.connection, changed, current, self.delta, self.term_ids)
+            written = batch.select(changed, rows)
+            new_postings, ids = _store_tools(self.connection, written, current, self.delta, self.term_ids)
             self.delta.add_postings(new_postings, +1)
             self.changes.append(new_postings)
-            self.written.update({tool.name: (ids[tool.name], tool.content_hash) for tool in changed})
-            self.written_ids.update(ids[tool.name] for tool in changed)
+            self.written.update({row.name: (ids[row.name], row.content_hash) for row in written.rows})
+            self.written_ids.update(ids[row.name] for row in written.rows)
 
     def remove(self, names: Sequence[str]) -> None:
         found = self.lookup(names) if names else {}
@@ -230,11 +235,12 @@ def _with_generation(report: WriteReport, generation: int) -> WriteReport:
     )
 
 
-def _last_per_name(tools: Sequence[IndexedTool]) -> list[IndexedTool]:
-    """A name given twice in one write keeps its last record, at its first position."""
-    by_name: dict[str, IndexedTool] = {}
-    for tool in tools:
-        by_name[tool.name] = tool
+def _last_per_name(rows: Sequence[ToolRow]) -> list[int]:
+    """The positions of ``rows`` to write: a name given twice in one write keeps its last
+    record, at its first position."""
+    by_name: dict[str, int] = {}
+    for position, row in enumerate(rows):
+        by_name[row.name] = position
     return list(by_name.values())
 
 
@@ -282,12 +288,12 @@ _PLAIN_COLUMNS = (
     "indexed_terms",
 )
 _JSON_COLUMNS = {"schema_keys": "schema_keys_json", "input_schema": "input_schema_json"}
-"""JSON columns and the ``IndexedTool`` fields that hold them already encoded."""
+"""JSON columns and the ``ToolRow`` fields that hold them already encoded."""
 
 
-def _tool_values(tool: IndexedTool, indexed_terms: bytes) -> dict[str, Any]:
-    values = {column: getattr(tool, column) for column in _PLAIN_COLUMNS if column != "indexed_terms"}
-    values.update({field: getattr(tool, field) for field in _JSON_COLUMNS.values()})
+def _tool_values(row: ToolRow, indexed_terms: bytes) -> dict[str, Any]:
+    values = {column: getattr(row, column) for column in _PLAIN_COLUMNS if column != "indexed_terms"}
+    values.update({field: getattr(row, field) for field in _JSON_COLUMNS.values()})
     values["indexed_terms"] = indexed_terms
     return values
 
@@ -306,53 +312,49 @@ def _row_values(connection: Connection) -> dict[str, Any]:
 
 def _store_tools(
     connection: Connection,
-    tools: Sequence[IndexedTool],
+    batch: IndexedBatch,
     existing: dict[str, tuple[int, str]],
     delta: AggregateDelta,
     term_ids: dict[str, int],
 ) -> tuple[np.ndarray, dict[str, int]]:
-    """Insert or update the rows of ``tools`` with their indexed terms; their postings
+    """Insert or update the rows of ``batch`` with their indexed terms; their postings
     (``CHANGE_DTYPE``) to write and their ids, and their documents counted into the group
     statistics. ``term_ids`` caches the ids of terms across the batches of one write."""
-    add_term_ids(connection, {term for tool in tools for term in tool.terms}, term_ids)
-    # Every posting of the write in flat arrays, so that sorting, packing and counting them is
-    # numpy's work rather than a Python loop per posting.
-    flat_terms: list[str] = []
-    flat_tf: list[int] = []
-    counts: list[int] = []
-    for tool in tools:
-        delta.add_document(tool.grp, tool.doc_len, +1)
-        flat_terms.extend(tool.terms)
-        flat_tf.extend(tool.terms.values())
-        counts.append(len(tool.terms))
-    total = len(flat_terms)
+    # Only the terms these tools hold: a batch narrowed by ``select`` keeps its whole vocabulary.
+    used = np.unique(batch.term_refs).tolist()
+    add_term_ids(connection, {batch.vocabulary[ref] for ref in used}, term_ids)
+    ids_of_refs = np.zeros(len(batch.vocabulary), np.int64)
+    ids_of_refs[used] = [term_ids[batch.vocabulary[ref]] for ref in used]
+    for row in batch.rows:
+        delta.add_document(row.grp, row.doc_len, +1)
+    total = int(batch.term_refs.size)
     entries = np.empty(total, postings.FORWARD_DTYPE)
-    entries["term_id"] = np.fromiter(map(term_ids.__getitem__, flat_terms), np.int64, total)
-    entries["tf"] = np.fromiter(flat_tf, np.int32, total)
-    bounds = np.r_[0, np.cumsum(counts, dtype=np.int64)].tolist()
-    indexed = [entries[bounds[i] : bounds[i + 1]].tobytes() for i in range(len(tools))]
-    ids = _write_rows(connection, tools, indexed, existing)
-    owner = np.repeat(np.arange(len(tools)), counts)
+    entries["term_id"] = ids_of_refs[batch.term_refs]
+    entries["tf"] = batch.tf
+    bounds = batch.term_bounds().tolist()
+    indexed = [entries[bounds[i] : bounds[i + 1]].tobytes() for i in range(len(batch.rows))]
+    ids = _write_rows(connection, batch.rows, indexed, existing)
+    owner = np.repeat(np.arange(len(batch.rows)), batch.term_counts)
     changes = np.empty(total, postings.CHANGE_DTYPE)
     changes["term_id"], changes["tf"] = entries["term_id"], entries["tf"]
-    changes["tool_id"] = np.fromiter((ids[tool.name] for tool in tools), np.int64, len(tools))[owner]
-    changes["grp"] = np.fromiter((tool.grp for tool in tools), np.int16, len(tools))[owner]
-    changes["doc_len"] = np.fromiter((tool.doc_len for tool in tools), np.int32, len(tools))[owner]
+    changes["tool_id"] = np.fromiter((ids[row.name] for row in batch.rows), np.int64, len(batch.rows))[owner]
+    changes["grp"] = np.fromiter((row.grp for row in batch.rows), np.int16, len(batch.rows))[owner]
+    changes["doc_len"] = np.fromiter((row.doc_len for row in batch.rows), np.int32, len(batch.rows))[owner]
     return changes, ids
 
 
 def _write_rows(
     connection: Connection,
-    tools: Sequence[IndexedTool],
+    rows: Sequence[ToolRow],
     indexed: list[bytes],
     existing: dict[str, tuple[int, str]],
 ) -> dict[str, int]:
     """Tool ids by name: updated rows keep theirs, new rows get new ones."""
     ids: dict[str, int] = {}
     updates = [
-        {"tool_id": existing[tool.name][0], **_tool_values(tool, packed)}
-        for tool, packed in zip(tools, indexed, strict=True)
-        if tool.name in existing
+        {"tool_id": existing[row.name][0], **_tool_values(row, packed)}
+        for row, packed in zip(rows, indexed, strict=True)
+        if row.name in existing
     ]
     if updates:
         rewrite = (
@@ -362,9 +364,7 @@ def _write_rows(
         )
         connection.execute(rewrite, updates)
         ids.update({row["name"]: row["tool_id"] for row in updates})
-    additions = [
-        (tool, packed) for tool, packed in zip(tools, indexed, strict=True) if tool.name not in existing
-    ]
+    additions = [(row, packed) for row, packed in zip(rows, indexed, strict=True) if row.name not in existing]
     if connection.dialect.name == "sqlite":
         ids.update(_insert_rows_sqlite(connection, additions))
         return ids
@@ -372,7 +372,7 @@ def _write_rows(
     for part in chunks(additions):
         inserted = connection.execute(
             add.returning(tools_table.c.name, tools_table.c.id, sort_by_parameter_order=True),
-            [_tool_values(tool, packed) for tool, packed in part],
+            [_tool_values(row, packed) for row, packed in part],
         )
         ids.update({name: tool_id for name, tool_id in inserted})
     return ids
@@ -385,32 +385,17 @@ _TOOL_INSERT = (
 )
 
 
-def _insert_rows_sqlite(connection: Connection, rows: list[tuple[IndexedTool, bytes]]) -> dict[str, int]:
+def _insert_rows_sqlite(connection: Connection, rows: list[tuple[ToolRow, bytes]]) -> dict[str, int]:
     """Insert new tool rows with ids given here, straight to the driver: the bulk of an import
     after the postings. Safe under the write lock ``BEGIN IMMEDIATE`` holds; the JSON columns
-    arrive encoded (``IndexedTool.schema_keys_json``, ``input_schema_json``)."""
+    arrive encoded (``ToolRow.schema_keys_json``, ``input_schema_json``), and a ``ToolRow`` is
+    the columns between the id and the indexed terms, in order."""
     if not rows:
         return {}
     first = driver.next_id(connection, "tools")
-    values = [
-        (
-            first + offset,
-            t.name,
-            t.label,
-            t.description,
-            t.summary,
-            t.source,
-            t.server_name,
-            t.mcp_tool_name,
-            t.schema_keys_json,
-            t.input_schema_json,
-            t.load_mode,
-            t.grp,
-            t.doc_len,
-            t.content_hash,
-            packed,
-        )
-        for offset, (t, packed) in enumerate(rows)
-    ]
-    driver.execute_many(connection, _TOOL_INSERT, values)
-    return {tool.name: first + offset for offset, (tool, _) in enumerate(rows)}
+    driver.execute_many(
+        connection,
+        _TOOL_INSERT,
+        [(first + offset, *row, packed) for offset, (row, packed) in enumerate(rows)],
+    )
+    return {row.name: first + offset for offset, (row, _) in enumerate(rows)}

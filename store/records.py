@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,120 @@ class IndexedTool:
     doc_len: int
     content_hash: str
     terms: Mapping[str, int] = field(repr=False)
+
+
+class ToolRow(NamedTuple):
+    """An ``IndexedTool`` but its terms: the values of its ``tools`` row, in the table's column
+    order between the id and the packed indexed terms."""
+
+    name: str
+    label: str
+    description: str
+    summary: str
+    source: str
+    server_name: str | None
+    mcp_tool_name: str | None
+    schema_keys_json: str
+    input_schema_json: str
+    load_mode: str
+    grp: int
+    doc_len: int
+    content_hash: str
+
+
+class _Vocabulary(dict[str, int]):
+    """Each term's position in the order first looked up: a known term is a plain lookup."""
+
+    def __missing__(self, term: str) -> int:
+        self[term] = position = len(self)
+        return position
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedBatch:
+    """Tools ready to store, many at a time: their rows, and their terms as columns.
+
+    ``vocabulary`` holds each distinct term of the batch once; tool ``i`` holds the next
+    ``term_counts[i]`` entries of ``term_refs`` (positions in ``vocabulary``) with their weighted
+    tfs in ``tf``. What a worker process sends and a write takes: a few arrays and one word list
+    cost far less to pass between processes and to turn into term ids than a dict per tool.
+    """
+
+    rows: list[ToolRow]
+    vocabulary: list[str]
+    term_refs: np.ndarray
+    tf: np.ndarray
+    term_counts: np.ndarray
+
+    @classmethod
+    def of(cls, tools: Sequence[IndexedTool]) -> IndexedBatch:
+        return cls.from_terms(
+            [ToolRow(*(getattr(tool, name) for name in ToolRow._fields)) for tool in tools],
+            [tool.terms for tool in tools],
+        )
+
+    @classmethod
+    def from_terms(cls, rows: list[ToolRow], terms: Sequence[Mapping[str, int]]) -> IndexedBatch:
+        """The batch of ``rows`` whose terms are ``terms``, one mapping per row."""
+        vocabulary = _Vocabulary()
+        refs: list[int] = []
+        tfs: list[int] = []
+        for held in terms:
+            refs.extend(map(vocabulary.__getitem__, held))
+            tfs.extend(held.values())
+        return cls(
+            rows=rows,
+            vocabulary=list(vocabulary),
+            term_refs=np.array(refs, np.int32),
+            tf=np.array(tfs, np.int32),
+            term_counts=np.fromiter(map(len, terms), np.int64, len(terms)),
+        )
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def term_bounds(self) -> np.ndarray:
+        """Where each tool's terms start in ``term_refs``, and where the last one's end."""
+        bounds: np.ndarray = np.r_[0, np.cumsum(self.term_counts)]
+        return bounds
+
+    def terms_of(self, position: int) -> dict[str, int]:
+        """The weighted term counts of the tool at ``position``."""
+        bounds = self.term_bounds()
+        start, end = int(bounds[position]), int(bounds[position + 1])
+        refs, tfs = self.term_refs[start:end].tolist(), self.tf[start:end].tolist()
+        return {self.vocabulary[ref]: tf for ref, tf in zip(refs, tfs, strict=True)}
+
+    def indexed_tools(self) -> list[IndexedTool]:
+        return [IndexedTool(*row, self.terms_of(i)) for i, row in enumerate(self.rows)]
+
+    def select(self, positions: Sequence[int], rows: Sequence[ToolRow] | None = None) -> IndexedBatch:
+        """The tools at ``positions``, in that order (with ``rows`` as their rows when given)."""
+        chosen = np.array(positions, np.int64)
+        if chosen.size == 0:
+            return IndexedBatch([], self.vocabulary, self.term_refs[:0], self.tf[:0], self.term_counts[:0])
+        counts = self.term_counts[chosen]
+        starts = self.term_bounds()[chosen]
+        # Each chosen tool's run of terms, one after the other: the run's start, plus how far
+        # into the run each entry is.
+        within = np.arange(int(counts.sum())) - np.repeat(np.r_[0, np.cumsum(counts)[:-1]], counts)
+        at = np.repeat(starts, counts) + within
+        return IndexedBatch(
+            rows=list(rows) if rows is not None else [self.rows[i] for i in positions],
+            vocabulary=self.vocabulary,
+            term_refs=self.term_refs[at],
+            tf=self.tf[at],
+            term_counts=counts,
+        )
+
+    def split(self, size: int) -> list[IndexedBatch]:
+        """This batch in batches of at most ``size`` tools, in order."""
+        if len(self.rows) <= size:
+            return [self]
+        return [
+            self.select(range(start, min(start + size, len(self.rows))))
+            for start in range(0, len(self.rows), size)
+        ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,7 +52,7 @@ def test_forked_workers_are_sent_positions_and_spawned_ones_records(
 
 
 def test_an_indexed_tool_s_values_land_in_the_fields_they_name() -> None:
-    """Workers send an indexed tool as a bare tuple: each value must be the field its place says."""
+    """An indexed tool is built from its row by position: each value must be the field its place says."""
     record = ToolRecord.model_validate(
         {
             "name": "mcp__files__read_file",

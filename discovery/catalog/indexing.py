@@ -12,7 +12,7 @@ from discovery.catalog.models import ToolRecord
 from discovery.ranking.corpus import INTERNAL_NAMES
 from discovery.ranking.fields import document_term_frequencies, field_texts
 from discovery.text.analyzers import REFERENCE, Analyzer
-from store import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, IndexedTool
+from store import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, IndexedBatch, IndexedTool, ToolRow
 from store.digests import record_digest
 
 
@@ -70,16 +70,14 @@ def column_json(value: Any) -> str:
 
 
 def indexed_tool(record: ToolRecord, analyzer: Analyzer = REFERENCE) -> IndexedTool:
-    return IndexedTool(*indexed_values(record, analyzer))
+    row, terms = indexed_row(record, analyzer)
+    return IndexedTool(*row, terms)
 
 
-def indexed_values(record: ToolRecord, analyzer: Analyzer = REFERENCE) -> tuple[Any, ...]:
-    """``indexed_tool``'s fields, in their order, as a plain tuple: what a worker process sends.
-
-    A frozen dataclass sets each field through ``object.__setattr__``, which costs a worker more
-    than indexing some records' text; the writer builds the ``IndexedTool`` it needs anyway."""
+def indexed_row(record: ToolRecord, analyzer: Analyzer = REFERENCE) -> tuple[ToolRow, dict[str, int]]:
+    """What ``indexed_tool`` holds, as the row a write stores and the tool's weighted terms."""
     terms = document_term_frequencies(record_fields(record), analyzer)
-    return (
+    row = ToolRow(
         record.name,
         record.label,
         record.description,
@@ -93,8 +91,19 @@ def indexed_values(record: ToolRecord, analyzer: Analyzer = REFERENCE) -> tuple[
         corpus_group(record),
         sum(terms.values()),
         content_hash(record),
-        terms,
     )
+    return row, terms
+
+
+def indexed_batch(records: Sequence[ToolRecord], analyzer: Analyzer = REFERENCE) -> IndexedBatch:
+    """``records`` ready to store, as one batch."""
+    rows: list[ToolRow] = []
+    terms: list[dict[str, int]] = []
+    for record in records:
+        row, held = indexed_row(record, analyzer)
+        rows.append(row)
+        terms.append(held)
+    return IndexedBatch.from_terms(rows, terms)
 
 
 def corpus_group(record: ToolRecord) -> int:

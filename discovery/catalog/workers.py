@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from discovery.catalog.indexing import indexed_tool, indexed_values
+from discovery.catalog.indexing import indexed_batch
 from discovery.catalog.models import ToolRecord
 from discovery.errors import InvalidRecord, describe_validation_error
 from discovery.params import analyzer_named
 from discovery.text.analyzers import DEFAULT_ANALYZER
-from store import IndexedTool
+from store import IndexedBatch, IndexedTool
 
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
@@ -74,23 +74,27 @@ def prepare(
 ) -> list[IndexedTool]:
     """Validate and index ``records`` with ``analyzer``, in order; ``progress`` hears how many
     are done."""
-    with closing(prepared(records, progress, analyzer)) as tools:
-        return list(tools)
+    with closing(prepared(records, progress, analyzer)) as batches:
+        return [tool for batch in batches for tool in batch.indexed_tools()]
 
 
 def prepared(
     records: Iterable[Record], progress: Progress | None = None, analyzer: str = DEFAULT_ANALYZER
-) -> Generator[IndexedTool]:
-    """``prepare``, lazily: the workers run ahead while the caller consumes (an import writes
-    the first tools while the last are still being tokenized). Close it to stop the workers."""
+) -> Generator[IndexedBatch]:
+    """``prepare``, lazily and ``CHUNK`` records at a time: the workers run ahead while the
+    caller consumes (an import writes the first tools while the last are still being
+    tokenized). Close it to stop the workers."""
     items = list(records)
     workers = worker_count(len(items))
     if workers <= 1:
         chosen = analyzer_named(analyzer)
-        for position, record in enumerate(items):
-            yield indexed_tool(as_record(record, position), chosen)
+        for start in range(0, len(items), CHUNK):
+            part = items[start : start + CHUNK]
+            yield indexed_batch(
+                [as_record(record, start + offset) for offset, record in enumerate(part)], chosen
+            )
             if progress is not None:
-                progress(1)
+                progress(len(part))
         return
     # Imported here: a process that only searches (or imports little) never pays for them.
     from concurrent.futures import ProcessPoolExecutor
@@ -111,7 +115,7 @@ def prepared(
     )
     try:
         for done in pool.map(_prepare_chunk, tasks):
-            yield from (IndexedTool(*values) for values in done)
+            yield done
             if progress is not None:
                 progress(len(done))
     finally:
@@ -188,12 +192,14 @@ def _start_method() -> BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def _prepare_chunk(task: Task) -> list[tuple[Any, ...]]:
-    """A worker's share, as plain tuples: unpickling a frozen slotted dataclass costs a hundred
-    times more than rebuilding it from one."""
+def _prepare_chunk(task: Task) -> IndexedBatch:
+    """A worker's share, as one batch: its arrays and word list cost far less to send back than
+    a tool (and a dict of terms) at a time."""
     start, end, sent, analyzer = task
-    records = _inherited[start:end] if sent is None else sent
-    chosen = analyzer_named(analyzer)
-    return [
-        indexed_values(as_record(record, start + offset), chosen) for offset, record in enumerate(records)
-    ]
+    return _indexed(_inherited[start:end] if sent is None else sent, start, analyzer)
+
+
+def _indexed(records: Sequence[Record], start: int, analyzer: str) -> IndexedBatch:
+    """``records``, the first at position ``start`` of the import, validated and indexed."""
+    valid = [as_record(record, start + offset) for offset, record in enumerate(records)]
+    return indexed_batch(valid, analyzer_named(analyzer))

@@ -16,12 +16,13 @@ with terms of another kind; a release older than the version stores does not kno
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from discovery.text.tokenizer import tokenize
+from discovery.text.tokenizer import tokens
 
-Tokens = Callable[[str], list[str]]
+Tokens = Callable[[str], Sequence[str]]
+"""The terms of a text, in order, to read (they may be shared)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,7 @@ class Analyzer:
         return self.name if self.version == 1 else f"{self.name}/{self.version}"
 
 
-REFERENCE = Analyzer("reference", tokenize, tokenize)
+REFERENCE = Analyzer("reference", tokens, tokens)
 
 DEFAULT_ANALYZER = REFERENCE.name
 ANALYZER_NAMES = ("reference", "enhanced")
