@@ -205,9 +205,11 @@ class _Write:
                 report.updated.append(name)
         if not self.changes:
             return _with_generation(report, self.generation)
-        changes = np.concatenate(self.changes)
         # A stale posting is removed unless a later version of its tool sets the same key again.
-        postings.write(self.connection, _last_per_key(changes) if self.voided else changes)
+        if self.voided:
+            postings.write(self.connection, _last_per_key(np.concatenate(self.changes)))
+        else:
+            postings.write(self.connection, *self.changes)
         apply_aggregates(self.connection, self.delta)
         self.generation += 1
         self.connection.execute(

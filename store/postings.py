@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -394,16 +395,17 @@ def all_postings(connection: Connection) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, CHANGE_DTYPE)
 
 
-def write(connection: Connection, changes: np.ndarray) -> None:
-    """Apply ``changes`` (``CHANGE_DTYPE``, at most one per (term, group, tool); ``tf = 0``
-    removes the posting), in the caller's transaction, which must hold the catalog write lock.
+def write(connection: Connection, *parts: np.ndarray) -> None:
+    """Apply the changes of ``parts`` (``CHANGE_DTYPE``, at most one per (term, group, tool);
+    ``tf = 0`` removes the posting), in the caller's transaction, which must hold the catalog
+    write lock.
 
     Per key, the changes either become overrides in the delta or are merged with the block and
     its pending overrides into a new block (see ``REWRITE_FACTOR`` and ``MERGE_SLACK``).
     """
+    changes = in_key_order(parts)
     if changes.size == 0:
         return
-    changes = changes.take(_key_order(changes))
     runs = list(_by_key(changes))
     keys = [key for key, _ in runs]
     sizes, pending = _key_sizes(connection, keys)
@@ -427,6 +429,58 @@ def write(connection: Connection, changes: np.ndarray) -> None:
         )
     if rewrite:
         _rewrite(connection, rewrite, {key for key, _ in rewrite if pending.get(key, 0)})
+
+
+def in_key_order(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """The changes of ``parts`` as one array in (term, group, tool) order.
+
+    Parts whose tools ascend from the first change of the first part to the last of the last
+    (an import's batches) are placed key by key (``_bucketed``); any others are joined and
+    sorted (``_key_order``)."""
+    parts = [part for part in parts if part.size]
+    if not parts:
+        return np.empty(0, CHANGE_DTYPE)
+    if len(parts) > 1 and _in_tool_order(parts):
+        codes = [key_codes(part) for part in parts]
+        size = sum(part.size for part in parts)
+        if max(int(code.max()) for code in codes) < BUCKETS_PER_CHANGE * size:
+            return _bucketed(parts, codes, size)
+    changes = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return changes.take(_key_order(changes))
+
+
+BUCKETS_PER_CHANGE = 4
+"""``_bucketed`` counts changes per key code in an array as long as the largest code: it is
+used while that stays within a few entries per change."""
+
+
+def _in_tool_order(parts: Sequence[np.ndarray]) -> bool:
+    """Whether the changes of ``parts``, one part after the other, come in tool order."""
+    ends = [(int(part["tool_id"][0]), int(part["tool_id"][-1])) for part in parts]
+    joined = all(last <= first for (_, last), (first, _) in pairwise(ends))
+    return joined and all(bool(np.all(part["tool_id"][1:] >= part["tool_id"][:-1])) for part in parts)
+
+
+def _bucketed(parts: Sequence[np.ndarray], codes: Sequence[np.ndarray], size: int) -> np.ndarray:
+    """``parts`` (in tool order, with their ``key_codes``) in key order, by a counting sort:
+    each key's changes take its next free places, part after part, so a key keeps them in tool
+    order. Joining a large import's parts and sorting them all moves every change twice more,
+    which is most of the end of an import, where the workers are done and one core is idle."""
+    counts = np.bincount(np.concatenate(codes))
+    free = np.cumsum(counts) - counts  # per key code, the next place its changes go
+    ordered = np.empty(size, CHANGE_DTYPE)
+    for part, code in zip(parts, codes, strict=True):
+        order = stable_order(code)
+        sorted_codes = code[order]
+        starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+        lengths = np.diff(np.r_[starts, sorted_codes.size])
+        places = np.empty(part.size, np.int64)
+        places[order] = free[sorted_codes] + np.arange(part.size) - np.repeat(starts, lengths)
+        # A scatter of whole 32-byte items: ``put`` moves them as blocks, where an indexed
+        # assignment copies field by field.
+        np.put(ordered, places, part)
+        free[sorted_codes[starts]] += lengths
+    return ordered
 
 
 def _key_order(changes: np.ndarray) -> np.ndarray:

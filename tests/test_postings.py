@@ -230,3 +230,38 @@ def test_changes_are_written_in_term_group_tool_order(
         zip(ordered["term_id"].tolist(), ordered["grp"].tolist(), ordered["tool_id"].tolist(), strict=True)
     )
     assert keys == sorted(keys)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=CHANGES, in_tool_order=st.booleans(), data=st.data())
+def test_changes_in_parts_come_out_in_term_group_tool_order(
+    rows: list[tuple[int, int, int, int, int]], in_tool_order: bool, data: st.DataObject
+) -> None:
+    """Parts in tool order (an import's batches) are placed key by key, others joined and
+    sorted: either way every change comes out once, in (term, group, tool) order."""
+    changes = as_changes(rows)
+    if in_tool_order:
+        changes = changes[np.argsort(changes["tool_id"], kind="stable")]
+    cuts = sorted(data.draw(st.lists(st.integers(0, changes.size), max_size=5)))
+    parts = np.split(changes, cuts)
+    ordered = postings.in_key_order(parts)
+    expected = changes[np.lexsort((changes["tool_id"], changes["grp"], changes["term_id"]))]
+    assert ordered.tolist() == expected.tolist()
+
+
+def test_an_import_s_parts_are_bucketed_by_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The counting sort is the path parts in tool order take (and its answer is the sort's)."""
+    bucketed: list[int] = []
+    original = postings._bucketed
+
+    def spy(parts: list[np.ndarray], codes: list[np.ndarray], size: int) -> np.ndarray:
+        bucketed.append(size)
+        return original(parts, codes, size)
+
+    monkeypatch.setattr(postings, "_bucketed", spy)
+    rows = [(term, 1, tool, term + tool, 10) for tool in range(1, 50) for term in (3, 1, 2) if tool % term]
+    changes = as_changes(rows)
+    parts = np.split(changes, [10, 11, 40])
+    expected = changes[np.lexsort((changes["tool_id"], changes["grp"], changes["term_id"]))]
+    assert postings.in_key_order(parts).tolist() == expected.tolist()
+    assert bucketed == [changes.size]
