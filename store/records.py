@@ -9,31 +9,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 
-@dataclass(frozen=True, slots=True)
-class IndexedTool:
-    """A tool record ready to store: its fields, corpus group, length and weighted term counts."""
-
-    name: str
-    label: str
-    description: str
-    summary: str
-    source: str
-    server_name: str | None
-    mcp_tool_name: str | None
-    schema_keys_json: str
-    input_schema_json: str
-    """Both JSON columns as stored, encoded once where the record is prepared (in a worker
-    process for a large import, which then sends text rather than nested values)."""
-    load_mode: str
-    grp: int
-    doc_len: int
-    content_hash: str
-    terms: Mapping[str, int] = field(repr=False)
-
-
 class ToolRow(NamedTuple):
-    """An ``IndexedTool`` but its terms: the values of its ``tools`` row, in the table's column
-    order between the id and the packed indexed terms."""
+    """A tool record ready to store, but its terms: the values of its ``tools`` row, in the
+    table's column order between the id and the packed indexed terms. The JSON columns are
+    encoded once where the record is prepared (in a worker process for a large import, which
+    then sends text rather than nested values)."""
 
     name: str
     label: str
@@ -58,6 +38,13 @@ class _Vocabulary(dict[str, int]):
         return position
 
 
+class IndexedTool(NamedTuple):
+    """A tool record ready to store: its row, and its weighted term counts."""
+
+    row: ToolRow
+    terms: dict[str, int]
+
+
 @dataclass(frozen=True, slots=True)
 class IndexedBatch:
     """Tools ready to store, many at a time: their rows, and their terms as columns.
@@ -76,10 +63,7 @@ class IndexedBatch:
 
     @classmethod
     def of(cls, tools: Sequence[IndexedTool]) -> IndexedBatch:
-        return cls.from_terms(
-            [ToolRow(*(getattr(tool, name) for name in ToolRow._fields)) for tool in tools],
-            [tool.terms for tool in tools],
-        )
+        return cls.from_terms([tool.row for tool in tools], [tool.terms for tool in tools])
 
     @classmethod
     def from_terms(cls, rows: list[ToolRow], terms: Sequence[Mapping[str, int]]) -> IndexedBatch:
@@ -114,7 +98,7 @@ class IndexedBatch:
         return {self.vocabulary[ref]: tf for ref, tf in zip(refs, tfs, strict=True)}
 
     def indexed_tools(self) -> list[IndexedTool]:
-        return [IndexedTool(*row, self.terms_of(i)) for i, row in enumerate(self.rows)]
+        return [IndexedTool(row, self.terms_of(i)) for i, row in enumerate(self.rows)]
 
     def select(self, positions: Sequence[int], rows: Sequence[ToolRow] | None = None) -> IndexedBatch:
         """The tools at ``positions``, in that order (with ``rows`` as their rows when given)."""

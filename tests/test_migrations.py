@@ -263,8 +263,8 @@ QUERIES = ["create an issue", "list pull requests", "post a message to a channel
 def write_0001_catalog(engine: Engine, records: list[dict[str, Any]]) -> None:
     """Store ``records`` the way revision 0001 did: a row per posting, aggregates beside them,
     the digest of the record's standard JSON."""
-    tools = [indexed_tool(ToolRecord.model_validate(record)) for record in records]
-    term_ids = {term: i for i, term in enumerate(sorted({t for tool in tools for t in tool.terms}), 1)}
+    indexed = [indexed_tool(ToolRecord.model_validate(record)) for record in records]
+    term_ids = {term: i for i, term in enumerate(sorted({t for tool in indexed for t in tool.terms}), 1)}
     postings: list[dict[str, int]] = []
     stats: dict[tuple[int, int], tuple[int, int]] = {}
     with engine.begin() as connection:
@@ -272,7 +272,7 @@ def write_0001_catalog(engine: Engine, records: list[dict[str, Any]]) -> None:
             text("INSERT INTO terms (id, text) VALUES (:id, :text)"),
             [{"id": i, "text": term} for term, i in term_ids.items()],
         )
-        for tool_id, (tool, record) in enumerate(zip(tools, records, strict=True), 1):
+        for tool_id, ((tool, terms), record) in enumerate(zip(indexed, records, strict=True), 1):
             connection.execute(
                 text(
                     "INSERT INTO tools (id, name, label, description, summary, source, server_name, "
@@ -290,7 +290,7 @@ def write_0001_catalog(engine: Engine, records: list[dict[str, Any]]) -> None:
                     "content_hash": legacy_digest(ToolRecord.model_validate(record).model_dump()),
                 },
             )
-            for term, tf in tool.terms.items():
+            for term, tf in terms.items():
                 key = (term_ids[term], tool.grp)
                 postings.append(
                     {"term": key[0], "grp": tool.grp, "tool": tool_id, "tf": tf, "len": tool.doc_len}
@@ -309,7 +309,7 @@ def write_0001_catalog(engine: Engine, records: list[dict[str, Any]]) -> None:
             [{"term": t, "grp": g, "df": df, "max_tf": m} for (t, g), (df, m) in stats.items()],
         )
         for grp in (0, 1, 2):
-            members = [tool for tool in tools if tool.grp == grp]
+            members = [tool for tool, _ in indexed if tool.grp == grp]
             connection.execute(
                 text("UPDATE group_stats SET doc_count = :n, total_len = :total WHERE grp = :grp"),
                 {"n": len(members), "total": sum(tool.doc_len for tool in members), "grp": grp},

@@ -63,7 +63,7 @@ def test_an_indexed_tool_s_values_land_in_the_fields_they_name() -> None:
             "load_mode": "discoverable",
         }
     )
-    tool = indexed_tool(record)
+    tool, terms = indexed_tool(record)
     assert (tool.name, tool.label, tool.description, tool.summary, tool.source) == (
         "mcp__files__read_file",
         "mcp__files__read_file",
@@ -75,7 +75,7 @@ def test_an_indexed_tool_s_values_land_in_the_fields_they_name() -> None:
     assert tool.schema_keys_json == column_json(["path"])
     assert tool.input_schema_json == column_json(record.input_schema)
     assert tool.grp == corpus_group(record) and tool.content_hash == content_hash(record)
-    assert tool.doc_len == sum(tool.terms.values()) and tool.terms["read"] == 6 + 4 + 4 + 2
+    assert tool.doc_len == sum(terms.values()) and terms["read"] == 6 + 4 + 4 + 2
 
 
 def test_workers_prepare_what_one_process_prepares(small_chunks: str) -> None:

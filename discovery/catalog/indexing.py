@@ -70,12 +70,7 @@ def column_json(value: Any) -> str:
 
 
 def indexed_tool(record: ToolRecord, analyzer: Analyzer = REFERENCE) -> IndexedTool:
-    row, terms = indexed_row(record, analyzer)
-    return IndexedTool(*row, terms)
-
-
-def indexed_row(record: ToolRecord, analyzer: Analyzer = REFERENCE) -> tuple[ToolRow, dict[str, int]]:
-    """What ``indexed_tool`` holds, as the row a write stores and the tool's weighted terms."""
+    """``record`` ready to store: the row a write stores, and the tool's weighted terms."""
     terms = document_term_frequencies(record_fields(record), analyzer)
     row = ToolRow(
         record.name,
@@ -92,7 +87,7 @@ def indexed_row(record: ToolRecord, analyzer: Analyzer = REFERENCE) -> tuple[Too
         sum(terms.values()),
         content_hash(record),
     )
-    return row, terms
+    return IndexedTool(row, terms)
 
 
 def indexed_batch(records: Sequence[ToolRecord], analyzer: Analyzer = REFERENCE) -> IndexedBatch:
@@ -100,7 +95,7 @@ def indexed_batch(records: Sequence[ToolRecord], analyzer: Analyzer = REFERENCE)
     rows: list[ToolRow] = []
     terms: list[dict[str, int]] = []
     for record in records:
-        row, held = indexed_row(record, analyzer)
+        row, held = indexed_tool(record, analyzer)
         rows.append(row)
         terms.append(held)
     return IndexedBatch.from_terms(rows, terms)

@@ -139,11 +139,11 @@ def _tool_problems(audited: audit.AuditedTool, analyzer: Analyzer) -> Iterator[s
         yield f"{where}: its stored record is invalid: {describe_validation_error(exc)}"
         return
     expected = indexed_tool(record, analyzer)
-    if tool.grp != expected.grp:
-        yield f"{where}: stored group {tool.grp}, its record belongs to group {expected.grp}"
-    if tool.doc_len != expected.doc_len:
-        yield f"{where}: stored doc_len {tool.doc_len}, its record gives {expected.doc_len}"
-    if audited.content_hash != expected.content_hash:
+    if tool.grp != expected.row.grp:
+        yield f"{where}: stored group {tool.grp}, its record belongs to group {expected.row.grp}"
+    if tool.doc_len != expected.row.doc_len:
+        yield f"{where}: stored doc_len {tool.doc_len}, its record gives {expected.row.doc_len}"
+    if audited.content_hash != expected.row.content_hash:
         yield f"{where}: stored content hash does not match its record"
     # Most tools match exactly: compare whole term maps first, and list the differences posting
     # by posting only for a tool whose maps differ.
