@@ -92,16 +92,21 @@ class IndexedBatch:
 
     def terms_of(self, position: int) -> dict[str, int]:
         """The weighted term counts of the tool at ``position``."""
+        return self._terms_between(self.term_bounds(), position)
+
+    def indexed_tools(self) -> list[IndexedTool]:
         bounds = self.term_bounds()
+        return [IndexedTool(row, self._terms_between(bounds, i)) for i, row in enumerate(self.rows)]
+
+    def _terms_between(self, bounds: np.ndarray, position: int) -> dict[str, int]:
         start, end = int(bounds[position]), int(bounds[position + 1])
         refs, tfs = self.term_refs[start:end].tolist(), self.tf[start:end].tolist()
         return {self.vocabulary[ref]: tf for ref, tf in zip(refs, tfs, strict=True)}
 
-    def indexed_tools(self) -> list[IndexedTool]:
-        return [IndexedTool(row, self.terms_of(i)) for i, row in enumerate(self.rows)]
-
     def select(self, positions: Sequence[int], rows: Sequence[ToolRow] | None = None) -> IndexedBatch:
         """The tools at ``positions``, in that order (with ``rows`` as their rows when given)."""
+        if rows is None and list(positions) == list(range(len(self.rows))):
+            return self  # an import's batch, every tool of it written
         chosen = np.array(positions, np.int64)
         if chosen.size == 0:
             return IndexedBatch([], self.vocabulary, self.term_refs[:0], self.tf[:0], self.term_counts[:0])

@@ -87,12 +87,9 @@ def prepared(
     items = list(records)
     workers = worker_count(len(items))
     if workers <= 1:
-        chosen = analyzer_named(analyzer)
         for start in range(0, len(items), CHUNK):
             part = items[start : start + CHUNK]
-            yield indexed_batch(
-                [as_record(record, start + offset) for offset, record in enumerate(part)], chosen
-            )
+            yield _indexed(part, start, analyzer)
             if progress is not None:
                 progress(len(part))
         return
