@@ -11,8 +11,8 @@ import numpy as np
 from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from store import driver, postings
+from store.changes import CHANGE_DTYPE, Key, key_counts, key_of
 from store.errors import damaged
-from store.postings import Key
 from store.schema import group_stats_table, term_stats_table, terms_table, tools_table
 from store.sql import chunks
 
@@ -48,7 +48,7 @@ class AggregateDelta:
         if written_here is not None and written_here.size:
             again = changes[np.isin(changes["tool_id"], written_here)]
             self.recheck.update(zip(again["term_id"].tolist(), again["grp"].tolist(), strict=True))
-        self._counted[sign].append(postings.key_counts(changes))
+        self._counted[sign].append(key_counts(changes))
 
     def key_figures(self) -> KeyFigures:
         """Per key of the postings counted: the change of its ``df``, and the largest tf added
@@ -66,7 +66,7 @@ class AggregateDelta:
             totals = np.add.reduceat(counts, starts)
             maxima = np.maximum.reduceat(tfs, starts)
             for code, total, tf in zip(codes[starts].tolist(), totals.tolist(), maxima.tolist(), strict=True):
-                key = postings.key_of(code)
+                key = key_of(code)
                 df[key] += sign * total
                 largest[sign][key] = tf
         return KeyFigures(df=dict(df), added_max_tf=largest[+1], removed_max_tf=largest[-1])
@@ -94,11 +94,11 @@ def current_postings(connection: Connection, tool_ids: Sequence[int], delta: Agg
         for tool_id, grp, doc_len, packed in rows:
             delta.add_document(grp, doc_len, -1)
             entries = postings.forward_entries(packed, tool_id)
-            held = np.empty(entries.size, postings.CHANGE_DTYPE)
+            held = np.empty(entries.size, CHANGE_DTYPE)
             held["term_id"], held["tf"] = entries["term_id"], entries["tf"]
             held["grp"], held["tool_id"], held["doc_len"] = grp, tool_id, doc_len
             parts.append(held)
-    return np.concatenate(parts) if parts else np.empty(0, postings.CHANGE_DTYPE)
+    return np.concatenate(parts) if parts else np.empty(0, CHANGE_DTYPE)
 
 
 def add_term_ids(connection: Connection, terms: set[str], ids: dict[str, int]) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 from sqlalchemy import Connection, func, select
 
 from store import driver, postings
+from store.changes import key_totals
 from store.errors import CorruptIndex
 from store.records import GroupStats, StoredTool, TermStats
 from store.schema import (
@@ -107,7 +108,7 @@ class TermStatMismatch:
 
 
 def catalog_postings(connection: Connection) -> np.ndarray:
-    """Every posting of the term index (``store.postings.CHANGE_DTYPE``): blocks with their
+    """Every posting of the term index (``store.changes.CHANGE_DTYPE``): blocks with their
     overrides applied, sorted by (term, group, tool)."""
     return postings.all_postings(connection)
 
@@ -248,7 +249,7 @@ def term_stat_mismatches(
     index (``indexed``, default ``catalog_postings``): a wrong ``df`` or ``max_tf``, a row
     without postings, or postings without a row. Ordered by term id, then group."""
     everything = catalog_postings(connection) if indexed is None else indexed
-    actual = {(term, grp): TermStats(df, max_tf) for term, grp, df, max_tf in postings.key_totals(everything)}
+    actual = {(term, grp): TermStats(df, max_tf) for term, grp, df, max_tf in key_totals(everything)}
     stored = {
         (int(term), int(grp)): TermStats(int(df), int(max_tf))
         for term, grp, df, max_tf in connection.execute(

@@ -28,6 +28,7 @@ from sqlalchemy import (
 
 from store import driver, postings
 from store.aggregates import AggregateDelta, add_term_ids, apply_aggregates, current_postings
+from store.changes import CHANGE_DTYPE
 from store.errors import damaged
 from store.records import IndexedBatch, ToolRow, WriteReport
 from store.schema import catalog_state_table, tools_table
@@ -337,7 +338,7 @@ def _store_tools(
     indexed = [entries[bounds[i] : bounds[i + 1]].tobytes() for i in range(len(batch.rows))]
     ids = _write_rows(connection, batch.rows, indexed, existing)
     owner = np.repeat(np.arange(len(batch.rows)), batch.term_counts)
-    changes = np.empty(total, postings.CHANGE_DTYPE)
+    changes = np.empty(total, CHANGE_DTYPE)
     changes["term_id"], changes["tf"] = entries["term_id"], entries["tf"]
     changes["tool_id"] = np.fromiter((ids[row.name] for row in batch.rows), np.int64, len(batch.rows))[owner]
     changes["grp"] = np.fromiter((row.grp for row in batch.rows), np.int16, len(batch.rows))[owner]

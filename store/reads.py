@@ -11,6 +11,7 @@ from sqlalchemy import Connection, func, select
 
 from store import driver
 from store import postings as packed
+from store.changes import CHANGE_DTYPE
 from store.errors import damaged
 from store.records import GroupStats, StoredTool, TermStats
 from store.schema import (
@@ -191,7 +192,7 @@ def group_server_counts(connection: Connection, grp: int) -> dict[str | None, in
 
 
 def forward_postings(connection: Connection, tool_ids: Sequence[int]) -> np.ndarray:
-    """The postings ``tool_ids`` hold (``store.postings.CHANGE_DTYPE``), read from their indexed
+    """The postings ``tool_ids`` hold (``store.changes.CHANGE_DTYPE``), read from their indexed
     terms: what scoring a few documents needs, without any term's whole postings. A pruned search
     reads thousands of rows: their entries are joined as bytes and laid out in one pass, not an
     array per tool."""
@@ -204,7 +205,7 @@ def forward_postings(connection: Connection, tool_ids: Sequence[int]) -> np.ndar
             )
         )
     if not rows:
-        return np.empty(0, packed.CHANGE_DTYPE)
+        return np.empty(0, CHANGE_DTYPE)
     ids, groups, lengths, blobs = zip(*rows, strict=True)
     width = packed.FORWARD_DTYPE.itemsize
     try:
@@ -218,7 +219,7 @@ def forward_postings(connection: Connection, tool_ids: Sequence[int]) -> np.ndar
         packed.forward_entries(blobs[at], ids[at])  # not whole entries: raises, naming the tool
     entries = np.frombuffer(joined, packed.FORWARD_DTYPE)
     counts = sizes // width
-    held = np.empty(entries.size, packed.CHANGE_DTYPE)
+    held = np.empty(entries.size, CHANGE_DTYPE)
     held["term_id"], held["tf"] = entries["term_id"], entries["tf"]
     held["tool_id"] = np.repeat(np.array(ids, np.int64), counts)
     held["grp"] = np.repeat(np.array(groups, np.int16), counts)

@@ -11,6 +11,8 @@ from sqlalchemy import Connection
 
 from discovery import ToolIndex
 from store import CorruptIndex, postings
+from store import changes as change_order
+from store.changes import CHANGE_DTYPE, in_key_order, stable_order
 from store.engine import read_transaction, write_transaction
 
 Key = tuple[int, int]
@@ -34,7 +36,7 @@ def as_changes(rows: list[tuple[int, int, int, int, int]]) -> np.ndarray:
     """One change per (term, group, tool), the last given, as ``write`` takes them."""
     last = {(term, grp, tool): (tf, doc_len) for term, grp, tool, tf, doc_len in rows}
     flat = [(*key, *value) for key, value in last.items()]
-    return np.array(flat, dtype=postings.CHANGE_DTYPE)
+    return np.array(flat, dtype=CHANGE_DTYPE)
 
 
 def expected_after(model: dict[Key, dict[int, Entry]], rows: list[tuple[int, int, int, int, int]]) -> None:
@@ -102,11 +104,11 @@ def test_any_changes_read_back_as_the_model(
 
 
 def test_a_one_posting_change_to_a_big_block_becomes_an_override(sqlite_url: str) -> None:
-    big = np.array([(1, 2, tool, 3, 10) for tool in range(1, 1001)], dtype=postings.CHANGE_DTYPE)
+    big = np.array([(1, 2, tool, 3, 10) for tool in range(1, 1001)], dtype=CHANGE_DTYPE)
     with ToolIndex.open(sqlite_url) as index, write_transaction(index.engine) as connection:
         postings.write(connection, big)
-        postings.write(connection, np.array([(1, 2, 500, 0, 10)], dtype=postings.CHANGE_DTYPE))
-        postings.write(connection, np.array([(1, 2, 5000, 7, 12)], dtype=postings.CHANGE_DTYPE))
+        postings.write(connection, np.array([(1, 2, 500, 0, 10)], dtype=CHANGE_DTYPE))
+        postings.write(connection, np.array([(1, 2, 5000, 7, 12)], dtype=CHANGE_DTYPE))
         size = connection.exec_driver_sql("SELECT size FROM posting_blocks").scalar_one()
         delta = connection.exec_driver_sql("SELECT tool_id, tf FROM posting_delta ORDER BY tool_id").all()
         block = postings.key_blocks(connection, [(1, 2)])[(1, 2)]
@@ -115,12 +117,12 @@ def test_a_one_posting_change_to_a_big_block_becomes_an_override(sqlite_url: str
 
 
 def test_overrides_are_merged_once_they_are_many(sqlite_url: str) -> None:
-    big = np.array([(1, 2, tool, 3, 10) for tool in range(1, 1001)], dtype=postings.CHANGE_DTYPE)
+    big = np.array([(1, 2, tool, 3, 10) for tool in range(1, 1001)], dtype=CHANGE_DTYPE)
     limit = postings.MERGE_SLACK + 1000 // postings.MERGE_FRACTION
     with ToolIndex.open(sqlite_url) as index, write_transaction(index.engine) as connection:
         postings.write(connection, big)
         for tool in range(2000, 2000 + limit + 1):
-            postings.write(connection, np.array([(1, 2, tool, 1, 5)], dtype=postings.CHANGE_DTYPE))
+            postings.write(connection, np.array([(1, 2, tool, 1, 5)], dtype=CHANGE_DTYPE))
         pending = connection.exec_driver_sql("SELECT COUNT(*) FROM posting_delta").scalar_one()
         size = connection.exec_driver_sql("SELECT size FROM posting_blocks").scalar_one()
     assert pending < limit and size + pending == 1000 + limit + 1
@@ -139,7 +141,7 @@ def test_each_array_of_a_block_is_stored_in_the_narrowest_width_that_holds_it(sq
     ]
     rows = [(term, 2, tool, tf, doc_len) for term, entries in blocks for tool, tf, doc_len in entries]
     with ToolIndex.open(sqlite_url) as index, write_transaction(index.engine) as connection:
-        postings.write(connection, np.array(rows, dtype=postings.CHANGE_DTYPE))
+        postings.write(connection, np.array(rows, dtype=CHANGE_DTYPE))
         assert stored_widths(connection) == [411, 422, 814]
         lengths = connection.exec_driver_sql(
             "SELECT length(tool_ids), length(tfs), length(doc_lens) FROM posting_blocks ORDER BY term_id"
@@ -166,18 +168,18 @@ def test_narrowest_is_the_first_width_whose_dtype_holds_every_value(values: list
 def test_an_override_wider_than_its_block_is_read_and_merged_exactly(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    big = np.array([(1, 2, tool, 3, 10) for tool in range(1, 1001)], dtype=postings.CHANGE_DTYPE)
+    big = np.array([(1, 2, tool, 3, 10) for tool in range(1, 1001)], dtype=CHANGE_DTYPE)
     with ToolIndex.open(sqlite_url) as index, write_transaction(index.engine) as connection:
         postings.write(connection, big)
         assert stored_widths(connection) == [411]
-        wide = np.array([(1, 2, 500, 70_000, 300), (1, 2, 2**33, 2, 10)], dtype=postings.CHANGE_DTYPE)
+        wide = np.array([(1, 2, 500, 70_000, 300), (1, 2, 2**33, 2, 10)], dtype=CHANGE_DTYPE)
         postings.write(connection, wide)  # two overrides beside a block of 1-byte values
         pending = connection.exec_driver_sql("SELECT COUNT(*) FROM posting_delta").scalar_one()
         block = postings.key_blocks(connection, [(1, 2)])[(1, 2)]
         assert pending == 2 and block.size == 1001
         assert (int(block.tf[499]), int(block.doc_len[499]), int(block.tool_ids[-1])) == (70_000, 300, 2**33)
         monkeypatch.setattr(postings, "REWRITE_FACTOR", 10**9)  # the next write merges
-        postings.write(connection, np.array([(1, 2, 1, 4, 10)], dtype=postings.CHANGE_DTYPE))
+        postings.write(connection, np.array([(1, 2, 1, 4, 10)], dtype=CHANGE_DTYPE))
         assert stored_widths(connection) == [842]
         merged = postings.key_blocks(connection, [(1, 2)])[(1, 2)]
         assert merged.tf.tolist() == [4, *block.tf[1:].tolist()]
@@ -188,7 +190,7 @@ def test_an_override_wider_than_its_block_is_read_and_merged_exactly(
 def test_a_block_of_unknown_widths_is_a_corrupt_index(sqlite_url: str, widths: int) -> None:
     with ToolIndex.open(sqlite_url) as index:
         with write_transaction(index.engine) as connection:
-            two = np.array([(1, 2, 7, 3, 10), (1, 2, 9, 1, 4)], dtype=postings.CHANGE_DTYPE)
+            two = np.array([(1, 2, 7, 3, 10), (1, 2, 9, 1, 4)], dtype=CHANGE_DTYPE)
             postings.write(connection, two)
             connection.exec_driver_sql(f"UPDATE posting_blocks SET widths = {widths}")
         unknown = pytest.raises(CorruptIndex, match=f"term id 1, group 2: unknown widths {widths}")
@@ -200,7 +202,7 @@ def test_a_block_of_unknown_widths_is_a_corrupt_index(sqlite_url: str, widths: i
 def test_a_torn_block_is_a_corrupt_index(sqlite_url: str, column: str) -> None:
     with ToolIndex.open(sqlite_url) as index:
         with write_transaction(index.engine) as connection:
-            two = np.array([(1, 2, 7, 3, 10), (1, 2, 9, 1, 4)], dtype=postings.CHANGE_DTYPE)
+            two = np.array([(1, 2, 7, 3, 10), (1, 2, 9, 1, 4)], dtype=CHANGE_DTYPE)
             postings.write(connection, two)
             connection.exec_driver_sql(f"UPDATE posting_blocks SET {column} = substr({column}, 2)")
         torn = pytest.raises(CorruptIndex, match="term id 1, group 2")
@@ -213,7 +215,7 @@ def test_a_torn_block_is_a_corrupt_index(sqlite_url: str, column: str) -> None:
 def test_stable_order_is_a_stable_argsort(codes: list[int]) -> None:
     """Packed with positions where they fit, argsorted where they do not: the same order."""
     array = np.array(codes, dtype=np.int64)
-    assert postings.stable_order(array).tolist() == np.argsort(array, kind="stable").tolist()
+    assert stable_order(array).tolist() == np.argsort(array, kind="stable").tolist()
 
 
 @settings(max_examples=200, deadline=None)
@@ -225,7 +227,7 @@ def test_changes_are_written_in_term_group_tool_order(
     changes = as_changes(rows)
     if in_tool_order:
         changes = changes[np.argsort(changes["tool_id"], kind="stable")]
-    ordered = changes[postings._key_order(changes)]
+    ordered = changes[change_order._key_order(changes)]
     keys = list(
         zip(ordered["term_id"].tolist(), ordered["grp"].tolist(), ordered["tool_id"].tolist(), strict=True)
     )
@@ -244,7 +246,7 @@ def test_changes_in_parts_come_out_in_term_group_tool_order(
         changes = changes[np.argsort(changes["tool_id"], kind="stable")]
     cuts = sorted(data.draw(st.lists(st.integers(0, changes.size), max_size=5)))
     parts = np.split(changes, cuts)
-    ordered = postings.in_key_order(parts)
+    ordered = in_key_order(parts)
     expected = changes[np.lexsort((changes["tool_id"], changes["grp"], changes["term_id"]))]
     assert ordered.tolist() == expected.tolist()
 
@@ -252,16 +254,16 @@ def test_changes_in_parts_come_out_in_term_group_tool_order(
 def test_an_import_s_parts_are_bucketed_by_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """The counting sort is the path parts in tool order take (and its answer is the sort's)."""
     bucketed: list[int] = []
-    original = postings._bucketed
+    original = change_order._bucketed
 
     def spy(parts: list[np.ndarray], codes: list[np.ndarray], size: int) -> np.ndarray:
         bucketed.append(size)
         return original(parts, codes, size)
 
-    monkeypatch.setattr(postings, "_bucketed", spy)
+    monkeypatch.setattr(change_order, "_bucketed", spy)
     rows = [(term, 1, tool, term + tool, 10) for tool in range(1, 50) for term in (3, 1, 2) if tool % term]
     changes = as_changes(rows)
     parts = np.split(changes, [10, 11, 40])
     expected = changes[np.lexsort((changes["tool_id"], changes["grp"], changes["term_id"]))]
-    assert postings.in_key_order(parts).tolist() == expected.tolist()
+    assert in_key_order(parts).tolist() == expected.tolist()
     assert bucketed == [changes.size]
