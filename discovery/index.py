@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     # and settings models), which weighs on every cold start.
     from discovery.catalog.models import ToolRecord
     from discovery.catalog.workers import Progress
+    from discovery.sessions.learning import LearnedSummary
     from discovery.sessions.listing import RestoredSelection, SessionSummary
     from discovery.sessions.session import Session
 
@@ -81,6 +82,7 @@ class ToolIndex:
         upgrade: bool = True,
         create: bool = True,
         analyzer: str | None = None,
+        learning: bool | None = None,
     ) -> ToolIndex:
         """Open the database at ``url`` (default: ``TOOL_INDEX_DB`` or the user data file).
 
@@ -94,6 +96,9 @@ class ToolIndex:
         ``UnknownAnalyzer`` before anything is opened. A catalog whose terms were made by another
         version of its analyzer raises ``AnalyzerOutdated`` here when ``analyzer`` names it, and
         on its first search, explain or import otherwise, until ``reindex`` rebuilds it.
+
+        ``learning`` turns learning from use on or off for the index (``set_learning``); when
+        omitted, the index keeps what it has (a new index has it off).
         """
         if analyzer is not None:
             analyzer_named(analyzer)
@@ -110,10 +115,13 @@ class ToolIndex:
                 ensure_schema(engine, upgrade_if_old=upgrade)
                 if analyzer is not None:
                     _choose_analyzer(engine, analyzer)
+            opened = cls(engine)
+            if learning is not None:
+                opened.set_learning(learning)
         except BaseException:
             engine.dispose()
             raise
-        return cls(engine)
+        return opened
 
     @property
     def analyzer(self) -> str:
@@ -133,7 +141,44 @@ class ToolIndex:
             records = [tool.as_record() for tool in all_tools(connection)]
             with closing(prepared(records, progress, analyzer)) as tools:
                 reindex_tools(connection, tools, stored)
+            from discovery.sessions.learning import relearn_if_enabled
+
+            # Learned terms are the analyzer's query terms: made again with the new one.
+            relearn_if_enabled(connection, analyzer_named(analyzer))
         return len(records)
+
+    @property
+    def learning(self) -> bool:
+        """Whether the index ranks with what it learned from use (off for a new index)."""
+        with read_transaction(self.engine) as connection:
+            return self.ranker.learning_enabled(connection)
+
+    def set_learning(self, enabled: bool) -> bool:
+        """Turn learning from use on or off; whether the setting changed.
+
+        On, the learned field is computed from every session's log and kept current by every
+        recorded call; off, searches rank exactly as without learning and what was computed is
+        dropped — the logs keep what it came from, so turning it on again restores it."""
+        from discovery.sessions.learning import set_learning
+
+        with write_transaction(self.engine) as connection:
+            stored_analyzer(connection)  # the catalog's write lock: no reindex meanwhile
+            return set_learning(connection, self.ranker.analyzer(connection), enabled)
+
+    def learned(self, name: str) -> LearnedSummary:
+        """What tool ``name`` learned: its terms, each with the number of sessions that taught it."""
+        from discovery.sessions.learning import LearnedSummary
+
+        with read_transaction(self.engine) as connection:
+            return LearnedSummary.read(connection, name)
+
+    def forget_learning(self, names: Sequence[str] | None = None) -> int:
+        """Forget what the tools ``names`` (every tool when ``None``) learned, for good: their
+        logged calls never teach again. Returns how many credits were removed."""
+        from discovery.sessions.learning import forget
+
+        with write_transaction(self.engine) as connection:
+            return forget(connection, None if names is None else list(dict.fromkeys(names)))
 
     @property
     def url(self) -> str:

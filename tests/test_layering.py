@@ -105,7 +105,7 @@ LAYERS = {
 }
 """Each part of ``discovery`` and its height; a module may import its own part and lower ones."""
 
-QUERY_MODULES = {"catalog", "reads", "sessions", "logged_json", "digests", "audit", "migrate"}
+QUERY_MODULES = {"catalog", "reads", "sessions", "learning", "logged_json", "digests", "audit", "migrate"}
 """The store modules ``discovery`` may import by name: the queries, the log's JSON form and the
 record digest, never the schema or SQL helpers."""
 

@@ -23,10 +23,12 @@ from discovery.ranking import pruning
 from discovery.ranking.bm25 import average_length, idf
 from discovery.ranking.cache import RowCache, TermCache
 from discovery.ranking.corpus import Corpus
+from discovery.ranking.learned import LearnedPostings, LearnedTerm, learned_average, learned_terms
 from discovery.ranking.postings import Contribution, TermPostings, norm_table
 from discovery.ranking.topk import RankedTool, candidates, kth_best, ordered, union
 from discovery.text.analyzers import REFERENCE, Analyzer
 from store import GroupStats, StoredTool, reads
+from store import learning as stored_learning
 
 PRUNE_FROM = 300_000
 """Corpora this large are searched with pruning. In smaller ones every contribution of the
@@ -91,6 +93,10 @@ class Ranker:
         self._rows = RowCache()
         self._synced_on: Connection | None = None
         self._exclusions: dict[Corpus, Exclusion] = {}
+        self._learning = stored_learning.LearningState(enabled=False, generation=-1)
+        self._learned: dict[str, LearnedPostings | None] = {}
+        self._learned_stats: dict[int, tuple[int, int]] | None = None
+        self._learned_exclusions: dict[Corpus, tuple[np.ndarray, tuple[int, int]]] = {}
         # The scores of one search at a time (callers are serialized), and room to partition
         # them: reused, since a fresh array of a large catalog's size costs page faults each
         # time it is allocated.
@@ -119,7 +125,10 @@ class Ranker:
         avgdl = average_length(n_docs, total_len)
         if limit is not None and limit < 1:
             return Ranking(total_tools=n_docs, hits=[])
-        if limit is not None and self.prune_from is not None and n_docs >= self.prune_from:
+        learned = self._learned_terms(connection, query_terms, corpus, exclusion, n_docs)
+        # A query that reaches the learned field is ranked exhaustively: the pruning bounds
+        # cover the tool-text terms only, and exhaustive is exact by construction.
+        if not learned and limit is not None and self.prune_from is not None and n_docs >= self.prune_from:
             pruned = self._pruned(connection, query_terms, corpus, exclusion, n_docs, avgdl, limit)
             if pruned is not None:
                 return Ranking(total_tools=n_docs, hits=pruned)
@@ -127,9 +136,10 @@ class Ranker:
         present = [entry for entry in entries.values() if entry is not None]
         # Needed only to compute a contribution that is not cached yet.
         norms = functools.cache(functools.partial(norm_table, present, avgdl))
-        if not present:
+        if not present and not learned:
             return Ranking(total_tools=n_docs, hits=[])
-        scores = self._zeroed_scores(max(entry.max_id for entry in present) + 1)
+        highest = [entry.max_id for entry in present] + [int(part.ids.max()) for part in learned]
+        scores = self._zeroed_scores(max(highest) + 1)
         scored: list[tuple[float, np.ndarray]] = []  # each term's weight and documents
         sparse = True
         for term, qtf in query_terms.items():
@@ -145,6 +155,11 @@ class Ranker:
             contribution.add_to(scores)
             scored.append((weight, contribution.ids))
             sparse = sparse and not contribution.dense
+        # The learned field's terms after the tool-text ones, in query order (``explain`` adds
+        # them so too).
+        for part in learned:
+            scores[part.ids] += part.values
+            scored.append((part.weight, part.ids))
         self._terms.evict()
         dropped = [doc.id for doc in excluded if doc.id < scores.size]
         scores[dropped] = 0.0
@@ -371,7 +386,83 @@ class Ranker:
             self._document_terms.clear()
             self._rows.clear()
             self._exclusions.clear()
+            self._forget_learned()
+        learning = stored_learning.state(connection)
+        if learning != self._learning:
+            self._learning = learning
+            self._forget_learned()
         self._synced_on = connection
+
+    def _forget_learned(self) -> None:
+        self._learned.clear()
+        self._learned_stats = None
+        self._learned_exclusions.clear()
+
+    @_serialized
+    def learning_enabled(self, connection: Connection) -> bool:
+        """Whether the index ranks with its learned field, as the caller's transaction sees it."""
+        self._sync(connection)
+        return self._learning.enabled
+
+    @_serialized
+    def learned(
+        self, connection: Connection, query_terms: dict[str, int], corpus: Corpus
+    ) -> tuple[list[LearnedTerm], float]:
+        """What the learned field adds to a search of ``corpus`` (nothing when learning is off),
+        and the corpus' average learned length: what ``rank`` adds, for ``explain``."""
+        self._sync(connection)
+        exclusion = self._exclusion(connection, corpus)
+        n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(exclusion.documents)
+        found = self._learned_terms(connection, query_terms, corpus, exclusion, n_docs)
+        return found, self._learned_average(connection, corpus, exclusion)
+
+    def _learned_terms(
+        self,
+        connection: Connection,
+        query_terms: dict[str, int],
+        corpus: Corpus,
+        exclusion: Exclusion,
+        n_docs: int,
+    ) -> list[LearnedTerm]:
+        if not self._learning.enabled:
+            return []
+        missing = [term for term in query_terms if term not in self._learned]
+        if missing:
+            if len(self._learned) + len(missing) > LEARNED_TERMS_CACHED:
+                self._learned.clear()
+                missing = list(query_terms)
+            found = stored_learning.postings(connection, missing)
+            for term in missing:
+                rows = found.get(term)
+                self._learned[term] = (
+                    LearnedPostings.of([(p.tool_id, p.grp, p.tf, p.length) for p in rows]) if rows else None
+                )
+        present = {term: held for term in query_terms if (held := self._learned[term]) is not None}
+        if not present:
+            return []
+        excluded, _ = self._learned_exclusion(connection, corpus, exclusion)
+        avgdl = self._learned_average(connection, corpus, exclusion)
+        return learned_terms(present, query_terms, corpus.groups, excluded, n_docs, avgdl)
+
+    def _learned_average(self, connection: Connection, corpus: Corpus, exclusion: Exclusion) -> float:
+        if self._learned_stats is None:
+            self._learned_stats = stored_learning.group_stats(connection)
+        _, share = self._learned_exclusion(connection, corpus, exclusion)
+        return learned_average(self._learned_stats, corpus.groups, share)
+
+    def _learned_exclusion(
+        self, connection: Connection, corpus: Corpus, exclusion: Exclusion
+    ) -> tuple[np.ndarray, tuple[int, int]]:
+        """The ids of the corpus' excluded tools, and how many of them learned anything and their
+        total learned length (cached per corpus until what was learned changes)."""
+        if corpus not in self._learned_exclusions:
+            if len(self._learned_exclusions) >= EXCLUSION_CACHE_SIZE:
+                self._learned_exclusions.clear()
+            documents = exclusion.documents
+            lengths = stored_learning.lengths(connection, [doc.name for doc in documents])
+            ids = np.array(sorted(doc.id for doc in documents), dtype=np.intp)
+            self._learned_exclusions[corpus] = (ids, (len(lengths), sum(lengths.values())))
+        return self._learned_exclusions[corpus]
 
     def _excluded_documents(self, connection: Connection, corpus: Corpus) -> list[StoredTool]:
         self._remember_documents(connection, list(corpus.excluded))
@@ -478,6 +569,9 @@ page read and a decode of their own, postings are read by the page."""
 FORWARD_SCORED = 2048
 """The most documents a pruned search scores from their own terms; more, and it takes one
 more term over all its postings (whose bound then no longer counts) to rule more out."""
+
+LEARNED_TERMS_CACHED = 4096
+"""Query terms whose learned postings are kept per process."""
 
 EXCLUSION_CACHE_SIZE = 256
 """Corpora (sessions' exclusion sets) whose per-term exclusion counts are kept."""

@@ -29,6 +29,7 @@ from discovery.ranking.corpus import (
 )
 from discovery.ranking.ranker import Ranker
 from discovery.results import SearchHit
+from discovery.sessions.learning import CALL_EVENT, learn_from_calls
 from discovery.sessions.search_tool import SearchTool
 from discovery.sessions.settings import (
     EffectiveMode,
@@ -38,7 +39,7 @@ from discovery.sessions.settings import (
     stored_settings,
 )
 from discovery.text.collation import collation_key, utf16_sort_key
-from store import GROUP_LOCAL, GROUP_MCP, SessionNotFound, StoredTool
+from store import GROUP_LOCAL, GROUP_MCP, SessionNotFound, StoredTool, ToolNotFound
 from store import sessions as stored_sessions
 from store.engine import read_transaction, write_transaction
 from store.reads import all_tools, group_members, group_server_counts, opening_candidates, tools_by_names
@@ -312,6 +313,26 @@ class Session:
             )
             stored_sessions.record(connection, state, event, active, restored)
         return restored, missing
+
+    def record_call(self, name: str, *, ok: bool = True) -> None:
+        """Say that the host called catalog tool ``name`` in this session (``ok=False``: the call
+        failed). The call is logged; with learning on, a call that did not fail teaches the tool
+        the requests of the searches before it (``discovery.sessions.learning`` states the rule),
+        in the same transaction. ``ToolNotFound`` when ``name`` is not a catalog tool."""
+        if not isinstance(name, str):
+            raise ToolIndexError(f"a tool name is text, not {type(name).__name__}")
+        if not isinstance(ok, bool):
+            raise ToolIndexError(f"ok is true or false, not {ok!r}")
+        with write_transaction(self.engine) as connection:
+            if not self.ranker.known_names(connection, [name]):
+                raise ToolNotFound(f"no tool named {name!r} in the catalog")
+            event = stored_sessions.Event(
+                kind=CALL_EVENT, tool_name=name, params={"tool": name, "is_error": not ok}
+            )
+            if not stored_sessions.append(connection, self.id, event):
+                raise SessionNotFound(f"no session {self.id!r} in the store")
+            if ok:
+                learn_from_calls(connection, self.ranker.analyzer(connection), self.id, [name])
 
     def _lock(self, connection: Connection) -> stored_sessions.SessionState:
         state = stored_sessions.lock(connection, self.id)

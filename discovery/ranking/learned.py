@@ -1,0 +1,97 @@
+"""The learned field's part of a score: BM25+ over the terms sessions taught each tool.
+
+Pure functions of arrays. The field is a second document per tool, scored by the formula of
+``bm25`` with its own statistics over the corpus — ``df`` the corpus tools that learned the term,
+the average length over the corpus tools that learned anything — and the corpus' ``N``; each term's
+weight is ``LEARNED_WEIGHT · qtf · idf``. A search adds these contributions, in query order, after
+the tool-text ones, and ``explain`` adds them in the same order, so both give the same doubles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from discovery.ranking.bm25 import average_length, contribution, idf, length_norm, saturation_numerator
+from discovery.ranking.fields import LEARNED_WEIGHT
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedPostings:
+    """The tools holding one learned term, ascending by tool id: their group, tf (sessions that
+    taught the term) and learned length."""
+
+    ids: np.ndarray
+    grp: np.ndarray
+    tf: np.ndarray
+    length: np.ndarray
+
+    @classmethod
+    def of(cls, rows: Sequence[tuple[int, int, int, int]]) -> LearnedPostings:
+        table = np.array(rows, dtype=np.int64).reshape(-1, 4)
+        return cls(
+            table[:, 0].astype(np.intp),
+            table[:, 1],
+            table[:, 2].astype(np.float64),
+            table[:, 3].astype(np.float64),
+        )
+
+    def in_corpus(self, groups: Sequence[int], excluded: np.ndarray) -> np.ndarray:
+        """Which postings belong to the corpus: a mask."""
+        mask = np.isin(self.grp, np.asarray(groups, dtype=np.int64))
+        if excluded.size:
+            mask &= ~np.isin(self.ids, excluded)
+        return mask
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedTerm:
+    """What one query term adds through the learned field: its weight, the tools and values."""
+
+    term: str
+    weight: float
+    ids: np.ndarray
+    values: np.ndarray
+
+
+def learned_weight(qtf: int, idf_value: float) -> float:
+    """``LEARNED_WEIGHT · qtf · idf``, in that order."""
+    return LEARNED_WEIGHT * qtf * idf_value
+
+
+def learned_average(
+    stats: dict[int, tuple[int, int]], groups: Sequence[int], excluded: tuple[int, int]
+) -> float:
+    """The corpus' average learned length over its tools that learned anything, from the per-group
+    ``(count, total length)`` less the excluded tools' ``(count, total length)``."""
+    count = sum(stats.get(g, (0, 0))[0] for g in groups) - excluded[0]
+    total = sum(stats.get(g, (0, 0))[1] for g in groups) - excluded[1]
+    return average_length(count, total)
+
+
+def learned_terms(
+    postings: dict[str, LearnedPostings],
+    query_terms: dict[str, int],
+    groups: Sequence[int],
+    excluded: np.ndarray,
+    n_docs: int,
+    avgdl: float,
+) -> list[LearnedTerm]:
+    """Each query term's learned contributions in the corpus, in query order (terms no corpus
+    tool learned are left out)."""
+    found = []
+    for term, qtf in query_terms.items():
+        held = postings.get(term)
+        if held is None:
+            continue
+        mask = held.in_corpus(groups, excluded)
+        df = int(np.count_nonzero(mask))
+        if df == 0:
+            continue
+        weight = learned_weight(qtf, idf(n_docs, df))
+        tf = held.tf[mask]
+        values = contribution(weight, saturation_numerator(tf), tf, length_norm(held.length[mask], avgdl))
+        found.append(LearnedTerm(term, weight, held.ids[mask], values))
+    return found
