@@ -157,7 +157,8 @@ def _why_off(session_id: str, settings: SessionSettings) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the breakdown as JSON.")
 @pass_app
 def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
-    """Break down NAME's score for QUERY by term and by field.
+    """Break down NAME's score for QUERY by term and by field (and the learned field's terms, when
+    learning is on).
 
     NAME is a tool's name or a label that names one tool (as search shows it). The score is
     the one a read-only search in MODE gives NAME, with the corpus statistics behind it.
@@ -184,6 +185,26 @@ def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
         for part in term.fields:
             rows.append((f"  {part.field} ×{part.weight}", "", "", "", str(part.tf), _six(part.contribution)))
     print_table(rows)
+    if explanation.learning:
+        echo(
+            f"learned field: length {explanation.learned_len}, "
+            f"average {explanation.learned_avgdl:.3f} over the corpus tools that learned anything"
+        )
+        if explanation.learned:
+            learned: list[tuple[str, ...]] = [("learned term", "qtf", "df", "weight", "tf", "score")]
+            for taught in explanation.learned:
+                weight = f"{taught.weight:.6f}"
+                learned.append(
+                    (
+                        taught.term,
+                        str(taught.qtf),
+                        str(taught.df),
+                        weight,
+                        str(taught.tf),
+                        _six(taught.contribution),
+                    )
+                )
+            print_table(learned)
 
 
 def unknown_setting_names(index: ToolIndex, settings: dict[str, Any]) -> list[str]:

@@ -54,6 +54,8 @@ class LearnedTerm:
     weight: float
     ids: np.ndarray
     values: np.ndarray
+    tf: np.ndarray
+    length: np.ndarray
 
 
 def learned_weight(qtf: int, idf_value: float) -> float:
@@ -93,5 +95,5 @@ def learned_terms(
         weight = learned_weight(qtf, idf(n_docs, df))
         tf = held.tf[mask]
         values = contribution(weight, saturation_numerator(tf), tf, length_norm(held.length[mask], avgdl))
-        found.append(LearnedTerm(term, weight, held.ids[mask], values))
+        found.append(LearnedTerm(term, weight, held.ids[mask], values, tf, held.length[mask]))
     return found
