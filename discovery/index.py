@@ -30,6 +30,7 @@ from store import (
     reads,
     sqlite_file,
 )
+from store import learning as stored_learning
 from store.catalog import ReplaceScope, reindex_tools, stored_analyzer, write_tools
 from store.engine import default_url, read_transaction, translated_errors, write_transaction
 from store.migrate import ensure_schema, is_empty
@@ -337,7 +338,11 @@ class ToolIndex:
     def stats(self) -> dict[str, Any]:
         """Catalog size, terms, postings, average length, and counts per source and server."""
         with read_transaction(self.engine) as connection:
-            return catalog_summary(connection)
+            summary = catalog_summary(connection)
+            tools, terms, sessions = stored_learning.summary(connection)
+            enabled = stored_learning.state(connection).enabled
+        summary["learning"] = {"enabled": enabled, "tools": tools, "terms": terms, "sessions": sessions}
+        return summary
 
 
 def _choose_analyzer(engine: Engine, analyzer: str) -> None:
