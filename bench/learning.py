@@ -30,6 +30,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -37,16 +38,18 @@ from rich.table import Table
 import discovery.ranking.learned as learned_module
 from discovery import ToolIndex
 from discovery.quality.evaluate import LabelledQuery, TrainingRequest, evaluate, learn_from
+from discovery.ranking.fields import LEARNED_WEIGHT
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / ".." / "shared" / "data"
 METATOOL = DATA / "metatool"
 MCP_CATALOG = DATA / "mcp-catalog.jsonl"
 MCP_QUERIES = ROOT / "bench" / "queries" / "mcp-catalog.jsonl"
+MCP_RECURRING = ROOT / "bench" / "queries" / "mcp-recurring.jsonl"
 SEED = 20261204
 TESTED = range(20, 40)
 """The positions of a MetaTool tool's shuffled queries that are tested."""
-FOLDS = 5
+FOLDS = 3
 KS = (1, 5, 10)
 
 
@@ -66,13 +69,13 @@ class Measured:
     learn_seconds: float
 
 
-def read_jsonl(path: Path) -> list[dict[str, object]]:
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
     with path.open(encoding="utf-8") as source:
         return [json.loads(line) for line in source if line.strip()]
 
 
 def metatool_splits(per_tool: Sequence[int]) -> list[Split]:
-    by_tool: dict[str, list[dict[str, object]]] = {}
+    by_tool: dict[str, list[dict[str, Any]]] = {}
     for row in read_jsonl(METATOOL / "queries.jsonl"):
         relevant = row["relevant"]
         assert isinstance(relevant, list)
@@ -80,7 +83,9 @@ def metatool_splits(per_tool: Sequence[int]) -> list[Split]:
     rng = random.Random(SEED)
     shuffled = {tool: rng.sample(rows, len(rows)) for tool, rows in sorted(by_tool.items())}
     test = [
-        LabelledQuery(f"metatool:{tool}:{i}", str(rows[i]["query"]), tuple((str(n),) for n in rows[i]["relevant"]))  # type: ignore[attr-defined]
+        LabelledQuery(
+            f"metatool:{tool}:{i}", str(rows[i]["query"]), tuple((str(n),) for n in rows[i]["relevant"])
+        )
         for tool, rows in shuffled.items()
         for i in TESTED
         if i < len(rows)
@@ -88,7 +93,9 @@ def metatool_splits(per_tool: Sequence[int]) -> list[Split]:
     splits = [Split("MetaTool, no learning", [], test)]
     for n in per_tool:
         train = [
-            TrainingRequest(f"train:{tool}:{i}", f"{tool}-{i}", str(row["query"]), tuple(map(str, row["relevant"])))  # type: ignore[call-overload]
+            TrainingRequest(
+                f"train:{tool}:{i}", f"{tool}-{i}", str(row["query"]), tuple(map(str, row["relevant"]))
+            )
             for tool, rows in shuffled.items()
             for i, row in enumerate(rows[: min(n, TESTED.start)])
         ]
@@ -96,24 +103,42 @@ def metatool_splits(per_tool: Sequence[int]) -> list[Split]:
     return splits
 
 
-def mcp_folds() -> list[tuple[list[TrainingRequest], list[LabelledQuery]]]:
-    rows = read_jsonl(MCP_QUERIES)
-    order = random.Random(SEED).sample(range(len(rows)), len(rows))
+def mcp_folds() -> list[tuple[list[TrainingRequest], list[LabelledQuery], list[LabelledQuery]]]:
+    """Three folds over the one-off requests and the recurring needs: the i-th wording of every
+    recurring need is in fold i, the one-off requests are dealt to the folds at random. Each fold
+    is tested (one-off and recurring apart) after learning from the other two."""
+    one_off = read_jsonl(MCP_QUERIES)
+    recurring = read_jsonl(MCP_RECURRING)
+    order = random.Random(SEED).sample(range(len(one_off)), len(one_off))
+    fold_of = {i: position % FOLDS for position, i in enumerate(order)}
+    wording: dict[tuple[tuple[str, ...], ...], int] = {}
+    rows: list[tuple[str, int, bool, dict[str, Any]]] = []
+    for i, row in enumerate(one_off):
+        rows.append((f"one-off:{i}", fold_of[i], False, row))
+    for i, row in enumerate(recurring):
+        need = tuple(tuple(group) for group in row["relevant_groups"])
+        wording[need] = wording.get(need, -1) + 1
+        rows.append((f"recurring:{i}", wording[need] % FOLDS, True, row))
     folds = []
     for fold in range(FOLDS):
-        held = {i for position, i in enumerate(order) if position % FOLDS == fold}
-        train, test = [], []
-        for i, row in enumerate(rows):
-            groups = tuple(tuple(map(str, group)) for group in row["relevant_groups"])  # type: ignore[attr-defined]
-            if i in held:
-                test.append(LabelledQuery(f"mcp:{i}", str(row["query"]), groups))
+        train: list[TrainingRequest] = []
+        tested_once: list[LabelledQuery] = []
+        tested_again: list[LabelledQuery] = []
+        for where, held, again, row in rows:
+            groups = tuple(tuple(map(str, group)) for group in row["relevant_groups"])
+            if held == fold:
+                (tested_again if again else tested_once).append(
+                    LabelledQuery(where, str(row["query"]), groups)
+                )
             else:
-                train.append(TrainingRequest(f"mcp:{i}", f"mcp-{i}", str(row["query"]), tuple(g[0] for g in groups)))
-        folds.append((train, test))
+                train.append(TrainingRequest(where, where, str(row["query"]), tuple(g[0] for g in groups)))
+        folds.append((train, tested_once, tested_again))
     return folds
 
 
-def measure(template: Path, workdir: Path, train: list[TrainingRequest], test: list[LabelledQuery]) -> Measured:
+def measure(
+    template: Path, workdir: Path, train: list[TrainingRequest], test: list[LabelledQuery]
+) -> Measured:
     copy = workdir / "copy.db"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{copy}{suffix}").unlink(missing_ok=True)
@@ -131,7 +156,7 @@ def pooled(parts: list[Measured]) -> Measured:
     total = sum(part.queries for part in parts)
 
     def weighted(value: str) -> float:
-        return sum(getattr(part, value) * part.queries for part in parts) / total
+        return float(sum(getattr(part, value) * part.queries for part in parts)) / total
 
     return Measured(
         total,
@@ -140,6 +165,24 @@ def pooled(parts: list[Measured]) -> Measured:
         weighted("mrr"),
         sum(part.learn_seconds for part in parts),
     )
+
+
+def mcp_rows(template: Path, workdir: Path) -> list[tuple[str, Measured]]:
+    folds = mcp_folds()
+    rows = []
+    for label, tests in (
+        ("one-off", [once for _, once, _ in folds]),
+        ("recurring", [again for _, _, again in folds]),
+    ):
+        unlearned = [measure(template, workdir, [], test) for test in tests]
+        learned = [
+            measure(template, workdir, train, test) for (train, _, _), test in zip(folds, tests, strict=True)
+        ]
+        rows += [
+            (f"MCP {label}, no learning", pooled(unlearned)),
+            (f"MCP {label}, {FOLDS}-fold", pooled(learned)),
+        ]
+    return rows
 
 
 def template_of(catalog: Path, analyzer: str, workdir: Path) -> Path:
@@ -151,10 +194,12 @@ def template_of(catalog: Path, analyzer: str, workdir: Path) -> Path:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--analyzers", default="reference,enhanced")
     parser.add_argument("--per-tool", default="5,20")
-    parser.add_argument("--weights", default=str(learned_module.LEARNED_WEIGHT))
+    parser.add_argument("--weights", default=str(LEARNED_WEIGHT))
     parser.add_argument("--sets", default="metatool,mcp")
     args = parser.parse_args()
     analyzers = args.analyzers.split(",")
@@ -168,24 +213,15 @@ def main() -> None:
         workdir = Path(directory)
         for analyzer in analyzers:
             for weight in weights:
-                learned_module.LEARNED_WEIGHT = weight
+                # The weight is a constant of the ranking; a sweep sets it in this process only.
+                setattr(learned_module, "LEARNED_WEIGHT", weight)  # noqa: B010
                 rows: list[tuple[str, Measured]] = []
                 if "metatool" in sets:
                     template = template_of(METATOOL / "catalog.jsonl", analyzer, workdir)
                     for split in metatool_splits(per_tool):
                         rows.append((split.name, measure(template, workdir, split.train, split.test)))
                 if "mcp" in sets:
-                    template = template_of(MCP_CATALOG, analyzer, workdir)
-                    folds = mcp_folds()
-                    rows.append(
-                        ("MCP catalog, no learning", pooled([measure(template, workdir, [], t) for _, t in folds]))
-                    )
-                    rows.append(
-                        (
-                            f"MCP catalog, {FOLDS}-fold",
-                            pooled([measure(template, workdir, train, t) for train, t in folds]),
-                        )
-                    )
+                    rows += mcp_rows(template_of(MCP_CATALOG, analyzer, workdir), workdir)
                 for name, result in rows:
                     table.add_row(
                         name,

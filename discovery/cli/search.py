@@ -187,8 +187,8 @@ def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
     print_table(rows)
     if explanation.learning:
         echo(
-            f"learned field: length {explanation.learned_len}, "
-            f"average {explanation.learned_avgdl:.3f} over the corpus tools that learned anything"
+            f"learned field: length {explanation.learned_len}; {explanation.learned_tools} corpus tools "
+            f"learned anything, average length {explanation.learned_avgdl:.3f}"
         )
         if explanation.learned:
             learned: list[tuple[str, ...]] = [("learned term", "qtf", "df", "weight", "tf", "score")]

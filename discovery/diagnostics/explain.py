@@ -95,6 +95,8 @@ class Explanation:
     terms: list[TermExplanation]
     learning: bool = False
     learned_len: int = 0
+    learned_tools: int = 0
+    """Corpus tools that learned anything: the learned field's ``N``."""
     learned_avgdl: float = 1.0
     learned: list[LearnedExplanation] = field(default_factory=list)
 
@@ -153,6 +155,7 @@ class Explanation:
             ],
             "learning": self.learning,
             "learned_len": self.learned_len,
+            "learned_tools": self.learned_tools,
             "learned_avgdl": self.learned_avgdl,
             "learned": [
                 {
@@ -184,7 +187,7 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
         statistics = corpus_statistics(connection, corpus, list(counts))
         postings = postings_of_tools(connection, [tool.id])
         learning = index.ranker.learning_enabled(connection)
-        learned_parts, learned_avgdl = index.ranker.learned(connection, counts, corpus)
+        learned_parts, population = index.ranker.learned(connection, counts, corpus)
         learned_len = stored_learning.lengths(connection, [name]).get(name, 0)
     n_docs, total_len, dfs = statistics
     avgdl = average_length(n_docs, total_len)
@@ -221,7 +224,8 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
         terms=terms,
         learning=learning,
         learned_len=learned_len,
-        learned_avgdl=learned_avgdl,
+        learned_tools=population.count,
+        learned_avgdl=population.avgdl,
         learned=learned,
     )
 

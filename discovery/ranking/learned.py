@@ -1,10 +1,12 @@
 """The learned field's part of a score: BM25+ over the terms sessions taught each tool.
 
 Pure functions of arrays. The field is a second document per tool, scored by the formula of
-``bm25`` with its own statistics over the corpus — ``df`` the corpus tools that learned the term,
-the average length over the corpus tools that learned anything — and the corpus' ``N``; each term's
-weight is ``LEARNED_WEIGHT · qtf · idf``. A search adds these contributions, in query order, after
-the tool-text ones, and ``explain`` adds them in the same order, so both give the same doubles.
+``bm25`` with statistics of its own over the corpus tools that learned anything: ``N`` is how many
+they are, ``df`` how many of them learned the term, the average length theirs. A word that every
+request holds ("the", "my") is then as common in the field as it is in requests, and weighs
+little; each term's weight is ``LEARNED_WEIGHT · qtf · idf``. A search adds these contributions, in
+query order, after the tool-text ones, and ``explain`` adds them in the same order, so both give
+the same doubles.
 """
 
 from __future__ import annotations
@@ -63,14 +65,22 @@ def learned_weight(qtf: int, idf_value: float) -> float:
     return LEARNED_WEIGHT * qtf * idf_value
 
 
-def learned_average(
+@dataclass(frozen=True, slots=True)
+class LearnedPopulation:
+    """The corpus tools that learned anything: how many, and their average learned length."""
+
+    count: int
+    avgdl: float
+
+
+def learned_population(
     stats: dict[int, tuple[int, int]], groups: Sequence[int], excluded: tuple[int, int]
-) -> float:
-    """The corpus' average learned length over its tools that learned anything, from the per-group
-    ``(count, total length)`` less the excluded tools' ``(count, total length)``."""
+) -> LearnedPopulation:
+    """From the per-group ``(count, total length)`` of the tools that learned anything, less the
+    excluded tools' ``(count, total length)``."""
     count = sum(stats.get(g, (0, 0))[0] for g in groups) - excluded[0]
     total = sum(stats.get(g, (0, 0))[1] for g in groups) - excluded[1]
-    return average_length(count, total)
+    return LearnedPopulation(count, average_length(count, total))
 
 
 def learned_terms(
@@ -78,8 +88,7 @@ def learned_terms(
     query_terms: dict[str, int],
     groups: Sequence[int],
     excluded: np.ndarray,
-    n_docs: int,
-    avgdl: float,
+    population: LearnedPopulation,
 ) -> list[LearnedTerm]:
     """Each query term's learned contributions in the corpus, in query order (terms no corpus
     tool learned are left out)."""
@@ -92,8 +101,10 @@ def learned_terms(
         df = int(np.count_nonzero(mask))
         if df == 0:
             continue
-        weight = learned_weight(qtf, idf(n_docs, df))
+        weight = learned_weight(qtf, idf(population.count, df))
         tf = held.tf[mask]
-        values = contribution(weight, saturation_numerator(tf), tf, length_norm(held.length[mask], avgdl))
+        values = contribution(
+            weight, saturation_numerator(tf), tf, length_norm(held.length[mask], population.avgdl)
+        )
         found.append(LearnedTerm(term, weight, held.ids[mask], values, tf, held.length[mask]))
     return found

@@ -23,7 +23,13 @@ from discovery.ranking import pruning
 from discovery.ranking.bm25 import average_length, idf
 from discovery.ranking.cache import RowCache, TermCache
 from discovery.ranking.corpus import Corpus
-from discovery.ranking.learned import LearnedPostings, LearnedTerm, learned_average, learned_terms
+from discovery.ranking.learned import (
+    LearnedPopulation,
+    LearnedPostings,
+    LearnedTerm,
+    learned_population,
+    learned_terms,
+)
 from discovery.ranking.postings import Contribution, TermPostings, norm_table
 from discovery.ranking.topk import RankedTool, candidates, kth_best, ordered, union
 from discovery.text.analyzers import REFERENCE, Analyzer
@@ -125,7 +131,7 @@ class Ranker:
         avgdl = average_length(n_docs, total_len)
         if limit is not None and limit < 1:
             return Ranking(total_tools=n_docs, hits=[])
-        learned = self._learned_terms(connection, query_terms, corpus, exclusion, n_docs)
+        learned = self._learned_terms(connection, query_terms, corpus, exclusion)
         # A query that reaches the learned field is ranked exhaustively: the pruning bounds
         # cover the tool-text terms only, and exhaustive is exact by construction.
         if not learned and limit is not None and self.prune_from is not None and n_docs >= self.prune_from:
@@ -407,14 +413,13 @@ class Ranker:
     @_serialized
     def learned(
         self, connection: Connection, query_terms: dict[str, int], corpus: Corpus
-    ) -> tuple[list[LearnedTerm], float]:
+    ) -> tuple[list[LearnedTerm], LearnedPopulation]:
         """What the learned field adds to a search of ``corpus`` (nothing when learning is off),
-        and the corpus' average learned length: what ``rank`` adds, for ``explain``."""
+        and the corpus tools that learned anything: what ``rank`` adds, for ``explain``."""
         self._sync(connection)
         exclusion = self._exclusion(connection, corpus)
-        n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(exclusion.documents)
-        found = self._learned_terms(connection, query_terms, corpus, exclusion, n_docs)
-        return found, self._learned_average(connection, corpus, exclusion)
+        found = self._learned_terms(connection, query_terms, corpus, exclusion)
+        return found, self._learned_population(connection, corpus, exclusion)
 
     def _learned_terms(
         self,
@@ -422,7 +427,6 @@ class Ranker:
         query_terms: dict[str, int],
         corpus: Corpus,
         exclusion: Exclusion,
-        n_docs: int,
     ) -> list[LearnedTerm]:
         if not self._learning.enabled:
             return []
@@ -441,14 +445,16 @@ class Ranker:
         if not present:
             return []
         excluded, _ = self._learned_exclusion(connection, corpus, exclusion)
-        avgdl = self._learned_average(connection, corpus, exclusion)
-        return learned_terms(present, query_terms, corpus.groups, excluded, n_docs, avgdl)
+        population = self._learned_population(connection, corpus, exclusion)
+        return learned_terms(present, query_terms, corpus.groups, excluded, population)
 
-    def _learned_average(self, connection: Connection, corpus: Corpus, exclusion: Exclusion) -> float:
+    def _learned_population(
+        self, connection: Connection, corpus: Corpus, exclusion: Exclusion
+    ) -> LearnedPopulation:
         if self._learned_stats is None:
             self._learned_stats = stored_learning.group_stats(connection)
         _, share = self._learned_exclusion(connection, corpus, exclusion)
-        return learned_average(self._learned_stats, corpus.groups, share)
+        return learned_population(self._learned_stats, corpus.groups, share)
 
     def _learned_exclusion(
         self, connection: Connection, corpus: Corpus, exclusion: Exclusion
