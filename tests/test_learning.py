@@ -366,3 +366,18 @@ def test_cli_learning_learned_and_session_call(db_url: str) -> None:
     assert fails(db_url, "session", "call", "s1", "nope") == "Error: no tool named 'nope' in the catalog\n"
     assert ok(db_url, "verify").startswith("ok:")
     assert ok(db_url, "learning", "off") == "learning: off\ntools:    0\nterms:    0\nsessions: 0\n"
+
+
+def test_the_adapters_record_calls_by_wire_name(index: ToolIndex) -> None:
+    from discovery.adapters import anthropic, openai
+
+    with_demo(index)
+    index.set_learning(True)
+    session = index.session("agent", discovery_mode="all")
+    session.search_tool.execute("c1", {"query": "notify the team on chat"})
+    assert anthropic.record_call(session, TEACHER) == TEACHER
+    assert openai.record_call(session, "mcp__gitforge__create_issue") is None  # not active: nothing
+    assert openai.record_call(session, TEACHER, ok=False) == TEACHER
+    calls = [call["params"] for call in index.session_record("agent")["calls"] if call["kind"] == "tool_call"]
+    assert calls == [{"tool": TEACHER, "is_error": False}, {"tool": TEACHER, "is_error": True}]
+    assert index.learned(TEACHER).sessions == 1

@@ -26,6 +26,7 @@ from discovery.adapters.common import (
     exposed,
     field,
     listed,
+    record_call,
     run_search,
     search_spec,
     tool_spec,
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 MAX_TOOLS = 10_000
 """The most tool definitions one Messages request may carry, deferred ones included."""
 
-__all__ = ["MAX_TOOLS", "catalog_name", "handle", "tools"]
+__all__ = ["MAX_TOOLS", "catalog_name", "handle", "record_call", "tools"]
 
 
 def tools(session: Session, *, deferred: bool = False) -> list[dict[str, Any]]:

@@ -93,6 +93,17 @@ def catalog_name(session: Session, wire: str) -> str | None:
     return session_names(session).catalog(wire)
 
 
+def record_call(session: Session, wire: str, *, ok: bool = True) -> str | None:
+    """Tell the session that the host called the tool the model named ``wire`` (``ok=False``: the
+    call failed), so that learning from use sees it; the tool's catalog name, or ``None`` when
+    ``wire`` names no active catalog tool (then nothing is recorded)."""
+    name = catalog_name(session, wire)
+    if name is None or name == SEARCH_TOOL_NAME:
+        return None
+    session.record_call(name, ok=ok)
+    return name
+
+
 def run_search(session: Session, call_id: str, params: Any) -> SearchAnswer:
     """Run one ``search_tool_bm25`` call; a refusal becomes an answer, not an exception.
 

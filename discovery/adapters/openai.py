@@ -24,13 +24,14 @@ from discovery.adapters.common import (
     exposed,
     field,
     listed,
+    record_call,
     run_search,
 )
 
 if TYPE_CHECKING:
     from discovery.sessions.session import Session
 
-__all__ = ["catalog_name", "chat_tools", "handle_chat", "handle_response", "responses_tools"]
+__all__ = ["catalog_name", "chat_tools", "handle_chat", "handle_response", "record_call", "responses_tools"]
 
 
 def chat_tools(session: Session) -> list[dict[str, Any]]:

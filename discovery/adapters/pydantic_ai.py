@@ -90,5 +90,14 @@ class DiscoveryToolset(AbstractToolset[Any]):
                 raise ToolFailed(answer.text)
             return answer.text
         metadata = tool.tool_def.metadata or {}
-        outcome = self.call(str(metadata.get("catalog_name", name)), tool_args)
-        return await outcome if inspect.isawaitable(outcome) else outcome
+        catalog = str(metadata.get("catalog_name", name))
+        # Every call is recorded in the session (a failed one as failed), so that learning from
+        # use sees what the agent called after its searches.
+        try:
+            outcome = self.call(catalog, tool_args)
+            result = await outcome if inspect.isawaitable(outcome) else outcome
+        except BaseException:
+            await asyncio.to_thread(self.session.record_call, catalog, ok=False)
+            raise
+        await asyncio.to_thread(self.session.record_call, catalog)
+        return result

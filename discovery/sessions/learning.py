@@ -40,9 +40,15 @@ Credit = stored_learning.Credit
 
 
 def teaches(event: stored_sessions.Event) -> bool:
-    """Whether a logged call teaches: it did not fail and its learning was not forgotten."""
+    """Whether a logged call teaches: it ran (a gateway's refusals and descriptions do not), did
+    not fail, and its learning was not forgotten."""
     params = event.params or {}
-    return bool(event.tool_name) and params.get("is_error") is not True and params.get(FORGOTTEN) is not True
+    return (
+        bool(event.tool_name)
+        and params.get("outcome", "called") == "called"
+        and params.get("is_error") is not True
+        and params.get(FORGOTTEN) is not True
+    )
 
 
 def searched_query(event: stored_sessions.Event) -> str | None:
