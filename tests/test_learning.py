@@ -381,3 +381,64 @@ def test_the_adapters_record_calls_by_wire_name(index: ToolIndex) -> None:
     calls = [call["params"] for call in index.session_record("agent")["calls"] if call["kind"] == "tool_call"]
     assert calls == [{"tool": TEACHER, "is_error": False}, {"tool": TEACHER, "is_error": True}]
     assert index.learned(TEACHER).sessions == 1
+
+
+# --- concurrency and kills ---------------------------------------------------------------------
+
+TEACHING = """
+import sys
+from discovery import ToolIndex
+url, prefix, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with ToolIndex.open(url) as index:
+    for number in range(count):
+        session = index.session(f"{prefix}-{number}", discovery_mode="all")
+        session.search_tool.execute("c1", {"query": f"notify the team {prefix}"})
+        session.record_call("mcp__chatops__post_message")
+        session.record_call("mcp__gitforge__create_issue")
+        print(number, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_concurrent_sessions_in_processes_lose_no_credit(db_url: str) -> None:
+    with ToolIndex.open(db_url, learning=True) as index:
+        with_demo(index)
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", TEACHING, db_url, f"w{worker}", "8"], cwd=REPO, stdout=subprocess.DEVNULL
+        )
+        for worker in range(4)
+    ]
+    assert [worker.wait(timeout=600) for worker in workers] == [0, 0, 0, 0]
+    with ToolIndex.open(db_url) as index:
+        from discovery.diagnostics.verify import verify
+
+        assert verify(index).problems == []
+        terms = dict(index.learned(TEACHER).terms)
+        assert index.learned(TEACHER).sessions == 32
+        assert (terms["notify"], terms["team"]) == (32, 32)
+        assert all(terms[f"w{worker}"] == 8 for worker in range(4))
+
+
+@pytest.mark.slow
+def test_kill_9_while_calls_are_recorded_leaves_a_sound_index(db_url: str) -> None:
+    with ToolIndex.open(db_url, learning=True) as index:
+        with_demo(index)
+    teacher = subprocess.Popen(
+        [sys.executable, "-c", TEACHING, db_url, "k", "100000"], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
+    assert teacher.stdout is not None
+    for _ in range(5):  # a few sessions done, then killed in the middle of whatever it is doing
+        teacher.stdout.readline()
+    teacher.kill()
+    teacher.wait(timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "discovery.cli.main", "--db", db_url, "verify"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    with ToolIndex.open(db_url) as index:
+        assert index.learned(TEACHER).sessions >= 5
