@@ -48,12 +48,15 @@ def learned_credits(names: list[str], share: float, sessions: int, seed: int) ->
     return credits
 
 
-def timed(index: ToolIndex, queries: list[str], rounds: int) -> list[float]:
+def timed(index: ToolIndex, queries: list[str], rounds: int, *, after_calls: bool = False) -> list[float]:
     for query in queries:  # warm: postings cached, as in a long-lived process
         index.search(query, LIMIT)
     seconds = []
     for _ in range(rounds):
         for query in queries:
+            if after_calls:  # another session's call changed what was learned: reload it
+                with write_transaction(index.engine) as connection:
+                    connection.exec_driver_sql("UPDATE learning_state SET generation = generation + 1")
             started = time.perf_counter()
             index.search(query, LIMIT)
             seconds.append(time.perf_counter() - started)
@@ -81,16 +84,17 @@ def main() -> None:
             with write_transaction(index.engine) as connection:
                 stored_learning.replace_all(connection, credits)
             summary = index.stats()["learning"]
-            results: dict[str, list[float]] = {"off": [], "on": []}
+            results: dict[str, list[float]] = {"off": [], "on": [], "on, a call between searches": []}
             for _ in range(2):  # alternate, so neither side has the machine's quieter minutes
-                for state in ("off", "on"):
+                for state in results:
                     # Off drops the learned tables (the logs keep what they came from; here there are
                     # no logs), so on writes them again.
-                    index.set_learning(state == "on")
-                    if state == "on":
+                    index.set_learning(state != "off")
+                    if state != "off":
                         with write_transaction(index.engine) as connection:
                             stored_learning.replace_all(connection, credits)
-                    results[state] += timed(index, queries, args.rounds // 2)
+                    after_calls = state != "on" and state != "off"
+                    results[state] += timed(index, queries, args.rounds // 2, after_calls=after_calls)
     table = Table(title=f"Search at {args.size:,} tools, limit {LIMIT}: learning off and on")
     for column in ("learning", "learned tools", "learned pairs", "searches", "p50 ms", "p95 ms"):
         table.add_column(column, justify="right")
@@ -98,16 +102,16 @@ def main() -> None:
         p95 = statistics.quantiles(seconds, n=20)[-1]
         table.add_row(
             state,
-            f"{summary['tools']:,}" if state == "on" else "0",
-            f"{summary['terms']:,}" if state == "on" else "0",
+            f"{summary['tools']:,}" if state != "off" else "0",
+            f"{summary['terms']:,}" if state != "off" else "0",
             str(len(seconds)),
             f"{statistics.median(seconds) * 1000:.2f}",
             f"{p95 * 1000:.2f}",
         )
     Console(width=120).print(table)
     off = statistics.quantiles(results["off"], n=20)[-1]
-    on = statistics.quantiles(results["on"], n=20)[-1]
-    print(f"p95 on/off: {on / off:.2f}x")
+    for state in list(results)[1:]:
+        print(f"p95 {state} / off: {statistics.quantiles(results[state], n=20)[-1] / off:.2f}x")
 
 
 if __name__ == "__main__":

@@ -83,6 +83,28 @@ def learned_population(
     return LearnedPopulation(count, average_length(count, total))
 
 
+def learned_term(
+    term: str,
+    qtf: int,
+    held: LearnedPostings,
+    groups: Sequence[int],
+    excluded: np.ndarray,
+    population: LearnedPopulation,
+) -> LearnedTerm | None:
+    """What one query term adds through the learned field in a corpus (``None``: no corpus tool
+    learned it)."""
+    mask = held.in_corpus(groups, excluded)
+    df = int(np.count_nonzero(mask))
+    if df == 0:
+        return None
+    weight = learned_weight(qtf, idf(population.count, df))
+    tf = held.tf[mask]
+    values = contribution(
+        weight, saturation_numerator(tf), tf, length_norm(held.length[mask], population.avgdl)
+    )
+    return LearnedTerm(term, weight, held.ids[mask], values, tf, held.length[mask])
+
+
 def learned_terms(
     postings: dict[str, LearnedPostings],
     query_terms: dict[str, int],
@@ -95,16 +117,7 @@ def learned_terms(
     found = []
     for term, qtf in query_terms.items():
         held = postings.get(term)
-        if held is None:
-            continue
-        mask = held.in_corpus(groups, excluded)
-        df = int(np.count_nonzero(mask))
-        if df == 0:
-            continue
-        weight = learned_weight(qtf, idf(population.count, df))
-        tf = held.tf[mask]
-        values = contribution(
-            weight, saturation_numerator(tf), tf, length_norm(held.length[mask], population.avgdl)
-        )
-        found.append(LearnedTerm(term, weight, held.ids[mask], values, tf, held.length[mask]))
+        part = None if held is None else learned_term(term, qtf, held, groups, excluded, population)
+        if part is not None:
+            found.append(part)
     return found

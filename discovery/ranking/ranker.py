@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Concatenate, ParamSpec, TypeVar
@@ -28,7 +28,7 @@ from discovery.ranking.learned import (
     LearnedPostings,
     LearnedTerm,
     learned_population,
-    learned_terms,
+    learned_term,
 )
 from discovery.ranking.postings import Contribution, TermPostings, norm_table
 from discovery.ranking.topk import RankedTool, candidates, kth_best, ordered, union
@@ -103,6 +103,9 @@ class Ranker:
         self._learned: dict[str, LearnedPostings | None] = {}
         self._learned_stats: dict[int, tuple[int, int]] | None = None
         self._learned_exclusions: dict[Corpus, tuple[np.ndarray, tuple[int, int]]] = {}
+        # What each learned query term adds in a corpus, by (term, qtf, corpus), for the corpora
+        # and terms searched last: a repeated search only adds them up, as for the tool text.
+        self._learned_parts: OrderedDict[tuple[str, int, Corpus], LearnedTerm | None] = OrderedDict()
         # The scores of one search at a time (callers are serialized), and room to partition
         # them: reused, since a fresh array of a large catalog's size costs page faults each
         # time it is allocated.
@@ -403,6 +406,7 @@ class Ranker:
         self._learned.clear()
         self._learned_stats = None
         self._learned_exclusions.clear()
+        self._learned_parts.clear()
 
     @_serialized
     def learning_enabled(self, connection: Connection) -> bool:
@@ -435,18 +439,34 @@ class Ranker:
             if len(self._learned) + len(missing) > LEARNED_TERMS_CACHED:
                 self._learned.clear()
                 missing = list(query_terms)
-            found = stored_learning.postings(connection, missing)
+            stored = stored_learning.postings(connection, missing)
             for term in missing:
-                rows = found.get(term)
+                rows = stored.get(term)
                 self._learned[term] = (
                     LearnedPostings.of([(p.tool_id, p.grp, p.tf, p.length) for p in rows]) if rows else None
                 )
-        present = {term: held for term in query_terms if (held := self._learned[term]) is not None}
+        present = [term for term in query_terms if self._learned[term] is not None]
         if not present:
             return []
-        excluded, _ = self._learned_exclusion(connection, corpus, exclusion)
-        population = self._learned_population(connection, corpus, exclusion)
-        return learned_terms(present, query_terms, corpus.groups, excluded, population)
+        found: list[LearnedTerm] = []
+        for term in present:
+            key = (term, query_terms[term], corpus)
+            if key in self._learned_parts:
+                self._learned_parts.move_to_end(key)
+            else:
+                held = self._learned[term]
+                assert held is not None
+                excluded, _ = self._learned_exclusion(connection, corpus, exclusion)
+                population = self._learned_population(connection, corpus, exclusion)
+                self._learned_parts[key] = learned_term(
+                    term, query_terms[term], held, corpus.groups, excluded, population
+                )
+                if len(self._learned_parts) > LEARNED_PARTS_CACHED:
+                    self._learned_parts.popitem(last=False)
+            part = self._learned_parts[key]
+            if part is not None:
+                found.append(part)
+        return found
 
     def _learned_population(
         self, connection: Connection, corpus: Corpus, exclusion: Exclusion
@@ -578,6 +598,9 @@ more term over all its postings (whose bound then no longer counts) to rule more
 
 LEARNED_TERMS_CACHED = 4096
 """Query terms whose learned postings are kept per process."""
+
+LEARNED_PARTS_CACHED = 1024
+"""Learned contributions (per term, query count and corpus) kept per process."""
 
 EXCLUSION_CACHE_SIZE = 256
 """Corpora (sessions' exclusion sets) whose per-term exclusion counts are kept."""
