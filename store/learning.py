@@ -22,10 +22,20 @@ Credit = tuple[str, str, str]
 """``(session id, term, tool name)``."""
 
 
+JOURNAL_KEPT = 4096
+"""Learned generations whose changes the journal keeps; a cache further behind reloads all."""
+
+
 @dataclass(frozen=True, slots=True)
 class LearningState:
     enabled: bool
     generation: int
+    reset_generation: int = 0
+    """The last change the journal does not describe: a cache from before it reloads all."""
+
+    def journaled_since(self, generation: int) -> bool:
+        """Whether the journal holds every change after ``generation`` up to this state."""
+        return self.reset_generation <= generation and self.generation - generation <= JOURNAL_KEPT
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,22 +54,52 @@ def _marks(count: int) -> str:
 
 
 def state(connection: Connection) -> LearningState:
-    rows = driver.fetch(connection, "SELECT enabled, generation FROM learning_state WHERE id = 1")
+    rows = driver.fetch(
+        connection, "SELECT enabled, generation, reset_generation FROM learning_state WHERE id = 1"
+    )
     if not rows:
         raise damaged("the learning_state row is missing")
-    return LearningState(bool(rows[0][0]), int(rows[0][1]))
+    return LearningState(bool(rows[0][0]), int(rows[0][1]), int(rows[0][2]))
 
 
 def set_enabled(connection: Connection, enabled: bool) -> None:
-    driver.execute(
+    driver.execute(connection, "UPDATE learning_state SET enabled = ? WHERE id = 1", (1 if enabled else 0,))
+    _reset(connection)
+
+
+def _bump(connection: Connection) -> int:
+    """The next learned generation, taken under the row's lock (held until the transaction ends,
+    so generations commit in order)."""
+    driver.execute(connection, "UPDATE learning_state SET generation = generation + 1 WHERE id = 1")
+    return int(driver.fetch(connection, "SELECT generation FROM learning_state WHERE id = 1")[0][0])
+
+
+def _journaled(connection: Connection, changed: Iterable[tuple[str, str]]) -> None:
+    """Bump the generation and journal the (term, tool) sums it changed."""
+    generation = _bump(connection)
+    driver.execute_many(
         connection,
-        "UPDATE learning_state SET enabled = ?, generation = generation + 1 WHERE id = 1",
-        (1 if enabled else 0,),
+        "INSERT INTO learned_journal (generation, term, tool_name) VALUES (?, ?, ?)",
+        [(generation, term, tool) for term, tool in sorted(set(changed))],
+    )
+    driver.execute(
+        connection, "DELETE FROM learned_journal WHERE generation <= ?", (generation - JOURNAL_KEPT,)
     )
 
 
-def _bump(connection: Connection) -> None:
-    driver.execute(connection, "UPDATE learning_state SET generation = generation + 1 WHERE id = 1")
+def _reset(connection: Connection) -> None:
+    """Bump the generation for a change the journal does not describe."""
+    generation = _bump(connection)
+    driver.execute(connection, "UPDATE learning_state SET reset_generation = ? WHERE id = 1", (generation,))
+    driver.execute(connection, "DELETE FROM learned_journal")
+
+
+def changes_since(connection: Connection, generation: int) -> list[tuple[str, str]]:
+    """The (term, tool) sums changed after ``generation`` (complete when ``journaled_since``)."""
+    rows = driver.fetch(
+        connection, "SELECT DISTINCT term, tool_name FROM learned_journal WHERE generation > ?", (generation,)
+    )
+    return [(str(term), str(tool)) for term, tool in rows]
 
 
 def add_credits(connection: Connection, credits: Iterable[Credit]) -> int:
@@ -90,7 +130,7 @@ def add_credits(connection: Connection, credits: Iterable[Credit]) -> int:
         connection, "INSERT INTO learned_credits (session_id, term, tool_name) VALUES (?, ?, ?)", new
     )
     _add_sums(connection, Counter((term, tool) for _, term, tool in new))
-    _bump(connection)
+    _journaled(connection, ((term, tool) for _, term, tool in new))
     return len(new)
 
 
@@ -130,13 +170,14 @@ def remove_credits(
     if tool_names is None and session_id is None:
         for table in ("learned_credits", "learned_terms", "learned_tools"):
             driver.execute(connection, f"DELETE FROM {table}")
-    else:
-        driver.execute(connection, f"DELETE FROM learned_credits{where}", params)
-        taken: Counter[tuple[str, str]] = Counter()
-        for _, term, tool in rows:
-            taken[(term, tool)] -= 1
-        _add_sums(connection, taken)
-    _bump(connection)
+        _reset(connection)
+        return len(rows)
+    driver.execute(connection, f"DELETE FROM learned_credits{where}", params)
+    taken: Counter[tuple[str, str]] = Counter()
+    for _, term, tool in rows:
+        taken[(term, tool)] -= 1
+    _add_sums(connection, taken)
+    _journaled(connection, taken)
     return len(rows)
 
 
@@ -168,7 +209,7 @@ def replace_all(connection: Connection, credits: Iterable[Credit]) -> int:
     driver.execute_many(
         connection, "INSERT INTO learned_tools (tool_name, length) VALUES (?, ?)", sorted(lengths.items())
     )
-    _bump(connection)
+    _reset(connection)
     return len(rows)
 
 
@@ -204,14 +245,39 @@ def postings(connection: Connection, terms: Sequence[str]) -> dict[str, list[Lea
     return found
 
 
-def group_stats(connection: Connection) -> dict[int, tuple[int, int]]:
-    """Per corpus group, how many catalog tools have a learned field and their total length."""
+@dataclass(frozen=True, slots=True)
+class LearnedTool:
+    """A catalog tool with a learned field: its id, group and learned length."""
+
+    tool_id: int
+    grp: int
+    length: int
+
+
+def learned_tools(connection: Connection, tool_names: Sequence[str] | None = None) -> dict[str, LearnedTool]:
+    """The catalog tools with a learned field (of ``tool_names`` when given), by name."""
+    statement = "SELECT lk.tool_name, t.id, t.grp, lk.length FROM learned_tools lk "
+    statement += "JOIN tools t ON t.name = lk.tool_name"
+    params: tuple[str, ...] = ()
+    if tool_names is not None:
+        if not tool_names:
+            return {}
+        statement += f" WHERE lk.tool_name IN ({_marks(len(tool_names))})"
+        params = tuple(tool_names)
+    rows = driver.fetch(connection, statement, params)
+    return {
+        str(name): LearnedTool(int(tool_id), int(grp), int(length)) for name, tool_id, grp, length in rows
+    }
+
+
+def tool_ids(connection: Connection, tool_names: Sequence[str]) -> dict[str, int]:
+    """The catalog ids of those of ``tool_names`` that are catalog tools."""
+    if not tool_names:
+        return {}
     rows = driver.fetch(
-        connection,
-        "SELECT t.grp, COUNT(*), SUM(lk.length) FROM learned_tools lk "
-        "JOIN tools t ON t.name = lk.tool_name GROUP BY t.grp",
+        connection, f"SELECT name, id FROM tools WHERE name IN ({_marks(len(tool_names))})", tuple(tool_names)
     )
-    return {int(grp): (int(count), int(total)) for grp, count, total in rows}
+    return {str(name): int(tool_id) for name, tool_id in rows}
 
 
 def lengths(connection: Connection, tool_names: Sequence[str]) -> dict[str, int]:

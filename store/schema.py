@@ -192,11 +192,14 @@ learning_state_table = Table(
     Column("id", Integer, primary_key=True),
     Column("enabled", Integer, nullable=False, server_default=text("0")),
     Column("generation", BigInteger, nullable=False, server_default=text("0")),
+    Column("reset_generation", BigInteger, nullable=False, server_default=text("0")),
 )
 """One row: whether the index ranks with its learned field, and the learned generation, bumped by
-every change of the learned field. A row of its own, not ``catalog_state``: a recorded call changes
-what was learned, and must neither wait for catalog readers nor make other processes drop their
-catalog caches."""
+every change of the learned field; ``reset_generation`` is the last change that the journal does
+not describe (a rebuild, the switch, forgetting everything), which a cache older than it drops.
+
+A row of its own, not ``catalog_state``: a recorded call changes what was learned, and must
+neither wait for catalog readers nor make other processes drop their catalog caches."""
 
 learned_credits_table = Table(
     "learned_credits",
@@ -227,3 +230,14 @@ learned_tools_table = Table(
     Column("length", Integer, nullable=False),
 )
 """Per tool, the learned field's length: the sum of its tfs."""
+
+learned_journal_table = Table(
+    "learned_journal",
+    metadata,
+    Column("generation", BigInteger, primary_key=True),
+    Column("term", Text, primary_key=True),
+    Column("tool_name", Text, primary_key=True),
+)
+"""The (term, tool) sums each recent learned generation changed: a process whose caches are a few
+generations behind reloads only those, not the whole field. Pruned to the last
+``store.learning.JOURNAL_KEPT`` generations."""

@@ -442,3 +442,25 @@ def test_kill_9_while_calls_are_recorded_leaves_a_sound_index(db_url: str) -> No
     assert result.returncode == 0, result.stdout + result.stderr
     with ToolIndex.open(db_url) as index:
         assert index.learned(TEACHER).sessions >= 5
+
+
+def test_a_process_catches_up_with_what_others_taught_from_the_journal(db_url: str) -> None:
+    """One process keeps searching while another records calls: after every call, its next search
+    equals a search by a fresh process (which reads everything anew)."""
+    with ToolIndex.open(db_url, learning=True) as index, ToolIndex.open(db_url) as other:
+        with_demo(index)
+        queries = ["notify the team", "create issue chat", "team notes"]
+        for number, tool in enumerate(
+            [TEACHER, "mcp__gitforge__create_issue", TEACHER, "mcp__notes__create_note"]
+        ):
+            for query in queries:
+                index.search(query, limit=10)  # cached here before the change
+            session = other.session(f"teacher-{number}", discovery_mode="all")
+            session.search_tool.execute("c1", {"query": queries[number % 3]})
+            session.record_call(tool)
+            with ToolIndex.open(db_url) as fresh:
+                for query in queries:
+                    assert index.search(query, limit=10) == fresh.search(query, limit=10)
+        other.delete_session("teacher-0")  # journaled too: the credits of a session go with it
+        with ToolIndex.open(db_url) as fresh:
+            assert index.search("notify the team", limit=10) == fresh.search("notify the team", limit=10)

@@ -101,7 +101,10 @@ class Ranker:
         self._exclusions: dict[Corpus, Exclusion] = {}
         self._learning = stored_learning.LearningState(enabled=False, generation=-1)
         self._learned: dict[str, LearnedPostings | None] = {}
-        self._learned_stats: dict[int, tuple[int, int]] | None = None
+        # The catalog tools that learned anything, and per group their count and total learned
+        # length; kept current from the learned journal, loaded whole only after a reset.
+        self._learned_tools: dict[str, stored_learning.LearnedTool] | None = None
+        self._learned_stats: dict[int, tuple[int, int]] = {}
         self._learned_exclusions: dict[Corpus, tuple[np.ndarray, tuple[int, int]]] = {}
         # What each learned query term adds in a corpus, by (term, qtf, corpus), for the corpora
         # and terms searched last: a repeated search only adds them up, as for the tool text.
@@ -398,15 +401,60 @@ class Ranker:
             self._forget_learned()
         learning = stored_learning.state(connection)
         if learning != self._learning:
+            cached = self._learning
+            if (
+                learning.enabled == cached.enabled
+                and cached.generation >= 0
+                and learning.generation > cached.generation
+                and learning.journaled_since(cached.generation)
+            ):
+                self._learned_changed(
+                    connection, stored_learning.changes_since(connection, cached.generation)
+                )
+            else:
+                self._forget_learned()
             self._learning = learning
-            self._forget_learned()
         self._synced_on = connection
 
     def _forget_learned(self) -> None:
         self._learned.clear()
-        self._learned_stats = None
+        self._learned_tools = None
+        self._learned_stats = {}
         self._learned_exclusions.clear()
         self._learned_parts.clear()
+
+    def _learned_changed(self, connection: Connection, changes: list[tuple[str, str]]) -> None:
+        """Bring the learned caches up to date with the journaled ``changes`` (term, tool): those
+        terms' postings are dropped, and so are the postings holding a tool whose learned length
+        moved; the tools' lengths and the group figures are read again for those tools alone."""
+        names = sorted({tool for _, tool in changes})
+        for term, _ in changes:
+            self._learned.pop(term, None)
+        if self._learned_tools is None:
+            moved = set(stored_learning.tool_ids(connection, names).values())
+        else:
+            fresh = stored_learning.learned_tools(connection, names)
+            moved = set()
+            for name in names:
+                for info, sign in ((self._learned_tools.pop(name, None), -1), (fresh.get(name), 1)):
+                    if info is None:
+                        continue
+                    count, total = self._learned_stats.get(info.grp, (0, 0))
+                    self._learned_stats[info.grp] = (count + sign, total + sign * info.length)
+                    moved.add(info.tool_id)
+                if name in fresh:
+                    self._learned_tools[name] = fresh[name]
+        if moved:
+            ids = np.array(sorted(moved), dtype=np.intp)
+            stale = [
+                term
+                for term, held in self._learned.items()
+                if held is not None and np.isin(held.ids, ids).any()
+            ]
+            for term in stale:
+                del self._learned[term]
+        self._learned_parts.clear()
+        self._learned_exclusions.clear()
 
     @_serialized
     def learning_enabled(self, connection: Connection) -> bool:
@@ -471,8 +519,13 @@ class Ranker:
     def _learned_population(
         self, connection: Connection, corpus: Corpus, exclusion: Exclusion
     ) -> LearnedPopulation:
-        if self._learned_stats is None:
-            self._learned_stats = stored_learning.group_stats(connection)
+        if self._learned_tools is None:
+            self._learned_tools = stored_learning.learned_tools(connection)
+            stats: dict[int, tuple[int, int]] = {}
+            for info in self._learned_tools.values():
+                count, total = stats.get(info.grp, (0, 0))
+                stats[info.grp] = (count + 1, total + info.length)
+            self._learned_stats = stats
         _, share = self._learned_exclusion(connection, corpus, exclusion)
         return learned_population(self._learned_stats, corpus.groups, share)
 

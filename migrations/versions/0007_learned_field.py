@@ -4,8 +4,8 @@ Revision ID: 0007
 Revises: 0006
 Create Date: 2026-12-04 20:20:00.000000
 
-Adds ``learning_state`` (one row: off, generation 0), ``learned_credits``, ``learned_terms``
-and ``learned_tools``, all empty: an index learns nothing until learning is turned on, which
+Adds ``learning_state`` (one row: off, generation 0), ``learned_credits``, ``learned_terms``,
+``learned_tools`` and ``learned_journal``, all empty: an index learns nothing until learning is turned on, which
 computes the learned field from the session logs.
 """
 
@@ -28,9 +28,10 @@ def upgrade() -> None:
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("enabled", sa.Integer(), server_default=sa.text("0"), nullable=False),
         sa.Column("generation", sa.BigInteger(), server_default=sa.text("0"), nullable=False),
+        sa.Column("reset_generation", sa.BigInteger(), server_default=sa.text("0"), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_learning_state")),
     )
-    op.bulk_insert(state, [{"id": 1, "enabled": 0, "generation": 0}])
+    op.bulk_insert(state, [{"id": 1, "enabled": 0, "generation": 0, "reset_generation": 0}])
     op.create_table(
         "learned_credits",
         sa.Column("session_id", sa.Text(), nullable=False),
@@ -53,9 +54,17 @@ def upgrade() -> None:
         sa.Column("length", sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint("tool_name", name=op.f("pk_learned_tools")),
     )
+    op.create_table(
+        "learned_journal",
+        sa.Column("generation", sa.BigInteger(), nullable=False),
+        sa.Column("term", sa.Text(), nullable=False),
+        sa.Column("tool_name", sa.Text(), nullable=False),
+        sa.PrimaryKeyConstraint("generation", "term", "tool_name", name=op.f("pk_learned_journal")),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("learned_journal")
     op.drop_table("learned_tools")
     op.drop_index("ix_learned_terms_tool_name", table_name="learned_terms")
     op.drop_table("learned_terms")
