@@ -252,7 +252,7 @@ class ToolIndex:
         return [SearchHit(name=hit.name, score=hit.score) for hit in ranking.hits]
 
     def search_details(self, query: str, limit: int | None = None, *, mode: str = "all") -> SearchDetails:
-        """The SPEC §6 details of a read-only search: ``search`` with each match's tool row."""
+        """The contract §6 details of a read-only search: ``search`` with each match's tool row."""
         trimmed, limit = checked_search(query, limit)
         with read_transaction(self.engine) as connection:
             terms = self.ranker.query_terms(connection, trimmed)

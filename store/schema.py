@@ -32,7 +32,7 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-# Corpus groups: which documents a session corpus can ever contain (SPEC §5).
+# Corpus groups: which documents a session corpus can ever contain (contract §5).
 GROUP_FIXED = 0
 """Never in a corpus: essential by load mode, internal names, non-MCP tools not discoverable."""
 GROUP_LOCAL = 1

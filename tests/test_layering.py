@@ -288,7 +288,7 @@ def test_migrations_use_only_the_store_schema() -> None:
 
 
 def worked_example_db(directory: Path) -> str:
-    """A SQLite file holding SPEC §6's worked example, for a new process to open."""
+    """A SQLite file holding contract §6's worked example, for a new process to open."""
     from discovery import ToolIndex
     from tests.catalogs import WORKED_EXAMPLE
 

@@ -59,7 +59,7 @@ def handle(session: Session, block: Any, *, deferred: bool = False) -> dict[str,
     """The ``tool_result`` block answering a ``tool_use`` block of ``search_tool_bm25``.
 
     ``block`` is the SDK's ``ToolUseBlock`` or its dict. A refused call is a result with
-    ``is_error`` and SPEC §6's message. Any other block gives ``None``: the host runs that tool
+    ``is_error`` and contract §6's message. Any other block gives ``None``: the host runs that tool
     (``catalog_name(session, block.name)`` names it in the catalog). With ``deferred`` (as the
     tools were sent), the result also holds one ``tool_reference`` per activated tool.
     """

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from store import StoredTool
 
 SEARCH_TOOL_NAME = "search_tool_bm25"
-"""The search tool's wire name, fixed forever (SPEC §6), and valid for every provider."""
+"""The search tool's wire name, fixed forever (contract §6), and valid for every provider."""
 EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -40,7 +40,7 @@ class ToolSpec:
 @dataclass(frozen=True, slots=True)
 class SearchAnswer:
     """A search call's answer for the model: its text, the tools it activated, and whether the
-    search tool refused the call (then ``text`` is SPEC §6's message)."""
+    search tool refused the call (then ``text`` is contract §6's message)."""
 
     text: str
     activated: list[ToolSpec]
@@ -107,7 +107,7 @@ def record_call(session: Session, wire: str, *, ok: bool = True) -> str | None:
 def run_search(session: Session, call_id: str, params: Any) -> SearchAnswer:
     """Run one ``search_tool_bm25`` call; a refusal becomes an answer, not an exception.
 
-    The text is the call's compact JSON (SPEC §6) with each activated name written as its wire
+    The text is the call's compact JSON (contract §6) with each activated name written as its wire
     name: the names the model reads are the names it can call. When no name needed mapping the
     text is the logged content itself, byte for byte.
     """

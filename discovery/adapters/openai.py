@@ -44,7 +44,7 @@ def handle_chat(session: Session, tool_call: Any) -> dict[str, Any] | None:
     """The ``tool`` message answering a ``search_tool_bm25`` call; ``None`` for another tool.
 
     ``tool_call`` is an entry of the assistant message's ``tool_calls`` (SDK object or dict).
-    A refused call answers with SPEC §6's message as the content (the API has no error flag).
+    A refused call answers with contract §6's message as the content (the API has no error flag).
     """
     function = field(tool_call, "function")
     if field(tool_call, "type") != "function" or field(function, "name") != SEARCH_TOOL_NAME:
@@ -77,7 +77,7 @@ def handle_response(session: Session, item: Any) -> dict[str, Any] | None:
     """The input item answering an output item of ``search_tool_bm25``; ``None`` for another.
 
     A ``function_call`` of the search tool gets a ``function_call_output`` (the compact JSON, or
-    SPEC §6's message when refused); a client ``tool_search_call`` gets a ``tool_search_output``
+    contract §6's message when refused); a client ``tool_search_call`` gets a ``tool_search_output``
     with the definitions of the tools it activated (none when refused: the item has no place
     for a message).
     """

@@ -82,7 +82,7 @@ class DiscoveryToolset(AbstractToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        """Run the search here (a refusal is a failed tool result with SPEC §6's message), and
+        """Run the search here (a refusal is a failed tool result with contract §6's message), and
         any other tool through the host's ``call`` under its catalog name."""
         if name == SEARCH_TOOL_NAME:
             answer = await asyncio.to_thread(run_search, self.session, ctx.tool_call_id or "", tool_args)

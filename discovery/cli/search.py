@@ -133,7 +133,7 @@ def _session_search(
 
 
 def _why_off(session_id: str, settings: SessionSettings) -> str:
-    """What turned discovery off in this session and what to do instead (SPEC §5's mode rule)."""
+    """What turned discovery off in this session and what to do instead (contract §5's mode rule)."""
     from discovery.sessions.settings import AUTO_THRESHOLD
 
     mode = settings.discovery_mode
@@ -208,7 +208,7 @@ def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
 
 
 def unknown_setting_names(index: ToolIndex, settings: dict[str, Any]) -> list[str]:
-    """What a new session's settings name that the catalog lacks (SPEC §5 ignores such names)."""
+    """What a new session's settings name that the catalog lacks (contract §5 ignores such names)."""
     options = {"requested": "--request", "essential_override": "--essential"}
     warnings = []
     for key, option in options.items():

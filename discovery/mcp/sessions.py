@@ -107,7 +107,7 @@ class GatewaySession:
         return pin_event
 
     def search(self, arguments: dict[str, Any]) -> SearchOutcome:
-        """One ``search_tool_bm25`` call (SPEC §6); the caller pins what it activated."""
+        """One ``search_tool_bm25`` call (contract §6); the caller pins what it activated."""
         try:
             result = self.session.search_tool.execute(f"mcp-{uuid.uuid4().hex}", arguments)
         except ToolCallError as error:

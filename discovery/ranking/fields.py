@@ -1,4 +1,4 @@
-"""The document model of SPEC §4: which fields a tool is indexed by, and their weights.
+"""The document model of contract §4: which fields a tool is indexed by, and their weights.
 
 A tool's term frequencies are weighted sums: each token occurrence adds its field's weight.
 """

@@ -1,4 +1,4 @@
-"""Exact BM25+ top-k over a corpus drawn from the stored postings (SPEC §4).
+"""Exact BM25+ top-k over a corpus drawn from the stored postings (contract §4).
 
 The statistics of a corpus are the stored group aggregates minus the few documents a session
 excludes, so a search costs the postings of its terms whatever the catalog's size. Postings of

@@ -92,7 +92,7 @@ def session_record(engine: Engine, session_id: str) -> dict[str, Any]:
         "active": state.active,
         "selected": state.selected,
         "calls": [event_record(entry) for entry in logged],
-        # Stored names whose tool has left the catalog: the live session skips them (SPEC §5).
+        # Stored names whose tool has left the catalog: the live session skips them (contract §5).
         "not_in_catalog": [name for name in listed if name not in known and name != SEARCH_TOOL_NAME],
     }
 

@@ -1,4 +1,4 @@
-"""Sessions (SPEC §5): essential tools, the corpus rules, activation and the session handle.
+"""Sessions (contract §5): essential tools, the corpus rules, activation and the session handle.
 
 A session's state lives in the store; every method reads or changes it in one transaction, so
 any number of processes can hold the same session and see each other's changes. A session works
@@ -65,7 +65,7 @@ class SessionRules:
 
 @dataclass(frozen=True)
 class SessionView:
-    """A session as one transaction sees it: the rules of SPEC §5 applied to the live catalog."""
+    """A session as one transaction sees it: the rules of contract §5 applied to the live catalog."""
 
     state: stored_sessions.SessionState
     settings: SessionSettings
@@ -107,7 +107,7 @@ def view_of(
 
 
 def opening_active(ranker: Ranker, connection: Connection, settings: SessionSettings) -> list[str]:
-    """The active list of a new (or reset) session, in catalog order (SPEC §5)."""
+    """The active list of a new (or reset) session, in catalog order (contract §5)."""
     mode = effective_mode(settings, registered_tool_count(ranker, connection))
     if mode == "off":
         candidates = opening_candidates(connection, everything=True, servers=(), names=())
@@ -266,9 +266,9 @@ class Session:
             ]
 
     def set_active(self, names: Iterable[str]) -> list[str]:
-        """Replace the active list; selected tools left out are unselected (SPEC §5).
+        """Replace the active list; selected tools left out are unselected (contract §5).
 
-        Returns the new active list. Names the catalog lacks are left out, as SPEC §5 says, and
+        Returns the new active list. Names the catalog lacks are left out, as contract §5 says, and
         reported by an ``UnknownToolNames`` warning naming them.
         """
         requested = list(names)
