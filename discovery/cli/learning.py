@@ -15,7 +15,7 @@ from store import ToolNotFound
 @click.argument("action", type=click.Choice(["on", "off", "status"]))
 @pass_app
 def learning(app: App, action: str) -> None:
-    """Turn learning from use on or off for the index, or show its status.
+    """Turn learning from use on or off, or show its status.
 
     On, each tool also ranks by the requests that led sessions to call it (a learned field computed
     from the session logs and kept current by every recorded call). Off, rankings are exactly the

@@ -157,11 +157,11 @@ def _why_off(session_id: str, settings: SessionSettings) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the breakdown as JSON.")
 @pass_app
 def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
-    """Break down NAME's score for QUERY by term and by field (and the learned field's terms, when
-    learning is on).
+    """Break down NAME's score for QUERY by term, field and learned term.
 
     NAME is a tool's name or a label that names one tool (as search shows it). The score is
-    the one a read-only search in MODE gives NAME, with the corpus statistics behind it.
+    the one a read-only search in MODE gives NAME, with the corpus statistics behind it; with
+    learning on, the learned field's terms follow the tool text's.
     """
     if not query.strip():
         raise EmptyQuery()

@@ -48,7 +48,7 @@ def sessions(app: App, as_json: bool) -> None:
     cls=ToolIndexGroup, epilog=example("tool-index session show chat-42", "tool-index session reset chat-42")
 )
 def session() -> None:
-    """Show, reset, delete or import one session."""
+    """Show, record a call in, reset, delete or import one session."""
 
 
 @session.command("show", epilog=example("tool-index session show chat-42 --json"))
