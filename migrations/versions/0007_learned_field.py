@@ -5,8 +5,8 @@ Revises: 0006
 Create Date: 2026-12-04 20:20:00.000000
 
 Adds ``learning_state`` (one row: off, generation 0), ``learned_credits``, ``learned_terms``,
-``learned_tools`` and ``learned_journal``, all empty: an index learns nothing until learning is turned on, which
-computes the learned field from the session logs.
+``learned_tools`` and ``learned_journal``, all empty: an index learns nothing until learning is
+turned on, which computes the learned field from the session logs.
 """
 
 from __future__ import annotations
