@@ -9,6 +9,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -152,8 +153,10 @@ def learned_reference(
         for term, qtf in query_counts.items():
             tf = learned.get(name, Counter())[term]
             if tf:
-                df = sum(1 for other in learned.values() if term in other)
-                idf = js_log(1 + (len(learned) - df + 0.5) / (df + 0.5))
+                df = sum(
+                    1 for other in documents if term in documents[other] or term in learned.get(other, {})
+                )
+                idf = js_log(1 + (n_docs - df + 0.5) / (df + 0.5))
                 norm = 1.2 * (1 - 0.75 + 0.75 * (learned_lengths[name] / learned_avgdl))
                 score += LEARNED_WEIGHT * qtf * idf * ((tf * (1.2 + 1)) / (tf + norm) + 1.0)
         if score > 0:
@@ -464,3 +467,33 @@ def test_a_process_catches_up_with_what_others_taught_from_the_journal(db_url: s
         other.delete_session("teacher-0")  # journaled too: the credits of a session go with it
         with ToolIndex.open(db_url) as fresh:
             assert index.search("notify the team", limit=10) == fresh.search("notify the team", limit=10)
+
+
+def test_eval_learns_from_a_training_file_in_a_throwaway_copy(db_url: str, tmp_path: Path) -> None:
+    ok(db_url, "import", str(DEMO))
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"query": "ping the crew", "relevant": [TEACHER]}) + "\n")
+    training = tmp_path / "train.jsonl"
+    training.write_text(
+        "\n".join(
+            json.dumps(line)
+            for line in [
+                {"query": "ping the crew", "tools": [], "session": "a"},  # found nothing useful…
+                {"query": "crew chat", "tools": [TEACHER], "session": "a"},  # …then this, and called
+                {"query": "ping everyone on the crew channel", "tools": [TEACHER]},
+            ]
+        )
+        + "\n"
+    )
+    before = json.loads(ok(db_url, "eval", str(queries), "--json"))
+    after = json.loads(ok(db_url, "eval", str(queries), "--learn-from", str(training), "--json"))
+    assert before["recall@1"] == 0.0 and after["recall@1"] == 1.0
+    assert ok(db_url, "eval", str(queries), "--learn-from", str(training)).startswith(
+        "1 queries, mode all, analyzer reference, learning from 3 requests\n"
+    )
+    assert ok(db_url, "learning", "status").startswith("learning: off\n")  # the index itself is untouched
+    assert ok(db_url, "sessions") == "No sessions.\n"
+    training.write_text(json.dumps({"query": "x", "tools": ["nope"]}) + "\n")
+    assert fails(db_url, "eval", str(queries), "--learn-from", str(training)) == (
+        f'Error: {training}:1: no tool named "nope" in the catalog\n'
+    )

@@ -65,9 +65,9 @@ class TermExplanation:
 
 @dataclass(frozen=True, slots=True)
 class LearnedExplanation:
-    """One query term against the tool's learned field: how many corpus tools learned it
-    (``df``), how many sessions taught it to this one (``tf``), and what it adds (the field's
-    weight included)."""
+    """One query term against the tool's learned field: how many corpus tools hold it in their text
+    or learned it (``df``), how many sessions taught it to this one (``tf``), and what it adds
+    (the field's weight included)."""
 
     term: str
     qtf: int
@@ -211,8 +211,7 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
     for part in learned_parts:
         at = np.flatnonzero(part.ids == tool.id)
         tf, value = (0, 0.0) if at.size == 0 else (int(part.tf[at[0]]), float(part.values[at[0]]))
-        df = part.ids.size
-        learned.append(LearnedExplanation(part.term, counts[part.term], df, part.weight, tf, value))
+        learned.append(LearnedExplanation(part.term, counts[part.term], part.df, part.weight, tf, value))
     return Explanation(
         query=query,
         name=name,

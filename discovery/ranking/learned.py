@@ -1,12 +1,14 @@
 """The learned field's part of a score: BM25+ over the terms sessions taught each tool.
 
-Pure functions of arrays. The field is a second document per tool, scored by the formula of
-``bm25`` with statistics of its own over the corpus tools that learned anything: ``N`` is how many
-they are, ``df`` how many of them learned the term, the average length theirs. A word that every
-request holds ("the", "my") is then as common in the field as it is in requests, and weighs
-little; each term's weight is ``LEARNED_WEIGHT · qtf · idf``. A search adds these contributions, in
-query order, after the tool-text ones, and ``explain`` adds them in the same order, so both give
-the same doubles.
+Pure functions of arrays. The field is scored by the formula of ``bm25`` as a second
+document per tool, with the corpus' ``N`` and, for ``df``, the corpus tools that hold the term in
+either field (their text or what they learned), as BM25F counts a term's documents. A word that
+every request holds ("the", "my") is then as common as it is in tool texts and weighs little,
+while a word no tool text holds ("notify") weighs as much as its rarity says, however few tools
+learned it. The length normalisation is the field's own: its length against the average over the
+corpus tools that learned anything. Each term's weight is ``LEARNED_WEIGHT · qtf · idf``. A search
+adds these contributions, in query order, after the tool-text ones, and ``explain`` adds them in
+the same order, so both give the same doubles.
 """
 
 from __future__ import annotations
@@ -49,11 +51,23 @@ class LearnedPostings:
 
 
 @dataclass(frozen=True, slots=True)
+class TextMatches:
+    """What the tool texts of a corpus say of a term: the corpus size, how many corpus tools
+    hold the term in their text, and their ids (excluded tools may be among them)."""
+
+    n_docs: int
+    df: int
+    ids: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
 class LearnedTerm:
     """What one query term adds through the learned field: its weight, the tools and values."""
 
     term: str
     weight: float
+    df: int
+    """Corpus tools holding the term in their text or their learned field."""
     ids: np.ndarray
     values: np.ndarray
     tf: np.ndarray
@@ -90,34 +104,18 @@ def learned_term(
     groups: Sequence[int],
     excluded: np.ndarray,
     population: LearnedPopulation,
+    text: TextMatches,
 ) -> LearnedTerm | None:
     """What one query term adds through the learned field in a corpus (``None``: no corpus tool
     learned it)."""
     mask = held.in_corpus(groups, excluded)
-    df = int(np.count_nonzero(mask))
-    if df == 0:
+    learned = int(np.count_nonzero(mask))
+    if learned == 0:
         return None
-    weight = learned_weight(qtf, idf(population.count, df))
-    tf = held.tf[mask]
-    values = contribution(
-        weight, saturation_numerator(tf), tf, length_norm(held.length[mask], population.avgdl)
-    )
-    return LearnedTerm(term, weight, held.ids[mask], values, tf, held.length[mask])
-
-
-def learned_terms(
-    postings: dict[str, LearnedPostings],
-    query_terms: dict[str, int],
-    groups: Sequence[int],
-    excluded: np.ndarray,
-    population: LearnedPopulation,
-) -> list[LearnedTerm]:
-    """Each query term's learned contributions in the corpus, in query order (terms no corpus
-    tool learned are left out)."""
-    found = []
-    for term, qtf in query_terms.items():
-        held = postings.get(term)
-        part = None if held is None else learned_term(term, qtf, held, groups, excluded, population)
-        if part is not None:
-            found.append(part)
-    return found
+    ids = held.ids[mask]
+    both = int(np.count_nonzero(np.isin(ids, text.ids))) if text.ids.size else 0
+    df = text.df + learned - both
+    weight = learned_weight(qtf, idf(text.n_docs, df))
+    tf, length = held.tf[mask], held.length[mask]
+    values = contribution(weight, saturation_numerator(tf), tf, length_norm(length, population.avgdl))
+    return LearnedTerm(term, weight, df, ids, values, tf, length)

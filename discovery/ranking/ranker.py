@@ -27,6 +27,7 @@ from discovery.ranking.learned import (
     LearnedPopulation,
     LearnedPostings,
     LearnedTerm,
+    TextMatches,
     learned_population,
     learned_term,
 )
@@ -506,8 +507,9 @@ class Ranker:
                 assert held is not None
                 excluded, _ = self._learned_exclusion(connection, corpus, exclusion)
                 population = self._learned_population(connection, corpus, exclusion)
+                text = self._text_matches(connection, term, corpus, exclusion)
                 self._learned_parts[key] = learned_term(
-                    term, query_terms[term], held, corpus.groups, excluded, population
+                    term, query_terms[term], held, corpus.groups, excluded, population, text
                 )
                 if len(self._learned_parts) > LEARNED_PARTS_CACHED:
                     self._learned_parts.popitem(last=False)
@@ -515,6 +517,18 @@ class Ranker:
             if part is not None:
                 found.append(part)
         return found
+
+    def _text_matches(
+        self, connection: Connection, term: str, corpus: Corpus, exclusion: Exclusion
+    ) -> TextMatches:
+        """The corpus' size, and which of its tools hold ``term`` in their text."""
+        n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(exclusion.documents)
+        entry = self._terms.postings(connection, [term])[term]
+        if entry is None:
+            return TextMatches(n_docs, 0, np.zeros(0, dtype=np.intp))
+        df = sum(entry.stats[g].df for g in corpus.groups if g in entry.stats)
+        df -= exclusion.term_counts.get(entry.term_id, 0)
+        return TextMatches(n_docs, df, entry.tool_ids[entry.span(corpus.groups)])
 
     def _learned_population(
         self, connection: Connection, corpus: Corpus, exclusion: Exclusion
