@@ -53,10 +53,15 @@ def _marks(count: int) -> str:
     return ", ".join("?" * count)
 
 
-def state(connection: Connection) -> LearningState:
-    rows = driver.fetch(
-        connection, "SELECT enabled, generation, reset_generation FROM learning_state WHERE id = 1"
-    )
+def state(connection: Connection, *, lock: str | None = None) -> LearningState:
+    """The learning switch and generations; ``lock`` (``"share"`` for a writer about to credit,
+    ``"update"`` for one about to recompute, switch or forget) holds the row on PostgreSQL until
+    the transaction ends, so a call logged while learning is switched on is either seen by the
+    recomputation or credited by its own writer. SQLite's writers are serialized already."""
+    statement = "SELECT enabled, generation, reset_generation FROM learning_state WHERE id = 1"
+    if lock is not None and connection.dialect.name != "sqlite":
+        statement += " FOR SHARE" if lock == "share" else " FOR UPDATE"
+    rows = driver.fetch(connection, statement)
     if not rows:
         raise damaged("the learning_state row is missing")
     return LearningState(bool(rows[0][0]), int(rows[0][1]), int(rows[0][2]))

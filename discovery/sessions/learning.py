@@ -116,7 +116,12 @@ def learn_from_calls(
 ) -> int:
     """Credit the calls of ``tool_names`` just logged in a session (those that teach), when
     learning is on; how many credits were new."""
-    if not tool_names or not stored_learning.state(connection).enabled:
+    if not tool_names:
+        return 0
+    # Crediting bumps the learned generation: take the row for update from the start (two writers
+    # holding it shared could not both upgrade); only a writer that will not credit shares it.
+    lock = "update" if stored_learning.state(connection).enabled else "share"
+    if not stored_learning.state(connection, lock=lock).enabled:
         return 0
     terms = last_search_run(connection, session_id, analyzer)
     return stored_learning.add_credits(
@@ -138,14 +143,14 @@ def relearn(connection: Connection, analyzer: Analyzer) -> int:
 
 
 def relearn_if_enabled(connection: Connection, analyzer: Analyzer) -> None:
-    if stored_learning.state(connection).enabled:
+    if stored_learning.state(connection, lock="update").enabled:
         relearn(connection, analyzer)
 
 
 def set_learning(connection: Connection, analyzer: Analyzer, enabled: bool) -> bool:
     """Turn learning on (computing the field from the logs) or off (dropping what was computed
     from them; the logs keep everything); whether the setting changed."""
-    if stored_learning.state(connection).enabled == enabled:
+    if stored_learning.state(connection, lock="update").enabled == enabled:
         return False
     if enabled:
         relearn(connection, analyzer)
@@ -158,6 +163,7 @@ def set_learning(connection: Connection, analyzer: Analyzer, enabled: bool) -> b
 def forget(connection: Connection, tool_names: Sequence[str] | None) -> int:
     """Forget what ``tool_names`` (every tool when ``None``) learned: their logged calls are
     marked so that they never teach again, and their credits go; how many credits went."""
+    stored_learning.state(connection, lock="update")
     stored_sessions.flag_calls(connection, tool_names, FORGOTTEN)
     return stored_learning.remove_credits(connection, tool_names=tool_names)
 
