@@ -275,6 +275,21 @@ def learned_tools(connection: Connection, tool_names: Sequence[str] | None = Non
     }
 
 
+def term_counts(connection: Connection, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """How many sessions taught each (term, tool) of ``pairs`` (absent: none)."""
+    found: dict[tuple[str, str], int] = {}
+    for start in range(0, len(pairs), 400):
+        chunk = pairs[start : start + 400]
+        rows = driver.fetch(
+            connection,
+            "SELECT term, tool_name, sessions FROM learned_terms WHERE "
+            + " OR ".join(["(term = ? AND tool_name = ?)"] * len(chunk)),
+            tuple(value for pair in chunk for value in pair),
+        )
+        found.update({(str(term), str(tool)): int(count) for term, tool, count in rows})
+    return found
+
+
 def tool_ids(connection: Connection, tool_names: Sequence[str]) -> dict[str, int]:
     """The catalog ids of those of ``tool_names`` that are catalog tools."""
     if not tool_names:

@@ -42,11 +42,42 @@ class LearnedPostings:
             table[:, 3].astype(np.float64),
         )
 
+    def patched(self, tf: dict[int, tuple[int, int, int]], lengths: dict[int, int]) -> LearnedPostings | None:
+        """These postings with ``tf`` applied (by tool id: ``(group, tf, length)``, tf 0 taking
+        the tool out, a new id put in its place) and then the learned ``lengths`` of tools that
+        moved; ``None`` when no posting is left."""
+        ids, grp, tfs, length = self.ids, self.grp, self.tf, self.length
+        if tf:
+            changed = np.array(sorted(tf), dtype=np.intp)
+            kept = ~np.isin(ids, changed)
+            added = [(i, *tf[i]) for i in changed.tolist() if tf[i][1] > 0]
+            rows = np.array(added, dtype=np.int64).reshape(-1, 4)
+            ids = np.concatenate([ids[kept], rows[:, 0].astype(np.intp)])
+            grp = np.concatenate([grp[kept], rows[:, 1]])
+            tfs = np.concatenate([tfs[kept], rows[:, 2].astype(np.float64)])
+            length = np.concatenate([length[kept], rows[:, 3].astype(np.float64)])
+            order = np.argsort(ids, kind="stable")
+            ids, grp, tfs, length = ids[order], grp[order], tfs[order], length[order]
+        if ids.size == 0:
+            return None
+        if lengths:
+            moved = np.array(sorted(lengths), dtype=np.intp)
+            at = np.searchsorted(ids, moved)
+            found = at < ids.size
+            found[found] = ids[at[found]] == moved[found]
+            if found.any():
+                length = length.copy() if length is self.length else length
+                length[at[found]] = [float(lengths[i]) for i in moved[found].tolist()]
+        return LearnedPostings(ids, grp, tfs, length)
+
     def in_corpus(self, groups: Sequence[int], excluded: np.ndarray) -> np.ndarray:
         """Which postings belong to the corpus: a mask."""
-        mask = np.isin(self.grp, np.asarray(groups, dtype=np.int64))
-        if excluded.size:
-            mask &= ~np.isin(self.ids, excluded)
+        mask = np.zeros(self.ids.size, dtype=bool)
+        for group in groups:
+            mask |= self.grp == group
+        if excluded.size:  # few, sorted: looked up rather than hashed
+            at = np.minimum(np.searchsorted(excluded, self.ids), excluded.size - 1)
+            mask &= excluded[at] != self.ids
         return mask
 
 
@@ -58,6 +89,7 @@ class TextMatches:
     n_docs: int
     df: int
     ids: np.ndarray
+    """Ascending."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +104,21 @@ class LearnedTerm:
     values: np.ndarray
     tf: np.ndarray
     length: np.ndarray
+    dense: np.ndarray | None = None
+    """``values`` laid out by tool id (0 elsewhere) when the term is common enough."""
+
+    def add_to(self, scores: np.ndarray) -> None:
+        """Add what the term gives each tool; adding 0 leaves a score's bits as they are, so
+        both layouts give the same scores."""
+        if self.dense is not None:
+            target = scores[: self.dense.size]
+            target += self.dense
+        else:
+            scores[self.ids] += self.values
+
+    @property
+    def max_id(self) -> int:
+        return int(self.ids[-1])
 
 
 def learned_weight(qtf: int, idf_value: float) -> float:
@@ -113,9 +160,26 @@ def learned_term(
     if learned == 0:
         return None
     ids = held.ids[mask]
-    both = int(np.count_nonzero(np.isin(ids, text.ids))) if text.ids.size else 0
+    both = 0
+    if text.ids.size:
+        at = np.minimum(np.searchsorted(text.ids, ids), text.ids.size - 1)
+        both = int(np.count_nonzero(text.ids[at] == ids))
     df = text.df + learned - both
     weight = learned_weight(qtf, idf(text.n_docs, df))
     tf, length = held.tf[mask], held.length[mask]
     values = contribution(weight, saturation_numerator(tf), tf, length_norm(length, population.avgdl))
-    return LearnedTerm(term, weight, df, ids, values, tf, length)
+    return LearnedTerm(term, weight, df, ids, values, tf, length, _dense(ids, values))
+
+
+DENSE_SHARE = 6
+"""As for the tool text's contributions (``postings.DENSE_SHARE``): a learned term held by at
+least one tool in this many ids is added as one contiguous pass, laid out by tool id."""
+
+
+def _dense(ids: np.ndarray, values: np.ndarray) -> np.ndarray | None:
+    size = int(ids[-1]) + 1
+    if ids.size * DENSE_SHARE < size:
+        return None
+    laid_out = np.zeros(size)
+    laid_out[ids] = values
+    return laid_out

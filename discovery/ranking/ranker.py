@@ -110,6 +110,9 @@ class Ranker:
         # What each learned query term adds in a corpus, by (term, qtf, corpus), for the corpora
         # and terms searched last: a repeated search only adds them up, as for the tool text.
         self._learned_parts: OrderedDict[tuple[str, int, Corpus], LearnedTerm | None] = OrderedDict()
+        # The tool ids holding a term in their text, sorted, per corpus groups (until the catalog
+        # changes): what a learned term's df is counted against.
+        self._text_ids: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
         # The scores of one search at a time (callers are serialized), and room to partition
         # them: reused, since a fresh array of a large catalog's size costs page faults each
         # time it is allocated.
@@ -151,7 +154,7 @@ class Ranker:
         norms = functools.cache(functools.partial(norm_table, present, avgdl))
         if not present and not learned:
             return Ranking(total_tools=n_docs, hits=[])
-        highest = [entry.max_id for entry in present] + [int(part.ids.max()) for part in learned]
+        highest = [entry.max_id for entry in present] + [part.max_id for part in learned]
         scores = self._zeroed_scores(max(highest) + 1)
         scored: list[tuple[float, np.ndarray]] = []  # each term's weight and documents
         sparse = True
@@ -171,7 +174,7 @@ class Ranker:
         # The learned field's terms after the tool-text ones, in query order (``explain`` adds
         # them so too).
         for part in learned:
-            scores[part.ids] += part.values
+            part.add_to(scores)
             scored.append((part.weight, part.ids))
         self._terms.evict()
         dropped = [doc.id for doc in excluded if doc.id < scores.size]
@@ -399,6 +402,7 @@ class Ranker:
             self._document_terms.clear()
             self._rows.clear()
             self._exclusions.clear()
+            self._text_ids.clear()
             self._forget_learned()
         learning = stored_learning.state(connection)
         if learning != self._learning:
@@ -425,35 +429,38 @@ class Ranker:
         self._learned_parts.clear()
 
     def _learned_changed(self, connection: Connection, changes: list[tuple[str, str]]) -> None:
-        """Bring the learned caches up to date with the journaled ``changes`` (term, tool): those
-        terms' postings are dropped, and so are the postings holding a tool whose learned length
-        moved; the tools' lengths and the group figures are read again for those tools alone."""
+        """Bring the learned caches up to date with the journaled ``changes`` (term, tool): the
+        cached postings of those terms get the tools' new tf, every cached posting of a tool whose
+        learned length moved its new length, and the group figures the tools' new lengths — all
+        read for those terms and tools alone, not the whole field."""
         names = sorted({tool for _, tool in changes})
-        for term, _ in changes:
-            self._learned.pop(term, None)
-        if self._learned_tools is None:
-            moved = set(stored_learning.tool_ids(connection, names).values())
-        else:
-            fresh = stored_learning.learned_tools(connection, names)
-            moved = set()
+        fresh = stored_learning.learned_tools(connection, names)
+        if self._learned_tools is not None:
             for name in names:
                 for info, sign in ((self._learned_tools.pop(name, None), -1), (fresh.get(name), 1)):
-                    if info is None:
-                        continue
-                    count, total = self._learned_stats.get(info.grp, (0, 0))
-                    self._learned_stats[info.grp] = (count + sign, total + sign * info.length)
-                    moved.add(info.tool_id)
+                    if info is not None:
+                        count, total = self._learned_stats.get(info.grp, (0, 0))
+                        self._learned_stats[info.grp] = (count + sign, total + sign * info.length)
                 if name in fresh:
                     self._learned_tools[name] = fresh[name]
-        if moved:
-            ids = np.array(sorted(moved), dtype=np.intp)
-            stale = [
-                term
-                for term, held in self._learned.items()
-                if held is not None and np.isin(held.ids, ids).any()
-            ]
-            for term in stale:
-                del self._learned[term]
+        ids = stored_learning.tool_ids(connection, names)
+        lengths = {ids[name]: (fresh[name].length if name in fresh else 0) for name in names if name in ids}
+        cached_pairs = [(term, tool) for term, tool in changes if term in self._learned and tool in ids]
+        counts = stored_learning.term_counts(connection, cached_pairs)
+        per_term: dict[str, dict[int, tuple[int, int, int]]] = {}
+        for term, tool in cached_pairs:
+            info = fresh.get(tool)
+            tf = counts.get((term, tool), 0) if info is not None else 0
+            grp = info.grp if info is not None else 0
+            per_term.setdefault(term, {})[ids[tool]] = (grp, tf, lengths[ids[tool]])
+        for term, held in list(self._learned.items()):
+            patch = per_term.get(term, {})
+            if held is None:
+                if patch:  # a term no tool had learned: its first postings
+                    rows = [(i, grp, tf, length) for i, (grp, tf, length) in sorted(patch.items()) if tf > 0]
+                    self._learned[term] = LearnedPostings.of(rows) if rows else None
+                continue
+            self._learned[term] = held.patched(patch, lengths)
         self._learned_parts.clear()
         self._learned_exclusions.clear()
 
@@ -528,7 +535,12 @@ class Ranker:
             return TextMatches(n_docs, 0, np.zeros(0, dtype=np.intp))
         df = sum(entry.stats[g].df for g in corpus.groups if g in entry.stats)
         df -= exclusion.term_counts.get(entry.term_id, 0)
-        return TextMatches(n_docs, df, entry.tool_ids[entry.span(corpus.groups)])
+        key = (term, corpus.groups)
+        if key not in self._text_ids:
+            if len(self._text_ids) >= LEARNED_TERMS_CACHED:
+                self._text_ids.clear()
+            self._text_ids[key] = np.sort(entry.tool_ids[entry.span(corpus.groups)]).astype(np.intp)
+        return TextMatches(n_docs, df, self._text_ids[key])
 
     def _learned_population(
         self, connection: Connection, corpus: Corpus, exclusion: Exclusion
