@@ -504,38 +504,38 @@ def test_verify(demo_db: str) -> None:
 # databases --------------------------------------------------------------------------------------
 
 
-def test_db_commands(db_url: str) -> None:
+def test_db_commands(empty_db_url: str) -> None:
     head = migrate.head_revision()
-    assert ok(db_url, "db", "upgrade") == f"upgraded an empty database to {head} (head)\n"
-    assert ok(db_url, "db", "upgrade") == f"already at head {head}\n"
-    assert ok(db_url, "db", "current") == f"{head} (head)\n"
-    assert ok(db_url, "db", "check") == f"ok: {head} (head), the schema matches the models\n"
+    assert ok(empty_db_url, "db", "upgrade") == f"upgraded an empty database to {head} (head)\n"
+    assert ok(empty_db_url, "db", "upgrade") == f"already at head {head}\n"
+    assert ok(empty_db_url, "db", "current") == f"{head} (head)\n"
+    assert ok(empty_db_url, "db", "check") == f"ok: {head} (head), the schema matches the models\n"
 
 
-def test_db_commands_on_an_older_schema(db_url: str) -> None:
+def test_db_commands_on_an_older_schema(empty_db_url: str) -> None:
     head = migrate.head_revision()
     older = ScriptDirectory.from_config(migrate.alembic_config()).get_revision(head).down_revision
     assert isinstance(older, str)
-    engine = create_engine(parse_url(db_url))
+    engine = create_engine(parse_url(empty_db_url))
     migrate.upgrade(engine, older)
     engine.dispose()
-    assert ok(db_url, "db", "current") == f"{older} (behind head {head}: run `tool-index db upgrade`)\n"
+    assert ok(empty_db_url, "db", "current") == f"{older} (behind head {head}: run `tool-index db upgrade`)\n"
     assert (
-        fails(db_url, "db", "check")
+        fails(empty_db_url, "db", "check")
         == f"Error: the schema is at {older}, head is {head}: run `tool-index db upgrade`\n"
     )
-    assert ok(db_url, "db", "upgrade") == f"upgraded {older} to {head} (head)\n"
-    assert ok(db_url, "db", "check") == f"ok: {head} (head), the schema matches the models\n"
+    assert ok(empty_db_url, "db", "upgrade") == f"upgraded {older} to {head} (head)\n"
+    assert ok(empty_db_url, "db", "check") == f"ok: {head} (head), the schema matches the models\n"
 
 
-def test_db_check_names_each_difference_from_the_models(db_url: str) -> None:
-    ok(db_url, "db", "upgrade")
-    engine = create_engine(parse_url(db_url))
+def test_db_check_names_each_difference_from_the_models(empty_db_url: str) -> None:
+    ok(empty_db_url, "db", "upgrade")
+    engine = create_engine(parse_url(empty_db_url))
     with engine.begin() as connection:
         connection.execute(text("DROP INDEX ix_tools_server_name"))
     engine.dispose()
     head = migrate.head_revision()
-    assert fails(db_url, "db", "check") == (
+    assert fails(empty_db_url, "db", "check") == (
         f"Error: the schema at {head} differs from the models: "
         "the database lacks index ix_tools_server_name on tools\n"
     )
