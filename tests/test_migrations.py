@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from store import postings as packed_postings
 from store.digests import legacy_digest
 from store.schema import metadata
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
+from tests.conftest import REPO
 
 MODEL_TABLES = set(metadata.tables)
 
@@ -172,17 +175,31 @@ def test_ensure_schema_creates_an_empty_database(engine: Engine) -> None:
     assert tables(engine) == MODEL_TABLES | {"alembic_version"}
 
 
-def test_ensure_schema_leaves_a_current_database_alone(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
+OPEN_TWICE = """
+import sys
+from discovery import ToolIndex
+for upgrade in (True, False):
+    ToolIndex.open(sys.argv[1], upgrade=upgrade).close()
+print(sorted(name for name in sys.modules if name.partition(".")[0] == "alembic"))
+"""
+
+
+def test_ensure_schema_leaves_a_current_database_alone(empty_db_url: str, engine: Engine) -> None:
+    # A process that opens a database at head, allowed to upgrade it or not, never runs alembic
+    # (it is not even imported), and the database is left as it was.
     migrate.upgrade(engine)
-
-    def refuse(*_: object, **__: object) -> None:
-        raise AssertionError("a database at head must not be migrated")
-
-    monkeypatch.setattr(migrate, "upgrade", refuse)
-    migrate.ensure_schema(engine, upgrade_if_old=True)
-    migrate.ensure_schema(engine, upgrade_if_old=False)
+    before = (revision(engine), tables(engine))
+    opened = subprocess.run(
+        [sys.executable, "-c", OPEN_TWICE, empty_db_url],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+    assert (opened.returncode, opened.stdout, opened.stderr) == (0, "[]\n", "")
+    assert (revision(engine), tables(engine)) == before
+    assert migrate.pending_model_changes(engine) == []
 
 
 def test_a_database_at_base_counts_as_empty(engine: Engine) -> None:
@@ -238,13 +255,10 @@ def test_an_older_schema_without_upgrade_is_refused(older_schema: Engine, empty_
         ToolIndex.open(empty_db_url, upgrade=False)
 
 
-def test_an_older_schema_is_upgraded_when_allowed(
-    older_schema: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    upgraded: list[Engine] = []
-    monkeypatch.setattr(migrate, "upgrade", lambda engine, revision="head": upgraded.append(engine))
+def test_an_older_schema_is_upgraded_when_allowed(older_schema: Engine) -> None:
     migrate.ensure_schema(older_schema, upgrade_if_old=True)
-    assert upgraded == [older_schema]
+    assert revision(older_schema) == migrate.HEAD_REVISION
+    assert migrate.pending_model_changes(older_schema) == []
 
 
 def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
