@@ -227,7 +227,7 @@ def test_changes_are_written_in_term_group_tool_order(
     changes = as_changes(rows)
     if in_tool_order:
         changes = changes[np.argsort(changes["tool_id"], kind="stable")]
-    ordered = changes[change_order._key_order(changes)]
+    ordered = in_key_order([changes])  # one part: joined and sorted, never bucketed
     keys = list(
         zip(ordered["term_id"].tolist(), ordered["grp"].tolist(), ordered["tool_id"].tolist(), strict=True)
     )
