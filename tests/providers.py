@@ -18,6 +18,7 @@ from typing import Any
 import httpx2
 
 from discovery import ToolIndex
+from tests.conftest import migrated_sqlite_url
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,7 +58,7 @@ CATALOG: list[dict[str, Any]] = [
 
 def catalog_index(directory: Path, records: list[dict[str, Any]] | None = None) -> ToolIndex:
     """A SQLite file holding ``records`` (the shared catalog by default)."""
-    index = ToolIndex.open(f"sqlite:///{directory / 'tools.db'}")
+    index = ToolIndex.open(migrated_sqlite_url(directory / "tools.db"))
     index.upsert_tools(CATALOG if records is None else records)
     return index
 

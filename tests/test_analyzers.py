@@ -246,8 +246,8 @@ def test_verify_checks_postings_against_the_index_analyzer(sqlite_url: str) -> N
         assert verify(index).problems == ["catalog_state: analyzer 'porter' is not one this tool-index knows"]
 
 
-def test_databases_before_the_analyzer_column_are_reference(db_url: str) -> None:
-    engine = create_engine(db_url)
+def test_databases_before_the_analyzer_column_are_reference(empty_db_url: str) -> None:
+    engine = create_engine(empty_db_url)
     try:
         migrate.upgrade(engine, "0003")
         migrate.upgrade(engine)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import pty
 import subprocess
 import sys
+import threading
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,7 @@ from discovery import ToolIndex
 from discovery.cli.main import main
 from discovery.cli.render import render_to_text
 from store import display_url, migrate, parse_url
+from tests.catalogs import generated_catalog
 from tests.conftest import shared_path
 
 DEMO = Path(discovery.__file__).parent / "examples" / "demo-catalog.jsonl"
@@ -260,15 +265,39 @@ def test_import_arguments_are_checked(db_url: str, tmp_path: Path) -> None:
     assert "is a directory" in fails(db_url, "import", str(tmp_path), code=2)
 
 
-def test_progress_bar_on_a_terminal_leaves_stdout_alone(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(discovery.cli.app, "is_terminal", lambda stream: True)
-    monkeypatch.setattr(discovery.cli.app, "PROGRESS_MIN_RECORDS", 1)
-    with discovery.cli.app.progress_bar(3) as advance:
-        assert advance is not None
-        for _ in range(3):
-            advance(1)
-    result = run(db_url, "import", str(DEMO))
-    assert (result.exit_code, result.stdout) == (0, f"added {DEMO_SIZE}, updated 0, unchanged 0, removed 0\n")
+def test_progress_bar_on_a_terminal_leaves_stdout_alone(db_url: str, tmp_path: Path) -> None:
+    """An import of thousands of tools, its stderr a terminal and its stdout a pipe: the bar is
+    drawn on the terminal, stdout holds the summary alone."""
+    catalog = tmp_path / "many.jsonl"
+    catalog.write_text("".join(json.dumps(record) + "\n" for record in generated_catalog(2000)))
+    controller, terminal = pty.openpty()
+    drawn = bytearray()
+
+    def read_terminal() -> None:  # drained all along, so the child never blocks on a full terminal
+        with contextlib.suppress(OSError):  # EIO once the child's side is closed
+            while chunk := os.read(controller, 65536):
+                drawn.extend(chunk)
+
+    reader = threading.Thread(target=read_terminal)
+    reader.start()
+    try:
+        process = subprocess.run(
+            [sys.executable, "-m", "discovery.cli.main", "--db", db_url, "import", str(catalog)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, "TERM": "xterm"},
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(terminal)
+        reader.join(timeout=60)
+        os.close(controller)
+    assert (process.returncode, process.stdout) == (0, "added 2000, updated 0, unchanged 0, removed 0\n")
+    assert b"Indexing tools" in drawn or b"Writing to the database" in drawn, bytes(drawn)
 
 
 def test_no_progress_bar_when_piped_or_small() -> None:
@@ -504,38 +533,38 @@ def test_verify(demo_db: str) -> None:
 # databases --------------------------------------------------------------------------------------
 
 
-def test_db_commands(db_url: str) -> None:
+def test_db_commands(empty_db_url: str) -> None:
     head = migrate.head_revision()
-    assert ok(db_url, "db", "upgrade") == f"upgraded an empty database to {head} (head)\n"
-    assert ok(db_url, "db", "upgrade") == f"already at head {head}\n"
-    assert ok(db_url, "db", "current") == f"{head} (head)\n"
-    assert ok(db_url, "db", "check") == f"ok: {head} (head), the schema matches the models\n"
+    assert ok(empty_db_url, "db", "upgrade") == f"upgraded an empty database to {head} (head)\n"
+    assert ok(empty_db_url, "db", "upgrade") == f"already at head {head}\n"
+    assert ok(empty_db_url, "db", "current") == f"{head} (head)\n"
+    assert ok(empty_db_url, "db", "check") == f"ok: {head} (head), the schema matches the models\n"
 
 
-def test_db_commands_on_an_older_schema(db_url: str) -> None:
+def test_db_commands_on_an_older_schema(empty_db_url: str) -> None:
     head = migrate.head_revision()
     older = ScriptDirectory.from_config(migrate.alembic_config()).get_revision(head).down_revision
     assert isinstance(older, str)
-    engine = create_engine(parse_url(db_url))
+    engine = create_engine(parse_url(empty_db_url))
     migrate.upgrade(engine, older)
     engine.dispose()
-    assert ok(db_url, "db", "current") == f"{older} (behind head {head}: run `tool-index db upgrade`)\n"
+    assert ok(empty_db_url, "db", "current") == f"{older} (behind head {head}: run `tool-index db upgrade`)\n"
     assert (
-        fails(db_url, "db", "check")
+        fails(empty_db_url, "db", "check")
         == f"Error: the schema is at {older}, head is {head}: run `tool-index db upgrade`\n"
     )
-    assert ok(db_url, "db", "upgrade") == f"upgraded {older} to {head} (head)\n"
-    assert ok(db_url, "db", "check") == f"ok: {head} (head), the schema matches the models\n"
+    assert ok(empty_db_url, "db", "upgrade") == f"upgraded {older} to {head} (head)\n"
+    assert ok(empty_db_url, "db", "check") == f"ok: {head} (head), the schema matches the models\n"
 
 
-def test_db_check_names_each_difference_from_the_models(db_url: str) -> None:
-    ok(db_url, "db", "upgrade")
-    engine = create_engine(parse_url(db_url))
+def test_db_check_names_each_difference_from_the_models(empty_db_url: str) -> None:
+    ok(empty_db_url, "db", "upgrade")
+    engine = create_engine(parse_url(empty_db_url))
     with engine.begin() as connection:
         connection.execute(text("DROP INDEX ix_tools_server_name"))
     engine.dispose()
     head = migrate.head_revision()
-    assert fails(db_url, "db", "check") == (
+    assert fails(empty_db_url, "db", "check") == (
         f"Error: the schema at {head} differs from the models: "
         "the database lacks index ix_tools_server_name on tools\n"
     )

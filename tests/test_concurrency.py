@@ -235,20 +235,23 @@ ToolIndex.open(sys.argv[1]).close()
 """
 
 
-def test_processes_opening_an_empty_database_at_once_all_succeed(db_url: str) -> None:
+def test_processes_opening_an_empty_database_at_once_all_succeed(empty_db_url: str) -> None:
     # Each process finds no schema and migrates; the migration lock (on SQLite, the write lock)
     # makes all but one wait and then find the schema at head (without it they collide creating
     # the same tables).
     start = str(time.time() + 4)
     workers = [
         subprocess.Popen(
-            [sys.executable, "-c", OPEN_AND_CLOSE, db_url, start], cwd=REPO, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-c", OPEN_AND_CLOSE, empty_db_url, start],
+            cwd=REPO,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for _ in range(4)
     ]
     errors = [worker.communicate(timeout=120)[1] for worker in workers]
     assert [worker.returncode for worker in workers] == [0] * 4, errors
-    with ToolIndex.open(db_url) as index:
+    with ToolIndex.open(empty_db_url) as index:
         assert migrate.pending_model_changes(index.engine) == []
 
 

@@ -8,6 +8,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -104,14 +105,11 @@ connection.execute("ROLLBACK")
 """
 
 
-def test_a_writer_that_keeps_the_lock_past_the_busy_timeout(
-    filled: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_writer_that_keeps_the_lock_past_the_busy_timeout(filled: Path, tmp_path: Path) -> None:
     """Another process holds SQLite's write lock for longer than a writer waits: the write is
     refused with one clear error and changes nothing; reads go on; the same write succeeds once
     the lock is free."""
-    monkeypatch.setattr(store.engine, "BUSY_TIMEOUT_MS", 200)
-    url = f"sqlite:///{filled}"
+    url = f"sqlite:///{filled}?timeout=0.2"  # how long a writer waits, as a user sets it
     catalog = tmp_path / "other.jsonl"
     catalog.write_text(json.dumps(OTHER) + "\n")
     holder = subprocess.Popen(
@@ -124,8 +122,10 @@ def test_a_writer_that_keeps_the_lock_past_the_busy_timeout(
         assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
         message = f"{url} stayed locked by another writer: database is locked"
         with ToolIndex.open(url) as index:
+            started = time.monotonic()
             with pytest.raises(store.ConcurrentUpdate) as caught:
                 index.upsert_tools([OTHER])
+            assert time.monotonic() - started < store.engine.BUSY_TIMEOUT_MS / 1000 / 2  # the URL's wait
             assert str(caught.value) == message
             with pytest.raises(store.ConcurrentUpdate):
                 index.session("chat-2")

@@ -224,11 +224,12 @@ def test_verify_accepts_an_empty_index(index: ToolIndex) -> None:
     assert (report.ok, report.checked["tools"], report.checked["postings"]) == (True, 0, 0)
 
 
-def test_verify_streams_tools_in_batches(index: ToolIndex, monkeypatch: pytest.MonkeyPatch) -> None:
-    index.upsert_tools(generated_catalog(30))
-    monkeypatch.setattr(verify_module, "BATCH_SIZE", 7)
-    assert verify(index).checked["tools"] == 30
-    last = generated_catalog(30)[-1]["name"]
+def test_verify_streams_tools_in_batches(index: ToolIndex) -> None:
+    count = verify_module.BATCH_SIZE + 1  # a whole batch and one tool in the next
+    catalog = generated_catalog(count)
+    index.upsert_tools(catalog)
+    assert verify(index).checked["tools"] == count
+    last = catalog[-1]["name"]
     execute(index, "UPDATE tools SET indexed_terms = :empty WHERE name = :n", empty=b"", n=last)
     assert any(problem.startswith(f"tool {last!r}, indexed terms: ") for problem in verify(index).problems)
 
@@ -417,13 +418,13 @@ def test_more_checks_can_be_appended(index: ToolIndex) -> None:
     assert report.problems == ["session 's-1': replaying its log gives ['a'], stored ['a', 'b']"]
 
 
-def test_problems_beyond_the_cap_are_counted(index: ToolIndex, monkeypatch: pytest.MonkeyPatch) -> None:
-    index.upsert_tools(generated_catalog(10))
-    execute(index, "UPDATE tools SET indexed_terms = :empty", empty=b"")
-    monkeypatch.setattr(verify_module, "MAX_PROBLEMS", 3)
+def test_problems_beyond_the_cap_are_counted(index: ToolIndex) -> None:
+    cap = verify_module.MAX_PROBLEMS
+    index.upsert_tools(generated_catalog(cap + 1))
+    execute(index, "UPDATE tools SET indexed_terms = :empty", empty=b"")  # a problem per tool at least
     report = verify(index)
-    assert len(report.problems) == 3 and report.omitted > 0
-    assert report.found == 3 + report.omitted and not report.ok
+    assert len(report.problems) == cap and report.omitted > 0
+    assert report.found == cap + report.omitted and not report.ok
 
 
 # --- verify's whole-map comparison against the posting-by-posting one (no ../shared needed) -------

@@ -11,7 +11,7 @@ import pytest
 
 from discovery import InvalidRecord, ToolIndex, ToolRecord
 from discovery.catalog.formats import MAX_NESTING, UnreadableCatalog, parse_catalog, read_catalog
-from tests.conftest import shared_path
+from tests.conftest import migrated_sqlite_url, shared_path
 
 GITHUB_TOOLS = {
     "tools": [
@@ -287,7 +287,7 @@ def snapshot(index: ToolIndex) -> tuple[dict[str, Any], dict[str, Any], list[Any
 
 def test_both_formats_of_the_real_catalog_give_the_same_index(index: ToolIndex, tmp_path: Path) -> None:
     index.upsert_tools(read_catalog([shared_path("data/mcp-catalog.jsonl")]).records)
-    with ToolIndex.open(f"sqlite:///{tmp_path / 'from-tools-lists.db'}") as other:
+    with ToolIndex.open(migrated_sqlite_url(tmp_path / "from-tools-lists.db")) as other:
         other.upsert_tools(read_catalog(tools_list_files()).records)
         expected, actual = snapshot(index), snapshot(other)
     assert len(expected[0]) == 757

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,14 +26,15 @@ from store import postings as packed_postings
 from store.digests import legacy_digest
 from store.schema import metadata
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
+from tests.conftest import REPO
 
 MODEL_TABLES = set(metadata.tables)
 
 
 @pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
+def engine(empty_db_url: str) -> Iterator[Engine]:
     """An engine on an empty database."""
-    created = make_engine(db_url)
+    created = make_engine(empty_db_url)
     try:
         yield created
     finally:
@@ -152,11 +155,11 @@ def test_each_revision_steps_down_and_up_again(engine: Engine) -> None:
         previous = current
 
 
-def test_a_migrated_database_holds_a_catalog_that_verifies(db_url: str) -> None:
-    with ToolIndex.open(db_url) as index:
+def test_a_migrated_database_holds_a_catalog_that_verifies(empty_db_url: str) -> None:
+    with ToolIndex.open(empty_db_url) as index:
         index.upsert_tools(WORKED_EXAMPLE)
         assert verify(index).ok
-    with ToolIndex.open(db_url, upgrade=False) as reopened:
+    with ToolIndex.open(empty_db_url, upgrade=False) as reopened:
         assert [hit.name for hit in reopened.search("github", limit=2)] == [
             "mcp__github_create_issue",
             "mcp__github_list_pull_requests",
@@ -172,17 +175,31 @@ def test_ensure_schema_creates_an_empty_database(engine: Engine) -> None:
     assert tables(engine) == MODEL_TABLES | {"alembic_version"}
 
 
-def test_ensure_schema_leaves_a_current_database_alone(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
+OPEN_TWICE = """
+import sys
+from discovery import ToolIndex
+for upgrade in (True, False):
+    ToolIndex.open(sys.argv[1], upgrade=upgrade).close()
+print(sorted(name for name in sys.modules if name.partition(".")[0] == "alembic"))
+"""
+
+
+def test_ensure_schema_leaves_a_current_database_alone(empty_db_url: str, engine: Engine) -> None:
+    # A process that opens a database at head, allowed to upgrade it or not, never runs alembic
+    # (it is not even imported), and the database is left as it was.
     migrate.upgrade(engine)
-
-    def refuse(*_: object, **__: object) -> None:
-        raise AssertionError("a database at head must not be migrated")
-
-    monkeypatch.setattr(migrate, "upgrade", refuse)
-    migrate.ensure_schema(engine, upgrade_if_old=True)
-    migrate.ensure_schema(engine, upgrade_if_old=False)
+    before = (revision(engine), tables(engine))
+    opened = subprocess.run(
+        [sys.executable, "-c", OPEN_TWICE, empty_db_url],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+    assert (opened.returncode, opened.stdout, opened.stderr) == (0, "[]\n", "")
+    assert (revision(engine), tables(engine)) == before
+    assert migrate.pending_model_changes(engine) == []
 
 
 def test_a_database_at_base_counts_as_empty(engine: Engine) -> None:
@@ -195,12 +212,12 @@ def test_a_database_at_base_counts_as_empty(engine: Engine) -> None:
     assert revision(engine) == migrate.HEAD_REVISION
 
 
-def test_a_newer_schema_is_refused_and_left_untouched(db_url: str, engine: Engine) -> None:
+def test_a_newer_schema_is_refused_and_left_untouched(empty_db_url: str, engine: Engine) -> None:
     migrate.upgrade(engine)
     set_revision(engine, "9999_from_the_future")
     before = tables(engine)
     with pytest.raises(SchemaTooNew) as raised:
-        ToolIndex.open(db_url)
+        ToolIndex.open(empty_db_url)
     assert str(raised.value) == (
         "the database schema is at revision 9999_from_the_future, newer than this tool-index "
         f"(head {migrate.HEAD_REVISION}); upgrade tool-index"
@@ -208,11 +225,11 @@ def test_a_newer_schema_is_refused_and_left_untouched(db_url: str, engine: Engin
     assert (revision(engine), tables(engine)) == ("9999_from_the_future", before)
 
 
-def test_foreign_tables_are_refused_and_left_untouched(db_url: str, engine: Engine) -> None:
+def test_foreign_tables_are_refused_and_left_untouched(empty_db_url: str, engine: Engine) -> None:
     with engine.begin() as connection:
         connection.execute(text("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total INTEGER)"))
     with pytest.raises(DatabaseUnavailable) as raised:
-        ToolIndex.open(db_url)
+        ToolIndex.open(empty_db_url)
     assert str(raised.value) == (
         "the database holds tables but no tool-index schema revision; "
         "point --db at a tool-index database or an empty one"
@@ -227,7 +244,7 @@ def older_schema(engine: Engine) -> Engine:
     return engine
 
 
-def test_an_older_schema_without_upgrade_is_refused(older_schema: Engine, db_url: str) -> None:
+def test_an_older_schema_without_upgrade_is_refused(older_schema: Engine, empty_db_url: str) -> None:
     with pytest.raises(SchemaOutdated) as raised:
         migrate.ensure_schema(older_schema, upgrade_if_old=False)
     assert str(raised.value) == (
@@ -235,16 +252,13 @@ def test_an_older_schema_without_upgrade_is_refused(older_schema: Engine, db_url
         f"this tool-index needs {migrate.HEAD_REVISION}; run `tool-index db upgrade`"
     )
     with pytest.raises(SchemaOutdated):
-        ToolIndex.open(db_url, upgrade=False)
+        ToolIndex.open(empty_db_url, upgrade=False)
 
 
-def test_an_older_schema_is_upgraded_when_allowed(
-    older_schema: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    upgraded: list[Engine] = []
-    monkeypatch.setattr(migrate, "upgrade", lambda engine, revision="head": upgraded.append(engine))
+def test_an_older_schema_is_upgraded_when_allowed(older_schema: Engine) -> None:
     migrate.ensure_schema(older_schema, upgrade_if_old=True)
-    assert upgraded == [older_schema]
+    assert revision(older_schema) == migrate.HEAD_REVISION
+    assert migrate.pending_model_changes(older_schema) == []
 
 
 def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
@@ -337,13 +351,16 @@ def answers(index: ToolIndex) -> list[list[tuple[str, float]]]:
     return [[(hit.name, hit.score) for hit in index.search(query, limit=10)] for query in QUERIES]
 
 
-def test_upgrade_from_0001_keeps_the_catalog(db_url: str, engine: Engine, tmp_path: Path) -> None:
+def test_upgrade_from_0001_keeps_the_catalog(empty_db_url: str, engine: Engine, tmp_path: Path) -> None:
     catalog = [*WORKED_EXAMPLE, *generated_catalog(120)]
     migrate.upgrade(engine, "0001")
     write_0001_catalog(engine, catalog)
     before = posting_rows(engine)
     migrate.upgrade(engine)
-    with ToolIndex.open(db_url) as upgraded, ToolIndex.open(f"sqlite:///{tmp_path / 'fresh.db'}") as fresh:
+    with (
+        ToolIndex.open(empty_db_url) as upgraded,
+        ToolIndex.open(f"sqlite:///{tmp_path / 'fresh.db'}") as fresh,
+    ):
         fresh.upsert_tools(catalog)
         assert verify(upgraded).problems == []
         assert answers(upgraded) == answers(fresh)
@@ -357,7 +374,7 @@ def test_upgrade_from_0001_keeps_the_catalog(db_url: str, engine: Engine, tmp_pa
 
 
 def test_downgrade_to_0001_unpacks_blocks_and_overrides(
-    db_url: str, engine: Engine, monkeypatch: pytest.MonkeyPatch
+    empty_db_url: str, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     catalog = [*WORKED_EXAMPLE, *generated_catalog(120)]
     migrate.upgrade(engine, "0001")
@@ -367,7 +384,7 @@ def test_downgrade_to_0001_unpacks_blocks_and_overrides(
     # Later writes leave overrides in the delta: every change becomes one, none is merged.
     monkeypatch.setattr(packed_postings, "REWRITE_FACTOR", 0)
     monkeypatch.setattr(packed_postings, "MERGE_SLACK", 10**9)
-    with ToolIndex.open(db_url) as index:
+    with ToolIndex.open(empty_db_url) as index:
         index.upsert_tools([{**catalog[3], "description": "Rotate the deploy keys"}])
         index.upsert_tools([catalog[3]])
         index.remove_tools([catalog[9]["name"]])
@@ -377,7 +394,7 @@ def test_downgrade_to_0001_unpacks_blocks_and_overrides(
     migrate.downgrade(engine, "0001")
     assert posting_rows(engine) == expected
     migrate.upgrade(engine)
-    with ToolIndex.open(db_url) as index:
+    with ToolIndex.open(empty_db_url) as index:
         assert verify(index).problems == []
 
 
@@ -391,7 +408,9 @@ def stored_digests(engine: Engine) -> dict[str, str]:
         }
 
 
-def test_revision_0005_recomputes_every_digest_and_0004_gets_them_back(db_url: str, engine: Engine) -> None:
+def test_revision_0005_recomputes_every_digest_and_0004_gets_them_back(
+    empty_db_url: str, engine: Engine
+) -> None:
     # More tools than the migration rewrites in one step, the last step short.
     batch = importlib.import_module("migrations.versions.0005_record_digest").BATCH
     catalog = [
@@ -399,7 +418,7 @@ def test_revision_0005_recomputes_every_digest_and_0004_gets_them_back(db_url: s
         *generated_catalog(batch + 40),
         {"name": "odd", "input_schema": {"default": None, "maximum": 1e16, "enum": ["é", 2**70]}},
     ]
-    with ToolIndex.open(db_url) as index:
+    with ToolIndex.open(empty_db_url) as index:
         index.upsert_tools(catalog)
     current = stored_digests(engine)
     records = {record["name"]: ToolRecord.model_validate(record) for record in catalog}
@@ -410,7 +429,7 @@ def test_revision_0005_recomputes_every_digest_and_0004_gets_them_back(db_url: s
     }
     migrate.upgrade(engine)
     assert stored_digests(engine) == current
-    with ToolIndex.open(db_url) as index:
+    with ToolIndex.open(empty_db_url) as index:
         assert verify(index).problems == []
         assert index.upsert_tools(catalog).unchanged == list(records)
 
@@ -432,7 +451,9 @@ def stored_blocks(engine: Engine, *, narrow: bool = True) -> dict[tuple[int, int
 LONG_SCHEMA = {"type": "object", "properties": {f"field_{i}": {"type": "string"} for i in range(150)}}
 
 
-def test_revision_0006_narrows_every_block_and_0005_widens_them_back(db_url: str, engine: Engine) -> None:
+def test_revision_0006_narrows_every_block_and_0005_widens_them_back(
+    empty_db_url: str, engine: Engine
+) -> None:
     batch = importlib.import_module("migrations.versions.0006_narrow_posting_blocks").BATCH
     # More blocks than one step of the migration takes, and lengths past one byte.
     words = ("".join(letters) for letters in itertools.product("bcdfghjklmnpqrstvwxz", repeat=3))
@@ -443,7 +464,7 @@ def test_revision_0006_narrows_every_block_and_0005_widens_them_back(db_url: str
         *many,
         {"name": "long", "description": "ledger " * 100, "input_schema": LONG_SCHEMA},
     ]
-    with ToolIndex.open(db_url) as index:
+    with ToolIndex.open(empty_db_url) as index:
         index.upsert_tools(catalog)
         before = answers(index)
     narrow = stored_blocks(engine)
@@ -466,6 +487,6 @@ def test_revision_0006_narrows_every_block_and_0005_widens_them_back(db_url: str
 
     migrate.upgrade(engine)
     assert stored_blocks(engine) == narrow
-    with ToolIndex.open(db_url) as index:
+    with ToolIndex.open(empty_db_url) as index:
         assert answers(index) == before
         assert verify(index).problems == []

@@ -141,10 +141,10 @@ def test_a_database_the_server_lacks_is_named_not_called_unreachable() -> None:
     assert "cannot reach" not in message
 
 
-@on_postgresql
-def test_migrations_build_the_same_schema_on_both_backends(sqlite_url: str, db_url: str) -> None:
+@pytest.mark.parametrize("empty_db_url", ["postgresql"], indirect=True)
+def test_migrations_build_the_same_schema_on_both_backends(sqlite_url: str, empty_db_url: str) -> None:
     shapes = []
-    for url in (sqlite_url, db_url):
+    for url in (sqlite_url, empty_db_url):
         with ToolIndex.open(url) as index:
             with index.engine.connect() as connection:
                 assert migrate.current_revision(connection) == migrate.head_revision()

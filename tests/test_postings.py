@@ -79,7 +79,7 @@ def stored(index: ToolIndex) -> dict[Key, dict[int, Entry]]:
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(writes=st.lists(CHANGES, min_size=1, max_size=6))
 def test_any_changes_read_back_as_the_model(
-    sqlite_url: str,
+    sqlite_db_url: str,
     monkeypatch: pytest.MonkeyPatch,
     rewrite_factor: int,
     merge_slack: int,
@@ -92,7 +92,7 @@ def test_any_changes_read_back_as_the_model(
     monkeypatch.setattr(postings, "MERGE_FRACTION", merge_fraction)
     monkeypatch.setattr(postings, "SPLICED_OVERRIDES", spliced_overrides)
     model: dict[Key, dict[int, Entry]] = {}
-    with ToolIndex.open(sqlite_url) as index:
+    with ToolIndex.open(sqlite_db_url) as index:
         with write_transaction(index.engine) as connection:  # hypothesis reuses the database
             connection.exec_driver_sql("DELETE FROM posting_blocks")
             connection.exec_driver_sql("DELETE FROM posting_delta")
@@ -103,9 +103,9 @@ def test_any_changes_read_back_as_the_model(
             assert stored(index) == {key: entries for key, entries in model.items() if entries}
 
 
-def test_a_one_posting_change_to_a_big_block_becomes_an_override(sqlite_url: str) -> None:
+def test_a_one_posting_change_to_a_big_block_becomes_an_override(sqlite_db_url: str) -> None:
     big = np.array([(1, 2, tool, 3, 10) for tool in range(1, 1001)], dtype=CHANGE_DTYPE)
-    with ToolIndex.open(sqlite_url) as index, write_transaction(index.engine) as connection:
+    with ToolIndex.open(sqlite_db_url) as index, write_transaction(index.engine) as connection:
         postings.write(connection, big)
         postings.write(connection, np.array([(1, 2, 500, 0, 10)], dtype=CHANGE_DTYPE))
         postings.write(connection, np.array([(1, 2, 5000, 7, 12)], dtype=CHANGE_DTYPE))
@@ -116,10 +116,10 @@ def test_a_one_posting_change_to_a_big_block_becomes_an_override(sqlite_url: str
     assert block.size == 1000 and 500 not in block.tool_ids and block.tool_ids[-1] == 5000
 
 
-def test_overrides_are_merged_once_they_are_many(sqlite_url: str) -> None:
+def test_overrides_are_merged_once_they_are_many(sqlite_db_url: str) -> None:
     big = np.array([(1, 2, tool, 3, 10) for tool in range(1, 1001)], dtype=CHANGE_DTYPE)
     limit = postings.MERGE_SLACK + 1000 // postings.MERGE_FRACTION
-    with ToolIndex.open(sqlite_url) as index, write_transaction(index.engine) as connection:
+    with ToolIndex.open(sqlite_db_url) as index, write_transaction(index.engine) as connection:
         postings.write(connection, big)
         for tool in range(2000, 2000 + limit + 1):
             postings.write(connection, np.array([(1, 2, tool, 1, 5)], dtype=CHANGE_DTYPE))
@@ -133,14 +133,14 @@ def stored_widths(connection: Connection) -> list[int]:
     return [row[0] for row in rows]
 
 
-def test_each_array_of_a_block_is_stored_in_the_narrowest_width_that_holds_it(sqlite_url: str) -> None:
+def test_each_array_of_a_block_is_stored_in_the_narrowest_width_that_holds_it(sqlite_db_url: str) -> None:
     blocks = [
         (1, [(7, 3, 10), (9, 1, 4)]),  # 4-byte ids, 1-byte tfs and lengths
         (2, [(7, 256, 10), (9, 1, 300)]),  # 2-byte tfs and lengths
         (3, [(7, 3, 65_536), (2**32, 1, 4)]),  # 8-byte ids, 4-byte lengths
     ]
     rows = [(term, 2, tool, tf, doc_len) for term, entries in blocks for tool, tf, doc_len in entries]
-    with ToolIndex.open(sqlite_url) as index, write_transaction(index.engine) as connection:
+    with ToolIndex.open(sqlite_db_url) as index, write_transaction(index.engine) as connection:
         postings.write(connection, np.array(rows, dtype=CHANGE_DTYPE))
         assert stored_widths(connection) == [411, 422, 814]
         lengths = connection.exec_driver_sql(
@@ -166,10 +166,10 @@ def test_narrowest_is_the_first_width_whose_dtype_holds_every_value(values: list
 
 
 def test_an_override_wider_than_its_block_is_read_and_merged_exactly(
-    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+    sqlite_db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     big = np.array([(1, 2, tool, 3, 10) for tool in range(1, 1001)], dtype=CHANGE_DTYPE)
-    with ToolIndex.open(sqlite_url) as index, write_transaction(index.engine) as connection:
+    with ToolIndex.open(sqlite_db_url) as index, write_transaction(index.engine) as connection:
         postings.write(connection, big)
         assert stored_widths(connection) == [411]
         wide = np.array([(1, 2, 500, 70_000, 300), (1, 2, 2**33, 2, 10)], dtype=CHANGE_DTYPE)
@@ -187,8 +187,8 @@ def test_an_override_wider_than_its_block_is_read_and_merged_exactly(
 
 
 @pytest.mark.parametrize("widths", [0, 844 + 1, 148, 32767])
-def test_a_block_of_unknown_widths_is_a_corrupt_index(sqlite_url: str, widths: int) -> None:
-    with ToolIndex.open(sqlite_url) as index:
+def test_a_block_of_unknown_widths_is_a_corrupt_index(sqlite_db_url: str, widths: int) -> None:
+    with ToolIndex.open(sqlite_db_url) as index:
         with write_transaction(index.engine) as connection:
             two = np.array([(1, 2, 7, 3, 10), (1, 2, 9, 1, 4)], dtype=CHANGE_DTYPE)
             postings.write(connection, two)
@@ -199,8 +199,8 @@ def test_a_block_of_unknown_widths_is_a_corrupt_index(sqlite_url: str, widths: i
 
 
 @pytest.mark.parametrize("column", ["tool_ids", "tfs", "doc_lens"])
-def test_a_torn_block_is_a_corrupt_index(sqlite_url: str, column: str) -> None:
-    with ToolIndex.open(sqlite_url) as index:
+def test_a_torn_block_is_a_corrupt_index(sqlite_db_url: str, column: str) -> None:
+    with ToolIndex.open(sqlite_db_url) as index:
         with write_transaction(index.engine) as connection:
             two = np.array([(1, 2, 7, 3, 10), (1, 2, 9, 1, 4)], dtype=CHANGE_DTYPE)
             postings.write(connection, two)
@@ -227,7 +227,7 @@ def test_changes_are_written_in_term_group_tool_order(
     changes = as_changes(rows)
     if in_tool_order:
         changes = changes[np.argsort(changes["tool_id"], kind="stable")]
-    ordered = changes[change_order._key_order(changes)]
+    ordered = in_key_order([changes])  # one part: joined and sorted, never bucketed
     keys = list(
         zip(ordered["term_id"].tolist(), ordered["grp"].tolist(), ordered["tool_id"].tolist(), strict=True)
     )

@@ -7,6 +7,7 @@ import gc
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from discovery.catalog.indexing import column_json, content_hash, corpus_group, 
 from discovery.catalog.models import ToolRecord
 from discovery.diagnostics.verify import verify
 from tests.catalogs import generated_catalog
+from tests.conftest import migrated_sqlite_url
 
 
 @pytest.fixture(params=["fork", "spawn"])
@@ -101,16 +103,14 @@ def test_the_first_bad_record_is_reported_as_in_one_process(
     assert str(raised.value) == str(alone.value)
 
 
-def test_a_parallel_import_equals_a_sequential_one(
-    small_chunks: str, tmp_path: pytest.TempPathFactory
-) -> None:
+def test_a_parallel_import_equals_a_sequential_one(small_chunks: str, tmp_path: Path) -> None:
     records = generated_catalog(80)
-    with ToolIndex.open(f"sqlite:///{tmp_path}/a.db") as parallel:
+    with ToolIndex.open(migrated_sqlite_url(tmp_path / "a.db")) as parallel:
         parallel.upsert_tools(records)
         assert verify(parallel).ok
         found = [[(h.name, h.score) for h in parallel.search(q)] for q in ("create issue", "sync report")]
     preparation.PARALLEL_MIN = 10**9
-    with ToolIndex.open(f"sqlite:///{tmp_path}/b.db") as sequential:
+    with ToolIndex.open(migrated_sqlite_url(tmp_path / "b.db")) as sequential:
         sequential.upsert_tools(records)
         assert found == [
             [(h.name, h.score) for h in sequential.search(q)] for q in ("create issue", "sync report")

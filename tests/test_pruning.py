@@ -24,6 +24,7 @@ from discovery.ranking.corpus import Corpus
 from discovery.ranking.ranker import Ranker
 from store import GROUP_LOCAL, GROUP_MCP, CorruptIndex, reads
 from store.engine import read_transaction, write_transaction
+from tests.conftest import migrated_sqlite_url
 
 VOCABULARY = [f"w{i}" for i in range(40)]
 SERVERS = ["alpha", "beta", "gamma"]
@@ -57,7 +58,7 @@ def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Tool
     opened = {}
     for seed in range(3):
         path: Path = tmp_path_factory.mktemp(f"pruning-{seed}") / "tools.db"
-        index = ToolIndex.open(f"sqlite:///{path}")
+        index = ToolIndex.open(migrated_sqlite_url(path))
         index.upsert_tools(catalog(seed, 300 + 150 * seed))
         opened[seed] = index
     yield opened

@@ -58,10 +58,10 @@ CATALOG = [
 
 
 @pytest.fixture
-def catalog_url(sqlite_url: str) -> str:
-    with ToolIndex.open(sqlite_url) as index:
+def catalog_url(sqlite_db_url: str) -> str:
+    with ToolIndex.open(sqlite_db_url) as index:
         index.upsert_tools(CATALOG)
-    return sqlite_url
+    return sqlite_db_url
 
 
 def test_the_planted_unfindable_tool_and_hub_are_found(catalog_url: str) -> None:

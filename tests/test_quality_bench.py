@@ -29,6 +29,7 @@ from bench.analyzers import (
 )
 from discovery import ToolIndex
 from tests.catalogs import NOUNS, VERBS, WORDS, generated_catalog
+from tests.conftest import migrated_sqlite_url
 
 QUERY_WORDS = [*VERBS, *NOUNS, *WORDS, "the", "a", "for", "creating", "issues", "messages", "github"]
 queries = st.lists(st.sampled_from(QUERY_WORDS), min_size=1, max_size=6).map(" ".join)
@@ -92,7 +93,7 @@ def libraries(
     """A few generated catalogs in real SQLite files."""
     opened: list[tuple[list[dict[str, Any]], ToolIndex]] = []
     for seed, count in ((1, 12), (2, 60), (3, 200)):
-        url = f"sqlite:///{tmp_path_factory.mktemp('bench') / 'tools.db'}"
+        url = migrated_sqlite_url(tmp_path_factory.mktemp("bench") / "tools.db")
         index = ToolIndex.open(url)
         catalog = generated_catalog(count, seed=seed)
         index.upsert_tools(catalog)

@@ -29,10 +29,10 @@ IDEAL_2 = 1 + 1 / math.log2(3)
 
 
 @pytest.fixture
-def catalog_url(sqlite_url: str) -> str:
-    with ToolIndex.open(sqlite_url) as index:
+def catalog_url(sqlite_db_url: str) -> str:
+    with ToolIndex.open(sqlite_db_url) as index:
         index.upsert_tools(WORKED_EXAMPLE)
-    return sqlite_url
+    return sqlite_db_url
 
 
 def write_lines(path: Path, rows: list[Any]) -> Path:
@@ -97,14 +97,16 @@ def test_eval_is_read_only(catalog_url: str, tmp_path: Path) -> None:
         assert (index.stats(), index.sessions()) == (before, [])
 
 
-def test_mode_mcp_only_leaves_out_the_other_tools(sqlite_url: str, tmp_path: Path) -> None:
-    with ToolIndex.open(sqlite_url) as index:
+def test_mode_mcp_only_leaves_out_the_other_tools(sqlite_db_url: str, tmp_path: Path) -> None:
+    with ToolIndex.open(sqlite_db_url) as index:
         index.upsert_tools(
             [*WORKED_EXAMPLE, {"name": "post_note", "description": "Post a note to a channel"}]
         )
     path = write_lines(tmp_path / "q.jsonl", [{"query": "post to a channel", "relevant": ["post_note"]}])
-    found = json.loads(run(sqlite_url, "eval", str(path), "--k", "1", "--json").stdout)
-    hidden = json.loads(run(sqlite_url, "eval", str(path), "--k", "1", "--json", "--mode", "mcp-only").stdout)
+    found = json.loads(run(sqlite_db_url, "eval", str(path), "--k", "1", "--json").stdout)
+    hidden = json.loads(
+        run(sqlite_db_url, "eval", str(path), "--k", "1", "--json", "--mode", "mcp-only").stdout
+    )
     assert (found["recall@1"], hidden["recall@1"]) == (1.0, 0.0)
 
 

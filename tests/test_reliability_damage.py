@@ -163,10 +163,10 @@ def test_verify_names_damage_either_backend_can_hold(db_url: str, damage: str) -
 
 
 @pytest.mark.parametrize("damage", list(FOUND_ON_SQLITE))
-def test_verify_names_values_only_sqlite_can_hold(sqlite_url: str, damage: str) -> None:
+def test_verify_names_values_only_sqlite_can_hold(sqlite_db_url: str, damage: str) -> None:
     statement, found = FOUND_ON_SQLITE[damage]
-    with_session(sqlite_url, statement)
-    assert_damage_reported(sqlite_url, found)
+    with_session(sqlite_db_url, statement)
+    assert_damage_reported(sqlite_db_url, found)
 
 
 def test_a_wrong_block_size_still_gives_the_right_postings_after_a_write(db_url: str) -> None:
