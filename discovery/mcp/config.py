@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
 
 from discovery.errors import ToolIndexError
+from discovery.files import load_json, read_bounded
 
 SERVER_KEYS = ("mcpServers", "servers")
 """Where the servers are: the key of Claude Desktop, Claude Code and Cursor, then VS Code's."""
@@ -111,19 +112,8 @@ class McpConfig:
 
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> McpConfig:
     """Read the config file at ``path``, with variables expanded from ``environ`` (the process's)."""
-    where = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise ConfigError(f"{where}: cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{where}: not UTF-8 text (invalid byte at offset {exc.start})") from exc
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
-    except RecursionError:
-        raise ConfigError(f"{where}: JSON nested too deeply") from None
+    where, text = read_bounded(path, ConfigError, what="config file")
+    document = load_json(text, where, ConfigError)
     return parse_config(document, where=where, environ=os.environ if environ is None else environ)
 
 
