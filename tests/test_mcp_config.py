@@ -153,6 +153,17 @@ def test_files_that_are_not_configs(tmp_path: Path) -> None:
         load_config(broken)
 
 
+def test_a_relative_cwd_is_taken_from_the_config_files_directory(tmp_path: Path) -> None:
+    entries = {"rel": {"command": "x", "cwd": "${SUB:-work}/srv"}, "abs": {"command": "x", "cwd": "/srv"}}
+    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": entries}), encoding="utf-8")
+    loaded = load_config(tmp_path / "mcp.json", environ={}).servers
+    assert [server.cwd for server in loaded.values() if isinstance(server, StdioServer)] == [
+        str(tmp_path / "work" / "srv"),
+        "/srv",
+    ]
+    assert parsed({"mcpServers": entries})["rel"] == StdioServer(name="rel", command="x", cwd="work/srv")
+
+
 def test_the_command_line_reports_a_bad_config(tmp_path: Path) -> None:
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"gh": {"type": "stdio", "args": []}}}), encoding="utf-8")

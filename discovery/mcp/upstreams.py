@@ -188,6 +188,10 @@ class Upstream:
     async def _transport(self, stack: AsyncExitStack, closed: anyio.Event) -> Any:
         config = self.config
         if isinstance(config, StdioServer):
+            if config.cwd is not None and not Path(config.cwd).is_dir():
+                # Checked first: starting in a missing directory fails as if the command were missing.
+                what = "is not a directory" if Path(config.cwd).exists() else "not found"
+                raise UpstreamError(self.name, f"cannot start: working directory {what} ({config.cwd})")
             parameters = StdioServerParameters(
                 command=config.command, args=list(config.args), env=dict(config.env) or None, cwd=config.cwd
             )
