@@ -29,9 +29,9 @@ from discovery.adapters.common import (
     run_search,
     search_spec,
     tool_spec,
+    wire_names,
 )
 from discovery.adapters.errors import TooManyTools
-from discovery.adapters.names import WireNames
 
 if TYPE_CHECKING:
     from discovery.sessions.session import Session
@@ -99,10 +99,11 @@ def _deferred_tools(session: Session) -> list[dict[str, Any]]:
     active_tools = session.tools_by_names(active)
     # Every tool a search could activate now: sent deferred, so that a reference can load it.
     reachable = session.corpus_tools()
-    names = WireNames([SEARCH_TOOL_NAME, *active_tools, *(tool.name for tool in reachable)])
-    loaded = [active_tools[name] for name in active if name in active_tools and name not in selected]
-    hidden = [active_tools[name] for name in active if name in active_tools and name in selected]
-    hidden.extend(reachable)
+    names = wire_names([*active_tools, *(tool.name for tool in reachable)])
+    offered = [name for name in active if name in active_tools and names.offers(name)]
+    loaded = [active_tools[name] for name in offered if name not in selected]
+    hidden = [active_tools[name] for name in offered if name in selected]
+    hidden.extend(tool for tool in reachable if names.offers(tool.name))
     count = 1 + len(loaded) + len(hidden)
     if count > MAX_TOOLS:
         raise TooManyTools(count, MAX_TOOLS, "Anthropic Messages API")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -70,13 +70,22 @@ def search_spec(session: Session) -> ToolSpec:
     return ToolSpec(tool.name, tool.name, tool.description, copy.deepcopy(tool.parameters))
 
 
+def wire_names(names: Iterable[str]) -> WireNames:
+    """The wire names of a session's tools. Names that share a wire name are left out rather than
+    raised about: a crafted catalog must not stop a session, and a call of a shared wire name must
+    reach no tool rather than the wrong one."""
+    return WireNames([SEARCH_TOOL_NAME, *names], strict=False)
+
+
 def exposed(session: Session) -> tuple[ToolSpec | None, list[ToolSpec]]:
     """The search tool (``None`` when the session does not expose it: discovery ``off``, or left
-    out by ``set_active``) and every active catalog tool, in active order."""
+    out by ``set_active``) and every active catalog tool with a wire name of its own, in active
+    order."""
     offers_search = SEARCH_TOOL_NAME in session.active
     tools = [tool for tool in session.active_tools() if tool.name != SEARCH_TOOL_NAME]
-    names = WireNames([SEARCH_TOOL_NAME, *(tool.name for tool in tools)])
-    return (search_spec(session) if offers_search else None), [tool_spec(tool, names) for tool in tools]
+    names = wire_names(tool.name for tool in tools)
+    offered = [tool_spec(tool, names) for tool in tools if names.offers(tool.name)]
+    return (search_spec(session) if offers_search else None), offered
 
 
 def listed(search: ToolSpec | None, active: list[ToolSpec]) -> list[ToolSpec]:
@@ -85,7 +94,7 @@ def listed(search: ToolSpec | None, active: list[ToolSpec]) -> list[ToolSpec]:
 
 def session_names(session: Session) -> WireNames:
     """The wire names of the session's active tools, for routing a call back to its tool."""
-    return WireNames([SEARCH_TOOL_NAME, *session.active])
+    return wire_names(session.active)
 
 
 def catalog_name(session: Session, wire: str) -> str | None:
@@ -105,14 +114,18 @@ def run_search(session: Session, call_id: str, params: Any) -> SearchAnswer:
     except ToolCallError as refusal:
         return SearchAnswer(str(refusal), [], refused=True)
     activated_names: list[str] = result.details["activated_tools"]
-    names = WireNames([SEARCH_TOOL_NAME, *activated_names])
-    found = session.tools_by_names(activated_names)
-    activated = [tool_spec(found[name], names) for name in activated_names if name in found]
-    return SearchAnswer(_model_text(result.content, names, activated_names), activated, refused=False)
+    # Checked against every active tool, as the next request's tools and the way back are.
+    names = session_names(session)
+    offered = [name for name in activated_names if names.offers(name)]
+    found = session.tools_by_names(offered)
+    activated = [tool_spec(found[name], names) for name in offered if name in found]
+    return SearchAnswer(
+        _model_text(result.content, names, activated_names, offered), activated, refused=False
+    )
 
 
-def _model_text(content: str, names: WireNames, activated: list[str]) -> str:
-    wires = [names.wire(name) for name in activated]
+def _model_text(content: str, names: WireNames, activated: list[str], offered: list[str]) -> str:
+    wires = [names.wire(name) for name in offered]
     if wires == activated:
         return content
     payload = json.loads(content)

@@ -89,6 +89,10 @@ class DiscoveryToolset(AbstractToolset[Any]):
             if answer.refused:
                 raise ToolFailed(answer.text)
             return answer.text
-        metadata = tool.tool_def.metadata or {}
-        outcome = self.call(str(metadata.get("catalog_name", name)), tool_args)
+        catalog_name = (tool.tool_def.metadata or {}).get("catalog_name")
+        if not isinstance(catalog_name, str):
+            # Not a tool of this toolset's listing: the host is never asked to run a name it
+            # cannot know.
+            raise ToolFailed(f"Unknown tool {name!r}: call search_tool_bm25 to find tools.")
+        outcome = self.call(catalog_name, tool_args)
         return await outcome if inspect.isawaitable(outcome) else outcome
