@@ -25,8 +25,9 @@ ANSWERS = {"a": "b__c: done", "a__b": "c: done"}
 def collision(loser: str, owner: str) -> str:
     tool = {"a": "b__c", "a__b": "c"}
     return (
-        f"{loser}: failed: tool {tool[loser]!r} would be {NAME}, which is already server {owner!r}'s "
-        f"tool {tool[owner]!r}; nothing of {loser!r} was synced: rename one of the two servers in the config"
+        f"{loser}: failed: {NAME} is already server {owner!r}'s tool {tool[owner]!r}, so server {loser!r} "
+        f"cannot have it (the two servers' catalog names collide); nothing of {loser!r} was written: "
+        "rename one of the two servers"
     )
 
 
@@ -104,3 +105,22 @@ def test_the_python_host_api_refuses_a_name_two_servers_give(tmp_path: Path) -> 
             assert text_of(direct) == "b__c: done"
 
     anyio.run(run)
+
+
+def test_an_import_for_another_server_never_takes_over_a_record(db_url: str, tmp_path: Path) -> None:
+    """``import --server`` is the path sync writes through: the same refusal, the catalog unchanged."""
+    first = tmp_path / "a.json"
+    first.write_text('{"tools": [{"name": "b__c", "description": "Tool b__c of a"}]}', encoding="utf-8")
+    second = tmp_path / "ab.json"
+    second.write_text('{"tools": [{"name": "c", "description": "Tool c of a__b"}]}', encoding="utf-8")
+    assert cli(db_url, "import", str(first), "--server", "a").returncode == 0
+    for replace in ([], ["--replace"]):
+        done = cli(db_url, "import", str(second), "--server", "a__b", *replace)
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == (
+            f"Error: {NAME} is already server 'a''s tool 'b__c', so server 'a__b' cannot have it (the two "
+            "servers' catalog names collide); nothing of 'a__b' was written: rename one of the two servers\n"
+        )
+    assert owner_of(db_url) == ("a", "b__c")
+    with ToolIndex.open(db_url) as index:
+        assert index.tool(NAME).description == "Tool b__c of a"

@@ -46,27 +46,13 @@ def tools_list_text(tools: list[types.Tool]) -> str:
     return json.dumps({"tools": listed}, ensure_ascii=False)
 
 
-class NameCollision(ToolIndexError):
-    """A server's tool would take the catalog name of another server's tool: ``mcp__a__b__c`` is
-    both server ``a``'s tool ``b__c`` and server ``a__b``'s tool ``c``."""
-
-
 def write_server_tools(index: ToolIndex, server: str, tools: list[types.Tool]) -> ImportReport:
     """Upsert ``server``'s tools and remove those it no longer has, in one transaction: the path of
-    ``tool-index import FILE --server NAME --replace``. A tool whose name another server's record
-    already has refuses the whole sync: the record stays that server's, and the catalog as it was."""
+    ``tool-index import FILE --server NAME --replace``. A tool whose catalog name is another
+    server's tool refuses the whole write (``ServerNameCollision``): the catalog stays as it was."""
     from discovery.catalog.formats import parse_catalog
 
     parsed = parse_catalog(tools_list_text(tools), where=f"server {server!r} tools/list", server=server)
-    existing = index.tools_by_names([record.name for record in parsed.records])
-    for record in parsed.records:
-        owner = existing.get(record.name)
-        if owner is not None and owner.server_name is not None and owner.server_name != server:
-            raise NameCollision(
-                f"tool {record.mcp_tool_name!r} would be {record.name}, which is already server "
-                f"{owner.server_name!r}'s tool {owner.mcp_tool_name!r}; nothing of {server!r} was "
-                "synced: rename one of the two servers in the config"
-            )
     return index.upsert_tools(parsed.records, replace=True, server=server)
 
 
