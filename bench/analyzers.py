@@ -2,7 +2,7 @@
 
     python -m bench.analyzers [--variants enhanced,reference,...] [--markdown]
 
-Every variant is ranked by the same in-memory, exact BM25+ of SPEC §4 (field weights 6/4/4/2/2/1,
+Every variant is ranked by the same in-memory, exact BM25+ of contract §4 (field weights 6/4/4/2/2/1,
 k1 1.2, b 0.75, δ 1) and differs only in how documents and queries become terms (and, for the
 variants that say so, one rule on top). Two labelled query sets:
 
@@ -44,7 +44,7 @@ MCP_QUERIES = ROOT / "bench" / "queries" / "mcp-catalog.jsonl"
 DEPTH = 8
 RECALL_AT = (1, 5, 8)
 
-# SPEC §4 [fixed]: the harness states them itself; tests/test_quality_bench.py checks that its
+# contract §4 [fixed]: the harness states them itself; tests/test_quality_bench.py checks that its
 # reference ranking is the library's.
 FIELD_WEIGHTS = {"name": 6, "label": 4, "mcp_tool_name": 4, "server_name": 2, "summary": 2, "schema_key": 1}
 K1, B, DELTA = 1.2, 0.75, 1.0
@@ -72,7 +72,7 @@ class Analyzer:
     k1: float = K1
     b: float = B
     delta: float = DELTA
-    """BM25+'s parameters; SPEC §4's unless a variant says otherwise."""
+    """BM25+'s parameters; contract §4's unless a variant says otherwise."""
     coord: float = 0.0
     """Lucene's classic coordination factor: scores times (matched terms / query terms) ** coord."""
     feedback: tuple[int, int, float] | None = None
@@ -127,7 +127,7 @@ class MemoryIndex:
 
 
 def tool_fields(record: dict[str, Any], *, full_description: bool = False) -> tuple[str, Fields]:
-    """A catalog record's name and indexed fields, with the library's defaults (SPEC §2)."""
+    """A catalog record's name and indexed fields, with the library's defaults (contract §2)."""
     from discovery import ToolRecord
 
     tool = ToolRecord.model_validate(record)

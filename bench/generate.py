@@ -1,4 +1,4 @@
-"""A deterministic generator of MCP-like tool catalogs (SPEC §2 records with ``input_schema``).
+"""A deterministic generator of MCP-like tool catalogs (contract §2 records with ``input_schema``).
 
 The shape follows real catalogs (see ``../shared/data``): servers with a handful to a few
 hundred tools, ``mcp__<server>__<tool>`` names in snake_case, camelCase or kebab-case, short

@@ -1,8 +1,8 @@
-"""Our ranking (SPEC §4) in plain Python dicts, rebuilt from the catalog on every open.
+"""Our ranking (contract §4) in plain Python dicts, rebuilt from the catalog on every open.
 
 This is what a host without a persistent index pays at every session start: read the tool
 records, tokenize every field, build postings. It uses the project's own tokenizer and scoring
-functions and the corpus of a read-only search in mode ``all`` (SPEC §5: essential and internal
+functions and the corpus of a read-only search in mode ``all`` (contract §5: essential and internal
 tools are left out), so its rankings are ours; only the storage differs.
 """
 

@@ -1,6 +1,6 @@
 """The engines the harness compares, each behind the same small interface.
 
-``prepare`` turns raw SPEC §2 dicts into what ``build`` takes and is not timed; ``build`` (timed)
+``prepare`` turns raw contract §2 dicts into what ``build`` takes and is not timed; ``build`` (timed)
 creates the index and persists it under ``directory``; ``open`` loads it in a fresh process (the
 cold start); ``search`` returns ``(name, score)`` pairs, best first. Engines import their
 libraries in ``__init__`` so that a cold start pays only for its own imports.

@@ -72,7 +72,7 @@ NOTES = (
     "Retrieval quality = `bench.quality`: every engine indexes MetaTool's 199 tools (a name and a "
     "description each) and answers its 21,060 model-written queries with a top 8; Recall@k is the "
     "share of queries with a labelled tool in the first k, MRR@8 the mean of 1/rank of the first. "
-    "Our ranking is SPEC §4's, fixed, so this shows how it compares, not something tuned.",
+    "Our ranking is contract §4's, fixed, so this shows how it compares, not something tuned.",
     "Top-8 overlap = the mean share of our ranking's top 8 (the `memory` engine, which runs "
     "our scoring code) that an engine also returns, over the query set: 100% for tool-index "
     "means the same tools; the peers show how much their tokenization and idf change results.",

@@ -131,7 +131,7 @@ class AsyncSession:
         return self.session.id
 
     async def search(self, call_id: str, params: dict[str, Any]) -> ToolResult:
-        """``session.search_tool.execute``: raises ``ToolCallError`` with SPEC §6's message."""
+        """``session.search_tool.execute``: raises ``ToolCallError`` with contract §6's message."""
         return await asyncio.to_thread(self.session.search_tool.execute, call_id, params)
 
     async def search_description(self) -> str:

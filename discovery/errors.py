@@ -1,4 +1,4 @@
-"""Errors of the discovery layer. Messages of the search tool are exactly those of SPEC §6."""
+"""Errors of the discovery layer. Messages of the search tool are exactly those of contract §6."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class DatabaseMissing(ToolIndexError):
 
 
 class UnknownToolNames(UserWarning):
-    """``set_active`` was given names the catalog does not have; they were left out (SPEC §5).
+    """``set_active`` was given names the catalog does not have; they were left out (contract §5).
 
     ``names`` lists them, in the order given."""
 

@@ -30,6 +30,7 @@ from store import (
     reads,
     sqlite_file,
 )
+from store import learning as stored_learning
 from store.catalog import ReplaceScope, reindex_tools, stored_analyzer, write_tools
 from store.engine import default_url, read_transaction, translated_errors, write_transaction
 from store.migrate import ensure_schema, is_empty
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     # and settings models), which weighs on every cold start.
     from discovery.catalog.models import ToolRecord
     from discovery.catalog.workers import Progress
+    from discovery.sessions.learning import LearnedSummary
     from discovery.sessions.listing import RestoredSelection, SessionSummary
     from discovery.sessions.session import Session
 
@@ -81,6 +83,7 @@ class ToolIndex:
         upgrade: bool = True,
         create: bool = True,
         analyzer: str | None = None,
+        learning: bool | None = None,
     ) -> ToolIndex:
         """Open the database at ``url`` (default: ``TOOL_INDEX_DB`` or the user data file).
 
@@ -94,6 +97,9 @@ class ToolIndex:
         ``UnknownAnalyzer`` before anything is opened. A catalog whose terms were made by another
         version of its analyzer raises ``AnalyzerOutdated`` here when ``analyzer`` names it, and
         on its first search, explain or import otherwise, until ``reindex`` rebuilds it.
+
+        ``learning`` turns learning from use on or off for the index (``set_learning``); when
+        omitted, the index keeps what it has (a new index has it off).
         """
         if analyzer is not None:
             analyzer_named(analyzer)
@@ -110,10 +116,13 @@ class ToolIndex:
                 ensure_schema(engine, upgrade_if_old=upgrade)
                 if analyzer is not None:
                     _choose_analyzer(engine, analyzer)
+            opened = cls(engine)
+            if learning is not None:
+                opened.set_learning(learning)
         except BaseException:
             engine.dispose()
             raise
-        return cls(engine)
+        return opened
 
     @property
     def analyzer(self) -> str:
@@ -133,7 +142,44 @@ class ToolIndex:
             records = [tool.as_record() for tool in all_tools(connection)]
             with closing(prepared(records, progress, analyzer)) as tools:
                 reindex_tools(connection, tools, stored)
+            from discovery.sessions.learning import relearn_if_enabled
+
+            # Learned terms are the analyzer's query terms: made again with the new one.
+            relearn_if_enabled(connection, analyzer_named(analyzer))
         return len(records)
+
+    @property
+    def learning(self) -> bool:
+        """Whether the index ranks with what it learned from use (off for a new index)."""
+        with read_transaction(self.engine) as connection:
+            return self.ranker.learning_enabled(connection)
+
+    def set_learning(self, enabled: bool) -> bool:
+        """Turn learning from use on or off; whether the setting changed.
+
+        On, the learned field is computed from every session's log and kept current by every
+        recorded call; off, searches rank exactly as without learning and what was computed is
+        dropped — the logs keep what it came from, so turning it on again restores it."""
+        from discovery.sessions.learning import set_learning
+
+        with write_transaction(self.engine) as connection:
+            stored_analyzer(connection)  # the catalog's write lock: no reindex meanwhile
+            return set_learning(connection, self.ranker.analyzer(connection), enabled)
+
+    def learned(self, name: str) -> LearnedSummary:
+        """What tool ``name`` learned: its terms, each with the number of sessions that taught it."""
+        from discovery.sessions.learning import LearnedSummary
+
+        with read_transaction(self.engine) as connection:
+            return LearnedSummary.read(connection, name)
+
+    def forget_learning(self, names: Sequence[str] | None = None) -> int:
+        """Forget what the tools ``names`` (every tool when ``None``) learned, for good: their
+        logged calls never teach again. Returns how many credits were removed."""
+        from discovery.sessions.learning import forget
+
+        with write_transaction(self.engine) as connection:
+            return forget(connection, None if names is None else list(dict.fromkeys(names)))
 
     @property
     def url(self) -> str:
@@ -208,7 +254,7 @@ class ToolIndex:
         return [SearchHit(name=hit.name, score=hit.score) for hit in ranking.hits]
 
     def search_details(self, query: str, limit: int | None = None, *, mode: str = "all") -> SearchDetails:
-        """The SPEC §6 details of a read-only search: ``search`` with each match's tool row."""
+        """The contract §6 details of a read-only search: ``search`` with each match's tool row."""
         trimmed, limit = checked_search(query, limit)
         with read_transaction(self.engine) as connection:
             terms = self.ranker.query_terms(connection, trimmed)
@@ -294,7 +340,11 @@ class ToolIndex:
     def stats(self) -> dict[str, Any]:
         """Catalog size, terms, postings, average length, and counts per source and server."""
         with read_transaction(self.engine) as connection:
-            return catalog_summary(connection)
+            summary = catalog_summary(connection)
+            tools, terms, sessions = stored_learning.summary(connection)
+            enabled = stored_learning.state(connection).enabled
+        summary["learning"] = {"enabled": enabled, "tools": tools, "terms": terms, "sessions": sessions}
+        return summary
 
 
 def _choose_analyzer(engine: Engine, analyzer: str) -> None:

@@ -57,7 +57,7 @@ def checked_limit(limit: Any) -> int:
 
 
 def query_terms(query: str, analyzer: Analyzer = REFERENCE) -> dict[str, int]:
-    """Distinct query terms with their counts, in order of first appearance (SPEC §4);
+    """Distinct query terms with their counts, in order of first appearance (contract §4);
     ``QueryWithoutTerms`` when there are none."""
     terms = dict(Counter(analyzer.query_tokens(query)))
     if not terms:
@@ -92,7 +92,7 @@ def stored_analyzer_named(stored: str) -> Analyzer:
 
 
 def checked_search(query: Any, limit: Any) -> tuple[str, int]:
-    """Query and limit, checked in SPEC §6's order: query, then limit, then that the query has
+    """Query and limit, checked in contract §6's order: query, then limit, then that the query has
     terms (which the catalog's analyzer then makes, in the search's transaction)."""
     trimmed = checked_query(query)
     checked = checked_limit(limit)

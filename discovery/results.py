@@ -1,4 +1,4 @@
-"""What a search returns: ranked names with scores, the details of SPEC §6, and their JSON.
+"""What a search returns: ranked names with scores, the details of contract §6, and their JSON.
 
 Loaded by every search, so it pulls in neither the record models nor the sessions.
 """
@@ -18,14 +18,14 @@ from store import StoredTool
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    """A ranked tool: ``score`` is the unrounded double of SPEC §4."""
+    """A ranked tool: ``score`` is the unrounded double of contract §4."""
 
     name: str
     score: float
 
 
 class MatchDetails(TypedDict):
-    """One match in a search's details (SPEC §6); ``description`` is the indexed summary."""
+    """One match in a search's details (contract §6); ``description`` is the indexed summary."""
 
     name: str
     label: str
@@ -37,7 +37,7 @@ class MatchDetails(TypedDict):
 
 
 class SearchDetails(TypedDict):
-    """The details of a search call for hosts and UIs (SPEC §6), keys in this order."""
+    """The details of a search call for hosts and UIs (contract §6), keys in this order."""
 
     query: str
     limit: int
@@ -55,7 +55,7 @@ def match_details(tool: StoredTool, score: float) -> MatchDetails:
         entry["mcp_tool_name"] = tool.mcp_tool_name
     entry["schema_keys"] = list(tool.schema_keys)
     entry["score"] = round6(score)
-    return entry  # type: ignore[return-value]  # built key by key to keep SPEC §6's order
+    return entry  # type: ignore[return-value]  # built key by key to keep contract §6's order
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

@@ -153,7 +153,7 @@ class StoredTool:
     doc_len: int
 
     def as_record(self) -> dict[str, Any]:
-        """The SPEC §2 record (without the store's own bookkeeping)."""
+        """The contract §2 record (without the store's own bookkeeping)."""
         return {
             "name": self.name,
             "label": self.label,

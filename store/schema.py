@@ -32,7 +32,7 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-# Corpus groups: which documents a session corpus can ever contain (SPEC §5).
+# Corpus groups: which documents a session corpus can ever contain (contract §5).
 GROUP_FIXED = 0
 """Never in a corpus: essential by load mode, internal names, non-MCP tools not discoverable."""
 GROUP_LOCAL = 1
@@ -185,3 +185,59 @@ session_events_table = Table(
 Replaying it (``store.sessions.replay``) gives the session's stored lists: ``create`` and
 ``reset`` carry the active list they started with in ``params``, ``search`` the names it
 activated, ``set_active`` the names it was given."""
+
+learning_state_table = Table(
+    "learning_state",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("enabled", Integer, nullable=False, server_default=text("0")),
+    Column("generation", BigInteger, nullable=False, server_default=text("0")),
+    Column("reset_generation", BigInteger, nullable=False, server_default=text("0")),
+)
+"""One row: whether the index ranks with its learned field, and the learned generation, bumped by
+every change of the learned field; ``reset_generation`` is the last change that the journal does
+not describe (a rebuild, the switch, forgetting everything), which a cache older than it drops.
+
+A row of its own, not ``catalog_state``: a recorded call changes what was learned, and must
+neither wait for catalog readers nor make other processes drop their catalog caches."""
+
+learned_credits_table = Table(
+    "learned_credits",
+    metadata,
+    Column("session_id", Text, primary_key=True),
+    Column("term", Text, primary_key=True),
+    Column("tool_name", Text, primary_key=True),
+    Index("ix_learned_credits_tool_name", "tool_name"),
+)
+"""Which session taught which query term to which tool: each counts once (``discovery.learning``
+states the rule). Everything below is summed from these rows, and these from the session logs."""
+
+learned_terms_table = Table(
+    "learned_terms",
+    metadata,
+    Column("term", Text, primary_key=True),
+    Column("tool_name", Text, primary_key=True),
+    Column("sessions", Integer, nullable=False),
+    Index("ix_learned_terms_tool_name", "tool_name"),
+)
+"""The learned field's postings: per term and tool, how many sessions taught it (its tf). Keyed by
+tool name, not id, so that learning outlives a tool's removal and comes back with it."""
+
+learned_tools_table = Table(
+    "learned_tools",
+    metadata,
+    Column("tool_name", Text, primary_key=True),
+    Column("length", Integer, nullable=False),
+)
+"""Per tool, the learned field's length: the sum of its tfs."""
+
+learned_journal_table = Table(
+    "learned_journal",
+    metadata,
+    Column("generation", BigInteger, primary_key=True),
+    Column("term", Text, primary_key=True),
+    Column("tool_name", Text, primary_key=True),
+)
+"""The (term, tool) sums each recent learned generation changed: a process whose caches are a few
+generations behind reloads only those, not the whole field. Pruned to the last
+``store.learning.JOURNAL_KEPT`` generations."""

@@ -470,3 +470,64 @@ def replay(logged: list[LoggedEvent]) -> tuple[list[str], list[str]]:
             active, selected = list(params["active"]), list(params["selected"])
         # Any other kind ("tool_call", "pin", logged by ``append``) changes neither list.
     return active, selected
+
+
+def events_before(
+    connection: Connection, session_id: str, seq: int, count: int, kinds: Sequence[str]
+) -> list[LoggedEvent]:
+    """Up to ``count`` events of ``kinds`` logged before ``seq``, newest first."""
+    marks = ", ".join("?" * len(kinds))
+    rows = driver.fetch(
+        connection,
+        f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? AND seq < ? "
+        f"AND kind IN ({marks}) ORDER BY seq DESC LIMIT ?",
+        (session_id, seq, *kinds, count),
+    )
+    codec = _codec(connection)
+    return [_logged(row, codec, session_id) for row in rows]
+
+
+def event_count(connection: Connection, session_id: str) -> int | None:
+    rows = driver.fetch(connection, _COUNT_SQLITE, (session_id,))
+    return int(rows[0][0]) if rows else None
+
+
+def events_of_kind(connection: Connection, kinds: Sequence[str]) -> dict[str, list[LoggedEvent]]:
+    """Every session's events of ``kinds``, in order, by session."""
+    marks = ", ".join("?" * len(kinds))
+    rows = driver.fetch(
+        connection,
+        f"SELECT session_id, {_EVENT_COLUMNS} FROM session_events WHERE kind IN ({marks}) "
+        "ORDER BY session_id, seq",
+        tuple(kinds),
+    )
+    codec = _codec(connection)
+    found: dict[str, list[LoggedEvent]] = {}
+    for session_id, *row in rows:
+        found.setdefault(session_id, []).append(_logged(row, codec, session_id))
+    return found
+
+
+def flag_calls(connection: Connection, tool_names: Sequence[str] | None, flag: str) -> int:
+    """Set ``flag`` to true in the params of every logged ``tool_call`` of ``tool_names`` (all
+    when ``None``); how many calls changed."""
+    codec = _codec(connection)
+    statement = "SELECT session_id, seq, params FROM session_events WHERE kind = 'tool_call'"
+    params: tuple[str, ...] = ()
+    if tool_names is not None:
+        statement += f" AND tool_name IN ({', '.join('?' * len(tool_names))})"
+        params = tuple(tool_names)
+    changed = []
+    for session_id, seq, stored in driver.fetch(connection, statement, params):
+        value = codec.load_json(stored)
+        value = dict(value) if isinstance(value, dict) else {}
+        if value.get(flag) is True:
+            continue
+        value[flag] = True
+        changed.append((plain_json_text(value), session_id, seq))
+    driver.execute_many(
+        connection,
+        f"UPDATE session_events SET params = {codec.json_marker} WHERE session_id = ? AND seq = ?",
+        changed,
+    )
+    return len(changed)

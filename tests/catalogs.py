@@ -1,4 +1,4 @@
-"""Catalogs written for the tests: the worked example of SPEC §6 and generated ones."""
+"""Catalogs written for the tests: the worked example of contract §6 and generated ones."""
 
 from __future__ import annotations
 

@@ -93,6 +93,8 @@ def test_the_agents_tools_grow_as_it_searches_and_activated_tools_run_through_th
     assert answers["c2"].content == f"ran {LONG_NAME}"
     assert run.output == "done"
     assert session.selected == [LONG_NAME]
+    recorded = [call for call in index.session_record("agent")["calls"] if call["kind"] == "tool_call"]
+    assert [(call["params"]["tool"], call["params"]["is_error"]) for call in recorded] == [(LONG_NAME, False)]
 
 
 def test_a_refused_search_is_a_failed_tool_result_with_the_spec_message(index: ToolIndex) -> None:

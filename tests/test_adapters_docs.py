@@ -118,7 +118,7 @@ def test_the_anthropic_loop_never_gives_the_host_a_name_it_could_not_map(index: 
     run(ANTHROPIC, client=client, session=index.session("a", discovery_mode="all"), call_tool=host)
     assert host.calls == []
     result = model.requests[1]["messages"][-1]["content"][0]
-    assert result["is_error"] is True and result["content"].startswith(f"No tool {name}")
+    assert result["is_error"] is True and result["content"].startswith(f"Unknown tool {name!r}")
 
 
 @pytest.mark.parametrize("name", UNMAPPED)
@@ -132,7 +132,7 @@ def test_the_openai_chat_loop_never_gives_the_host_a_name_it_could_not_map(
     host = Host()
     run(CHAT, client=client, session=index.session("c", discovery_mode="all"), call_tool=host)
     assert host.calls == []
-    assert model.requests[1]["messages"][-1]["content"].startswith(f"No tool {name}")
+    assert model.requests[1]["messages"][-1]["content"].startswith(f"Unknown tool {name!r}")
 
 
 def test_the_pydantic_ai_agent(index: ToolIndex, capsys: pytest.CaptureFixture[str]) -> None:

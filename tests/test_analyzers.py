@@ -1,7 +1,7 @@
 """The analyzer as a property of an index: chosen when a catalog is created, changed by
 ``reindex`` in one transaction, used by every search, explain and verify, on both backends.
 
-The ``enhanced`` search is checked against a brute-force BM25+ written here from SPEC §4, over
+The ``enhanced`` search is checked against a brute-force BM25+ written here from contract §4, over
 terms the analyzer's own functions make (those are pinned in ``test_quality_enhanced``).
 """
 
@@ -35,7 +35,7 @@ DEMO = REPO / "discovery" / "examples" / "demo-catalog.jsonl"
 
 
 def enhanced_ranking(catalog: list[dict[str, Any]], query: str, *, mode: str = "all") -> list[Hit]:
-    """SPEC §4's formula, evaluated in its order, over the enhanced analyzer's terms."""
+    """contract §4's formula, evaluated in its order, over the enhanced analyzer's terms."""
     return reference_ranking(
         catalog, query, mode=mode, analyzer=(enhanced.document_tokens, enhanced.query_tokens)
     )

@@ -1,4 +1,4 @@
-"""The ``tool-index`` command line (SPEC §7): exact outputs, exit codes, and what reaches the database."""
+"""The ``tool-index`` command line (contract §7): exact outputs, exit codes, and what reaches the database."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §4 conformance: read-only searches over the shared catalogs give the exact expected rankings.
+"""contract §4 conformance: read-only searches over the shared catalogs give the exact expected rankings.
 
 Each catalog is imported once per backend; every case must give the same names in the same
 order with the same rounded scores (and the same unrounded doubles, which is what ties need).

@@ -1,5 +1,5 @@
 """Incremental writes keep the index exact: any sequence of upserts, updates, replacing imports and
-removals gives the index a fresh import of the final catalog gives (SPEC §2, §4)."""
+removals gives the index a fresh import of the final catalog gives (contract §2, §4)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def snapshot(index: ToolIndex) -> dict[str, Any]:
 
 
 def apply(model: dict[str, Record], operation: Operation) -> None:
-    """What an operation does to the catalog, by SPEC §2 (the model the index must match)."""
+    """What an operation does to the catalog, by contract §2 (the model the index must match)."""
     kind, argument = operation
     if kind == "remove":
         for name in argument:

@@ -1,4 +1,4 @@
-"""Catalog files to tool records (SPEC §2): formats, detection, and one clear error per bad record."""
+"""Catalog files to tool records (contract §2): formats, detection, and one clear error per bad record."""
 
 from __future__ import annotations
 

@@ -106,7 +106,7 @@ LAYERS = {
 }
 """Each part of ``discovery`` and its height; a module may import its own part and lower ones."""
 
-QUERY_MODULES = {"catalog", "reads", "sessions", "logged_json", "digests", "audit", "migrate"}
+QUERY_MODULES = {"catalog", "reads", "sessions", "learning", "logged_json", "digests", "audit", "migrate"}
 """The store modules ``discovery`` may import by name: the queries, the log's JSON form and the
 record digest, never the schema or SQL helpers."""
 
@@ -289,7 +289,7 @@ def test_migrations_use_only_the_store_schema() -> None:
 
 
 def worked_example_db(directory: Path) -> str:
-    """A SQLite file holding SPEC §6's worked example, for a new process to open."""
+    """A SQLite file holding contract §6's worked example, for a new process to open."""
     from discovery import ToolIndex
     from tests.catalogs import WORKED_EXAMPLE
 

@@ -62,6 +62,7 @@ def server_info_name(result: types.CallToolResult) -> str | None:
 @pytest.mark.parametrize("mode", MODES)
 def test_search_then_call_tool(tmp_path: Path, mode: str) -> None:
     db, config = synced(tmp_path)
+    assert cli(db, "learning", "on").returncode == 0
 
     async def run() -> None:
         async with stdio_gateway(db, config, "--session", "s1", mode=mode) as client:
@@ -133,6 +134,15 @@ def test_search_then_call_tool(tmp_path: Path, mode: str) -> None:
     assert ARGUMENT_MARKER.encode() not in stored  # neither arguments nor results are logged
     shown = cli(db, "session", "show", "s1").stdout
     assert "tool_call mcp__up__fail (server up)" in shown and "called, isError" in shown
+    # Only the call that ran and did not fail teaches: its tool learns the search before it.
+    learned = {
+        name: json.loads(cli(db, "learned", name, "--json").stdout)["terms"]
+        for name in ("mcp__up__echo", "mcp__up__fail")
+    }
+    assert learned == {
+        "mcp__up__echo": [{"term": term, "sessions": 1} for term in ("a", "back", "echo", "text")],
+        "mcp__up__fail": [],
+    }
     assert cli(db, "verify").returncode == 0
 
 

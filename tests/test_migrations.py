@@ -1,6 +1,6 @@
 """Migrations, tested the pytest-alembic way on every backend: one head, upgrade from empty, models
 in sync with the migrations, down to base and back, and the way ``ensure_schema`` treats each
-state a database can be in (SPEC §9: one clear error, nothing modified)."""
+state a database can be in (contract §9: one clear error, nothing modified)."""
 
 from __future__ import annotations
 

@@ -37,8 +37,8 @@ queries = st.lists(st.sampled_from(QUERY_WORDS), min_size=1, max_size=6).map(" "
 def brute_force(
     tools: list[tuple[str, list[tuple[str, str]]]], analyzer: Analyzer, query: str
 ) -> list[float]:
-    """SPEC §4 written out once more: weighted tf, lengths, idf, the sum; scores best first.
-    k1, b and δ are the variant's (SPEC §4's 1.2, 0.75 and 1 unless it says otherwise)."""
+    """contract §4 written out once more: weighted tf, lengths, idf, the sum; scores best first.
+    k1, b and δ are the variant's (contract §4's 1.2, 0.75 and 1 unless it says otherwise)."""
     k1, b, delta = analyzer.k1, analyzer.b, analyzer.delta
     documents = []
     for _, pairs in tools:

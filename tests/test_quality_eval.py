@@ -1,5 +1,5 @@
 """``tool-index eval``: metrics of the index's own search against labelled queries, computed by hand
-on SPEC §6's worked example, and every kind of bad query file as one ``Error:`` line."""
+on contract §6's worked example, and every kind of bad query file as one ``Error:`` line."""
 
 from __future__ import annotations
 

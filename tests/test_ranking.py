@@ -1,7 +1,7 @@
-"""The store-backed ranking against a brute-force BM25+ written here from SPEC §4 alone.
+"""The store-backed ranking against a brute-force BM25+ written here from contract §4 alone.
 
 The reference re-tokenizes every document of the corpus on each query and evaluates the formula
-in the order SPEC §4 gives, so scores must agree bit for bit, not approximately. Only ``ln`` is
+in the order contract §4 gives, so scores must agree bit for bit, not approximately. Only ``ln`` is
 borrowed: it must be JavaScript's ``Math.log`` (``test_scoring`` pins it to V8's values).
 """
 
@@ -40,7 +40,7 @@ Terms = Callable[[str], list[str]]
 
 
 def weighted_terms(record: dict[str, Any], terms_of: Terms = tokenize) -> Counter[str]:
-    """SPEC §4: every token occurrence adds its field's weight (``terms_of``: the analyzer's
+    """contract §4: every token occurrence adds its field's weight (``terms_of``: the analyzer's
     document terms, the reference tokenizer's by default)."""
     fields = [("name", record["name"]), ("label", record.get("label") or record["name"])]
     fields += [(field, record[field]) for field in ("mcp_tool_name", "server_name") if record.get(field)]
@@ -54,13 +54,13 @@ def weighted_terms(record: dict[str, Any], terms_of: Terms = tokenize) -> Counte
 
 
 def summary_of(description: str) -> str:
-    """SPEC §2: the first 200 UTF-16 code units, as JavaScript's ``slice`` takes them."""
+    """contract §2: the first 200 UTF-16 code units, as JavaScript's ``slice`` takes them."""
     units = description.encode("utf-16-le", "surrogatepass")
     return units[:400].decode("utf-16-le", "surrogatepass")
 
 
 def in_corpus(record: dict[str, Any], mode: str) -> bool:
-    """SPEC §5 for a session with nothing active and default settings."""
+    """contract §5 for a session with nothing active and default settings."""
     name, load_mode = record["name"], record.get("load_mode", "discoverable")
     if name in INTERNAL_NAMES or name in ESSENTIAL_NAMES or load_mode == "essential":
         return False
@@ -77,7 +77,7 @@ def reference_ranking(
     excluded: frozenset[str] = frozenset(),
     analyzer: tuple[Terms, Terms] = (tokenize, tokenize),
 ) -> list[Hit]:
-    """SPEC §4's formula, evaluated in its order; ``analyzer`` gives the document and the query
+    """contract §4's formula, evaluated in its order; ``analyzer`` gives the document and the query
     terms (the reference tokenizer's for both by default)."""
     document_terms, query_terms = analyzer
     documents = {

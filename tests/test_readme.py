@@ -1,4 +1,5 @@
-"""The README's quickstart and Python API run as written, so the README cannot rot."""
+"""The README's quickstart and Python API run as written, so the README cannot rot, and it stays a
+user's guide: short, with dated figures and commits left to bench/results.md and docs/."""
 
 from __future__ import annotations
 
@@ -43,19 +44,9 @@ def test_second_command_is_what_ci_runs() -> None:
     assert "bash .ci/test" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
 
 
-def python_api_block() -> str:
-    """The README's Python API block, or, until the README carries it, docs-python-api.md's."""
-    if "\n## Python API\n" in README:
-        (block,) = code_blocks("Python API", "python")
-        return block
-    text = (REPO / "docs-python-api.md").read_text(encoding="utf-8")
-    (block,) = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
-    return str(block)
-
-
 def test_python_api_runs_as_printed(tmp_path: Path) -> None:
     """The block alone in a new process and an empty directory: nothing defined for it."""
-    block = python_api_block()
+    (block,) = code_blocks("Python API", "python")
     assert len(block.splitlines()) <= 30
     script = tmp_path / "api.py"
     script.write_text(block, encoding="utf-8")
@@ -72,3 +63,22 @@ def test_python_api_runs_as_printed(tmp_path: Path) -> None:
     assert lines[3:] == [repr(active), repr(active), repr(active[1:])]  # the same after resume
     assert "UnknownToolNames: not in the catalog, left out of the active list: 'mcp__nope'" in done.stderr
     assert (tmp_path / "tools.db").exists()
+
+
+MAX_LINES = 300
+COMMIT_HASH = re.compile(r"(?<![0-9A-Za-z])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![0-9A-Za-z])")
+"""An abbreviated or full commit hash: 7 to 40 lowercase hex digits standing alone. A number
+written in decimal digits only (``--sizes 1000000``) is not one."""
+
+
+def test_commit_hash_pattern() -> None:
+    text = "at commit 40dc0e1, (a8cdea8..40dc0e1), f602afe; " + "0123456789abcdef" * 2 + "01234567"
+    assert COMMIT_HASH.findall(text) == ["40dc0e1", "a8cdea8", "40dc0e1", "f602afe", text[-40:]]
+    assert not COMMIT_HASH.findall("--sizes 1000000, 12 hex digits, store.IndexedBatch, 0xdeadbeef1")
+
+
+def test_readme_is_a_short_guide_without_commit_hashes() -> None:
+    lines = README.splitlines()
+    assert len(lines) <= MAX_LINES, f"README.md has {len(lines)} lines; move detail to docs/"
+    found = [(number, match) for number, line in enumerate(lines, 1) for match in COMMIT_HASH.findall(line)]
+    assert not found, f"commit hashes in README.md (dated figures go to bench/results.md): {found}"

@@ -1,4 +1,4 @@
-"""Rendering a ``search_tool_bm25`` result for people (SPEC §6)."""
+"""Rendering a ``search_tool_bm25`` result for people (contract §6)."""
 
 from __future__ import annotations
 

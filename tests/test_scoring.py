@@ -1,4 +1,4 @@
-"""BM25+ of SPEC §4, one formula term at a time, and the invariants that make ranking sane."""
+"""BM25+ of contract §4, one formula term at a time, and the invariants that make ranking sane."""
 
 from __future__ import annotations
 

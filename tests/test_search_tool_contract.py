@@ -50,6 +50,6 @@ def test_the_stable_description_does_not_change_with_searches(demo: ToolIndex) -
     assert before == stable  # nothing activated yet: the same text
     tool.execute("c1", {"query": "create an issue", "limit": 3})
     assert tool.stable_description == stable
-    assert tool.description != before  # SPEC §6: the default counts what is still discoverable
+    assert tool.description != before  # contract §6: the default counts what is still discoverable
     demo.remove_tools(["mcp__gitforge__create_issue"])
     assert tool.stable_description != stable  # a catalog write is what changes it

@@ -1,4 +1,4 @@
-"""Sessions on each backend: the worked example of SPEC §6, persistence, resume, the log."""
+"""Sessions on each backend: the worked example of contract §6, persistence, resume, the log."""
 
 from __future__ import annotations
 

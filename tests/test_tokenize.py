@@ -1,4 +1,4 @@
-"""The tokenizer of SPEC §3: the conformance vectors, worked cases and invariants."""
+"""The tokenizer of contract §3: the conformance vectors, worked cases and invariants."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_conformance_vector(text: str, tokens: list[str]) -> None:
 @pytest.mark.parametrize(
     ("text", "tokens"),
     [
-        # SPEC §3, verbatim.
+        # contract §3, verbatim.
         ("MCPTool", ["mcp", "tool"]),
         ("HTTPSServer", ["https", "server"]),
         ("HTTPSServerURLParser", ["https", "server", "url", "parser"]),

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from discovery.adapters.common import (
     SEARCH_TOOL_NAME,
+    HostCall,
     SearchAnswer,
     ToolSpec,
     arguments,
@@ -26,6 +27,8 @@ from discovery.adapters.common import (
     exposed,
     field,
     listed,
+    record_call,
+    run_host_tool,
     run_search,
     search_spec,
     tool_spec,
@@ -39,7 +42,7 @@ if TYPE_CHECKING:
 MAX_TOOLS = 10_000
 """The most tool definitions one Messages request may carry, deferred ones included."""
 
-__all__ = ["MAX_TOOLS", "catalog_name", "handle", "tools"]
+__all__ = ["MAX_TOOLS", "catalog_name", "handle", "record_call", "run_tool", "tools"]
 
 
 def tools(session: Session, *, deferred: bool = False) -> list[dict[str, Any]]:
@@ -58,7 +61,7 @@ def handle(session: Session, block: Any, *, deferred: bool = False) -> dict[str,
     """The ``tool_result`` block answering a ``tool_use`` block of ``search_tool_bm25``.
 
     ``block`` is the SDK's ``ToolUseBlock`` or its dict. A refused call is a result with
-    ``is_error`` and SPEC §6's message. Any other block gives ``None``: the host runs that tool
+    ``is_error`` and contract §6's message. Any other block gives ``None``: the host runs that tool
     (``catalog_name(session, block.name)`` names it in the catalog). With ``deferred`` (as the
     tools were sent), the result also holds one ``tool_reference`` per activated tool.
     """
@@ -67,6 +70,21 @@ def handle(session: Session, block: Any, *, deferred: bool = False) -> dict[str,
     call_id = str(field(block, "id") or "")
     answer = run_search(session, call_id, arguments(field(block, "input")))
     return _tool_result(call_id, answer, deferred=deferred)
+
+
+def run_tool(session: Session, block: Any, call: HostCall) -> dict[str, Any]:
+    """The ``tool_result`` of a ``tool_use`` block the host runs: ``call(catalog_name, input)`` for
+    a tool the session offers under ``block.name``; for any other name an ``is_error`` result
+    saying so, and ``call`` is never given a name the adapter could not map back."""
+    content, is_error = run_host_tool(session, str(field(block, "name")), field(block, "input"), call)
+    result: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": str(field(block, "id") or ""),
+        "content": content,
+    }
+    if is_error:
+        result["is_error"] = True
+    return result
 
 
 def _tool_result(call_id: str, answer: SearchAnswer, *, deferred: bool) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from store import StoredTool
 
 SEARCH_TOOL_NAME = "search_tool_bm25"
-"""The search tool's wire name, fixed forever (SPEC §6), and valid for every provider."""
+"""The search tool's wire name, fixed forever (contract §6), and valid for every provider."""
 EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -40,7 +40,7 @@ class ToolSpec:
 @dataclass(frozen=True, slots=True)
 class SearchAnswer:
     """A search call's answer for the model: its text, the tools it activated, and whether the
-    search tool refused the call (then ``text`` is SPEC §6's message)."""
+    search tool refused the call (then ``text`` is contract §6's message)."""
 
     text: str
     activated: list[ToolSpec]
@@ -102,10 +102,49 @@ def catalog_name(session: Session, wire: str) -> str | None:
     return session_names(session).catalog(wire)
 
 
+def record_call(session: Session, wire: str, *, ok: bool = True) -> str | None:
+    """Tell the session that the host called the tool the model named ``wire`` (``ok=False``: the
+    call failed), so that learning from use sees it; the tool's catalog name, or ``None`` when
+    ``wire`` names no active catalog tool (then nothing is recorded)."""
+    name = catalog_name(session, wire)
+    if name is None or name == SEARCH_TOOL_NAME:
+        return None
+    session.record_call(name, ok=ok)
+    return name
+
+
+HostCall = Callable[[str, dict[str, Any]], Any]
+"""``call_tool(catalog_name, arguments)``: the host's own code that runs a catalog tool."""
+
+
+def run_host_tool(session: Session, wire: str, raw_arguments: Any, call: HostCall) -> tuple[Any, bool]:
+    """``(content, is_error)`` of the model's call of ``wire``: ``call(catalog_name, arguments)``
+    for the active catalog tool offered under that wire name, recorded in the session as any call
+    (a failure as failed). A name that maps back to no such tool (made up, not active, shared by
+    two tools), or arguments that are not an object, never reach ``call``: the content says why."""
+    name = catalog_name(session, wire)
+    if name is None or name == SEARCH_TOOL_NAME:
+        return (
+            f"Unknown tool {wire!r}: it is not one of this session's tools; call {SEARCH_TOOL_NAME} "
+            "to find tools, then call one it activated.",
+            True,
+        )
+    parsed = arguments(raw_arguments)
+    if not isinstance(parsed, dict):
+        return f"{wire}: the arguments must be a JSON object.", True
+    try:
+        content = call(name, parsed)
+    except BaseException:
+        session.record_call(name, ok=False)
+        raise
+    session.record_call(name)
+    return content, False
+
+
 def run_search(session: Session, call_id: str, params: Any) -> SearchAnswer:
     """Run one ``search_tool_bm25`` call; a refusal becomes an answer, not an exception.
 
-    The text is the call's compact JSON (SPEC §6) with each activated name written as its wire
+    The text is the call's compact JSON (contract §6) with each activated name written as its wire
     name: the names the model reads are the names it can call. When no name needed mapping the
     text is the logged content itself, byte for byte.
     """
@@ -144,7 +183,7 @@ def arguments(raw: Any) -> Any:
     if isinstance(raw, str | bytes):
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deeply to read
             return raw
     return raw
 

@@ -50,7 +50,7 @@ def wire_name(name: str) -> str:
     """The provider-valid name of catalog tool ``name``: the same in every process."""
     if is_wire_name(name) and not _looks_mapped(name):
         return name
-    # ``surrogatepass``: a catalog name may hold a lone surrogate (SPEC §9), which plain UTF-8
+    # ``surrogatepass``: a catalog name may hold a lone surrogate (contract §9), which plain UTF-8
     # refuses; it still names one tool and must get one stable digest.
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_LENGTH]
     return f"{_readable_prefix(name)}_{digest}"

@@ -18,19 +18,31 @@ from typing import TYPE_CHECKING, Any
 
 from discovery.adapters.common import (
     SEARCH_TOOL_NAME,
+    HostCall,
     ToolSpec,
     arguments,
     catalog_name,
     exposed,
     field,
     listed,
+    record_call,
+    run_host_tool,
     run_search,
 )
 
 if TYPE_CHECKING:
     from discovery.sessions.session import Session
 
-__all__ = ["catalog_name", "chat_tools", "handle_chat", "handle_response", "responses_tools"]
+__all__ = [
+    "catalog_name",
+    "chat_tools",
+    "handle_chat",
+    "handle_response",
+    "record_call",
+    "responses_tools",
+    "run_chat_tool",
+    "run_response_tool",
+]
 
 
 def chat_tools(session: Session) -> list[dict[str, Any]]:
@@ -43,7 +55,7 @@ def handle_chat(session: Session, tool_call: Any) -> dict[str, Any] | None:
     """The ``tool`` message answering a ``search_tool_bm25`` call; ``None`` for another tool.
 
     ``tool_call`` is an entry of the assistant message's ``tool_calls`` (SDK object or dict).
-    A refused call answers with SPEC §6's message as the content (the API has no error flag).
+    A refused call answers with contract §6's message as the content (the API has no error flag).
     """
     function = field(tool_call, "function")
     if field(tool_call, "type") != "function" or field(function, "name") != SEARCH_TOOL_NAME:
@@ -76,7 +88,7 @@ def handle_response(session: Session, item: Any) -> dict[str, Any] | None:
     """The input item answering an output item of ``search_tool_bm25``; ``None`` for another.
 
     A ``function_call`` of the search tool gets a ``function_call_output`` (the compact JSON, or
-    SPEC §6's message when refused); a client ``tool_search_call`` gets a ``tool_search_output``
+    contract §6's message when refused); a client ``tool_search_call`` gets a ``tool_search_output``
     with the definitions of the tools it activated (none when refused: the item has no place
     for a message).
     """
@@ -95,6 +107,23 @@ def handle_response(session: Session, item: Any) -> dict[str, Any] | None:
             "tools": [_function(tool) for tool in answer.activated],
         }
     return None
+
+
+def run_chat_tool(session: Session, tool_call: Any, call: HostCall) -> dict[str, Any]:
+    """The ``tool`` message of a tool call the host runs: ``call(catalog_name, arguments)`` for a
+    tool the session offers under that name; for any other name, or arguments that are not a JSON
+    object, a message saying so, and ``call`` is never given a name the adapter could not map back."""
+    function = field(tool_call, "function")
+    wire = str(field(function, "name"))
+    content, _ = run_host_tool(session, wire, field(function, "arguments"), call)
+    return {"role": "tool", "tool_call_id": str(field(tool_call, "id") or ""), "content": content}
+
+
+def run_response_tool(session: Session, item: Any, call: HostCall) -> dict[str, Any]:
+    """The ``function_call_output`` of a Responses ``function_call`` the host runs, as
+    ``run_chat_tool`` does for Chat Completions."""
+    content, _ = run_host_tool(session, str(field(item, "name")), field(item, "arguments"), call)
+    return {"type": "function_call_output", "call_id": str(field(item, "call_id") or ""), "output": content}
 
 
 def _chat_definition(tool: ToolSpec) -> dict[str, Any]:

@@ -82,17 +82,25 @@ class DiscoveryToolset(AbstractToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        """Run the search here (a refusal is a failed tool result with SPEC §6's message), and
+        """Run the search here (a refusal is a failed tool result with contract §6's message), and
         any other tool through the host's ``call`` under its catalog name."""
         if name == SEARCH_TOOL_NAME:
             answer = await asyncio.to_thread(run_search, self.session, ctx.tool_call_id or "", tool_args)
             if answer.refused:
                 raise ToolFailed(answer.text)
             return answer.text
-        catalog_name = (tool.tool_def.metadata or {}).get("catalog_name")
-        if not isinstance(catalog_name, str):
+        catalog = (tool.tool_def.metadata or {}).get("catalog_name")
+        if not isinstance(catalog, str):
             # Not a tool of this toolset's listing: the host is never asked to run a name it
             # cannot know.
             raise ToolFailed(f"Unknown tool {name!r}: call search_tool_bm25 to find tools.")
-        outcome = self.call(catalog_name, tool_args)
-        return await outcome if inspect.isawaitable(outcome) else outcome
+        # Every call is recorded in the session (a failed one as failed), so that learning from
+        # use sees what the agent called after its searches.
+        try:
+            outcome = self.call(catalog, tool_args)
+            result = await outcome if inspect.isawaitable(outcome) else outcome
+        except BaseException:
+            await asyncio.to_thread(self.session.record_call, catalog, ok=False)
+            raise
+        await asyncio.to_thread(self.session.record_call, catalog)
+        return result

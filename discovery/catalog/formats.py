@@ -1,4 +1,4 @@
-"""Catalog files to tool records (SPEC §2): a JSON array or JSON lines of tool records, or an MCP
+"""Catalog files to tool records (contract §2): a JSON array or JSON lines of tool records, or an MCP
 ``tools/list`` result plus a server name.
 
 The format is read from the content, never from the file name. Every bad record is reported as

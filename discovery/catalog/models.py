@@ -1,4 +1,4 @@
-"""The tool record of SPEC §2 as a pydantic model, with the checks every stored value passes."""
+"""The tool record of contract §2 as a pydantic model, with the checks every stored value passes."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def schema_keys_of(schema: Any) -> list[str]:
 
 
 class ToolRecord(BaseModel):
-    """One tool of the catalog (SPEC §2), with every default resolved."""
+    """One tool of the catalog (contract §2), with every default resolved."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
 

@@ -172,6 +172,12 @@ def stats(app: App, as_json: bool) -> None:
     fields = [("database", where), *((key, str(summary[key])) for key in ("tools", "terms", "postings"))]
     fields += [("generation", str(summary["generation"])), ("avgdl", f"{summary['avgdl']:.3f}")]
     fields.append(("analyzer", summary["analyzer"]))
+    learning = summary["learning"]
+    shown = "on" if learning["enabled"] else "off"
+    if learning["enabled"]:
+        taught = f"{learning['tools']} tools learned {learning['terms']} terms"
+        shown += f" ({taught} from {learning['sessions']} sessions)"
+    fields.append(("learning", shown))
     print_fields(fields, key_width=12)
     for key in ("sources", "servers"):
         counts: Mapping[str, int] = summary[key]

@@ -13,6 +13,7 @@ import click
 from discovery.cli.app import App, ToolIndexGroup, example
 from discovery.cli.catalog import import_, reindex, remove, show, stats, tools
 from discovery.cli.database import db, verify
+from discovery.cli.learning import learned, learning
 from discovery.cli.mcp import MCP_COMMANDS
 from discovery.cli.quality import audit, eval_
 from discovery.cli.search import explain, search
@@ -60,6 +61,8 @@ for command in (
     *MCP_COMMANDS,
     eval_,
     audit,
+    learning,
+    learned,
 ):
     main.add_command(command)
 

@@ -1,4 +1,4 @@
-"""Tool names as people type them back: a name, or a label that names one tool (SPEC §2).
+"""Tool names as people type them back: a name, or a label that names one tool (contract §2).
 
 ``search`` shows labels (``weather/get_forecast``); ``show``, ``explain`` and ``remove`` accept
 them too. A miss suggests the closest names and labels of the catalog.

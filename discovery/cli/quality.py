@@ -52,41 +52,62 @@ def _cutoffs(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[
     help="Analyzers to compare, comma-separated (default: the index's own). Another one than the "
     "index's is measured on a temporary copy of the catalog built with it.",
 )
+@click.option(
+    "--learn-from",
+    "training",
+    metavar="TRAIN.jsonl",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help='Measure with learning from use: requests ({"query": ..., "tools": [names]} a line) are '
+    "played as sessions into a temporary copy of the catalog, which learns from them first.",
+)
 @pass_app
 def eval_(
-    app: App, queries: Path, ks: tuple[int, ...], mode: str, as_json: bool, analyzers: str | None
+    app: App,
+    queries: Path,
+    ks: tuple[int, ...],
+    mode: str,
+    as_json: bool,
+    analyzers: str | None,
+    training: Path | None,
 ) -> None:
     """Score the search on labelled queries (Recall@k, MRR, nDCG@k).
 
     Each line of QUERIES.jsonl is {"query": ..., "relevant": [names]} (each name to be found) or
     {"query": ..., "relevant_groups": [[names], ...]} (any name of a group will do). Every query
     runs as a read-only search, so the database does not change.
+
+    With --learn-from, each line of TRAIN.jsonl is a request and the tools then called
+    ({"query": ..., "tools": [names]}, and "session": ID to make lines one session); the requests
+    are learned by a throwaway copy of the catalog before the queries run. Keep the queries
+    out of the training file, or the gain measured is not one a new request would see.
     """
     from discovery.params import analyzer_named
-    from discovery.quality.evaluate import evaluate_with, read_queries
+    from discovery.quality.evaluate import evaluate_with, read_queries, read_training
 
     names = None if analyzers is None else list(dict.fromkeys(analyzers.split(",")))
     for name in names or []:
         analyzer_named(name)
     labelled = read_queries(queries)
+    learn = read_training(training) if training is not None else []
     with app.index() as index:
         names = names or [index.analyzer]
-        results = {name: evaluate_with(index, name, labelled, ks, mode=mode) for name in names}
+        results = {name: evaluate_with(index, name, labelled, ks, mode=mode, learn=learn) for name in names}
     if as_json:
         objects = {name: result.as_dict() for name, result in results.items()}
         echo_json(objects[names[0]] if len(names) == 1 else {"analyzers": objects})
     else:
         lines: list[str] = []
         for name, result in results.items():
-            lines += [*([""] if lines else []), *_evaluation_lines(result, mode, name)]
+            lines += [*([""] if lines else []), *_evaluation_lines(result, mode, name, len(learn))]
         click.echo("\n".join(lines))
 
 
-def _evaluation_lines(result: Evaluation, mode: str, analyzer: str) -> list[str]:
+def _evaluation_lines(result: Evaluation, mode: str, analyzer: str, learned_from: int = 0) -> list[str]:
     from discovery.quality.evaluate import RANK_DEPTH
 
     width = max(5, *(len(f"@{k}") for k in result.ks)) + 2
-    lines = [f"{result.queries} queries, mode {mode}, analyzer {analyzer}", ""]
+    learned = f", learning from {learned_from} requests" if learned_from else ""
+    lines = [f"{result.queries} queries, mode {mode}, analyzer {analyzer}{learned}", ""]
     lines.append(" " * 8 + "".join(f"@{k}".rjust(width) for k in result.ks))
     lines.append("Recall".ljust(8) + "".join(f"{result.recall[k]:.3f}".rjust(width) for k in result.ks))
     lines.append("nDCG".ljust(8) + "".join(f"{result.ndcg[k]:.3f}".rjust(width) for k in result.ks))

@@ -1,4 +1,4 @@
-"""Text for people: a ``search_tool_bm25`` result rendered with rich (SPEC §6).
+"""Text for people: a ``search_tool_bm25`` result rendered with rich (contract §6).
 
 Pure: no I/O beyond the in-memory console of :func:`render_to_text`. The CLI prints the
 renderable of :func:`render_result` straight to its own console.

@@ -133,7 +133,7 @@ def _session_search(
 
 
 def _why_off(session_id: str, settings: SessionSettings) -> str:
-    """What turned discovery off in this session and what to do instead (SPEC §5's mode rule)."""
+    """What turned discovery off in this session and what to do instead (contract §5's mode rule)."""
     from discovery.sessions.settings import AUTO_THRESHOLD
 
     mode = settings.discovery_mode
@@ -157,10 +157,11 @@ def _why_off(session_id: str, settings: SessionSettings) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the breakdown as JSON.")
 @pass_app
 def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
-    """Break down NAME's score for QUERY by term and by field.
+    """Break down NAME's score for QUERY by term, field and learned term.
 
     NAME is a tool's name or a label that names one tool (as search shows it). The score is
-    the one a read-only search in MODE gives NAME, with the corpus statistics behind it.
+    the one a read-only search in MODE gives NAME, with the corpus statistics behind it; with
+    learning on, the learned field's terms follow the tool text's.
     """
     if not query.strip():
         raise EmptyQuery()
@@ -184,10 +185,30 @@ def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
         for part in term.fields:
             rows.append((f"  {part.field} ×{part.weight}", "", "", "", str(part.tf), _six(part.contribution)))
     print_table(rows)
+    if explanation.learning:
+        echo(
+            f"learned field: length {explanation.learned_len}; {explanation.learned_tools} corpus tools "
+            f"learned anything, average length {explanation.learned_avgdl:.3f}"
+        )
+        if explanation.learned:
+            learned: list[tuple[str, ...]] = [("learned term", "qtf", "df", "weight", "tf", "score")]
+            for taught in explanation.learned:
+                weight = f"{taught.weight:.6f}"
+                learned.append(
+                    (
+                        taught.term,
+                        str(taught.qtf),
+                        str(taught.df),
+                        weight,
+                        str(taught.tf),
+                        _six(taught.contribution),
+                    )
+                )
+            print_table(learned)
 
 
 def unknown_setting_names(index: ToolIndex, settings: dict[str, Any]) -> list[str]:
-    """What a new session's settings name that the catalog lacks (SPEC §5 ignores such names)."""
+    """What a new session's settings name that the catalog lacks (contract §5 ignores such names)."""
     options = {"requested": "--request", "essential_override": "--essential"}
     warnings = []
     for key, option in options.items():

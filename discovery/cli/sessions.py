@@ -1,4 +1,4 @@
-"""Session commands: sessions, session show|reset|delete|import-jsonl."""
+"""Session commands: sessions, session show|call|reset|delete|import-jsonl."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import click
 from rich.text import Text
 
 from discovery.cli.app import App, ToolIndexGroup, echo, echo_json, example, pass_app, stdout_console
+from discovery.cli.names import resolved_names
 from discovery.cli.output import on_terminal, print_fields, print_table
 from discovery.cli.render import one_line
 
@@ -47,7 +48,7 @@ def sessions(app: App, as_json: bool) -> None:
     cls=ToolIndexGroup, epilog=example("tool-index session show chat-42", "tool-index session reset chat-42")
 )
 def session() -> None:
-    """Show, reset, delete or import one session."""
+    """Show, record a call in, reset, delete or import one session."""
 
 
 @session.command("show", epilog=example("tool-index session show chat-42 --json"))
@@ -94,10 +95,13 @@ def _listed(names: list[str], gone: set[str]) -> str:
 def _event_line(call: dict[str, Any]) -> str:
     head = f"{call['time']} {call['kind']}"
     params = call.get("params") or {}
-    if call["kind"] == "tool_call":  # logged by the MCP gateway: never arguments nor results
+    if call["kind"] == "tool_call":  # never arguments nor results
+        forgotten = " (forgotten)" if params.get("forgotten") is True else ""
+        if "outcome" not in params:  # recorded by the host
+            return f"{head} {params.get('tool')}: {'failed' if params.get('is_error') else 'ok'}{forgotten}"
         outcome = f"{params.get('outcome')}{', isError' if params.get('is_error') else ''}"
         server = f"server {params['server']}" if params.get("server") else "no configured server"
-        return f"{head} {params.get('tool')} ({server}) {params.get('duration_ms')} ms: {outcome}"
+        return f"{head} {params.get('tool')} ({server}) {params.get('duration_ms')} ms: {outcome}{forgotten}"
     if call["kind"] == "pin":
         return f"{head} {', '.join(params.get('tools') or {})}"
     if call["kind"] != "search":
@@ -105,6 +109,24 @@ def _event_line(call: dict[str, Any]) -> str:
     query = params.get("query")
     outcome = call["error"] or f"activated {', '.join(call['activated']) or 'nothing'}"
     return f"{head} {call['tool']} {json.dumps(query, ensure_ascii=False)}: {outcome}"
+
+
+@session.command("call", epilog=example("tool-index session call chat-42 mcp__slack__post_message"))
+@click.argument("session_id", metavar="ID")
+@click.argument("name")
+@click.option("--failed", is_flag=True, help="The call failed: it is logged and teaches nothing.")
+@pass_app
+def session_call(app: App, session_id: str, name: str, failed: bool) -> None:
+    """Record that the host called catalog tool NAME in a session.
+
+    The call is logged in the session; with learning on, a call that did not fail teaches NAME the
+    requests the session searched just before (see `tool-index learning`).
+    """
+    with app.index() as index:
+        index.session_record(session_id)  # an unknown id is an error, not a new session
+        (resolved,) = resolved_names(index, [name])
+        index.session(session_id).record_call(resolved, ok=not failed)
+    echo(f"recorded {one_line(resolved)} in {session_id}{' (failed)' if failed else ''}")
 
 
 @session.command("reset", epilog=example("tool-index session reset chat-42"))

@@ -8,8 +8,10 @@ same floating-point order as ``discovery.ranking.ranker``, so ``Explanation.scor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from discovery.catalog.indexing import record_fields
 from discovery.diagnostics.statistics import corpus_statistics
@@ -20,6 +22,7 @@ from discovery.ranking.bm25 import average_length, idf, length_norm, round6, ter
 from discovery.ranking.corpus import read_only_corpus
 from discovery.ranking.fields import FIELD_WEIGHTS, field_term_frequencies
 from store import ToolNotFound
+from store import learning as stored_learning
 from store.audit import postings_of_tools
 from store.engine import read_transaction
 from store.reads import tools_by_names
@@ -61,11 +64,25 @@ class TermExplanation:
 
 
 @dataclass(frozen=True, slots=True)
+class LearnedExplanation:
+    """One query term against the tool's learned field: how many corpus tools hold it in their text
+    or learned it (``df``), how many sessions taught it to this one (``tf``), and what it adds
+    (the field's weight included)."""
+
+    term: str
+    qtf: int
+    df: int
+    weight: float
+    tf: int
+    contribution: float
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
     """A tool's score for a query in a read-only corpus, with the corpus statistics behind it.
 
-    ``score`` is the term contributions added left to right in query order from 0.0, exactly as
-    the ranking adds them.
+    ``score`` is the term contributions added left to right in query order from 0.0, then the
+    learned field's (``learned``, empty when learning is off), exactly as the ranking adds them.
     """
 
     query: str
@@ -76,6 +93,12 @@ class Explanation:
     doc_len: int
     norm: float
     terms: list[TermExplanation]
+    learning: bool = False
+    learned_len: int = 0
+    learned_tools: int = 0
+    """Corpus tools that learned anything: the learned field's ``N``."""
+    learned_avgdl: float = 1.0
+    learned: list[LearnedExplanation] = field(default_factory=list)
 
     @property
     def score(self) -> float:
@@ -83,6 +106,9 @@ class Explanation:
         for term in self.terms:
             if term.tf > 0:
                 total += term.contribution
+        for part in self.learned:
+            if part.tf > 0:
+                total += part.contribution
         return total
 
     def rows(self) -> list[dict[str, Any]]:
@@ -127,6 +153,21 @@ class Explanation:
                 }
                 for term in self.terms
             ],
+            "learning": self.learning,
+            "learned_len": self.learned_len,
+            "learned_tools": self.learned_tools,
+            "learned_avgdl": self.learned_avgdl,
+            "learned": [
+                {
+                    "term": part.term,
+                    "qtf": part.qtf,
+                    "df": part.df,
+                    "weight": part.weight,
+                    "tf": part.tf,
+                    "contribution": part.contribution,
+                }
+                for part in self.learned
+            ],
         }
 
 
@@ -145,6 +186,9 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
             raise NotInCorpus(f"{name!r} is never ranked in mode {mode!r}: it is not discoverable there")
         statistics = corpus_statistics(connection, corpus, list(counts))
         postings = postings_of_tools(connection, [tool.id])
+        learning = index.ranker.learning_enabled(connection)
+        learned_parts, population = index.ranker.learned(connection, counts, corpus)
+        learned_len = stored_learning.lengths(connection, [name]).get(name, 0)
     n_docs, total_len, dfs = statistics
     avgdl = average_length(n_docs, total_len)
     own = {p.term: p for p in postings.get(tool.id, []) if p.term is not None}
@@ -163,6 +207,11 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
                 term, qtf, df, idf_value, tf, contribution, _field_parts(term, per_field, contribution)
             )
         )
+    learned = []
+    for part in learned_parts:
+        at = np.flatnonzero(part.ids == tool.id)
+        tf, value = (0, 0.0) if at.size == 0 else (int(part.tf[at[0]]), float(part.values[at[0]]))
+        learned.append(LearnedExplanation(part.term, counts[part.term], part.df, part.weight, tf, value))
     return Explanation(
         query=query,
         name=name,
@@ -172,6 +221,11 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
         doc_len=tool.doc_len,
         norm=length_norm(tool.doc_len, avgdl),
         terms=terms,
+        learning=learning,
+        learned_len=learned_len,
+        learned_tools=population.count,
+        learned_avgdl=population.avgdl,
+        learned=learned,
     )
 
 

@@ -13,6 +13,9 @@ Every check reads the same snapshot and appends what disagrees to one ``VerifyRe
    over the term index.
 4. ``check_orphan_terms`` — every term has postings.
 5. ``check_session_logs`` — replaying each session's log gives its stored lists.
+6. ``check_learned_field`` — with learning on, the credits are those the logs give by the
+   learning rule, and the learned postings and lengths are their sums; with it off, nothing is
+   stored of the learned field.
 
 Before them, ``check_catalog_state`` finds the catalog's one row, ``check_stored_values`` every
 value that cannot be read back (JSON that is not JSON, a time that is not a time, session
@@ -25,6 +28,7 @@ invariant is one more function appended to ``CHECKS``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -36,6 +40,7 @@ from discovery.catalog.models import ToolRecord
 from discovery.errors import AnalyzerOutdated, UnknownAnalyzer, describe_validation_error
 from discovery.index import ToolIndex
 from discovery.params import stored_analyzer_named
+from discovery.sessions.learning import credits_from_logs
 from discovery.sessions.settings import stored_settings
 from discovery.text.analyzers import Analyzer
 from store import (
@@ -47,6 +52,7 @@ from store import (
     GroupStats,
     StoredTool,
     audit,
+    learning,
     reads,
     sessions,
 )
@@ -289,6 +295,48 @@ def check_session_logs(connection: Connection, report: VerifyReport) -> None:
             report.problem(f"session {state.id!r}: its log has gaps in its sequence numbers")
 
 
+def check_learned_field(connection: Connection, report: VerifyReport) -> None:
+    """The learned field is what the session logs teach, summed (``discovery.sessions.learning``)."""
+    state = learning.state(connection)
+    stored = learning.credits(connection)
+    term_sums, lengths = learning.sums(connection)
+    report.count("learned credits", len(stored))
+    if not state.enabled:
+        if stored or term_sums or lengths:
+            report.problem("learning is off, yet the learned field holds rows")
+        return
+    try:
+        analyzer = stored_analyzer_named(reads.analyzer(connection))
+    except (UnknownAnalyzer, AnalyzerOutdated):
+        return  # check_postings names it
+    expected = credits_from_logs(connection, analyzer)
+    for credit in sorted(expected - stored)[:MAX_PROBLEMS]:
+        report.problem(
+            f"learned field: session {credit[0]!r} taught {credit[1]!r} to {credit[2]!r}, not stored"
+        )
+    for credit in sorted(stored - expected)[:MAX_PROBLEMS]:
+        report.problem(
+            f"learned field: {credit[1]!r} is credited to {credit[2]!r} by session {credit[0]!r}, "
+            "which its log does not teach"
+        )
+    counted: Counter[tuple[str, str]] = Counter((term, tool) for _, term, tool in stored)
+    for key in sorted(set(counted) | set(term_sums)):
+        if counted.get(key, 0) != term_sums.get(key, 0):
+            report.problem(
+                f"learned field: {key[0]!r} of {key[1]!r} is stored as taught by {term_sums.get(key, 0)} "
+                f"sessions, its credits say {counted.get(key, 0)}"
+            )
+    summed: Counter[str] = Counter()
+    for (_, tool), count in counted.items():
+        summed[tool] += count
+    for tool in sorted(set(summed) | set(lengths)):
+        if summed.get(tool, 0) != lengths.get(tool, 0):
+            report.problem(
+                f"learned field: {tool!r} has stored length {lengths.get(tool, 0)}, "
+                f"its credits add up to {summed.get(tool, 0)}"
+            )
+
+
 CHECKS: list[Check] = [
     check_catalog_state,
     check_stored_values,
@@ -298,5 +346,6 @@ CHECKS: list[Check] = [
     check_term_stats,
     check_orphan_terms,
     check_session_logs,
+    check_learned_field,
 ]
 """What ``verify`` runs by default, in order; append a check to extend it."""

@@ -1,6 +1,6 @@
 """Weak matches: tools that match a query only through very common terms.
 
-Display only: the ranking is SPEC §4's, in which every matched term adds at least idf·δ, so a
+Display only: the ranking is contract §4's, in which every matched term adds at least idf·δ, so a
 tool sharing nothing but filler words with a query can still rank. Reads postings and statistics
 only (no tool records), so a read-only search on the command line stays free of pydantic.
 """

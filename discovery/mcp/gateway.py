@@ -1,6 +1,6 @@
 """``serve``: one MCP server in front of a config's servers.
 
-Its tools/list is static — ``search_tool_bm25`` (SPEC §6, run in the gateway's persisted
+Its tools/list is static — ``search_tool_bm25`` (contract §6, run in the gateway's persisted
 session) and ``call_tool`` (forwards a call of an activated tool to its server) — so it works
 with every client, those that ignore ``notifications/tools/list_changed`` included. With
 ``expose_active`` the session's active tools are listed as well, and a change notification goes

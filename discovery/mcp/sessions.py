@@ -17,6 +17,7 @@ from sqlalchemy import Connection
 
 from discovery.errors import ToolCallError, ToolIndexError
 from discovery.index import ToolIndex
+from discovery.sessions.learning import CALL_EVENT, learn_from_calls, teaches
 from store import StoredTool, sessions
 from store.engine import write_transaction
 from store.reads import tools_by_names
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 SEARCH_TOOL_NAME = "search_tool_bm25"
 NEW_SESSION_MODE = "mcp-only"
 """A gateway fronts MCP tools only; ``auto`` would switch discovery off for a small catalog."""
-CALL_EVENT = "tool_call"
 PIN_EVENT = "pin"
 
 
@@ -107,7 +107,7 @@ class GatewaySession:
         return pin_event
 
     def search(self, arguments: dict[str, Any]) -> SearchOutcome:
-        """One ``search_tool_bm25`` call (SPEC §6); the caller pins what it activated."""
+        """One ``search_tool_bm25`` call (contract §6); the caller pins what it activated."""
         try:
             result = self.session.search_tool.execute(f"mcp-{uuid.uuid4().hex}", arguments)
         except ToolCallError as error:
@@ -181,6 +181,14 @@ def write_pending(index: ToolIndex, writes: list[tuple[GatewaySession, Pending]]
         for session_id, events in by_session.items():
             if not sessions.append(connection, session_id, *events):
                 gone.append(session_id)
+                continue
+            taught = [
+                event.tool_name
+                for event in events
+                if event.kind == CALL_EVENT and event.tool_name is not None and teaches(event)
+            ]
+            if taught:
+                learn_from_calls(connection, index.ranker.analyzer(connection), session_id, taught)
     if gone:
         shown = ", ".join(repr(session_id) for session_id in gone)
         raise ToolIndexError(f"session {shown} was deleted while the gateway served it")

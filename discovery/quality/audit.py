@@ -98,7 +98,7 @@ class AuditReport:
 
 
 def searchable(tools: Iterable[StoredTool], mode: str) -> list[StoredTool]:
-    """The tools a read-only search in ``mode`` ranks (SPEC §5: no essential or internal names)."""
+    """The tools a read-only search in ``mode`` ranks (contract §5: no essential or internal names)."""
     if mode not in MODE_GROUPS:
         raise ValueError(f"unknown mode {mode!r}")
     excluded = frozenset(DEFAULT_ESSENTIAL_NAMES) | INTERNAL_NAMES

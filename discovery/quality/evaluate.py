@@ -97,15 +97,20 @@ def read_queries(path: Path) -> list[LabelledQuery]:
     return queries
 
 
-def _labelled(where: str, line: str) -> LabelledQuery:
+def _row(where: str, line: str) -> Any:
+    """One line of a query or training file as JSON, or ``QueryFileError`` saying why it is not."""
     try:
-        row = loads(line)
+        return loads(line)
     except json.JSONDecodeError as exc:
         raise QueryFileError(f"{where}: not JSON: {exc.msg} (column {exc.colno})") from exc
     except ValueError as exc:  # NaN, or an integer too long to convert
         raise QueryFileError(f"{where}: not JSON: {invalid_reason(exc)}") from None
     except RecursionError:
         raise QueryFileError(f"{where}: JSON nested too deeply") from None
+
+
+def _labelled(where: str, line: str) -> LabelledQuery:
+    row = _row(where, line)
     if not isinstance(row, dict):
         raise QueryFileError(f"{where}: expected a JSON object")
     unknown = sorted(set(row) - {"query", "relevant", "relevant_groups"})
@@ -201,6 +206,71 @@ def _miss(labelled: LabelledQuery, ranked: list[str]) -> Miss:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class TrainingRequest:
+    """One line of a training file: a request searched, and the tools then called (maybe none:
+    a request that found nothing useful, answered by the next line of the same session)."""
+
+    where: str
+    session: str
+    query: str
+    tools: tuple[str, ...]
+
+
+def read_training(path: Path) -> list[TrainingRequest]:
+    """Every request of a training file (JSONL: ``{"query": ..., "tools": [names]}``, and
+    ``"session": id`` to make several lines one session's searches and calls, in file order;
+    each line is a session of its own otherwise). A bad line raises ``QueryFileError``."""
+    where, text = read_bounded(path, QueryFileError, what="training file")
+    lines = bounded_lines(text, where, QueryFileError, what="request")
+    requests = [_training(f"{where}:{number}", number, line) for number, line in lines]
+    if not requests:
+        raise QueryFileError(f"{path}: no requests in the file")
+    return requests
+
+
+def _training(where: str, number: int, line: str) -> TrainingRequest:
+    row = _row(where, line)
+    if not isinstance(row, dict):
+        raise QueryFileError(f"{where}: expected a JSON object")
+    unknown = sorted(set(row) - {"query", "tools", "session"})
+    if unknown:
+        raise QueryFileError(f"{where}: unknown key {_quoted(unknown[0])}")
+    query = row.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise QueryFileError(f'{where}: "query" must be a non-empty string')
+    tools = row.get("tools", [])
+    if not isinstance(tools, list) or not all(isinstance(name, str) and name for name in tools):
+        raise QueryFileError(f'{where}: "tools" must be a list of tool names')
+    session = row.get("session", f"line-{number}")
+    if not isinstance(session, str) or not session:
+        raise QueryFileError(f'{where}: "session" must be a non-empty string')
+    return TrainingRequest(where, session, query.strip(), tuple(dict.fromkeys(tools)))
+
+
+def learn_from(index: ToolIndex, requests: Sequence[TrainingRequest]) -> None:
+    """Play ``requests`` into ``index`` as sessions would: each session searches its requests and
+    records its calls, in file order; then learning is turned on, which learns from the logs."""
+    known = index.tools_by_names(list(dict.fromkeys(name for request in requests for name in request.tools)))
+    for request in requests:
+        for name in request.tools:
+            if name not in known:
+                raise QueryFileError(f"{request.where}: no tool named {_quoted(name)} in the catalog")
+    sessions: dict[str, list[TrainingRequest]] = {}
+    for request in requests:
+        sessions.setdefault(request.session, []).append(request)
+    for number, (session_id, played) in enumerate(sessions.items()):
+        session = index.session(f"learn-{number}-{session_id}", discovery_mode="all")
+        for call, request in enumerate(played):
+            try:
+                session.search_tool.execute(f"learn-{call}", {"query": request.query, "limit": 1})
+            except ToolIndexError as exc:
+                raise QueryFileError(f"{request.where}: the request cannot be searched: {exc}") from exc
+            for name in request.tools:
+                session.record_call(name)
+    index.set_learning(True)
+
+
 def evaluate_with(
     index: ToolIndex,
     analyzer: str,
@@ -208,14 +278,16 @@ def evaluate_with(
     ks: Sequence[int],
     *,
     mode: str = "all",
+    learn: Sequence[TrainingRequest] = (),
 ) -> Evaluation:
-    """``evaluate`` as if ``index`` were built with ``analyzer``: the index itself when it is, else
-    a copy of its catalog in a temporary SQLite file (removed after), so ``index`` is only read."""
+    """``evaluate`` as if ``index`` were built with ``analyzer`` and had learned from ``learn``:
+    the index itself when it is built so and nothing is to be learned, else a copy of its catalog
+    in a temporary SQLite file (removed after), so ``index`` is only read."""
     from discovery.index import ToolIndex
     from discovery.params import analyzer_named
 
     analyzer_named(analyzer)
-    if index.analyzer == analyzer:
+    if index.analyzer == analyzer and not learn:
         return evaluate(index, queries, ks, mode=mode)
     records = [tool.as_record() for tool in index.tools()]
     with (
@@ -223,4 +295,6 @@ def evaluate_with(
         ToolIndex.open(str(Path(directory) / "catalog.db"), analyzer=analyzer) as copy,
     ):
         copy.upsert_tools(records)
+        if learn:
+            learn_from(copy, learn)
         return evaluate(copy, queries, ks, mode=mode)

@@ -1,4 +1,4 @@
-"""BM25+ of SPEC §4: the constants and one small pure function per formula term.
+"""BM25+ of contract §4: the constants and one small pure function per formula term.
 
 The ranker applies them to arrays of postings and ``explain`` to single numbers; both evaluate
 in the reference's order of operations, so equal inputs give bit-identical doubles, which is

@@ -1,4 +1,4 @@
-"""Which tools a search can rank (SPEC §5): corpus groups, and the names with special roles."""
+"""Which tools a search can rank (contract §5): corpus groups, and the names with special roles."""
 
 from __future__ import annotations
 

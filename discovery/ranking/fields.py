@@ -1,4 +1,4 @@
-"""The document model of SPEC §4: which fields a tool is indexed by, and their weights.
+"""The document model of contract §4: which fields a tool is indexed by, and their weights.
 
 A tool's term frequencies are weighted sums: each token occurrence adds its field's weight.
 """
@@ -65,3 +65,9 @@ def document_term_frequencies(
         for token in terms_of(text):
             totals[token] = totals.get(token, 0) + weight
     return totals
+
+
+LEARNED_WEIGHT = 0.5
+"""What the learned field's BM25+ score counts for beside the tool's own text: the field is scored
+as a document of its own (its own length normalisation, the corpus' ``N``) and added at this
+weight (measured: bench/results.md, "Learning from use")."""

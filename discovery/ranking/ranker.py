@@ -1,4 +1,4 @@
-"""Exact BM25+ top-k over a corpus drawn from the stored postings (SPEC §4).
+"""Exact BM25+ top-k over a corpus drawn from the stored postings (contract §4).
 
 The statistics of a corpus are the stored group aggregates minus the few documents a session
 excludes, so a search costs the postings of its terms whatever the catalog's size. Postings of
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Concatenate, ParamSpec, TypeVar
@@ -23,10 +23,19 @@ from discovery.ranking import pruning
 from discovery.ranking.bm25 import average_length, idf
 from discovery.ranking.cache import RowCache, TermCache
 from discovery.ranking.corpus import Corpus
+from discovery.ranking.learned import (
+    LearnedPopulation,
+    LearnedPostings,
+    LearnedTerm,
+    TextMatches,
+    learned_population,
+    learned_term,
+)
 from discovery.ranking.postings import Contribution, TermPostings, norm_table
 from discovery.ranking.topk import RankedTool, candidates, kth_best, ordered, union
 from discovery.text.analyzers import REFERENCE, Analyzer
 from store import GroupStats, StoredTool, reads
+from store import learning as stored_learning
 
 PRUNE_FROM = 300_000
 """Corpora this large are searched with pruning. In smaller ones every contribution of the
@@ -91,6 +100,16 @@ class Ranker:
         self._rows = RowCache()
         self._synced_on: Connection | None = None
         self._exclusions: dict[Corpus, Exclusion] = {}
+        self._learning = stored_learning.LearningState(enabled=False, generation=-1)
+        self._learned: dict[str, LearnedPostings | None] = {}
+        # The catalog tools that learned anything, and per group their count and total learned
+        # length; kept current from the learned journal, loaded whole only after a reset.
+        self._learned_tools: dict[str, stored_learning.LearnedTool] | None = None
+        self._learned_stats: dict[int, tuple[int, int]] = {}
+        self._learned_exclusions: dict[Corpus, tuple[np.ndarray, tuple[int, int]]] = {}
+        # What each learned query term adds in a corpus, by (term, qtf, corpus), for the corpora
+        # and terms searched last: a repeated search only adds them up, as for the tool text.
+        self._learned_parts: OrderedDict[tuple[str, int, Corpus], LearnedTerm | None] = OrderedDict()
         # The scores of one search at a time (callers are serialized), and room to partition
         # them: reused, since a fresh array of a large catalog's size costs page faults each
         # time it is allocated.
@@ -119,7 +138,10 @@ class Ranker:
         avgdl = average_length(n_docs, total_len)
         if limit is not None and limit < 1:
             return Ranking(total_tools=n_docs, hits=[])
-        if limit is not None and self.prune_from is not None and n_docs >= self.prune_from:
+        learned = self._learned_terms(connection, query_terms, corpus, exclusion)
+        # A query that reaches the learned field is ranked exhaustively: the pruning bounds
+        # cover the tool-text terms only, and exhaustive is exact by construction.
+        if not learned and limit is not None and self.prune_from is not None and n_docs >= self.prune_from:
             pruned = self._pruned(connection, query_terms, corpus, exclusion, n_docs, avgdl, limit)
             if pruned is not None:
                 return Ranking(total_tools=n_docs, hits=pruned)
@@ -127,9 +149,10 @@ class Ranker:
         present = [entry for entry in entries.values() if entry is not None]
         # Needed only to compute a contribution that is not cached yet.
         norms = functools.cache(functools.partial(norm_table, present, avgdl))
-        if not present:
+        if not present and not learned:
             return Ranking(total_tools=n_docs, hits=[])
-        scores = self._zeroed_scores(max(entry.max_id for entry in present) + 1)
+        highest = [entry.max_id for entry in present] + [int(part.ids.max()) for part in learned]
+        scores = self._zeroed_scores(max(highest) + 1)
         scored: list[tuple[float, np.ndarray]] = []  # each term's weight and documents
         sparse = True
         for term, qtf in query_terms.items():
@@ -145,6 +168,11 @@ class Ranker:
             contribution.add_to(scores)
             scored.append((weight, contribution.ids))
             sparse = sparse and not contribution.dense
+        # The learned field's terms after the tool-text ones, in query order (``explain`` adds
+        # them so too).
+        for part in learned:
+            scores[part.ids] += part.values
+            scored.append((part.weight, part.ids))
         self._terms.evict()
         dropped = [doc.id for doc in excluded if doc.id < scores.size]
         scores[dropped] = 0.0
@@ -371,7 +399,163 @@ class Ranker:
             self._document_terms.clear()
             self._rows.clear()
             self._exclusions.clear()
+            self._forget_learned()
+        learning = stored_learning.state(connection)
+        if learning != self._learning:
+            cached = self._learning
+            if (
+                learning.enabled == cached.enabled
+                and cached.generation >= 0
+                and learning.generation > cached.generation
+                and learning.journaled_since(cached.generation)
+            ):
+                self._learned_changed(
+                    connection, stored_learning.changes_since(connection, cached.generation)
+                )
+            else:
+                self._forget_learned()
+            self._learning = learning
         self._synced_on = connection
+
+    def _forget_learned(self) -> None:
+        self._learned.clear()
+        self._learned_tools = None
+        self._learned_stats = {}
+        self._learned_exclusions.clear()
+        self._learned_parts.clear()
+
+    def _learned_changed(self, connection: Connection, changes: list[tuple[str, str]]) -> None:
+        """Bring the learned caches up to date with the journaled ``changes`` (term, tool): those
+        terms' postings are dropped, and so are the postings holding a tool whose learned length
+        moved; the tools' lengths and the group figures are read again for those tools alone."""
+        names = sorted({tool for _, tool in changes})
+        for term, _ in changes:
+            self._learned.pop(term, None)
+        if self._learned_tools is None:
+            moved = set(stored_learning.tool_ids(connection, names).values())
+        else:
+            fresh = stored_learning.learned_tools(connection, names)
+            moved = set()
+            for name in names:
+                for info, sign in ((self._learned_tools.pop(name, None), -1), (fresh.get(name), 1)):
+                    if info is None:
+                        continue
+                    count, total = self._learned_stats.get(info.grp, (0, 0))
+                    self._learned_stats[info.grp] = (count + sign, total + sign * info.length)
+                    moved.add(info.tool_id)
+                if name in fresh:
+                    self._learned_tools[name] = fresh[name]
+        if moved:
+            ids = np.array(sorted(moved), dtype=np.intp)
+            stale = [
+                term
+                for term, held in self._learned.items()
+                if held is not None and np.isin(held.ids, ids).any()
+            ]
+            for term in stale:
+                del self._learned[term]
+        self._learned_parts.clear()
+        self._learned_exclusions.clear()
+
+    @_serialized
+    def learning_enabled(self, connection: Connection) -> bool:
+        """Whether the index ranks with its learned field, as the caller's transaction sees it."""
+        self._sync(connection)
+        return self._learning.enabled
+
+    @_serialized
+    def learned(
+        self, connection: Connection, query_terms: dict[str, int], corpus: Corpus
+    ) -> tuple[list[LearnedTerm], LearnedPopulation]:
+        """What the learned field adds to a search of ``corpus`` (nothing when learning is off),
+        and the corpus tools that learned anything: what ``rank`` adds, for ``explain``."""
+        self._sync(connection)
+        exclusion = self._exclusion(connection, corpus)
+        found = self._learned_terms(connection, query_terms, corpus, exclusion)
+        return found, self._learned_population(connection, corpus, exclusion)
+
+    def _learned_terms(
+        self,
+        connection: Connection,
+        query_terms: dict[str, int],
+        corpus: Corpus,
+        exclusion: Exclusion,
+    ) -> list[LearnedTerm]:
+        if not self._learning.enabled:
+            return []
+        missing = [term for term in query_terms if term not in self._learned]
+        if missing:
+            if len(self._learned) + len(missing) > LEARNED_TERMS_CACHED:
+                self._learned.clear()
+                missing = list(query_terms)
+            stored = stored_learning.postings(connection, missing)
+            for term in missing:
+                rows = stored.get(term)
+                self._learned[term] = (
+                    LearnedPostings.of([(p.tool_id, p.grp, p.tf, p.length) for p in rows]) if rows else None
+                )
+        present = [term for term in query_terms if self._learned[term] is not None]
+        if not present:
+            return []
+        found: list[LearnedTerm] = []
+        for term in present:
+            key = (term, query_terms[term], corpus)
+            if key in self._learned_parts:
+                self._learned_parts.move_to_end(key)
+            else:
+                held = self._learned[term]
+                assert held is not None
+                excluded, _ = self._learned_exclusion(connection, corpus, exclusion)
+                population = self._learned_population(connection, corpus, exclusion)
+                text = self._text_matches(connection, term, corpus, exclusion)
+                self._learned_parts[key] = learned_term(
+                    term, query_terms[term], held, corpus.groups, excluded, population, text
+                )
+                if len(self._learned_parts) > LEARNED_PARTS_CACHED:
+                    self._learned_parts.popitem(last=False)
+            part = self._learned_parts[key]
+            if part is not None:
+                found.append(part)
+        return found
+
+    def _text_matches(
+        self, connection: Connection, term: str, corpus: Corpus, exclusion: Exclusion
+    ) -> TextMatches:
+        """The corpus' size, and which of its tools hold ``term`` in their text."""
+        n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(exclusion.documents)
+        entry = self._terms.postings(connection, [term])[term]
+        if entry is None:
+            return TextMatches(n_docs, 0, np.zeros(0, dtype=np.intp))
+        df = sum(entry.stats[g].df for g in corpus.groups if g in entry.stats)
+        df -= exclusion.term_counts.get(entry.term_id, 0)
+        return TextMatches(n_docs, df, entry.tool_ids[entry.span(corpus.groups)])
+
+    def _learned_population(
+        self, connection: Connection, corpus: Corpus, exclusion: Exclusion
+    ) -> LearnedPopulation:
+        if self._learned_tools is None:
+            self._learned_tools = stored_learning.learned_tools(connection)
+            stats: dict[int, tuple[int, int]] = {}
+            for info in self._learned_tools.values():
+                count, total = stats.get(info.grp, (0, 0))
+                stats[info.grp] = (count + 1, total + info.length)
+            self._learned_stats = stats
+        _, share = self._learned_exclusion(connection, corpus, exclusion)
+        return learned_population(self._learned_stats, corpus.groups, share)
+
+    def _learned_exclusion(
+        self, connection: Connection, corpus: Corpus, exclusion: Exclusion
+    ) -> tuple[np.ndarray, tuple[int, int]]:
+        """The ids of the corpus' excluded tools, and how many of them learned anything and their
+        total learned length (cached per corpus until what was learned changes)."""
+        if corpus not in self._learned_exclusions:
+            if len(self._learned_exclusions) >= EXCLUSION_CACHE_SIZE:
+                self._learned_exclusions.clear()
+            documents = exclusion.documents
+            lengths = stored_learning.lengths(connection, [doc.name for doc in documents])
+            ids = np.array(sorted(doc.id for doc in documents), dtype=np.intp)
+            self._learned_exclusions[corpus] = (ids, (len(lengths), sum(lengths.values())))
+        return self._learned_exclusions[corpus]
 
     def _excluded_documents(self, connection: Connection, corpus: Corpus) -> list[StoredTool]:
         self._remember_documents(connection, list(corpus.excluded))
@@ -478,6 +662,12 @@ page read and a decode of their own, postings are read by the page."""
 FORWARD_SCORED = 2048
 """The most documents a pruned search scores from their own terms; more, and it takes one
 more term over all its postings (whose bound then no longer counts) to rule more out."""
+
+LEARNED_TERMS_CACHED = 4096
+"""Query terms whose learned postings are kept per process."""
+
+LEARNED_PARTS_CACHED = 1024
+"""Learned contributions (per term, query count and corpus) kept per process."""
 
 EXCLUSION_CACHE_SIZE = 256
 """Corpora (sessions' exclusion sets) whose per-term exclusion counts are kept."""

@@ -83,7 +83,7 @@ def ordered(
     limit: int | None,
     names_of: Callable[[list[int]], dict[int, str]],
 ) -> list[RankedTool]:
-    """``found`` by score, descending, ties by name collation (SPEC §4), the first ``limit``.
+    """``found`` by score, descending, ties by name collation (contract §4), the first ``limit``.
 
     Only inside a run of equal scores does the collation of names matter, so whole runs are
     taken until the limit is reached and names are read (and collated) only for those."""

@@ -1,4 +1,4 @@
-"""The description of ``search_tool_bm25`` (SPEC §6), rendered from a session's corpus."""
+"""The description of ``search_tool_bm25`` (contract §6), rendered from a session's corpus."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def plural(count: int, word: str) -> str:
 
 
 def render_description(servers: list[tuple[str, int]], builtins: list[str], total: int) -> str:
-    """The tool description of SPEC §6 for a corpus overview."""
+    """The tool description of contract §6 for a corpus overview."""
     lines = [_DESCRIPTION_HEAD]
     if servers:
         listed = ", ".join(f"{server} ({plural(count, 'tool')})" for server, count in servers)

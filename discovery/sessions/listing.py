@@ -10,6 +10,7 @@ from sqlalchemy import Engine
 from discovery.params import checked_id
 from discovery.ranking.corpus import SEARCH_TOOL_NAME
 from store import SessionNotFound
+from store import learning as stored_learning
 from store import sessions as stored_sessions
 from store.engine import read_transaction, write_transaction
 from store.reads import tools_by_names
@@ -91,7 +92,7 @@ def session_record(engine: Engine, session_id: str) -> dict[str, Any]:
         "active": state.active,
         "selected": state.selected,
         "calls": [event_record(entry) for entry in logged],
-        # Stored names whose tool has left the catalog: the live session skips them (SPEC §5).
+        # Stored names whose tool has left the catalog: the live session skips them (contract §5).
         "not_in_catalog": [name for name in listed if name not in known and name != SEARCH_TOOL_NAME],
     }
 
@@ -101,3 +102,5 @@ def delete_session(engine: Engine, session_id: str) -> None:
     with write_transaction(engine) as connection:
         if not stored_sessions.remove(connection, session_id):
             raise SessionNotFound(f"no session {session_id!r} in the store")
+        # What a session taught is read from its log: with the log, it goes.
+        stored_learning.remove_credits(connection, session_id=session_id)

@@ -1,4 +1,4 @@
-"""The ``search_tool_bm25`` tool of SPEC §6: its schema, description and ``execute``."""
+"""The ``search_tool_bm25`` tool of contract §6: its schema, description and ``execute``."""
 
 from __future__ import annotations
 
@@ -54,13 +54,13 @@ class SearchTool:
 
     @property
     def description(self) -> str:
-        """Rendered from the session's current corpus (SPEC §6): its counts shrink as searches
+        """Rendered from the session's current corpus (contract §6): its counts shrink as searches
         activate tools."""
         return render_description(*self.session.describe_corpus())
 
     @property
     def stable_description(self) -> str:
-        """SPEC §6's description with the counts of the whole catalog in the session's mode.
+        """contract §6's description with the counts of the whole catalog in the session's mode.
 
         No search changes it (only a catalog write does), so a host that caches its tool
         definitions (a provider's prompt cache) keeps its cache across calls.
@@ -70,7 +70,7 @@ class SearchTool:
     def execute(self, call_id: str, params: dict[str, Any]) -> ToolResult:
         """Run one search call: rank, activate, persist and log, all before returning.
 
-        Raises ``ToolCallError`` with the exact message of SPEC §6; failed calls are logged
+        Raises ``ToolCallError`` with the exact message of contract §6; failed calls are logged
         too. A call id the session has already answered returns the logged answer; an empty
         one is never matched. A call id the store cannot keep is a ``ToolIndexError``.
         """
@@ -179,7 +179,7 @@ def _replayed(done: stored_sessions.LoggedEvent, params: Any) -> ToolResult:
 
 
 def checked_types(fields: dict[Any, Any]) -> None:
-    """What the schema says beyond SPEC §6's checks: no other properties (it declares
+    """What the schema says beyond contract §6's checks: no other properties (it declares
     ``additionalProperties: false``)."""
     extra = [key for key in fields if key not in PARAMETERS["properties"]]
     if extra:
@@ -188,6 +188,6 @@ def checked_types(fields: dict[Any, Any]) -> None:
 
 
 def activation_order(names: Sequence[str]) -> list[str]:
-    """MCP names first, then the others, each once, rank order kept within each part (SPEC §5)."""
+    """MCP names first, then the others, each once, rank order kept within each part (contract §5)."""
     unique = list(dict.fromkeys(names))
     return [name for name in unique if is_mcp_name(name)] + [name for name in unique if not is_mcp_name(name)]

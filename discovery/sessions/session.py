@@ -1,4 +1,4 @@
-"""Sessions (SPEC §5): essential tools, the corpus rules, activation and the session handle.
+"""Sessions (contract §5): essential tools, the corpus rules, activation and the session handle.
 
 A session's state lives in the store; every method reads or changes it in one transaction, so
 any number of processes can hold the same session and see each other's changes. A session works
@@ -29,6 +29,7 @@ from discovery.ranking.corpus import (
 )
 from discovery.ranking.ranker import Ranker
 from discovery.results import SearchHit
+from discovery.sessions.learning import CALL_EVENT, learn_from_calls
 from discovery.sessions.search_tool import SearchTool
 from discovery.sessions.settings import (
     EffectiveMode,
@@ -38,7 +39,7 @@ from discovery.sessions.settings import (
     stored_settings,
 )
 from discovery.text.collation import collation_key, utf16_sort_key
-from store import GROUP_LOCAL, GROUP_MCP, SessionNotFound, StoredTool
+from store import GROUP_LOCAL, GROUP_MCP, SessionNotFound, StoredTool, ToolNotFound
 from store import sessions as stored_sessions
 from store.engine import read_transaction, write_transaction
 from store.reads import all_tools, group_members, group_server_counts, opening_candidates, tools_by_names
@@ -64,7 +65,7 @@ class SessionRules:
 
 @dataclass(frozen=True)
 class SessionView:
-    """A session as one transaction sees it: the rules of SPEC §5 applied to the live catalog."""
+    """A session as one transaction sees it: the rules of contract §5 applied to the live catalog."""
 
     state: stored_sessions.SessionState
     settings: SessionSettings
@@ -106,7 +107,7 @@ def view_of(
 
 
 def opening_active(ranker: Ranker, connection: Connection, settings: SessionSettings) -> list[str]:
-    """The active list of a new (or reset) session, in catalog order (SPEC §5)."""
+    """The active list of a new (or reset) session, in catalog order (contract §5)."""
     mode = effective_mode(settings, registered_tool_count(ranker, connection))
     if mode == "off":
         candidates = opening_candidates(connection, everything=True, servers=(), names=())
@@ -265,9 +266,9 @@ class Session:
             ]
 
     def set_active(self, names: Iterable[str]) -> list[str]:
-        """Replace the active list; selected tools left out are unselected (SPEC §5).
+        """Replace the active list; selected tools left out are unselected (contract §5).
 
-        Returns the new active list. Names the catalog lacks are left out, as SPEC §5 says, and
+        Returns the new active list. Names the catalog lacks are left out, as contract §5 says, and
         reported by an ``UnknownToolNames`` warning naming them.
         """
         requested = list(names)
@@ -312,6 +313,26 @@ class Session:
             )
             stored_sessions.record(connection, state, event, active, restored)
         return restored, missing
+
+    def record_call(self, name: str, *, ok: bool = True) -> None:
+        """Say that the host called catalog tool ``name`` in this session (``ok=False``: the call
+        failed). The call is logged; with learning on, a call that did not fail teaches the tool
+        the requests of the searches before it (``discovery.sessions.learning`` states the rule),
+        in the same transaction. ``ToolNotFound`` when ``name`` is not a catalog tool."""
+        if not isinstance(name, str):
+            raise ToolIndexError(f"a tool name is text, not {type(name).__name__}")
+        if not isinstance(ok, bool):
+            raise ToolIndexError(f"ok is true or false, not {ok!r}")
+        with write_transaction(self.engine) as connection:
+            if not self.ranker.known_names(connection, [name]):
+                raise ToolNotFound(f"no tool named {name!r} in the catalog")
+            event = stored_sessions.Event(
+                kind=CALL_EVENT, tool_name=name, params={"tool": name, "is_error": not ok}
+            )
+            if not stored_sessions.append(connection, self.id, event):
+                raise SessionNotFound(f"no session {self.id!r} in the store")
+            if ok:
+                learn_from_calls(connection, self.ranker.analyzer(connection), self.id, [name])
 
     def _lock(self, connection: Connection) -> stored_sessions.SessionState:
         state = stored_sessions.lock(connection, self.id)

@@ -1,4 +1,4 @@
-"""Session settings (SPEC §5) and the discovery mode they amount to."""
+"""Session settings (contract §5) and the discovery mode they amount to."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ EffectiveMode = Literal["off", "mcp-only", "all"]
 
 
 class SessionSettings(BaseModel):
-    """How a session discovers tools (SPEC §5); ``requested`` names start active."""
+    """How a session discovers tools (contract §5); ``requested`` names start active."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -1,2 +1,2 @@
-"""Text analysis: the tokenizer of SPEC §3, the analyzers built on it, and the collation of
-names (SPEC §4)."""
+"""Text analysis: the tokenizer of contract §3, the analyzers built on it, and the collation of
+names (contract §4)."""

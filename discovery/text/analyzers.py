@@ -10,7 +10,7 @@ recorded with another version of an analyzer is refused until it is reindexed, n
 with terms of another kind; a release older than the version stores does not know the name
 ``enhanced/2`` and refuses it as an unknown analyzer, so it cannot misread it either.
 
-- ``reference``: the tokenizer of SPEC §3 for documents and queries alike (the default).
+- ``reference``: the tokenizer of contract §3 for documents and queries alike (the default).
 - ``enhanced``: the same tokens, stemmed, and queries without stop words (``text.enhanced``).
 """
 

@@ -1,4 +1,4 @@
-"""The tie-break order of SPEC §4: names compared as ``localeCompare`` does in an ``en`` locale.
+"""The tie-break order of contract §4: names compared as ``localeCompare`` does in an ``en`` locale.
 
 ``pyuca`` implements the Unicode Collation Algorithm with the default table, which orders tool
 names as ICU's root collation does (``a_b`` < ``aB`` < ``b`` < ``Tool`` < ``tool_a`` < ``tool1``)

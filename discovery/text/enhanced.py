@@ -1,8 +1,8 @@
 """The ``enhanced`` analyzer: the reference tokens, stemmed, and queries without stop words.
 
-What it changes, and nothing else (the formula, field weights, k1, b and δ stay SPEC §4's):
+What it changes, and nothing else (the formula, field weights, k1, b and δ stay contract §4's):
 
-- **Documents**, every field alike: each token of the reference tokenizer (SPEC §3) becomes its
+- **Documents**, every field alike: each token of the reference tokenizer (contract §3) becomes its
   Snowball English stem (``scheduling``, ``schedules`` → ``schedul``). One token stays one
   token, so a tool's weighted length, and the corpus's average length, are exactly the
   reference's; only the terms (and so ``tf`` and ``df``) merge.
@@ -83,5 +83,5 @@ def query_tokens(text: str) -> list[str]:
 
 
 def query_term_counts(text: str) -> dict[str, int]:
-    """Distinct query terms with their counts, in order of first appearance (as SPEC §4's qtf)."""
+    """Distinct query terms with their counts, in order of first appearance (as contract §4's qtf)."""
     return dict(Counter(query_tokens(text)))

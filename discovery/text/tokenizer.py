@@ -1,4 +1,4 @@
-"""The tokenizer of SPEC §3, shared by documents and queries.
+"""The tokenizer of contract §3, shared by documents and queries.
 
 The reference was defined with JavaScript ``/u`` regexes; the ``regex`` module gives the same
 Unicode property classes (``\\p{Lu}`` and friends), which the standard ``re`` module lacks.
@@ -15,7 +15,7 @@ from typing import Any
 
 @lru_cache(maxsize=1)
 def _unicode_patterns() -> tuple[Any, Any, Any, Any]:
-    """The four patterns of SPEC §3, compiled on the first non-ASCII text: most catalogs are
+    """The four patterns of contract §3, compiled on the first non-ASCII text: most catalogs are
     ASCII, and a process that never meets other text skips importing ``regex``."""
     import regex
 
@@ -50,7 +50,7 @@ are cached."""
 
 
 def tokenize(text: str) -> list[str]:
-    """Split ``text`` into lowercase word tokens, exactly as SPEC §3 orders the steps."""
+    """Split ``text`` into lowercase word tokens, exactly as contract §3 orders the steps."""
     return list(tokens(text))
 
 
@@ -79,7 +79,7 @@ def ascii_tokens(text: str) -> list[str]:
 
 
 def unicode_tokens(text: str) -> list[str]:
-    """The six steps of SPEC §3 on any text."""
+    """The six steps of contract §3 on any text."""
     combining_marks, acronym_boundary, case_boundary, separators = _unicode_patterns()
     text = combining_marks.sub("", unicodedata.normalize("NFKD", text))
     text = acronym_boundary.sub(r"\1 \2", text)

@@ -1,0 +1,241 @@
+"""Learning from use: what the learned field gains, measured on requests it never learned from.
+
+    python -m bench.learning [--analyzers reference,enhanced] [--per-tool 5,20] [--weights 1.0]
+
+Two sets, each split so that no query tested was learned from:
+
+- MetaTool (``../shared/data/metatool``, 199 tools, 21,060 labelled queries written by a model).
+  Each tool's queries are shuffled with a fixed seed; its first N (5 or 20) are played as
+  sessions (the request searched, then its labelled tools called) and its queries 20-39 are
+  tested, so every N is tested on the same queries.
+- The real MCP catalog (``../shared/data/mcp-catalog.jsonl``, 757 tools of 74 servers) with the
+  project's own labelled requests (``bench/queries/mcp-catalog.jsonl``, written by people), in
+  five folds: each fold is tested after learning from the other four (each request searched, then
+  the first tool of each of its groups called), and the folds' results are pooled.
+
+Every run copies the catalog into a fresh SQLite file, plays the training requests through the
+library's own sessions (``discovery.quality.evaluate.learn_from``), turns learning on and runs the
+test queries as read-only searches. ``--weights`` measures other weights of the learned field
+than the shipped one (the choice is the table's, recorded in ``bench/results.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+import discovery.ranking.learned as learned_module
+from discovery import ToolIndex
+from discovery.quality.evaluate import LabelledQuery, TrainingRequest, evaluate, learn_from
+from discovery.ranking.fields import LEARNED_WEIGHT
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / ".." / "shared" / "data"
+METATOOL = DATA / "metatool"
+MCP_CATALOG = DATA / "mcp-catalog.jsonl"
+MCP_QUERIES = ROOT / "bench" / "queries" / "mcp-catalog.jsonl"
+MCP_RECURRING = ROOT / "bench" / "queries" / "mcp-recurring.jsonl"
+SEED = 20261204
+TESTED = range(20, 40)
+"""The positions of a MetaTool tool's shuffled queries that are tested."""
+FOLDS = 3
+KS = (1, 5, 10)
+
+
+@dataclass(frozen=True)
+class Split:
+    name: str
+    train: list[TrainingRequest]
+    test: list[LabelledQuery]
+
+
+@dataclass(frozen=True)
+class Measured:
+    queries: int
+    recall1: float
+    recall5: float
+    mrr: float
+    learn_seconds: float
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as source:
+        return [json.loads(line) for line in source if line.strip()]
+
+
+def metatool_splits(per_tool: Sequence[int]) -> list[Split]:
+    by_tool: dict[str, list[dict[str, Any]]] = {}
+    for row in read_jsonl(METATOOL / "queries.jsonl"):
+        relevant = row["relevant"]
+        assert isinstance(relevant, list)
+        by_tool.setdefault(str(relevant[0]), []).append(row)
+    rng = random.Random(SEED)
+    shuffled = {tool: rng.sample(rows, len(rows)) for tool, rows in sorted(by_tool.items())}
+    test = [
+        LabelledQuery(
+            f"metatool:{tool}:{i}", str(rows[i]["query"]), tuple((str(n),) for n in rows[i]["relevant"])
+        )
+        for tool, rows in shuffled.items()
+        for i in TESTED
+        if i < len(rows)
+    ]
+    splits = [Split("MetaTool, no learning", [], test)]
+    for n in per_tool:
+        train = [
+            TrainingRequest(
+                f"train:{tool}:{i}", f"{tool}-{i}", str(row["query"]), tuple(map(str, row["relevant"]))
+            )
+            for tool, rows in shuffled.items()
+            for i, row in enumerate(rows[: min(n, TESTED.start)])
+        ]
+        splits.append(Split(f"MetaTool, {n} requests per tool", train, test))
+    return splits
+
+
+def mcp_folds() -> list[tuple[list[TrainingRequest], list[LabelledQuery], list[LabelledQuery]]]:
+    """Three folds over the one-off requests and the recurring needs: the i-th wording of every
+    recurring need is in fold i, the one-off requests are dealt to the folds at random. Each fold
+    is tested (one-off and recurring apart) after learning from the other two."""
+    one_off = read_jsonl(MCP_QUERIES)
+    recurring = read_jsonl(MCP_RECURRING)
+    order = random.Random(SEED).sample(range(len(one_off)), len(one_off))
+    fold_of = {i: position % FOLDS for position, i in enumerate(order)}
+    wording: dict[tuple[tuple[str, ...], ...], int] = {}
+    rows: list[tuple[str, int, bool, dict[str, Any]]] = []
+    for i, row in enumerate(one_off):
+        rows.append((f"one-off:{i}", fold_of[i], False, row))
+    for i, row in enumerate(recurring):
+        need = tuple(tuple(group) for group in row["relevant_groups"])
+        wording[need] = wording.get(need, -1) + 1
+        rows.append((f"recurring:{i}", wording[need] % FOLDS, True, row))
+    folds = []
+    for fold in range(FOLDS):
+        train: list[TrainingRequest] = []
+        tested_once: list[LabelledQuery] = []
+        tested_again: list[LabelledQuery] = []
+        for where, held, again, row in rows:
+            groups = tuple(tuple(map(str, group)) for group in row["relevant_groups"])
+            if held == fold:
+                (tested_again if again else tested_once).append(
+                    LabelledQuery(where, str(row["query"]), groups)
+                )
+            else:
+                train.append(TrainingRequest(where, where, str(row["query"]), tuple(g[0] for g in groups)))
+        folds.append((train, tested_once, tested_again))
+    return folds
+
+
+def measure(
+    template: Path, workdir: Path, train: list[TrainingRequest], test: list[LabelledQuery]
+) -> Measured:
+    copy = workdir / "copy.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{copy}{suffix}").unlink(missing_ok=True)
+    shutil.copyfile(template, copy)
+    with ToolIndex.open(str(copy)) as index:
+        started = time.perf_counter()
+        if train:
+            learn_from(index, train)
+        learned = time.perf_counter() - started
+        result = evaluate(index, test, KS)
+    return Measured(result.queries, result.recall[1], result.recall[5], result.mrr, learned)
+
+
+def pooled(parts: list[Measured]) -> Measured:
+    total = sum(part.queries for part in parts)
+
+    def weighted(value: str) -> float:
+        return float(sum(getattr(part, value) * part.queries for part in parts)) / total
+
+    return Measured(
+        total,
+        weighted("recall1"),
+        weighted("recall5"),
+        weighted("mrr"),
+        sum(part.learn_seconds for part in parts),
+    )
+
+
+def mcp_rows(template: Path, workdir: Path) -> list[tuple[str, Measured]]:
+    folds = mcp_folds()
+    rows = []
+    for label, tests in (
+        ("one-off", [once for _, once, _ in folds]),
+        ("recurring", [again for _, _, again in folds]),
+    ):
+        unlearned = [measure(template, workdir, [], test) for test in tests]
+        learned = [
+            measure(template, workdir, train, test) for (train, _, _), test in zip(folds, tests, strict=True)
+        ]
+        rows += [
+            (f"MCP {label}, no learning", pooled(unlearned)),
+            (f"MCP {label}, {FOLDS}-fold", pooled(learned)),
+        ]
+    return rows
+
+
+def template_of(catalog: Path, analyzer: str, workdir: Path) -> Path:
+    path = workdir / f"{catalog.parent.name}-{catalog.stem}-{analyzer}.db"
+    if not path.exists():
+        with ToolIndex.open(str(path), analyzer=analyzer) as index:
+            index.upsert_tools(read_jsonl(catalog))
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--analyzers", default="reference,enhanced")
+    parser.add_argument("--per-tool", default="5,20")
+    parser.add_argument("--weights", default=str(LEARNED_WEIGHT))
+    parser.add_argument("--sets", default="metatool,mcp")
+    args = parser.parse_args()
+    analyzers = args.analyzers.split(",")
+    weights = [float(w) for w in args.weights.split(",")]
+    per_tool = [int(n) for n in args.per_tool.split(",")]
+    sets = args.sets.split(",")
+    table = Table(title="Learning from use: held-out queries, before and after learning")
+    for column in ("set", "analyzer", "weight", "queries", "Recall@1", "Recall@5", "MRR@10", "learn s"):
+        table.add_column(column, justify="left" if column in ("set", "analyzer") else "right")
+    with tempfile.TemporaryDirectory(prefix="tool-index-learning-") as directory:
+        workdir = Path(directory)
+        for analyzer in analyzers:
+            for weight in weights:
+                # The weight is a constant of the ranking; a sweep sets it in this process only.
+                setattr(learned_module, "LEARNED_WEIGHT", weight)  # noqa: B010
+                rows: list[tuple[str, Measured]] = []
+                if "metatool" in sets:
+                    template = template_of(METATOOL / "catalog.jsonl", analyzer, workdir)
+                    for split in metatool_splits(per_tool):
+                        rows.append((split.name, measure(template, workdir, split.train, split.test)))
+                if "mcp" in sets:
+                    rows += mcp_rows(template_of(MCP_CATALOG, analyzer, workdir), workdir)
+                for name, result in rows:
+                    table.add_row(
+                        name,
+                        analyzer,
+                        f"{weight:g}",
+                        str(result.queries),
+                        f"{result.recall1:.3f}",
+                        f"{result.recall5:.3f}",
+                        f"{result.mrr:.3f}",
+                        f"{result.learn_seconds:.1f}",
+                    )
+                    print(name, analyzer, weight, result, flush=True)
+    Console(width=140).print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""What the learned field costs a search: p50 and p95 at 100k tools, learning off and on, in one run.
+
+    python -m bench.learning_speed [--size 100000] [--taught 0.2] [--sessions 5] [--rounds 20]
+
+The catalog is ``bench.generate``'s. The learned field is of the size heavy use would give: a
+share of the tools (``--taught``) each taught by ``--sessions`` sessions, each request 3 to 8
+words drawn as the catalog's descriptions draw theirs (so common request words are learned by
+thousands of tools, as common description words are held by thousands). It is written straight
+into the learned tables (what the rule would have stored for such logs), since only its size
+matters here. The fixed query set (``bench.queries``) is then searched ``--rounds`` times with
+learning off and on, alternately, after a warm-up round each, with the limit an agent uses (8).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from bench.generate import generate_catalog, vocabulary, word_weights
+from bench.queries import query_set
+from discovery import ToolIndex
+from store import learning as stored_learning
+from store.engine import write_transaction
+
+LIMIT = 8
+
+
+def learned_credits(names: list[str], share: float, sessions: int, seed: int) -> list[tuple[str, str, str]]:
+    words, real = vocabulary()
+    weights = word_weights(len(words), real)
+    rng = random.Random(seed)
+    draw = np.random.default_rng(seed)
+    taught = rng.sample(names, int(len(names) * share))
+    credits = []
+    for number, name in enumerate(taught):
+        for session in range(sessions):
+            count = rng.randint(3, 8)
+            for index in draw.choice(len(words), size=count, p=weights):
+                credits.append((f"bench-{number}-{session}", words[index].lower(), name))
+    return credits
+
+
+def timed(index: ToolIndex, queries: list[str], rounds: int, *, after_calls: bool = False) -> list[float]:
+    for query in queries:  # warm: postings cached, as in a long-lived process
+        index.search(query, LIMIT)
+    seconds = []
+    for _ in range(rounds):
+        for query in queries:
+            if after_calls:  # another session's call changed what was learned: reload it
+                with write_transaction(index.engine) as connection:
+                    connection.exec_driver_sql("UPDATE learning_state SET generation = generation + 1")
+            started = time.perf_counter()
+            index.search(query, LIMIT)
+            seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--taught", type=float, default=0.2)
+    parser.add_argument("--sessions", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    queries = [query.text for query in query_set()]
+    with tempfile.TemporaryDirectory(prefix="tool-index-learning-speed-") as directory:
+        url = str(Path(directory) / "catalog.db")
+        records = generate_catalog(args.size, args.seed)
+        with ToolIndex.open(url) as index:
+            index.upsert_tools(records)
+            credits = learned_credits([r["name"] for r in records], args.taught, args.sessions, args.seed)
+            index.set_learning(True)
+            with write_transaction(index.engine) as connection:
+                stored_learning.replace_all(connection, credits)
+            summary = index.stats()["learning"]
+            results: dict[str, list[float]] = {"off": [], "on": [], "on, a call between searches": []}
+            for _ in range(2):  # alternate, so neither side has the machine's quieter minutes
+                for state in results:
+                    # Off drops the learned tables (the logs keep what they came from; here there are
+                    # no logs), so on writes them again.
+                    index.set_learning(state != "off")
+                    if state != "off":
+                        with write_transaction(index.engine) as connection:
+                            stored_learning.replace_all(connection, credits)
+                    after_calls = state != "on" and state != "off"
+                    results[state] += timed(index, queries, args.rounds // 2, after_calls=after_calls)
+    table = Table(title=f"Search at {args.size:,} tools, limit {LIMIT}: learning off and on")
+    for column in ("learning", "learned tools", "learned pairs", "searches", "p50 ms", "p95 ms"):
+        table.add_column(column, justify="right")
+    for state, seconds in results.items():
+        p95 = statistics.quantiles(seconds, n=20)[-1]
+        table.add_row(
+            state,
+            f"{summary['tools']:,}" if state != "off" else "0",
+            f"{summary['terms']:,}" if state != "off" else "0",
+            str(len(seconds)),
+            f"{statistics.median(seconds) * 1000:.2f}",
+            f"{p95 * 1000:.2f}",
+        )
+    Console(width=120).print(table)
+    off = statistics.quantiles(results["off"], n=20)[-1]
+    for state in list(results)[1:]:
+        print(f"p95 {state} / off: {statistics.quantiles(results[state], n=20)[-1] / off:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,323 @@
+"""The learned field's rows: the learning switch, the credits sessions gave, and their sums.
+
+A credit is one (session, query term, tool): the rule that makes them from a session's log is
+``discovery.learning``'s; here they are only stored, summed and read. ``learned_terms`` and
+``learned_tools`` are kept equal to the sums of ``learned_credits`` by every function that
+changes credits, in the caller's transaction, and every such change bumps the learned generation
+so that other processes reload what they cached of it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+from store import driver
+from store.errors import damaged
+
+Credit = tuple[str, str, str]
+"""``(session id, term, tool name)``."""
+
+
+JOURNAL_KEPT = 4096
+"""Learned generations whose changes the journal keeps; a cache further behind reloads all."""
+
+
+@dataclass(frozen=True, slots=True)
+class LearningState:
+    enabled: bool
+    generation: int
+    reset_generation: int = 0
+    """The last change the journal does not describe: a cache from before it reloads all."""
+
+    def journaled_since(self, generation: int) -> bool:
+        """Whether the journal holds every change after ``generation`` up to this state."""
+        return self.reset_generation <= generation and self.generation - generation <= JOURNAL_KEPT
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedPosting:
+    """A tool holding a learned term: its catalog id and group, how many sessions taught the
+    term to it (its tf) and its learned length."""
+
+    tool_id: int
+    grp: int
+    tf: int
+    length: int
+
+
+def _marks(count: int) -> str:
+    return ", ".join("?" * count)
+
+
+def state(connection: Connection) -> LearningState:
+    rows = driver.fetch(
+        connection, "SELECT enabled, generation, reset_generation FROM learning_state WHERE id = 1"
+    )
+    if not rows:
+        raise damaged("the learning_state row is missing")
+    return LearningState(bool(rows[0][0]), int(rows[0][1]), int(rows[0][2]))
+
+
+def set_enabled(connection: Connection, enabled: bool) -> None:
+    driver.execute(connection, "UPDATE learning_state SET enabled = ? WHERE id = 1", (1 if enabled else 0,))
+    _reset(connection)
+
+
+def _bump(connection: Connection) -> int:
+    """The next learned generation, taken under the row's lock (held until the transaction ends,
+    so generations commit in order)."""
+    driver.execute(connection, "UPDATE learning_state SET generation = generation + 1 WHERE id = 1")
+    return int(driver.fetch(connection, "SELECT generation FROM learning_state WHERE id = 1")[0][0])
+
+
+def _journaled(connection: Connection, changed: Iterable[tuple[str, str]]) -> None:
+    """Bump the generation and journal the (term, tool) sums it changed."""
+    generation = _bump(connection)
+    driver.execute_many(
+        connection,
+        "INSERT INTO learned_journal (generation, term, tool_name) VALUES (?, ?, ?)",
+        [(generation, term, tool) for term, tool in sorted(set(changed))],
+    )
+    driver.execute(
+        connection, "DELETE FROM learned_journal WHERE generation <= ?", (generation - JOURNAL_KEPT,)
+    )
+
+
+def _reset(connection: Connection) -> None:
+    """Bump the generation for a change the journal does not describe."""
+    generation = _bump(connection)
+    driver.execute(connection, "UPDATE learning_state SET reset_generation = ? WHERE id = 1", (generation,))
+    driver.execute(connection, "DELETE FROM learned_journal")
+
+
+def changes_since(connection: Connection, generation: int) -> list[tuple[str, str]]:
+    """The (term, tool) sums changed after ``generation`` (complete when ``journaled_since``)."""
+    rows = driver.fetch(
+        connection, "SELECT DISTINCT term, tool_name FROM learned_journal WHERE generation > ?", (generation,)
+    )
+    return [(str(term), str(tool)) for term, tool in rows]
+
+
+def add_credits(connection: Connection, credits: Iterable[Credit]) -> int:
+    """Store the credits not stored yet and add them to the sums; how many were new.
+
+    The caller holds the session's lock (every credit of a session comes from its own log), so
+    no other writer adds the same credit meanwhile; the sums are updated by upserts, which
+    concurrent writers of other sessions do not lose."""
+    wanted = list(dict.fromkeys(credits))
+    if not wanted:
+        return 0
+    new: list[Credit] = []
+    for session_id, tool_name in dict.fromkeys((s, t) for s, _, t in wanted):
+        terms = [term for s, term, t in wanted if s == session_id and t == tool_name]
+        held = {
+            row[0]
+            for row in driver.fetch(
+                connection,
+                "SELECT term FROM learned_credits WHERE session_id = ? AND tool_name = ? "
+                f"AND term IN ({_marks(len(terms))})",
+                (session_id, tool_name, *terms),
+            )
+        }
+        new += [(session_id, term, tool_name) for term in terms if term not in held]
+    if not new:
+        return 0
+    driver.execute_many(
+        connection, "INSERT INTO learned_credits (session_id, term, tool_name) VALUES (?, ?, ?)", new
+    )
+    _add_sums(connection, Counter((term, tool) for _, term, tool in new))
+    _journaled(connection, ((term, tool) for _, term, tool in new))
+    return len(new)
+
+
+def _add_sums(connection: Connection, counts: Counter[tuple[str, str]]) -> None:
+    """Add ``counts`` (per term and tool; negative to take away) to the sums, dropping what
+    reaches 0."""
+    rows = sorted(counts.items())
+    driver.execute_many(
+        connection,
+        "INSERT INTO learned_terms (term, tool_name, sessions) VALUES (?, ?, ?) "
+        "ON CONFLICT (term, tool_name) DO UPDATE SET sessions = learned_terms.sessions + excluded.sessions",
+        [(term, tool, count) for (term, tool), count in rows],
+    )
+    lengths: Counter[str] = Counter()
+    for (_, tool), count in rows:
+        lengths[tool] += count
+    driver.execute_many(
+        connection,
+        "INSERT INTO learned_tools (tool_name, length) VALUES (?, ?) "
+        "ON CONFLICT (tool_name) DO UPDATE SET length = learned_tools.length + excluded.length",
+        sorted(lengths.items()),
+    )
+    if any(count < 0 for count in counts.values()):
+        driver.execute(connection, "DELETE FROM learned_terms WHERE sessions <= 0")
+        driver.execute(connection, "DELETE FROM learned_tools WHERE length <= 0")
+
+
+def remove_credits(
+    connection: Connection, *, tool_names: Sequence[str] | None = None, session_id: str | None = None
+) -> int:
+    """Remove the credits of ``tool_names`` (all tools when ``None``), or of one session, and
+    take them out of the sums; how many were removed."""
+    where, params = _credit_filter(tool_names, session_id)
+    rows = driver.fetch(connection, f"SELECT session_id, term, tool_name FROM learned_credits{where}", params)
+    if not rows:
+        return 0
+    if tool_names is None and session_id is None:
+        for table in ("learned_credits", "learned_terms", "learned_tools"):
+            driver.execute(connection, f"DELETE FROM {table}")
+        _reset(connection)
+        return len(rows)
+    driver.execute(connection, f"DELETE FROM learned_credits{where}", params)
+    taken: Counter[tuple[str, str]] = Counter()
+    for _, term, tool in rows:
+        taken[(term, tool)] -= 1
+    _add_sums(connection, taken)
+    _journaled(connection, taken)
+    return len(rows)
+
+
+def _credit_filter(tool_names: Sequence[str] | None, session_id: str | None) -> tuple[str, tuple[str, ...]]:
+    if session_id is not None:
+        return " WHERE session_id = ?", (session_id,)
+    if tool_names is None:
+        return "", ()
+    return f" WHERE tool_name IN ({_marks(len(tool_names))})", tuple(tool_names)
+
+
+def replace_all(connection: Connection, credits: Iterable[Credit]) -> int:
+    """Make ``credits`` the whole learned field (a rebuild from the logs); how many there are."""
+    rows = sorted(set(credits))
+    for table in ("learned_credits", "learned_terms", "learned_tools"):
+        driver.execute(connection, f"DELETE FROM {table}")
+    driver.execute_many(
+        connection, "INSERT INTO learned_credits (session_id, term, tool_name) VALUES (?, ?, ?)", rows
+    )
+    counts = Counter((term, tool) for _, term, tool in rows)
+    driver.execute_many(
+        connection,
+        "INSERT INTO learned_terms (term, tool_name, sessions) VALUES (?, ?, ?)",
+        [(term, tool, count) for (term, tool), count in sorted(counts.items())],
+    )
+    lengths: Counter[str] = Counter()
+    for (_, tool), count in counts.items():
+        lengths[tool] += count
+    driver.execute_many(
+        connection, "INSERT INTO learned_tools (tool_name, length) VALUES (?, ?)", sorted(lengths.items())
+    )
+    _reset(connection)
+    return len(rows)
+
+
+def credits(connection: Connection) -> set[Credit]:
+    rows = driver.fetch(connection, "SELECT session_id, term, tool_name FROM learned_credits")
+    return {(str(s), str(term), str(tool)) for s, term, tool in rows}
+
+
+def sums(connection: Connection) -> tuple[dict[tuple[str, str], int], dict[str, int]]:
+    """The stored sums: sessions per (term, tool), and length per tool."""
+    terms = driver.fetch(connection, "SELECT term, tool_name, sessions FROM learned_terms")
+    tools = driver.fetch(connection, "SELECT tool_name, length FROM learned_tools")
+    return (
+        {(str(term), str(tool)): int(count) for term, tool, count in terms},
+        {str(tool): int(length) for tool, length in tools},
+    )
+
+
+def postings(connection: Connection, terms: Sequence[str]) -> dict[str, list[LearnedPosting]]:
+    """The learned postings of ``terms`` among the catalog's tools, by term, in tool id order."""
+    if not terms:
+        return {}
+    rows = driver.fetch(
+        connection,
+        "SELECT lt.term, t.id, t.grp, lt.sessions, lk.length FROM learned_terms lt "
+        "JOIN tools t ON t.name = lt.tool_name JOIN learned_tools lk ON lk.tool_name = lt.tool_name "
+        f"WHERE lt.term IN ({_marks(len(terms))}) ORDER BY lt.term, t.id",
+        tuple(terms),
+    )
+    found: dict[str, list[LearnedPosting]] = {}
+    for term, tool_id, grp, tf, length in rows:
+        found.setdefault(str(term), []).append(LearnedPosting(int(tool_id), int(grp), int(tf), int(length)))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedTool:
+    """A catalog tool with a learned field: its id, group and learned length."""
+
+    tool_id: int
+    grp: int
+    length: int
+
+
+def learned_tools(connection: Connection, tool_names: Sequence[str] | None = None) -> dict[str, LearnedTool]:
+    """The catalog tools with a learned field (of ``tool_names`` when given), by name."""
+    statement = "SELECT lk.tool_name, t.id, t.grp, lk.length FROM learned_tools lk "
+    statement += "JOIN tools t ON t.name = lk.tool_name"
+    params: tuple[str, ...] = ()
+    if tool_names is not None:
+        if not tool_names:
+            return {}
+        statement += f" WHERE lk.tool_name IN ({_marks(len(tool_names))})"
+        params = tuple(tool_names)
+    rows = driver.fetch(connection, statement, params)
+    return {
+        str(name): LearnedTool(int(tool_id), int(grp), int(length)) for name, tool_id, grp, length in rows
+    }
+
+
+def tool_ids(connection: Connection, tool_names: Sequence[str]) -> dict[str, int]:
+    """The catalog ids of those of ``tool_names`` that are catalog tools."""
+    if not tool_names:
+        return {}
+    rows = driver.fetch(
+        connection, f"SELECT name, id FROM tools WHERE name IN ({_marks(len(tool_names))})", tuple(tool_names)
+    )
+    return {str(name): int(tool_id) for name, tool_id in rows}
+
+
+def lengths(connection: Connection, tool_names: Sequence[str]) -> dict[str, int]:
+    if not tool_names:
+        return {}
+    rows = driver.fetch(
+        connection,
+        f"SELECT tool_name, length FROM learned_tools WHERE tool_name IN ({_marks(len(tool_names))})",
+        tuple(tool_names),
+    )
+    return {str(tool): int(length) for tool, length in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedTerm:
+    term: str
+    sessions: int
+
+
+def learned_of(connection: Connection, tool_name: str) -> list[LearnedTerm]:
+    """What ``tool_name`` learned: its terms, most taught first, then by term."""
+    rows = driver.fetch(
+        connection,
+        "SELECT term, sessions FROM learned_terms WHERE tool_name = ? ORDER BY sessions DESC, term",
+        (tool_name,),
+    )
+    return [LearnedTerm(str(term), int(count)) for term, count in rows]
+
+
+def teaching_sessions(connection: Connection, tool_name: str) -> int:
+    """How many sessions taught ``tool_name`` anything."""
+    rows = driver.fetch(
+        connection, "SELECT COUNT(DISTINCT session_id) FROM learned_credits WHERE tool_name = ?", (tool_name,)
+    )
+    return int(rows[0][0])
+
+
+def summary(connection: Connection) -> tuple[int, int, int]:
+    """``(tools with a learned field, learned (term, tool) pairs, sessions that taught)``."""
+    tools = driver.fetch(connection, "SELECT COUNT(*) FROM learned_tools")[0][0]
+    pairs = driver.fetch(connection, "SELECT COUNT(*) FROM learned_terms")[0][0]
+    taught = driver.fetch(connection, "SELECT COUNT(DISTINCT session_id) FROM learned_credits")[0][0]
+    return int(tools), int(pairs), int(taught)

@@ -1,0 +1,499 @@
+"""Learning from use: the crediting rule, the learned field against a brute-force BM25+, the switch,
+forgetting, persistence across processes and the command line — on every backend."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from discovery import ToolIndex
+from discovery.ranking.bm25 import js_log
+from discovery.ranking.corpus import Corpus
+from discovery.ranking.fields import LEARNED_WEIGHT
+from discovery.sessions.learning import credits_of_log
+from discovery.text.analyzers import REFERENCE
+from discovery.text.tokenizer import tokenize
+from store import ToolNotFound
+from store.sessions import Event, LoggedEvent
+from tests.catalogs import rank
+from tests.test_cli import DEMO, REPO, fails, ok
+from tests.test_ranking import (
+    COLLATOR,
+    ESSENTIAL_NAMES,
+    INTERNAL_NAMES,
+    MODE_GROUPS,
+    QUERIES,
+    RANDOM,
+    catalogs,
+    in_corpus,
+    weighted_terms,
+)
+
+Step = tuple[str, str, bool]
+"""``("search", query, _)`` or ``("call", tool name, ok)``."""
+
+
+# --- the rule, on logs written by hand ------------------------------------------------------------
+
+
+def log(*steps: Step | tuple[str, str]) -> list[LoggedEvent]:
+    """A session log: searches that succeeded (``("search", q)``), failed searches
+    (``("failed-search", q)``), calls (``("call", name, ok)``) and other events (``("pin", "")``)."""
+    stamp = datetime(2026, 12, 4, tzinfo=UTC)
+    events = [Event(kind="create", params={"active": []})]
+    for step in steps:
+        kind, value, *rest = step
+        if kind == "search":
+            events.append(Event(kind="search", params={"query": value}, details={"query": value.strip()}))
+        elif kind == "failed-search":
+            events.append(Event(kind="search", params={"query": value}, error="Query must contain …"))
+        elif kind == "call":
+            ok_call = bool(rest[0]) if rest else True
+            events.append(
+                Event(kind="tool_call", tool_name=value, params={"tool": value, "is_error": not ok_call})
+            )
+        else:
+            events.append(Event(kind=kind, params={}))
+    return [LoggedEvent(seq, event, stamp) for seq, event in enumerate(events, start=1)]
+
+
+def credited(*steps: Step | tuple[str, str]) -> dict[str, set[str]]:
+    """What each tool learned from one session's log: ``{tool: terms}``."""
+    found: dict[str, set[str]] = {}
+    for _, term, tool in credits_of_log("s", log(*steps), REFERENCE):
+        found.setdefault(tool, set()).add(term)
+    return found
+
+
+def test_a_chain_of_searches_teaches_every_call_that_follows_it() -> None:
+    assert credited(
+        ("search", "notify the team"),
+        ("search", "slack message"),
+        ("call", "slack_post_message", True),
+        ("call", "slack_add_reaction", True),
+    ) == {
+        "slack_post_message": {"notify", "the", "team", "slack", "message"},
+        "slack_add_reaction": {"notify", "the", "team", "slack", "message"},
+    }
+
+
+def test_a_call_learns_only_the_run_of_searches_just_before_its_run_of_calls() -> None:
+    assert credited(
+        ("search", "read a file"),
+        ("call", "read_file", True),
+        ("pin", ""),
+        ("search", "send mail"),
+        ("call", "send_email", True),
+        ("call", "read_file", True),
+    ) == {"read_file": {"read", "a", "file", "send", "mail"}, "send_email": {"send", "mail"}}
+
+
+def test_failed_calls_calls_before_any_search_and_failed_searches_teach_nothing() -> None:
+    assert credited(("call", "early", True), ("search", "weather"), ("call", "broken", False)) == {}
+    assert credited(
+        ("search", "weather"),
+        ("failed-search", "!!!"),
+        ("search", "forecast"),
+        ("call", "get_forecast", True),
+    ) == {"get_forecast": {"weather", "forecast"}}
+
+
+def test_a_session_teaches_a_term_to_a_tool_once() -> None:
+    steps: list[Step | tuple[str, str]] = []
+    for _ in range(50):
+        steps += [("search", "post post post"), ("call", "post_message", True)]
+    assert credits_of_log("s", log(*steps), REFERENCE) == {("s", "post", "post_message")}
+
+
+# --- the learned field against a brute-force BM25+ ---------------------------------------------------
+
+
+def learned_reference(
+    catalog: list[dict[str, Any]],
+    taught: dict[str, Counter[str]],
+    query: str,
+    *,
+    mode: str = "all",
+    excluded: frozenset[str] = frozenset(),
+) -> list[tuple[str, float]]:
+    """The tool-text BM25+ of the contract, then the learned field's, term by term in query order:
+    ``taught[tool][term]`` sessions taught ``term`` to ``tool``. Everything is recounted here."""
+    documents = {
+        record["name"]: weighted_terms(record)
+        for record in catalog
+        if in_corpus(record, mode) and record["name"] not in excluded
+    }
+    learned = {name: taught[name] for name in documents if taught.get(name)}
+    n_docs = len(documents)
+    lengths = {name: sum(terms.values()) for name, terms in documents.items()}
+    avgdl = (sum(lengths.values()) / n_docs if n_docs else 0.0) or 1.0
+    learned_lengths = {name: sum(terms.values()) for name, terms in learned.items()}
+    learned_avgdl = (sum(learned_lengths.values()) / len(learned) if learned else 0.0) or 1.0
+    query_counts = Counter(tokenize(query))
+    hits = []
+    for name, terms in documents.items():
+        score = 0.0
+        for term, qtf in query_counts.items():
+            tf = terms.get(term, 0)
+            if tf:
+                df = sum(1 for other in documents.values() if term in other)
+                idf = js_log(1 + (n_docs - df + 0.5) / (df + 0.5))
+                norm = 1.2 * (1 - 0.75 + 0.75 * (lengths[name] / avgdl))
+                score += qtf * idf * ((tf * (1.2 + 1)) / (tf + norm) + 1.0)
+        for term, qtf in query_counts.items():
+            tf = learned.get(name, Counter())[term]
+            if tf:
+                df = sum(
+                    1 for other in documents if term in documents[other] or term in learned.get(other, {})
+                )
+                idf = js_log(1 + (n_docs - df + 0.5) / (df + 0.5))
+                norm = 1.2 * (1 - 0.75 + 0.75 * (learned_lengths[name] / learned_avgdl))
+                score += LEARNED_WEIGHT * qtf * idf * ((tf * (1.2 + 1)) / (tf + norm) + 1.0)
+        if score > 0:
+            hits.append((name, score))
+    return sorted(hits, key=lambda hit: (-hit[1], COLLATOR.sort_key(hit[0]), hit[0]))
+
+
+def taught_by(scripts: Sequence[Sequence[Step]], catalog_names: set[str]) -> dict[str, Counter[str]]:
+    """The rule, written again over the scripts the sessions played: per tool, how many sessions
+    taught each term."""
+    taught: dict[str, Counter[str]] = {}
+    for script in scripts:
+        credits: set[tuple[str, str]] = set()
+        run: set[str] = set()
+        after_calls = True
+        for kind, value, ok_call in script:
+            if kind == "search":
+                run = set(tokenize(value)) if after_calls else run | set(tokenize(value))
+                after_calls = False
+            else:
+                after_calls = True
+                if ok_call and value in catalog_names:
+                    credits |= {(term, value) for term in run}
+        for term, tool in credits:
+            taught.setdefault(tool, Counter())[term] += 1
+    return taught
+
+
+def play(index: ToolIndex, scripts: Sequence[Sequence[Step]]) -> None:
+    """Each script as a session of its own: searches through the search tool, calls recorded."""
+    for number, script in enumerate(scripts):
+        session = index.session(f"s{number}", discovery_mode="all")
+        for call, (kind, value, ok_call) in enumerate(script):
+            if kind == "search":
+                session.search_tool.execute(f"c{call}", {"query": value})
+            else:
+                session.record_call(value, ok=ok_call)
+
+
+@st.composite
+def sessions_over(draw: st.DrawFn, names: list[str]) -> list[list[Step]]:
+    step = st.one_of(
+        st.tuples(st.just("search"), QUERIES, st.just(True)),
+        st.tuples(st.just("call"), st.sampled_from(names), st.booleans()),
+    )
+    return draw(st.lists(st.lists(step, max_size=6), max_size=4))
+
+
+@RANDOM
+@given(catalog=catalogs(), data=st.data())
+def test_the_learned_field_ranks_as_the_brute_force_reference(
+    index: ToolIndex, catalog: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    index.upsert_tools(catalog, replace=True)
+    for number in range(len(index.sessions())):
+        index.delete_session(f"s{number}")
+    index.set_learning(True)
+    names = [record["name"] for record in catalog if in_corpus(record, "all")]
+    if not names:
+        return
+    scripts = data.draw(sessions_over(names))
+    play(index, scripts)
+    taught = taught_by(scripts, set(names))
+    mode = data.draw(st.sampled_from(["all", "mcp-only"]))
+    excluded = frozenset(data.draw(st.sets(st.sampled_from(names)))) | ESSENTIAL_NAMES | INTERNAL_NAMES
+    for query in data.draw(st.lists(QUERIES, min_size=1, max_size=3)):
+        expected = learned_reference(catalog, taught, query, mode=mode, excluded=excluded)
+        corpus = Corpus(MODE_GROUPS[mode], excluded)
+        assert [(hit.name, hit.score) for hit in rank(index, query, corpus, None).hits] == expected
+        limit = data.draw(st.integers(min_value=1, max_value=8))
+        assert [(hit.name, hit.score) for hit in rank(index, query, corpus, limit).hits] == expected[:limit]
+        index.ranker.prune_from = 0  # the pruned search: the same, bit for bit
+        assert [(hit.name, hit.score) for hit in rank(index, query, corpus, limit).hits] == expected[:limit]
+        index.ranker.prune_from = None
+        whole = learned_reference(catalog, taught, query)
+        assert [(hit.name, hit.score) for hit in index.search(query, limit=100)] == whole[:100]
+    from discovery.diagnostics.verify import verify
+
+    assert verify(index).problems == []
+
+
+def with_demo(index: ToolIndex) -> None:
+    index.upsert_tools([json.loads(line) for line in DEMO.read_text().splitlines() if line.strip()])
+
+
+def names_of(index: ToolIndex, query: str) -> list[tuple[str, float]]:
+    return [(hit.name, hit.score) for hit in index.search(query, limit=5)]
+
+
+TEACHER = "mcp__chatops__post_message"
+
+
+def score_of(index: ToolIndex, query: str, name: str) -> float:
+    return {hit.name: hit.score for hit in index.search(query, limit=100)}.get(name, 0.0)
+
+
+def test_off_by_default_and_switching_keeps_everything(index: ToolIndex) -> None:
+    with_demo(index)
+    assert index.learning is False
+    before = names_of(index, "notify the team")
+    unlearned = score_of(index, "notify the team", TEACHER)
+    session = index.session("t", discovery_mode="all")
+    session.search_tool.execute("c1", {"query": "notify the team"})
+    session.record_call(TEACHER)
+    assert names_of(index, "notify the team") == before  # off: logged, nothing learned
+    assert index.learned(TEACHER).terms == []
+    assert index.set_learning(True) is True  # on: learned from the log written while off
+    learned = names_of(index, "notify the team")
+    assert score_of(index, "notify the team", TEACHER) > unlearned
+    assert index.learned(TEACHER).terms == [("notify", 1), ("team", 1), ("the", 1)]
+    assert index.set_learning(True) is False
+    index.set_learning(False)
+    assert names_of(index, "notify the team") == before  # exactly the unlearned ranking
+    index.set_learning(True)
+    assert names_of(index, "notify the team") == learned
+
+
+def test_the_setting_is_the_index_s_and_persists(db_url: str) -> None:
+    with ToolIndex.open(db_url, learning=True) as index:
+        assert index.learning is True
+    with ToolIndex.open(db_url) as index:  # omitted: kept
+        assert index.learning is True
+    with ToolIndex.open(db_url, learning=False) as index:
+        assert index.learning is False
+
+
+def test_forget_a_tool_forget_all_and_deleted_sessions(index: ToolIndex) -> None:
+    with_demo(index)
+    index.set_learning(True)
+    before = names_of(index, "notify the team")
+    for session_id in ("a", "b"):
+        session = index.session(session_id, discovery_mode="all")
+        session.search_tool.execute("c1", {"query": "notify the team"})
+        session.record_call(TEACHER)
+        session.record_call("mcp__gitforge__create_issue")
+    assert index.learned(TEACHER).sessions == 2
+    assert index.forget_learning([TEACHER]) == 6
+    assert index.learned(TEACHER).terms == []
+    index.set_learning(False)
+    index.set_learning(True)  # recomputed from the logs: the forgotten calls still teach nothing
+    assert index.learned(TEACHER).terms == []
+    assert index.learned("mcp__gitforge__create_issue").terms == [("notify", 2), ("team", 2), ("the", 2)]
+    index.delete_session("a")
+    assert index.learned("mcp__gitforge__create_issue").terms == [("notify", 1), ("team", 1), ("the", 1)]
+    assert index.forget_learning() == 3
+    assert names_of(index, "notify the team") == before
+    from discovery.diagnostics.verify import verify
+
+    assert verify(index).problems == []
+
+
+def test_recording_a_call_checks_its_input_and_changes_nothing_on_error(index: ToolIndex) -> None:
+    with_demo(index)
+    session = index.session("t", discovery_mode="all")
+    with pytest.raises(ToolNotFound, match="no tool named 'nope'"):
+        session.record_call("nope")
+    assert [call["kind"] for call in index.session_record("t")["calls"]] == ["create"]
+
+
+def test_a_call_recorded_in_one_process_is_searched_with_in_another(db_url: str) -> None:
+    with ToolIndex.open(db_url, learning=True) as index:
+        with_demo(index)
+        index.session("t", discovery_mode="all").search_tool.execute("c1", {"query": "notify the team"})
+        first = score_of(index, "notify the team", TEACHER)  # what this process caches
+        script = (
+            "import sys; from discovery import ToolIndex\n"
+            "with ToolIndex.open(sys.argv[1]) as index:\n"
+            f"    index.session('t').record_call({TEACHER!r})\n"
+        )
+        subprocess.run([sys.executable, "-c", script, db_url], check=True, cwd=REPO)
+        assert score_of(index, "notify the team", TEACHER) > first
+
+
+def test_cli_learning_learned_and_session_call(db_url: str) -> None:
+    ok(db_url, "import", str(DEMO))
+    assert ok(db_url, "learning", "status") == "learning: off\ntools:    0\nterms:    0\nsessions: 0\n"
+    ok(db_url, "search", "notify the team", "--session", "s1", "--mode", "all")
+    assert ok(db_url, "session", "call", "s1", TEACHER) == f"recorded {TEACHER} in s1\n"
+    assert ok(db_url, "session", "call", "s1", "chatops/post_message", "--failed") == (
+        f"recorded {TEACHER} in s1 (failed)\n"
+    )
+    assert ok(db_url, "learning", "on") == "learning: on\ntools:    1\nterms:    3\nsessions: 1\n"
+    assert ok(db_url, "learning", "on").startswith("learning was already on\n")
+    assert ok(db_url, "learned", TEACHER) == (
+        f"{TEACHER}: 3 learned terms from 1 sessions (learning on)\n"
+        "term    sessions\nnotify  1\nteam    1\nthe     1\n"
+    )
+    assert json.loads(ok(db_url, "learned", TEACHER, "--json")) == {
+        "name": TEACHER,
+        "learning": "on",
+        "sessions": 1,
+        "terms": [{"term": t, "sessions": 1} for t in ("notify", "team", "the")],
+    }
+    shown = ok(db_url, "session", "show", "s1")
+    assert f"tool_call {TEACHER}: ok" in shown and f"tool_call {TEACHER}: failed" in shown
+    explained = json.loads(ok(db_url, "explain", "notify the team", TEACHER, "--json"))
+    assert [(part["term"], part["tf"]) for part in explained["learned"]] == [
+        ("notify", 1),
+        ("the", 1),
+        ("team", 1),
+    ]
+    found = json.loads(ok(db_url, "search", "notify the team", "--limit", "30", "--json"))["tools"]
+    assert {tool["name"]: tool["score"] for tool in found}[TEACHER] == round(explained["score"], 6)
+    assert "learning:   on (1 tools learned 3 terms from 1 sessions)" in ok(db_url, "stats")
+    assert ok(db_url, "learned", "--forget", TEACHER) == f"forgot 3 learned credits of {TEACHER}\n"
+    assert ok(db_url, "learned", "--forget-all") == "forgot 0 learned credits of every tool\n"
+    assert fails(db_url, "learned", "nope") == (
+        "Error: no tool named 'nope' in the catalog, and nothing learned under that name\n"
+    )
+    assert fails(db_url, "session", "call", "s1", "nope") == "Error: no tool named 'nope' in the catalog\n"
+    assert ok(db_url, "verify").startswith("ok:")
+    assert ok(db_url, "learning", "off") == "learning: off\ntools:    0\nterms:    0\nsessions: 0\n"
+
+
+def test_the_adapters_record_calls_by_wire_name(index: ToolIndex) -> None:
+    from discovery.adapters import anthropic, openai
+
+    with_demo(index)
+    index.set_learning(True)
+    session = index.session("agent", discovery_mode="all")
+    session.search_tool.execute("c1", {"query": "notify the team on chat"})
+    assert anthropic.record_call(session, TEACHER) == TEACHER
+    assert openai.record_call(session, "mcp__gitforge__create_issue") is None  # not active: nothing
+    assert openai.record_call(session, TEACHER, ok=False) == TEACHER
+    calls = [call["params"] for call in index.session_record("agent")["calls"] if call["kind"] == "tool_call"]
+    assert calls == [{"tool": TEACHER, "is_error": False}, {"tool": TEACHER, "is_error": True}]
+    assert index.learned(TEACHER).sessions == 1
+
+
+# --- concurrency and kills ---------------------------------------------------------------------
+
+TEACHING = """
+import sys
+from discovery import ToolIndex
+url, prefix, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with ToolIndex.open(url) as index:
+    for number in range(count):
+        session = index.session(f"{prefix}-{number}", discovery_mode="all")
+        session.search_tool.execute("c1", {"query": f"notify the team {prefix}"})
+        session.record_call("mcp__chatops__post_message")
+        session.record_call("mcp__gitforge__create_issue")
+        print(number, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_concurrent_sessions_in_processes_lose_no_credit(db_url: str) -> None:
+    with ToolIndex.open(db_url, learning=True) as index:
+        with_demo(index)
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", TEACHING, db_url, f"w{worker}", "8"], cwd=REPO, stdout=subprocess.DEVNULL
+        )
+        for worker in range(4)
+    ]
+    assert [worker.wait(timeout=600) for worker in workers] == [0, 0, 0, 0]
+    with ToolIndex.open(db_url) as index:
+        from discovery.diagnostics.verify import verify
+
+        assert verify(index).problems == []
+        terms = dict(index.learned(TEACHER).terms)
+        assert index.learned(TEACHER).sessions == 32
+        assert (terms["notify"], terms["team"]) == (32, 32)
+        assert all(terms[f"w{worker}"] == 8 for worker in range(4))
+
+
+@pytest.mark.slow
+def test_kill_9_while_calls_are_recorded_leaves_a_sound_index(db_url: str) -> None:
+    with ToolIndex.open(db_url, learning=True) as index:
+        with_demo(index)
+    teacher = subprocess.Popen(
+        [sys.executable, "-c", TEACHING, db_url, "k", "100000"], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
+    assert teacher.stdout is not None
+    for _ in range(5):  # a few sessions done, then killed in the middle of whatever it is doing
+        teacher.stdout.readline()
+    teacher.kill()
+    teacher.wait(timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "discovery.cli.main", "--db", db_url, "verify"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    with ToolIndex.open(db_url) as index:
+        assert index.learned(TEACHER).sessions >= 5
+
+
+def test_a_process_catches_up_with_what_others_taught_from_the_journal(db_url: str) -> None:
+    """One process keeps searching while another records calls: after every call, its next search
+    equals a search by a fresh process (which reads everything anew)."""
+    with ToolIndex.open(db_url, learning=True) as index, ToolIndex.open(db_url) as other:
+        with_demo(index)
+        queries = ["notify the team", "create issue chat", "team notes"]
+        for number, tool in enumerate(
+            [TEACHER, "mcp__gitforge__create_issue", TEACHER, "mcp__notes__create_note"]
+        ):
+            for query in queries:
+                index.search(query, limit=10)  # cached here before the change
+            session = other.session(f"teacher-{number}", discovery_mode="all")
+            session.search_tool.execute("c1", {"query": queries[number % 3]})
+            session.record_call(tool)
+            with ToolIndex.open(db_url) as fresh:
+                for query in queries:
+                    assert index.search(query, limit=10) == fresh.search(query, limit=10)
+        other.delete_session("teacher-0")  # journaled too: the credits of a session go with it
+        with ToolIndex.open(db_url) as fresh:
+            assert index.search("notify the team", limit=10) == fresh.search("notify the team", limit=10)
+
+
+def test_eval_learns_from_a_training_file_in_a_throwaway_copy(db_url: str, tmp_path: Path) -> None:
+    ok(db_url, "import", str(DEMO))
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"query": "ping the crew", "relevant": [TEACHER]}) + "\n")
+    training = tmp_path / "train.jsonl"
+    training.write_text(
+        "\n".join(
+            json.dumps(line)
+            for line in [
+                {"query": "ping the crew", "tools": [], "session": "a"},  # found nothing useful…
+                {"query": "crew chat", "tools": [TEACHER], "session": "a"},  # …then this, and called
+                {"query": "ping everyone on the crew channel", "tools": [TEACHER]},
+            ]
+        )
+        + "\n"
+    )
+    before = json.loads(ok(db_url, "eval", str(queries), "--json"))
+    after = json.loads(ok(db_url, "eval", str(queries), "--learn-from", str(training), "--json"))
+    assert before["recall@1"] == 0.0 and after["recall@1"] == 1.0
+    assert ok(db_url, "eval", str(queries), "--learn-from", str(training)).startswith(
+        "1 queries, mode all, analyzer reference, learning from 3 requests\n"
+    )
+    assert ok(db_url, "learning", "status").startswith("learning: off\n")  # the index itself is untouched
+    assert ok(db_url, "sessions") == "No sessions.\n"
+    training.write_text(json.dumps({"query": "x", "tools": ["nope"]}) + "\n")
+    assert fails(db_url, "eval", str(queries), "--learn-from", str(training)) == (
+        f'Error: {training}:1: no tool named "nope" in the catalog\n'
+    )
