@@ -132,3 +132,23 @@ def test_an_endless_file_at_the_default_limit_fits_in_bounded_memory(tmp_path: P
         f"Error: /dev/zero: larger than {512 * 1024 * 1024} bytes, the most a {what} may hold; "
         "split it, or set TOOL_INDEX_MAX_INPUT_BYTES to allow more\n",
     )
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_a_training_file_is_read_within_the_same_bounds(db_url: str, tmp_path: Path) -> None:
+    """``eval --learn-from`` reads its training file as every other file is read."""
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text('{"query": "read a file", "relevant": ["read"]}\n', encoding="utf-8")
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 200_000 + "\n", encoding="utf-8")
+    cases = [
+        (
+            "/dev/zero",
+            {"TOOL_INDEX_MAX_INPUT_BYTES": str(LIMIT)},
+            larger_message("/dev/zero", "training file"),
+        ),
+        (str(deep), {}, f"{deep}:1: JSON nested too deeply"),
+    ]
+    for path, env, expected in cases:
+        done = cli(db_url, "eval", str(queries), "--learn-from", path, env={**os.environ, **env})
+        assert_one_error(done, expected)
