@@ -75,6 +75,21 @@ class InvalidRecord(ToolIndexError):
     """A tool record failed validation; the message names the file, line and field."""
 
 
+class ServerNameCollision(ToolIndexError):
+    """A server's tool would take a catalog name another server's tool has: ``mcp__a__b__c`` is
+    both server ``a``'s tool ``b__c`` and server ``a__b``'s tool ``c``."""
+
+    def __init__(self, name: str, owner: str, owner_tool: str | None, server: str) -> None:
+        super().__init__(
+            f"{name} is already server {owner!r}'s tool {owner_tool!r}, so server {server!r} cannot "
+            f"have it (the two servers' catalog names collide); nothing of {server!r} was written: "
+            "rename one of the two servers"
+        )
+        self.name = name
+        self.owner = owner
+        self.server = server
+
+
 class ToolCallError(ToolIndexError):
     """The search tool refused a call; the message is what the model sees."""
 

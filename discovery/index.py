@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
-from discovery.errors import AnalyzerMismatch, AnalyzerOutdated, DatabaseMissing
+from discovery.errors import AnalyzerMismatch, AnalyzerOutdated, DatabaseMissing, ServerNameCollision
 from discovery.params import analyzer_named, checked_search
 from discovery.ranking.corpus import read_only_corpus
 from discovery.ranking.ranker import Ranker
@@ -225,6 +225,8 @@ class ToolIndex:
             # A reindex committed in between: these terms are the old kind.
             if now != analyzer_named(analyzer).stored:
                 raise AnalyzerMismatch(self.url, now, analyzer)
+            if server is not None:
+                _check_owners(connection, records, server)
             report = write_tools(connection, tools, replace=scope)
         return ImportReport.of(report)
 
@@ -362,3 +364,16 @@ def _choose_analyzer(engine: Engine, analyzer: str) -> None:
                 raise AnalyzerOutdated(stored, name, version, analyzer_named(analyzer).version)
             raise AnalyzerMismatch(display_url(engine.url), stored, analyzer)
         reindex_tools(connection, [], wanted)
+
+
+def _check_owners(connection: Connection, records: list[Mapping[str, Any] | ToolRecord], server: str) -> None:
+    """A write of one server's tools never takes over a record of another server's: the catalog
+    name ``mcp__a__b__c`` of server ``a``'s tool ``b__c`` is also that of server ``a__b``'s ``c``."""
+    names = [name for record in records if isinstance(name := _name_of(record), str)]
+    for name, owner in tools_by_names(connection, names).items():
+        if owner.server_name is not None and owner.server_name != server:
+            raise ServerNameCollision(name, owner.server_name, owner.mcp_tool_name, server)
+
+
+def _name_of(record: Mapping[str, Any] | ToolRecord) -> Any:
+    return record.get("name") if isinstance(record, Mapping) else record.name

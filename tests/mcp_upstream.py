@@ -6,7 +6,7 @@ Its tools: ``echo`` (text and structured content), ``fail`` (an ``isError`` resu
 (the process dies during the call), ``grow`` (adds the tool ``grown`` and says its list changed),
 ``token_digest`` (the SHA-256 of the ``API_TOKEN`` it was started with, or of the request's
 ``Authorization`` header over HTTP), ``stall`` (never answers), and ``filler_<i>`` tools to make
-the list long. With
+the list long; each ``--tool NAME`` adds a tool of that name (a call answers ``NAME: done``). With
 ``--state FILE``, a JSON object there replaces tool descriptions by name on every tools/list.
 """
 
@@ -59,8 +59,13 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--page", type=int, default=100)
     parser.add_argument("--state")
+    parser.add_argument("--tool", action="append", default=[])
     options = parser.parse_args()
     tools = base_tools(options.tools)
+    tools += [
+        types.Tool(name=name, description=f"Extra tool {name} of this server", input_schema=OBJECT)
+        for name in options.tool
+    ]
     bus = InMemorySubscriptionBus()
     connections: list[Any] = []
 

@@ -20,7 +20,7 @@ PREFIX = "mcp__playwright-executeautomation__playwright_"
 any_text = st.text(min_size=1, max_size=90)
 near_limit = st.text(alphabet="abcXYZ019_-.:/ ", min_size=60, max_size=70)
 same_server = st.text(alphabet="abc_", min_size=1, max_size=30).map(lambda tail: PREFIX + tail)
-digest_like = st.from_regex(r"[a-z]{1,20}_[0-9a-f]{12}", fullmatch=True)
+digest_like = st.from_regex(rf"[a-z]{{1,20}}_[0-9a-f]{{{names_module.DIGEST_LENGTH}}}", fullmatch=True)
 names = st.one_of(any_text, near_limit, same_server, digest_like)
 
 
@@ -45,10 +45,21 @@ def test_a_wire_name_is_a_function_of_the_name_alone(name: str) -> None:
 @given(st.from_regex(r"[a-zA-Z0-9_-]{1,64}", fullmatch=True))
 def test_names_the_providers_accept_stay_as_they_are_unless_they_end_like_a_digest(name: str) -> None:
     mapped = wire_name(name) != name
+    digits = names_module.DIGEST_LENGTH
     ends_like_a_digest = (
-        len(name) > 13 and name[-13] == "_" and all(c in "0123456789abcdef" for c in name[-12:])
+        len(name) > digits + 1
+        and name[-digits - 1] == "_"
+        and all(c in "0123456789abcdef" for c in name[-digits:])
     )
     assert mapped == ends_like_a_digest
+
+
+@given(
+    st.from_regex(r"[a-zA-Z0-9_-]{1,40}", fullmatch=True), st.text(alphabet="0123456789abcdef", min_size=16)
+)
+def test_a_name_ending_like_a_digest_is_mapped(start: str, digits: str) -> None:
+    name = f"{start}_{digits[-names_module.DIGEST_LENGTH :]}"
+    assert wire_name(name) != name and is_wire_name(wire_name(name))
 
 
 def test_a_real_long_name_keeps_a_readable_prefix() -> None:
@@ -101,3 +112,18 @@ def test_a_digest_collision_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) ->
     catalog = [f"{PREFIX}{'x' * 20}{n}" for n in range(17)]
     with pytest.raises(WireNameCollision, match=r"catalog names '.*' and '.*' both map to the wire name"):
         WireNames(catalog)
+
+
+def test_without_strict_every_name_of_a_shared_wire_name_is_left_out_in_any_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(names_module, "DIGEST_LENGTH", 1)
+    catalog = [f"{PREFIX}{'x' * 20}{n}" for n in range(17)]
+    wires = [wire_name(name) for name in catalog]
+    unique = {name for name, wire in zip(catalog, wires, strict=True) if wires.count(wire) == 1}
+    for order in (catalog, catalog[::-1], sorted(catalog, key=wire_name)):
+        table = WireNames(["read", *order], strict=False)
+        assert {table[wire] for wire in table} == {"read", *unique}
+        assert all(table.offers(name) == (name in unique) for name in catalog)
+        assert {name for shared in table.collisions.values() for name in shared} == set(catalog) - unique
+        assert all(table.catalog(wire) is None for wire in table.collisions)

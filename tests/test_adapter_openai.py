@@ -225,3 +225,29 @@ def test_client_tool_search_refused_loads_nothing(index: ToolIndex) -> None:
     }
     (logged,) = [call for call in index.session_record("refused")["calls"] if call["kind"] == "search"]
     assert logged["error"] == "Query is required and must not be empty."
+
+
+@pytest.mark.parametrize("arguments", ['{"query": ', "[1, 2]", "[" * 100_000])
+def test_the_host_never_runs_a_call_whose_arguments_are_not_an_object(
+    index: ToolIndex, arguments: str
+) -> None:
+    session = index.session("args", discovery_mode="all")
+    calls: list[str] = []
+    answer = adapter.run_chat_tool(
+        session,
+        {"id": "c1", "type": "function", "function": {"name": "read", "arguments": arguments}},
+        lambda name, args: calls.append(name),
+    )
+    assert answer == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "read: the arguments must be a JSON object.",
+    }
+    item = {"type": "function_call", "call_id": "c2", "name": "mcp__made_up", "arguments": "{}"}
+    output = adapter.run_response_tool(session, item, lambda name, args: calls.append(name))
+    assert output["call_id"] == "c2" and output["output"].startswith("Unknown tool 'mcp__made_up'")
+    assert calls == []
+    ran = adapter.run_response_tool(
+        session, {**item, "name": "read", "arguments": '{"path": "x"}'}, lambda n, a: f"ran {n} {a}"
+    )
+    assert ran == {"type": "function_call_output", "call_id": "c2", "output": "ran read {'path': 'x'}"}

@@ -159,3 +159,29 @@ def test_through_pydantic_ais_openai_model_the_real_requests_carry_wire_names(in
     )
     assert third["messages"][-1] == {"role": "tool", "tool_call_id": "c2", "content": f"ran {LONG_NAME}"}
     assert calls == [LONG_NAME] and run.output == "done"
+
+
+def test_a_tool_the_toolset_did_not_list_never_reaches_the_host(index: ToolIndex) -> None:
+    from pydantic_ai import RunContext
+    from pydantic_ai.exceptions import ToolFailed
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.toolsets import ToolsetTool
+    from pydantic_ai.usage import RunUsage
+
+    from discovery.adapters.pydantic_ai import _ARGUMENTS
+
+    calls: list[str] = []
+    toolset = DiscoveryToolset(
+        index.session("p", discovery_mode="all"), lambda name, args: calls.append(name)
+    )
+    context: RunContext[Any] = RunContext(deps=None, model=TestModel(), usage=RunUsage())
+    foreign: ToolsetTool[Any] = ToolsetTool(
+        toolset=toolset,
+        tool_def=ToolDefinition(name="mcp__made_up__tool"),
+        max_retries=1,
+        args_validator=_ARGUMENTS,
+    )
+    with pytest.raises(ToolFailed, match="Unknown tool 'mcp__made_up__tool'"):
+        asyncio.run(toolset.call_tool("mcp__made_up__tool", {}, context, foreign))
+    assert calls == []

@@ -100,6 +100,41 @@ def test_the_openai_chat_loop(index: ToolIndex) -> None:
     assert len(model.requests) == 3
 
 
+UNMAPPED = ["mcp__made_up__tool", "mcp__github__create_issue", WIRE[:-1] + "0", LONG_NAME]
+"""Names the model may call that no tool of the session has: made up, a catalog tool not active
+yet, a wire name with another digest, a catalog name instead of its wire name."""
+
+
+@pytest.mark.parametrize("name", UNMAPPED)
+def test_the_anthropic_loop_never_gives_the_host_a_name_it_could_not_map(index: ToolIndex, name: str) -> None:
+    model = ScriptedModel(
+        anthropic_message(tool_use("toolu_1", name, {"x": 1})),
+        anthropic_message({"type": "text", "text": "ok"}),
+    )
+    client = anthropic.Anthropic(
+        api_key="test", base_url="http://127.0.0.1:9", http_client=model.http_client(), max_retries=0
+    )
+    host = Host()
+    run(ANTHROPIC, client=client, session=index.session("a", discovery_mode="all"), call_tool=host)
+    assert host.calls == []
+    result = model.requests[1]["messages"][-1]["content"][0]
+    assert result["is_error"] is True and result["content"].startswith(f"Unknown tool {name!r}")
+
+
+@pytest.mark.parametrize("name", UNMAPPED)
+def test_the_openai_chat_loop_never_gives_the_host_a_name_it_could_not_map(
+    index: ToolIndex, name: str
+) -> None:
+    model = ScriptedModel(chat_completion(("call_1", name, {"x": 1})), chat_completion(text="ok"))
+    client = openai.OpenAI(
+        api_key="test", base_url="http://127.0.0.1:9/v1", http_client=model.http_client(), max_retries=0
+    )
+    host = Host()
+    run(CHAT, client=client, session=index.session("c", discovery_mode="all"), call_tool=host)
+    assert host.calls == []
+    assert model.requests[1]["messages"][-1]["content"].startswith(f"Unknown tool {name!r}")
+
+
 def test_the_pydantic_ai_agent(index: ToolIndex, capsys: pytest.CaptureFixture[str]) -> None:
     offered: list[list[str]] = []
 

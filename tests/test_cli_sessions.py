@@ -149,7 +149,7 @@ def test_import_jsonl_of_a_bad_file_is_an_error_that_creates_no_session(db_url: 
     path = tmp_path / "host.jsonl"
     path.write_text('{"id": "1"}\n{"id": "2", "parentId": "1"\n', encoding="utf-8")
     assert fails(db_url, "session", "import-jsonl", str(path), "--id", "h") == (
-        f"Error: {path}:2: not a JSON entry: Expecting ',' delimiter: line 1 column 28 (char 27)\n"
+        f"Error: {path}:2: invalid JSON: Expecting ',' delimiter (column 28)\n"
     )
     path.write_text('{"id": "1", "type": "mcp_tool_selection", "selectedToolNames": "x"}\n', encoding="utf-8")
     assert fails(db_url, "session", "import-jsonl", str(path), "--id", "h") == (

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from discovery import InvalidRecord, ToolIndex, ToolRecord
-from discovery.catalog.formats import MAX_NESTING, UnreadableCatalog, parse_catalog, read_catalog
+from discovery.catalog.formats import UnreadableCatalog, parse_catalog, read_catalog
+from discovery.files import MAX_NESTING
 from tests.conftest import migrated_sqlite_url, shared_path
 
 GITHUB_TOOLS = {

@@ -2,7 +2,7 @@
 too; those under ``TYPE_CHECKING`` count for the layer order, not for cycles):
 
 - ``store`` never imports ``discovery``; ``migrations`` imports only ``store.schema``;
-- inside ``discovery`` the layers go bottom to top ``errors`` ← ``text`` ← ``params`` ←
+- inside ``discovery`` the layers go bottom to top ``errors``, ``files`` ← ``text`` ← ``params`` ←
   ``ranking`` ← ``results`` ← ``catalog`` | ``sessions`` ← ``index`` ← ``diagnostics``, ``mcp``,
   ``adapters`` ← ``cli``, and nothing imports upward; ``catalog`` and ``sessions`` never import
   each other; there is no import cycle between modules;
@@ -88,6 +88,7 @@ def relative(path: Path) -> str:
 
 LAYERS = {
     "discovery.errors": 1,
+    "discovery.files": 1,
     "discovery.text": 2,
     "discovery.params": 3,
     "discovery.ranking": 4,

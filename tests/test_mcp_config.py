@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from discovery.cli.main import main
 from discovery.mcp.config import ConfigError, HttpServer, StdioServer, load_config, parse_config
-from discovery.mcp.serve import check_bind, is_loopback
+from discovery.mcp.serve import UnsafeBind, check_bind
 
 SECRET = "s3cr3t-value-never-shown"
 
@@ -153,6 +153,17 @@ def test_files_that_are_not_configs(tmp_path: Path) -> None:
         load_config(broken)
 
 
+def test_a_relative_cwd_is_taken_from_the_config_files_directory(tmp_path: Path) -> None:
+    entries = {"rel": {"command": "x", "cwd": "${SUB:-work}/srv"}, "abs": {"command": "x", "cwd": "/srv"}}
+    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": entries}), encoding="utf-8")
+    loaded = load_config(tmp_path / "mcp.json", environ={}).servers
+    assert [server.cwd for server in loaded.values() if isinstance(server, StdioServer)] == [
+        str(tmp_path / "work" / "srv"),
+        "/srv",
+    ]
+    assert parsed({"mcpServers": entries})["rel"] == StdioServer(name="rel", command="x", cwd="work/srv")
+
+
 def test_the_command_line_reports_a_bad_config(tmp_path: Path) -> None:
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"gh": {"type": "stdio", "args": []}}}), encoding="utf-8")
@@ -197,17 +208,19 @@ def test_http_beyond_loopback_needs_a_token(tmp_path: Path, host: str) -> None:
     result = CliRunner().invoke(main, args, env={"TOOL_INDEX_TOKEN": None})
     assert result.exit_code == 1
     assert result.stderr == (
-        f"Error: --host {host} serves beyond this machine: give --token SECRET (clients send "
-        "'Authorization: Bearer SECRET'), or bind 127.0.0.1\n"
+        f"Error: --host {host} is not 127.0.0.1, localhost or ::1, the hosts served without a token: "
+        "give --token SECRET (clients send 'Authorization: Bearer SECRET'), or bind 127.0.0.1\n"
     )
     assert not (tmp_path / "t.db").exists()
 
 
-def test_loopback_hosts() -> None:
-    assert all(is_loopback(host) for host in ("127.0.0.1", "127.0.0.2", "::1", "localhost"))
-    assert not any(is_loopback(host) for host in ("0.0.0.0", "10.0.0.1", "example.com"))
-    check_bind("127.0.0.1", None)
-    check_bind("0.0.0.0", "token")
+def test_only_the_protected_loopback_names_go_without_a_token() -> None:
+    for host in ("127.0.0.1", "localhost", "::1"):
+        check_bind(host, None)
+    for host in ("127.0.0.2", "127.1", "::ffff:127.0.0.1", "LOCALHOST.", "0.0.0.0"):
+        with pytest.raises(UnsafeBind):
+            check_bind(host, None)
+        check_bind(host, "token")
 
 
 def test_catalog_names_split_into_server_and_tool() -> None:

@@ -138,3 +138,30 @@ def test_a_python_host_calls_tools_without_serve(tmp_path: Path) -> None:
                 await upstreams.call("mcp__elsewhere__x", {})
 
     anyio.run(run)
+
+
+def test_a_relative_cwd_is_the_config_files_and_a_missing_one_is_named(db_url: str, tmp_path: Path) -> None:
+    """The gateway runs from another directory than the config's: ``cwd`` still means the config's
+    ``work`` directory, where the upstream finds its relative ``--state`` file."""
+    configs = tmp_path / "configs"
+    (configs / "work").mkdir(parents=True)
+    (configs / "work" / "state.json").write_text(json.dumps({"echo": "Echo from the work directory"}))
+    (configs / "a-file").write_text("")
+    servers = {
+        "rel": {**upstream_entry("--state", "state.json"), "cwd": "work"},
+        "gone": {**upstream_entry(), "cwd": "no-such-dir"},
+        "file": {**upstream_entry(), "cwd": "a-file"},
+        "nocmd": {"command": str(tmp_path / "no-such-server"), "cwd": "work"},
+    }
+    config = write_config(configs, servers)
+    done = cli(db_url, "sync", "--config", str(config))
+    assert done.stdout.splitlines() == [
+        "rel: added 6, updated 0, unchanged 0, removed 0",
+        f"gone: failed: server 'gone': cannot start: working directory not found ({configs / 'no-such-dir'})",
+        "file: failed: server 'file': cannot start: working directory is not a directory "
+        f"({configs / 'a-file'})",
+        f"nocmd: failed: server 'nocmd': cannot start: command not found ({tmp_path / 'no-such-server'})",
+    ]
+    assert (done.returncode, done.stderr) == (1, "Error: 3 of 4 servers failed: gone, file, nocmd\n")
+    with ToolIndex.open(db_url) as index:
+        assert index.tool("mcp__rel__echo").description == "Echo from the work directory"

@@ -149,7 +149,7 @@ def test_an_empty_or_missing_file_is_an_error(catalog_url: str, tmp_path: Path) 
     result = run(catalog_url, "eval", str(missing))
     assert (result.exit_code, result.stderr) == (
         1,
-        f"Error: {missing}: cannot read the query file: No such file or directory\n",
+        f"Error: {missing}: cannot read: No such file or directory\n",
     )
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from discovery.adapters.common import (
     SEARCH_TOOL_NAME,
+    HostCall,
     SearchAnswer,
     ToolSpec,
     arguments,
@@ -27,12 +28,13 @@ from discovery.adapters.common import (
     field,
     listed,
     record_call,
+    run_host_tool,
     run_search,
     search_spec,
     tool_spec,
+    wire_names,
 )
 from discovery.adapters.errors import TooManyTools
-from discovery.adapters.names import WireNames
 
 if TYPE_CHECKING:
     from discovery.sessions.session import Session
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
 MAX_TOOLS = 10_000
 """The most tool definitions one Messages request may carry, deferred ones included."""
 
-__all__ = ["MAX_TOOLS", "catalog_name", "handle", "record_call", "tools"]
+__all__ = ["MAX_TOOLS", "catalog_name", "handle", "record_call", "run_tool", "tools"]
 
 
 def tools(session: Session, *, deferred: bool = False) -> list[dict[str, Any]]:
@@ -68,6 +70,21 @@ def handle(session: Session, block: Any, *, deferred: bool = False) -> dict[str,
     call_id = str(field(block, "id") or "")
     answer = run_search(session, call_id, arguments(field(block, "input")))
     return _tool_result(call_id, answer, deferred=deferred)
+
+
+def run_tool(session: Session, block: Any, call: HostCall) -> dict[str, Any]:
+    """The ``tool_result`` of a ``tool_use`` block the host runs: ``call(catalog_name, input)`` for
+    a tool the session offers under ``block.name``; for any other name an ``is_error`` result
+    saying so, and ``call`` is never given a name the adapter could not map back."""
+    content, is_error = run_host_tool(session, str(field(block, "name")), field(block, "input"), call)
+    result: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": str(field(block, "id") or ""),
+        "content": content,
+    }
+    if is_error:
+        result["is_error"] = True
+    return result
 
 
 def _tool_result(call_id: str, answer: SearchAnswer, *, deferred: bool) -> dict[str, Any]:
@@ -100,10 +117,11 @@ def _deferred_tools(session: Session) -> list[dict[str, Any]]:
     active_tools = session.tools_by_names(active)
     # Every tool a search could activate now: sent deferred, so that a reference can load it.
     reachable = session.corpus_tools()
-    names = WireNames([SEARCH_TOOL_NAME, *active_tools, *(tool.name for tool in reachable)])
-    loaded = [active_tools[name] for name in active if name in active_tools and name not in selected]
-    hidden = [active_tools[name] for name in active if name in active_tools and name in selected]
-    hidden.extend(reachable)
+    names = wire_names([*active_tools, *(tool.name for tool in reachable)])
+    offered = [name for name in active if name in active_tools and names.offers(name)]
+    loaded = [active_tools[name] for name in offered if name not in selected]
+    hidden = [active_tools[name] for name in offered if name in selected]
+    hidden.extend(tool for tool in reachable if names.offers(tool.name))
     count = 1 + len(loaded) + len(hidden)
     if count > MAX_TOOLS:
         raise TooManyTools(count, MAX_TOOLS, "Anthropic Messages API")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -70,13 +70,22 @@ def search_spec(session: Session) -> ToolSpec:
     return ToolSpec(tool.name, tool.name, tool.description, copy.deepcopy(tool.parameters))
 
 
+def wire_names(names: Iterable[str]) -> WireNames:
+    """The wire names of a session's tools. Names that share a wire name are left out rather than
+    raised about: a crafted catalog must not stop a session, and a call of a shared wire name must
+    reach no tool rather than the wrong one."""
+    return WireNames([SEARCH_TOOL_NAME, *names], strict=False)
+
+
 def exposed(session: Session) -> tuple[ToolSpec | None, list[ToolSpec]]:
     """The search tool (``None`` when the session does not expose it: discovery ``off``, or left
-    out by ``set_active``) and every active catalog tool, in active order."""
+    out by ``set_active``) and every active catalog tool with a wire name of its own, in active
+    order."""
     offers_search = SEARCH_TOOL_NAME in session.active
     tools = [tool for tool in session.active_tools() if tool.name != SEARCH_TOOL_NAME]
-    names = WireNames([SEARCH_TOOL_NAME, *(tool.name for tool in tools)])
-    return (search_spec(session) if offers_search else None), [tool_spec(tool, names) for tool in tools]
+    names = wire_names(tool.name for tool in tools)
+    offered = [tool_spec(tool, names) for tool in tools if names.offers(tool.name)]
+    return (search_spec(session) if offers_search else None), offered
 
 
 def listed(search: ToolSpec | None, active: list[ToolSpec]) -> list[ToolSpec]:
@@ -85,7 +94,7 @@ def listed(search: ToolSpec | None, active: list[ToolSpec]) -> list[ToolSpec]:
 
 def session_names(session: Session) -> WireNames:
     """The wire names of the session's active tools, for routing a call back to its tool."""
-    return WireNames([SEARCH_TOOL_NAME, *session.active])
+    return wire_names(session.active)
 
 
 def catalog_name(session: Session, wire: str) -> str | None:
@@ -104,6 +113,34 @@ def record_call(session: Session, wire: str, *, ok: bool = True) -> str | None:
     return name
 
 
+HostCall = Callable[[str, dict[str, Any]], Any]
+"""``call_tool(catalog_name, arguments)``: the host's own code that runs a catalog tool."""
+
+
+def run_host_tool(session: Session, wire: str, raw_arguments: Any, call: HostCall) -> tuple[Any, bool]:
+    """``(content, is_error)`` of the model's call of ``wire``: ``call(catalog_name, arguments)``
+    for the active catalog tool offered under that wire name, recorded in the session as any call
+    (a failure as failed). A name that maps back to no such tool (made up, not active, shared by
+    two tools), or arguments that are not an object, never reach ``call``: the content says why."""
+    name = catalog_name(session, wire)
+    if name is None or name == SEARCH_TOOL_NAME:
+        return (
+            f"Unknown tool {wire!r}: it is not one of this session's tools; call {SEARCH_TOOL_NAME} "
+            "to find tools, then call one it activated.",
+            True,
+        )
+    parsed = arguments(raw_arguments)
+    if not isinstance(parsed, dict):
+        return f"{wire}: the arguments must be a JSON object.", True
+    try:
+        content = call(name, parsed)
+    except BaseException:
+        session.record_call(name, ok=False)
+        raise
+    session.record_call(name)
+    return content, False
+
+
 def run_search(session: Session, call_id: str, params: Any) -> SearchAnswer:
     """Run one ``search_tool_bm25`` call; a refusal becomes an answer, not an exception.
 
@@ -116,14 +153,18 @@ def run_search(session: Session, call_id: str, params: Any) -> SearchAnswer:
     except ToolCallError as refusal:
         return SearchAnswer(str(refusal), [], refused=True)
     activated_names: list[str] = result.details["activated_tools"]
-    names = WireNames([SEARCH_TOOL_NAME, *activated_names])
-    found = session.tools_by_names(activated_names)
-    activated = [tool_spec(found[name], names) for name in activated_names if name in found]
-    return SearchAnswer(_model_text(result.content, names, activated_names), activated, refused=False)
+    # Checked against every active tool, as the next request's tools and the way back are.
+    names = session_names(session)
+    offered = [name for name in activated_names if names.offers(name)]
+    found = session.tools_by_names(offered)
+    activated = [tool_spec(found[name], names) for name in offered if name in found]
+    return SearchAnswer(
+        _model_text(result.content, names, activated_names, offered), activated, refused=False
+    )
 
 
-def _model_text(content: str, names: WireNames, activated: list[str]) -> str:
-    wires = [names.wire(name) for name in activated]
+def _model_text(content: str, names: WireNames, activated: list[str], offered: list[str]) -> str:
+    wires = [names.wire(name) for name in offered]
     if wires == activated:
         return content
     payload = json.loads(content)
@@ -142,7 +183,7 @@ def arguments(raw: Any) -> Any:
     if isinstance(raw, str | bytes):
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deeply to read
             return raw
     return raw
 

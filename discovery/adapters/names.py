@@ -8,14 +8,17 @@ provider sees the same wire name for a tool without sharing any table:
 - a name the providers accept, and that does not end like a mapped name (``_`` and twelve hex
   digits), is its own wire name: most names, ``search_tool_bm25`` among them, stay as they are;
 - any other name becomes a readable prefix (accents dropped, every run of other characters
-  made one ``_``, cut to fit) plus ``_`` and the first twelve hex digits of the SHA-256 of its
+  made one ``_``, cut to fit) plus ``_`` and the first sixteen hex digits of the SHA-256 of its
   UTF-8 bytes.
 
 The two kinds cannot meet (mapped names always end with the digest, kept names never do), so two
-names share a wire name only if their truncated digests and prefixes agree; ``WireNames`` turns
-that 48-bit accident into a clear error instead of a call routed to the wrong tool. The way back
-needs the candidates: ``WireNames`` over the names a request exposed maps each wire name to its
-catalog name.
+names share a wire name only if their truncated digests and prefixes agree. Finding a name that
+shares another's 64-bit digest is out of reach; a catalog crafted with two names of its own that
+collide is not. So ``WireNames`` never routes a call on a shared wire name: it refuses the set
+(``strict``) or, as the adapters use it, leaves every name of the shared wire name out, so those
+tools are not offered and a call of that name reaches no tool, while the rest of the session works
+on. The way back needs the candidates: ``WireNames`` over the names a request exposed maps each
+wire name to its catalog name.
 """
 
 from __future__ import annotations
@@ -29,13 +32,13 @@ from discovery.adapters.errors import WireNameCollision
 
 MAX_LENGTH = 64
 """The longest tool name Anthropic and OpenAI accept."""
-DIGEST_LENGTH = 12
-"""Hex digits of the name's SHA-256 kept in a mapped name (48 bits)."""
+DIGEST_LENGTH = 16
+"""Hex digits of the name's SHA-256 kept in a mapped name (64 bits): a name made to share a given
+name's digest would take about 2**64 tries."""
 
 _VALID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-_MAPPED_TAIL = re.compile(rf"_[0-9a-f]{{{DIGEST_LENGTH}}}\Z")
 _OTHER_CHARACTERS = re.compile(r"[^a-zA-Z0-9_-]+")
-_PREFIX_LENGTH = MAX_LENGTH - 1 - DIGEST_LENGTH
+_HEX = frozenset("0123456789abcdef")
 
 
 def is_wire_name(text: str) -> bool:
@@ -54,34 +57,46 @@ def wire_name(name: str) -> str:
 
 
 def _looks_mapped(name: str) -> bool:
-    return _MAPPED_TAIL.search(name) is not None
+    tail = name[-DIGEST_LENGTH - 1 :]
+    return (
+        len(tail) == DIGEST_LENGTH + 1 and tail[0] == "_" and all(c in "0123456789abcdef" for c in tail[1:])
+    )
 
 
 def _readable_prefix(name: str) -> str:
     decomposed = unicodedata.normalize("NFKD", name)
     unaccented = "".join(char for char in decomposed if not unicodedata.combining(char))
-    return _OTHER_CHARACTERS.sub("_", unaccented)[:_PREFIX_LENGTH] or "tool"
+    return _OTHER_CHARACTERS.sub("_", unaccented)[: MAX_LENGTH - 1 - DIGEST_LENGTH] or "tool"
 
 
 class WireNames(Mapping[str, str]):
     """Wire names of a set of catalog names, both ways: ``names[wire]`` is the catalog name.
 
-    Raises ``WireNameCollision`` when two of the names share a wire name, so that a call can
-    never reach the wrong tool.
+    When two of the names share a wire name, a call of it could reach the wrong tool: ``strict``
+    raises ``WireNameCollision``; otherwise every name of that wire name is left out (whatever
+    the order of ``names``), ``offers`` is false for it and ``collisions`` lists it.
     """
 
-    def __init__(self, names: Iterable[str]) -> None:
+    def __init__(self, names: Iterable[str], *, strict: bool = True) -> None:
+        by_wire: dict[str, list[str]] = {}
+        for name in dict.fromkeys(names):
+            by_wire.setdefault(wire_name(name), []).append(name)
         self._wire: dict[str, str] = {}
         self._catalog: dict[str, str] = {}
-        for name in names:
-            if name in self._wire:
+        self.collisions: dict[str, tuple[str, ...]] = {}
+        """Each wire name two or more of the names share, and those names (non-strict only)."""
+        for wire, sharing in by_wire.items():
+            if len(sharing) > 1:
+                if strict:
+                    raise WireNameCollision(wire, sharing[0], sharing[1])
+                self.collisions[wire] = tuple(sharing)
                 continue
-            wire = wire_name(name)
-            other = self._catalog.get(wire)
-            if other is not None:
-                raise WireNameCollision(wire, other, name)
-            self._wire[name] = wire
-            self._catalog[wire] = name
+            self._wire[sharing[0]] = wire
+            self._catalog[wire] = sharing[0]
+
+    def offers(self, name: str) -> bool:
+        """Whether catalog name ``name`` is in the set and has a wire name of its own."""
+        return name in self._wire
 
     def wire(self, name: str) -> str:
         """The wire name of a catalog name (computed for a name outside the set too)."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from discovery.adapters.common import (
     SEARCH_TOOL_NAME,
+    HostCall,
     ToolSpec,
     arguments,
     catalog_name,
@@ -25,13 +26,23 @@ from discovery.adapters.common import (
     field,
     listed,
     record_call,
+    run_host_tool,
     run_search,
 )
 
 if TYPE_CHECKING:
     from discovery.sessions.session import Session
 
-__all__ = ["catalog_name", "chat_tools", "handle_chat", "handle_response", "record_call", "responses_tools"]
+__all__ = [
+    "catalog_name",
+    "chat_tools",
+    "handle_chat",
+    "handle_response",
+    "record_call",
+    "responses_tools",
+    "run_chat_tool",
+    "run_response_tool",
+]
 
 
 def chat_tools(session: Session) -> list[dict[str, Any]]:
@@ -96,6 +107,23 @@ def handle_response(session: Session, item: Any) -> dict[str, Any] | None:
             "tools": [_function(tool) for tool in answer.activated],
         }
     return None
+
+
+def run_chat_tool(session: Session, tool_call: Any, call: HostCall) -> dict[str, Any]:
+    """The ``tool`` message of a tool call the host runs: ``call(catalog_name, arguments)`` for a
+    tool the session offers under that name; for any other name, or arguments that are not a JSON
+    object, a message saying so, and ``call`` is never given a name the adapter could not map back."""
+    function = field(tool_call, "function")
+    wire = str(field(function, "name"))
+    content, _ = run_host_tool(session, wire, field(function, "arguments"), call)
+    return {"role": "tool", "tool_call_id": str(field(tool_call, "id") or ""), "content": content}
+
+
+def run_response_tool(session: Session, item: Any, call: HostCall) -> dict[str, Any]:
+    """The ``function_call_output`` of a Responses ``function_call`` the host runs, as
+    ``run_chat_tool`` does for Chat Completions."""
+    content, _ = run_host_tool(session, str(field(item, "name")), field(item, "arguments"), call)
+    return {"type": "function_call_output", "call_id": str(field(item, "call_id") or ""), "output": content}
 
 
 def _chat_definition(tool: ToolSpec) -> dict[str, Any]:

@@ -89,8 +89,11 @@ class DiscoveryToolset(AbstractToolset[Any]):
             if answer.refused:
                 raise ToolFailed(answer.text)
             return answer.text
-        metadata = tool.tool_def.metadata or {}
-        catalog = str(metadata.get("catalog_name", name))
+        catalog = (tool.tool_def.metadata or {}).get("catalog_name")
+        if not isinstance(catalog, str):
+            # Not a tool of this toolset's listing: the host is never asked to run a name it
+            # cannot know.
+            raise ToolFailed(f"Unknown tool {name!r}: call search_tool_bm25 to find tools.")
         # Every call is recorded in the session (a failed one as failed), so that learning from
         # use sees what the agent called after its searches.
         try:

@@ -8,9 +8,7 @@ The format is read from the content, never from the file name. Every bad record 
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,19 +18,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from discovery.catalog.models import ToolRecord
 from discovery.errors import InvalidRecord, ToolIndexError, describe_validation_error
+from discovery.files import (
+    MAX_NESTING,
+    STDIN,
+    bounded_lines,
+    invalid_reason,
+    loads,
+    read_bounded,
+    too_deep,
+)
 from discovery.ranking.corpus import MCP_PREFIX
 
-STDIN = "-"
-STDIN_NAME = "<stdin>"
-MAX_NESTING = 128
-"""Deepest JSON nesting a record may have: pydantic cannot serialize (hash, store) much deeper ones."""
-MAX_INPUT_ENV = "TOOL_INDEX_MAX_INPUT_BYTES"
-MAX_INPUT_BYTES = 512 * 1024 * 1024
-"""Largest catalog input read (``TOOL_INDEX_MAX_INPUT_BYTES`` sets another): an endless input
-such as ``/dev/zero`` is refused instead of filling memory."""
-MAX_LINE_ENV = "TOOL_INDEX_MAX_LINE_BYTES"
-MAX_LINE_BYTES = 16 * 1024 * 1024
-"""Largest line of a JSON-lines catalog, so one record (``TOOL_INDEX_MAX_LINE_BYTES`` sets another)."""
 NOT_A_CATALOG = (
     'expected a JSON array or JSON lines of tool records, or an MCP tools/list result {"tools": [...]}'
 )
@@ -90,7 +86,7 @@ def read_catalog(
         raise UnreadableCatalog("standard input ('-') can be read only once")
     result = IngestResult()
     for path in paths:
-        where, text = _read_text(path, stdin)
+        where, text = read_bounded(path, UnreadableCatalog, what="catalog", stdin=stdin)
         default_server = None if str(path) == STDIN else Path(path).stem
         parse_catalog(
             text,
@@ -125,38 +121,6 @@ def parse_catalog(
     except RecursionError:
         raise UnreadableCatalog(f"{where}: JSON nested too deeply") from None
     return result
-
-
-def size_limit(variable: str, default: int) -> int:
-    """A byte limit: ``variable`` from the environment when it holds a positive integer."""
-    raw = os.environ.get(variable)
-    if raw is None:
-        return default
-    if not raw.strip().isdigit() or int(raw) <= 0:
-        raise UnreadableCatalog(f"{variable}={raw!r} is not a positive number of bytes")
-    return int(raw)
-
-
-def _read_text(path: str | Path, stdin: BinaryIO | None) -> tuple[str, str]:
-    where = STDIN_NAME if str(path) == STDIN else str(path)
-    limit = size_limit(MAX_INPUT_ENV, MAX_INPUT_BYTES)
-    try:
-        if str(path) == STDIN:
-            data = (stdin or sys.stdin.buffer).read(limit + 1)
-        else:
-            with Path(path).open("rb") as file:
-                data = file.read(limit + 1)
-    except OSError as exc:
-        raise UnreadableCatalog(f"{where}: cannot read: {exc.strerror or exc}") from exc
-    if len(data) > limit:
-        raise UnreadableCatalog(
-            f"{where}: larger than {limit} bytes, the most a catalog may hold; "
-            f"split it, or set {MAX_INPUT_ENV} to allow more"
-        )
-    try:
-        return where, data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UnreadableCatalog(f"{where}: not UTF-8 text (invalid byte at offset {exc.start})") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +160,7 @@ def _records(
 def _whole_document(text: str, where: str) -> Any:
     """The file as one JSON value, or ``None`` for JSON lines (the first line parses alone)."""
     try:
-        return _loads(text)
+        return loads(text)
     except json.JSONDecodeError as exc:
         first_line = text.lstrip().split("\n", 1)[0]
         if exc.msg == "Extra data" or _parses(first_line):
@@ -205,30 +169,21 @@ def _whole_document(text: str, where: str) -> Any:
             f"{where}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})"
         ) from exc
     except ValueError as exc:  # NaN, or an integer too long to convert
-        raise UnreadableCatalog(f"{where}: invalid JSON: {_reason(exc)}") from exc
+        raise UnreadableCatalog(f"{where}: invalid JSON: {invalid_reason(exc)}") from exc
 
 
 def _json_lines(text: str, where: str) -> Iterator[_Item | str]:
     """Each non-blank line as a record, or ``<line>: <why it is not JSON>``."""
-    index = 0
-    limit = size_limit(MAX_LINE_ENV, MAX_LINE_BYTES)
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        if len(line) > limit and len(line.encode("utf-8", "surrogatepass")) > limit:
-            raise UnreadableCatalog(
-                f"{where}, line {number}: longer than {limit} bytes, the most one record may take; "
-                f"set {MAX_LINE_ENV} to allow more"
-            )
+    lines = bounded_lines(text, where, UnreadableCatalog, what="record")
+    for index, (number, line) in enumerate(lines):
         try:
-            yield _Item(_loads(line), index, number)
+            yield _Item(loads(line), index, number)
         except json.JSONDecodeError as exc:
             yield f"{number}: invalid JSON: {exc.msg} (column {exc.colno})"
         except ValueError as exc:
-            yield f"{number}: invalid JSON: {_reason(exc)}"
+            yield f"{number}: invalid JSON: {invalid_reason(exc)}"
         except RecursionError:
             yield f"{number}: JSON nested too deeply"
-        index += 1
 
 
 def _array_items(text: str, array: list[Any], path: list[str]) -> Iterator[_Item]:
@@ -249,7 +204,7 @@ def _tool_records(items: Iterable[_Item | str], where: str, server: str | None) 
         if isinstance(item, str):
             yield f"{where}:{item}"
             continue
-        if _too_deep(item.value):
+        if too_deep(item.value):
             yield f"{_location(where, item)}: nested deeper than {MAX_NESTING} levels"
             continue
         try:
@@ -265,7 +220,7 @@ def _tool_records(items: Iterable[_Item | str], where: str, server: str | None) 
 
 def _mcp_records(items: Iterable[_Item], where: str, server: str) -> Iterator[ToolRecord | str]:
     for item in items:
-        if _too_deep(item.value):
+        if too_deep(item.value):
             yield f"{_location(where, item)}: nested deeper than {MAX_NESTING} levels"
             continue
         try:
@@ -340,32 +295,8 @@ def _element_lines(text: str, path: list[str]) -> list[int]:
     return lines
 
 
-def _too_deep(value: Any) -> bool:
-    """Whether ``value`` nests lists and objects more than ``MAX_NESTING`` levels (no recursion)."""
-    level: list[Any] = [value]
-    for _ in range(MAX_NESTING + 1):
-        level = [
-            child
-            for node in level
-            if isinstance(node, dict | list)
-            for child in (node.values() if isinstance(node, dict) else node)
-        ]
-        if not level:
-            return False
-    return True
-
-
 def _first_line(text: str) -> int:
     return text.count("\n", 0, len(text) - len(text.lstrip())) + 1
-
-
-def _loads(text: str) -> Any:
-    return json.loads(text, parse_constant=_reject_constant)
-
-
-def _reject_constant(name: str) -> Any:
-    # Python reads NaN and Infinity; JSON (and PostgreSQL's json type) does not.
-    raise ValueError(f"{name} is not valid JSON")
 
 
 MCP_TOOL_HINT = (
@@ -381,14 +312,9 @@ def _hint(value: Any) -> str:
     return MCP_TOOL_HINT + ", ".join(ToolRecord.model_fields)
 
 
-def _reason(exc: ValueError) -> str:
-    # Python's own advice ("use sys.set_int_max_str_digits()") is no help to a user.
-    return str(exc).split(";")[0]
-
-
 def _parses(text: str) -> bool:
     try:
-        _loads(text)
+        loads(text)
     except (ValueError, RecursionError):
         return False
     return True

@@ -3,7 +3,8 @@
 Claude Desktop's ``claude_desktop_config.json``, Claude Code's ``.mcp.json`` and Cursor's
 ``mcp.json`` hold ``{"mcpServers": {name: entry}}``; VS Code's ``mcp.json`` holds ``{"servers":
 {name: entry}}``. An entry is a stdio server (``command``, ``args``, ``env``, ``cwd``, optional
-``"type": "stdio"``) or a streamable HTTP one (``"type": "http"`` or just ``url``, ``headers``).
+``"type": "stdio"``; a relative ``cwd`` is relative to the config file's directory) or a
+streamable HTTP one (``"type": "http"`` or just ``url``, ``headers``).
 ``${VAR}`` and ``${VAR:-default}`` are expanded in every string of an entry, as Claude Code does.
 
 Values of ``env`` and ``headers`` are secrets more often than not: no message of this module
@@ -23,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
 
 from discovery.errors import ToolIndexError
+from discovery.files import load_json, read_bounded
 
 SERVER_KEYS = ("mcpServers", "servers")
 """Where the servers are: the key of Claude Desktop, Claude Code and Cursor, then VS Code's."""
@@ -111,24 +113,17 @@ class McpConfig:
 
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> McpConfig:
     """Read the config file at ``path``, with variables expanded from ``environ`` (the process's)."""
-    where = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise ConfigError(f"{where}: cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{where}: not UTF-8 text (invalid byte at offset {exc.start})") from exc
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
-    except RecursionError:
-        raise ConfigError(f"{where}: JSON nested too deeply") from None
-    return parse_config(document, where=where, environ=os.environ if environ is None else environ)
+    where, text = read_bounded(path, ConfigError, what="config file")
+    document = load_json(text, where, ConfigError)
+    environ = os.environ if environ is None else environ
+    return parse_config(document, where=where, environ=environ, base=Path(path).absolute().parent)
 
 
-def parse_config(document: Any, *, where: str, environ: Mapping[str, str]) -> McpConfig:
-    """The servers of a parsed config ``document``; ``where`` names it in messages."""
+def parse_config(
+    document: Any, *, where: str, environ: Mapping[str, str], base: Path | None = None
+) -> McpConfig:
+    """The servers of a parsed config ``document``; ``where`` names it in messages, and a relative
+    ``cwd`` is taken relative to ``base``, the directory of the file (when there is one)."""
     if not isinstance(document, dict):
         raise ConfigError(f'{where}: expected a JSON object with "mcpServers" (or VS Code\'s "servers")')
     key = next((key for key in SERVER_KEYS if key in document), None)
@@ -145,11 +140,13 @@ def parse_config(document: Any, *, where: str, environ: Mapping[str, str]) -> Mc
                 f"{where}: {key}.{name!r}: a server name is letters, digits, '_', '-' and '.', "
                 "starting with a letter or digit"
             )
-        servers[name] = _server(name, entry, prefix, environ)
+        servers[name] = _server(name, entry, prefix, environ, base)
     return McpConfig(path=where, servers=servers)
 
 
-def _server(name: str, entry: Any, prefix: str, environ: Mapping[str, str]) -> ServerConfig:
+def _server(
+    name: str, entry: Any, prefix: str, environ: Mapping[str, str], base: Path | None
+) -> ServerConfig:
     if not isinstance(entry, dict):
         raise ConfigError(f"{prefix}: expected an object")
     kind = entry.get("type", "http" if "url" in entry and "command" not in entry else "stdio")
@@ -173,7 +170,9 @@ def _server(name: str, entry: Any, prefix: str, environ: Mapping[str, str]) -> S
                 env={
                     key: _expanded(value, prefix, f"env.{key}", environ) for key, value in stdio.env.items()
                 },
-                cwd=None if stdio.cwd is None else _expanded(stdio.cwd, prefix, "cwd", environ),
+                cwd=None
+                if stdio.cwd is None
+                else _directory(_expanded(stdio.cwd, prefix, "cwd", environ), base),
             )
         http = _HTTP.validate_python(entry)
     except ValidationError as exc:
@@ -204,6 +203,14 @@ def _expanded(value: str, prefix: str, where: str, environ: Mapping[str, str]) -
         )
 
     return _VARIABLE.sub(replace, value)
+
+
+def _directory(cwd: str, base: Path | None) -> str:
+    """A server's working directory: a relative one is taken relative to the config file's, so the
+    entry means the same whichever directory the gateway is started from."""
+    if base is None or Path(cwd).is_absolute():
+        return cwd
+    return str(base / cwd)
 
 
 def _described(exc: ValidationError) -> str:

@@ -38,9 +38,9 @@ from discovery.mcp.sessions import (
     write_pending,
 )
 from discovery.mcp.sync import Library, ServerSync, sync_server, sync_servers
-from discovery.mcp.upstreams import DEFAULT_TIMEOUT, UpstreamError, Upstreams, split_catalog_name
+from discovery.mcp.upstreams import DEFAULT_TIMEOUT, UpstreamError, Upstreams, route, split_catalog_name
 from discovery.sessions.search_tool import PARAMETERS as SEARCH_PARAMETERS
-from store import StoreError
+from store import StoredTool, StoreError
 
 T = TypeVar("T")
 
@@ -188,7 +188,7 @@ class Gateway:
         ]
         if self.options.expose_active:
             for tool in await self.library.run(gateway_session.active_tools):
-                if split_catalog_name(tool.name, self.config.servers) is not None:
+                if route(tool, self.config.servers) is not None:
                     schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
                     tools.append(
                         types.Tool(
@@ -246,16 +246,18 @@ class Gateway:
         """Call the activated tool ``name`` on its server; every call is logged, never its
         arguments or result. ``arguments`` ``None`` describes the tool instead of calling it."""
         started = time.perf_counter()
-        located = split_catalog_name(name, self.config.servers)
-        server = located[0] if located else None
-        refusal = await self._refusal(gateway_session, name, located)
+        tool, active = await self.library.run(gateway_session.resolve, name)
+        # The server and upstream name come from the record the model was shown (and its pin).
+        located = None if tool is None else route(tool, self.config.servers)
+        # The log of a call of an unknown name still says which server the name points to.
+        guessed = split_catalog_name(name, self.config.servers) if tool is None else None
+        server = located[0] if located else guessed[0] if guessed else None
+        refusal = await self._refusal(gateway_session, name, tool, active, located)
         if refusal is not None:
             await self._log(gateway_session, name, server, started, True, refusal[0])
             return text_result(refusal[1], is_error=True)
-        assert located is not None
+        assert tool is not None and located is not None
         if arguments is None:
-            tool, _ = await self.library.run(gateway_session.resolve, name)
-            assert tool is not None
             await self._log(gateway_session, name, server, started, False, "described")
             return text_result(_described(tool.description, tool.input_schema, name), is_error=False)
         upstream = self.upstreams.upstream(located[0])
@@ -268,10 +270,14 @@ class Gateway:
         return result.model_copy(update={"meta": None})
 
     async def _refusal(
-        self, gateway_session: GatewaySession, name: str, located: tuple[str, str] | None
+        self,
+        gateway_session: GatewaySession,
+        name: str,
+        tool: StoredTool | None,
+        active: bool,
+        located: tuple[str, str] | None,
     ) -> tuple[str, str] | None:
         """``(outcome, message)`` when ``name`` cannot be called now, else ``None``."""
-        tool, active = await self.library.run(gateway_session.resolve, name)
         if tool is None:
             return "unknown", (
                 f"Unknown tool {name!r}: it is not in the catalog. Call search_tool_bm25 to find a tool, "

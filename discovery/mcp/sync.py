@@ -48,7 +48,8 @@ def tools_list_text(tools: list[types.Tool]) -> str:
 
 def write_server_tools(index: ToolIndex, server: str, tools: list[types.Tool]) -> ImportReport:
     """Upsert ``server``'s tools and remove those it no longer has, in one transaction: the path of
-    ``tool-index import FILE --server NAME --replace``."""
+    ``tool-index import FILE --server NAME --replace``. A tool whose catalog name is another
+    server's tool refuses the whole write (``ServerNameCollision``): the catalog stays as it was."""
     from discovery.catalog.formats import parse_catalog
 
     parsed = parse_catalog(tools_list_text(tools), where=f"server {server!r} tools/list", server=server)

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 import anyio.abc
@@ -31,6 +31,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from discovery.errors import ToolIndexError
 from discovery.mcp.config import HttpServer, McpConfig, ServerConfig, StdioServer, load_config
+
+if TYPE_CHECKING:
+    from store import StoredTool
 
 logger = logging.getLogger(__name__)
 
@@ -62,14 +65,38 @@ def catalog_name(server: str, tool: str) -> str:
 
 def split_catalog_name(name: str, servers: list[str] | dict[str, Any]) -> tuple[str, str] | None:
     """``(server, tool)`` of a catalog name, for one of ``servers`` (longest name first, as a
-    server name may itself contain ``__``)."""
+    server name may itself contain ``__``). A name two servers could give (server ``a``'s tool
+    ``b__c`` and server ``a__b``'s ``c``) splits by the longer server name: only a record says
+    which it is (``route``)."""
+    splits = catalog_name_splits(name, servers)
+    return splits[0] if splits else None
+
+
+def catalog_name_splits(name: str, servers: list[str] | dict[str, Any]) -> list[tuple[str, str]]:
+    """Every ``(server, tool)`` of ``servers`` whose catalog name is ``name``, longest server first."""
     if not name.startswith(MCP_PREFIX):
-        return None
+        return []
     rest = name[len(MCP_PREFIX) :]
-    for server in sorted(servers, key=len, reverse=True):
-        if rest.startswith(server + "__") and len(rest) > len(server) + 2:
-            return server, rest[len(server) + 2 :]
-    return None
+    return [
+        (server, rest[len(server) + 2 :])
+        for server in sorted(servers, key=len, reverse=True)
+        if rest.startswith(server + "__") and len(rest) > len(server) + 2
+    ]
+
+
+def route(tool: StoredTool, servers: list[str] | dict[str, Any]) -> tuple[str, str] | None:
+    """``(server, upstream tool)`` a catalog record is called on: the server and MCP tool name the
+    record itself holds (and its pin covers), never a guess from its name. A record without them
+    (imported as a tool record) is routed by its name only when exactly one of ``servers`` gives
+    that name. ``None``: not a tool of one of ``servers``."""
+    if tool.server_name is not None and tool.mcp_tool_name is not None:
+        named = (tool.server_name, tool.mcp_tool_name)
+        served = tool.server_name in servers and tool.name == catalog_name(*named)
+        return named if served else None
+    splits = catalog_name_splits(tool.name, servers)
+    if tool.server_name is not None:
+        splits = [split for split in splits if split[0] == tool.server_name]
+    return splits[0] if len(splits) == 1 else None
 
 
 class _WatchedStream:
@@ -188,6 +215,10 @@ class Upstream:
     async def _transport(self, stack: AsyncExitStack, closed: anyio.Event) -> Any:
         config = self.config
         if isinstance(config, StdioServer):
+            if config.cwd is not None and not Path(config.cwd).is_dir():
+                # Checked first: starting in a missing directory fails as if the command were missing.
+                what = "is not a directory" if Path(config.cwd).exists() else "not found"
+                raise UpstreamError(self.name, f"cannot start: working directory {what} ({config.cwd})")
             parameters = StdioServerParameters(
                 command=config.command, args=list(config.args), env=dict(config.env) or None, cwd=config.cwd
             )
@@ -335,11 +366,17 @@ class Upstreams:
         return self.servers[server]
 
     def locate(self, name: str) -> tuple[Upstream, str]:
-        """The upstream and upstream tool name of a catalog tool name."""
-        found = split_catalog_name(name, self.servers)
-        if found is None:
+        """The upstream and upstream tool name of a catalog tool name; a name that two servers
+        could give is refused rather than guessed."""
+        found = catalog_name_splits(name, self.servers)
+        if not found:
             raise UnknownServer(f"{name!r} is not a tool of a server in {self.config.path}")
-        return self.servers[found[0]], found[1]
+        if len(found) > 1:
+            which = " or ".join(f"server {server!r}'s tool {tool!r}" for server, tool in found)
+            raise UnknownServer(
+                f"{name!r} could be {which}: call call_upstream(upstreams.upstream(SERVER), TOOL, arguments)"
+            )
+        return self.servers[found[0][0]], found[0][1]
 
     async def list_tools(self, server: str) -> list[types.Tool]:
         """Every tool of ``server``, through every page of tools/list."""

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from discovery.errors import QueryWithoutTerms, ToolIndexError
+from discovery.files import bounded_lines, invalid_reason, loads, read_bounded
 from discovery.quality.metrics import mean, ndcg_at, recall_at, reciprocal_rank, satisfied_at
 
 if TYPE_CHECKING:
@@ -88,27 +89,28 @@ class Evaluation:
 
 def read_queries(path: Path) -> list[LabelledQuery]:
     """Every labelled query of ``path``; a bad line raises ``QueryFileError`` naming it."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise QueryFileError(f"{path}: cannot read the query file: {_reason(exc)}") from exc
-    queries = [_labelled(f"{path}:{number}", line) for number, line in _lines(text)]
+    where, text = read_bounded(path, QueryFileError, what="query file")
+    lines = bounded_lines(text, where, QueryFileError, what="query")
+    queries = [_labelled(f"{where}:{number}", line) for number, line in lines]
     if not queries:
         raise QueryFileError(f"{path}: no queries in the file")
     return queries
 
 
-def _lines(text: str) -> Iterator[tuple[int, str]]:
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            yield number, line
+def _row(where: str, line: str) -> Any:
+    """One line of a query or training file as JSON, or ``QueryFileError`` saying why it is not."""
+    try:
+        return loads(line)
+    except json.JSONDecodeError as exc:
+        raise QueryFileError(f"{where}: not JSON: {exc.msg} (column {exc.colno})") from exc
+    except ValueError as exc:  # NaN, or an integer too long to convert
+        raise QueryFileError(f"{where}: not JSON: {invalid_reason(exc)}") from None
+    except RecursionError:
+        raise QueryFileError(f"{where}: JSON nested too deeply") from None
 
 
 def _labelled(where: str, line: str) -> LabelledQuery:
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise QueryFileError(f"{where}: not JSON: {exc.msg} (column {exc.colno})") from exc
+    row = _row(where, line)
     if not isinstance(row, dict):
         raise QueryFileError(f"{where}: expected a JSON object")
     unknown = sorted(set(row) - {"query", "relevant", "relevant_groups"})
@@ -143,10 +145,6 @@ def _names(value: object) -> bool:
 def _quoted(text: str) -> str:
     """A name from the file, quoted with every control and non-ASCII character escaped."""
     return json.dumps(text)
-
-
-def _reason(exc: BaseException) -> str:
-    return getattr(exc, "strerror", None) or type(exc).__name__
 
 
 def evaluate(
@@ -223,21 +221,16 @@ def read_training(path: Path) -> list[TrainingRequest]:
     """Every request of a training file (JSONL: ``{"query": ..., "tools": [names]}``, and
     ``"session": id`` to make several lines one session's searches and calls, in file order;
     each line is a session of its own otherwise). A bad line raises ``QueryFileError``."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise QueryFileError(f"{path}: cannot read the training file: {_reason(exc)}") from exc
-    requests = [_training(f"{path}:{number}", number, line) for number, line in _lines(text)]
+    where, text = read_bounded(path, QueryFileError, what="training file")
+    lines = bounded_lines(text, where, QueryFileError, what="request")
+    requests = [_training(f"{where}:{number}", number, line) for number, line in lines]
     if not requests:
         raise QueryFileError(f"{path}: no requests in the file")
     return requests
 
 
 def _training(where: str, number: int, line: str) -> TrainingRequest:
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise QueryFileError(f"{where}: not JSON: {exc.msg} (column {exc.colno})") from exc
+    row = _row(where, line)
     if not isinstance(row, dict):
         raise QueryFileError(f"{where}: expected a JSON object")
     unknown = sorted(set(row) - {"query", "tools", "session"})

@@ -7,11 +7,11 @@ the path from the file's last entry back to the root through ``parentId``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from discovery.errors import ToolIndexError
+from discovery.files import bounded_lines, load_json, read_bounded
 
 SELECTION_TYPE = "mcp_tool_selection"
 
@@ -21,20 +21,13 @@ class UnreadableSessionFile(ToolIndexError):
 
 
 def read_entries(path: Path) -> list[dict[str, Any]]:
+    """Every entry of the JSONL session file at ``path``, read within the bounds of every input."""
     entries: list[dict[str, Any]] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UnreadableSessionFile(f"{path}: cannot read: {exc}") from exc
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            raise UnreadableSessionFile(f"{path}:{number}: not a JSON entry: {exc}") from exc
+    where, text = read_bounded(path, UnreadableSessionFile, what="session file")
+    for number, line in bounded_lines(text, where, UnreadableSessionFile, what="entry"):
+        entry = load_json(line, f"{where}:{number}", UnreadableSessionFile, one_line=True)
         if not isinstance(entry, dict):
-            raise UnreadableSessionFile(f"{path}:{number}: an entry must be a JSON object")
+            raise UnreadableSessionFile(f"{where}:{number}: an entry must be a JSON object")
         entries.append(entry)
     return entries
 
