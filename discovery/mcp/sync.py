@@ -14,7 +14,8 @@ from mcp import types
 
 from discovery.errors import ToolIndexError
 from discovery.index import ImportReport, ToolIndex
-from discovery.mcp.upstreams import UpstreamError, Upstreams
+from discovery.mcp.upstreams import Upstreams
+from store.errors import StoreError
 
 T = TypeVar("T")
 
@@ -59,7 +60,9 @@ async def sync_server(library: Library, upstreams: Upstreams, server: str) -> Se
     try:
         tools = await upstreams.list_tools(server)
         report = await library.run(write_server_tools, library.index, server, tools)
-    except (UpstreamError, ToolIndexError) as exc:
+    except StoreError:
+        raise  # a database error is not this server's failure: it ends the sync
+    except ToolIndexError as exc:  # the server's (an ``UpstreamError``) or its list's
         return ServerSync(server, error=str(exc))
     return ServerSync(server, report=report)
 
