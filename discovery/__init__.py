@@ -1,5 +1,10 @@
 """tool-index: a persistent BM25+ index for tool discovery in LLM agents.
 
+What a program needs: the index and its results, sessions and their search tool, the record
+model, and the errors a program acts on. Every error tool-index raises is a ``ToolIndexError``
+(its docstring draws the tree); the rest are imported from their modules (``discovery.errors``,
+``store.errors``).
+
 Each name is imported from its module when first used, so importing the package loads nothing
 else and changes nothing in the process: a program decides for itself what its imports cost
 (the command line pauses the collector around its own). Opening an index and searching it never
@@ -12,13 +17,7 @@ if TYPE_CHECKING:
     from discovery.catalog.models import ToolRecord
     from discovery.errors import (
         DatabaseMissing,
-        DiscoveryDisabled,
-        DiscoveryUnavailable,
-        EmptyQuery,
-        InvalidLimit,
         InvalidRecord,
-        QueryNotText,
-        QueryWithoutTerms,
         ToolCallError,
         ToolIndexError,
         UnknownToolNames,
@@ -32,57 +31,31 @@ if TYPE_CHECKING:
         ConcurrentUpdate,
         CorruptIndex,
         DatabaseUnavailable,
-        ReadOnlyDatabase,
-        SchemaOutdated,
-        SchemaTooNew,
         SessionNotFound,
-        StorageFull,
-        StoreError,
         ToolNotFound,
     )
 
 _HOMES = {
     "ToolIndex": "discovery.index",
     "ImportReport": "discovery.index",
+    "SearchHit": "discovery.results",
+    "SearchDetails": "discovery.results",
+    "MatchDetails": "discovery.results",
     "Session": "discovery.sessions.session",
     "SessionSettings": "discovery.sessions.settings",
     "SearchTool": "discovery.sessions.search_tool",
     "ToolResult": "discovery.sessions.search_tool",
     "ToolRecord": "discovery.catalog.models",
-    "SearchHit": "discovery.results",
-    "SearchDetails": "discovery.results",
-    "MatchDetails": "discovery.results",
-    **dict.fromkeys(
-        [
-            "DatabaseMissing",
-            "DiscoveryDisabled",
-            "DiscoveryUnavailable",
-            "EmptyQuery",
-            "InvalidLimit",
-            "InvalidRecord",
-            "QueryNotText",
-            "QueryWithoutTerms",
-            "ToolCallError",
-            "ToolIndexError",
-            "UnknownToolNames",
-        ],
-        "discovery.errors",
-    ),
-    **dict.fromkeys(
-        [
-            "ConcurrentUpdate",
-            "CorruptIndex",
-            "DatabaseUnavailable",
-            "ReadOnlyDatabase",
-            "SchemaOutdated",
-            "SchemaTooNew",
-            "SessionNotFound",
-            "StorageFull",
-            "StoreError",
-            "ToolNotFound",
-        ],
-        "store.errors",
-    ),
+    "ToolIndexError": "discovery.errors",
+    "ToolCallError": "discovery.errors",
+    "InvalidRecord": "discovery.errors",
+    "DatabaseMissing": "discovery.errors",
+    "UnknownToolNames": "discovery.errors",
+    "DatabaseUnavailable": "store.errors",
+    "ConcurrentUpdate": "store.errors",
+    "CorruptIndex": "store.errors",
+    "ToolNotFound": "store.errors",
+    "SessionNotFound": "store.errors",
 }
 """The module each public name is defined in."""
 
@@ -105,26 +78,15 @@ __all__ = [
     "CorruptIndex",
     "DatabaseMissing",
     "DatabaseUnavailable",
-    "DiscoveryDisabled",
-    "DiscoveryUnavailable",
-    "EmptyQuery",
     "ImportReport",
-    "InvalidLimit",
     "InvalidRecord",
     "MatchDetails",
-    "QueryNotText",
-    "QueryWithoutTerms",
-    "ReadOnlyDatabase",
-    "SchemaOutdated",
-    "SchemaTooNew",
     "SearchDetails",
     "SearchHit",
     "SearchTool",
     "Session",
     "SessionNotFound",
     "SessionSettings",
-    "StorageFull",
-    "StoreError",
     "ToolCallError",
     "ToolIndex",
     "ToolIndexError",

@@ -13,17 +13,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine
 
-from discovery import (
-    EmptyQuery,
-    InvalidLimit,
-    InvalidRecord,
-    QueryWithoutTerms,
-    ToolCallError,
-    ToolIndex,
-    ToolIndexError,
-)
+from discovery import InvalidRecord, ToolCallError, ToolIndex, ToolIndexError
 from discovery.catalog.indexing import column_json, content_hash
 from discovery.catalog.models import MAX_SCHEMA_DEPTH, ToolRecord
+from discovery.errors import EmptyQuery, InvalidLimit, QueryWithoutTerms
 from discovery.text.tokenizer import tokenize
 from store import logged_json, sessions
 from store.digests import legacy_digest, record_digest
