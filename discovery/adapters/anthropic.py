@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from discovery.adapters.common import (
-    SEARCH_TOOL_NAME,
     SearchAnswer,
     ToolSpec,
     arguments,
@@ -33,6 +32,7 @@ from discovery.adapters.common import (
 )
 from discovery.adapters.errors import TooManyTools
 from discovery.adapters.names import WireNames
+from discovery.ranking.corpus import SEARCH_TOOL_NAME
 
 if TYPE_CHECKING:
     from discovery.sessions.session import Session

@@ -15,13 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from discovery.adapters.names import WireNames
 from discovery.errors import ToolCallError
+from discovery.ranking.corpus import SEARCH_TOOL_NAME
 
 if TYPE_CHECKING:
     from discovery.sessions.session import Session
     from store import StoredTool
 
-SEARCH_TOOL_NAME = "search_tool_bm25"
-"""The search tool's wire name, fixed forever (contract §6), and valid for every provider."""
 EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

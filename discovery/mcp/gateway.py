@@ -32,13 +32,13 @@ from discovery.index import ToolIndex
 from discovery.mcp.config import McpConfig
 from discovery.mcp.sessions import (
     NEW_SESSION_MODE,
-    SEARCH_TOOL_NAME,
     GatewaySession,
     Pending,
     write_pending,
 )
 from discovery.mcp.sync import Library, ServerSync, sync_server, sync_servers
 from discovery.mcp.upstreams import DEFAULT_TIMEOUT, UpstreamError, Upstreams, split_catalog_name
+from discovery.ranking.corpus import SEARCH_TOOL_NAME
 from discovery.sessions.search_tool import PARAMETERS as SEARCH_PARAMETERS
 from store.errors import StoreError
 

@@ -25,7 +25,6 @@ from store.reads import tools_by_names
 if TYPE_CHECKING:
     from discovery.sessions.session import Session
 
-SEARCH_TOOL_NAME = "search_tool_bm25"
 NEW_SESSION_MODE = "mcp-only"
 """A gateway fronts MCP tools only; ``auto`` would switch discovery off for a small catalog."""
 PIN_EVENT = "pin"
