@@ -6,8 +6,6 @@ Everything here is synchronous library work: the gateway runs it in its worker t
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +17,7 @@ from discovery.errors import ToolCallError, ToolIndexError
 from discovery.index import ToolIndex
 from discovery.sessions.learning import CALL_EVENT, learn_from_calls, teaches
 from store import StoredTool, sessions
+from store.digests import json_digest
 from store.engine import write_transaction
 from store.reads import tools_by_names
 
@@ -31,9 +30,9 @@ PIN_EVENT = "pin"
 
 
 def digest(tool: StoredTool) -> str:
-    """A digest of everything a tool claims (description, input schema, names): what is pinned."""
-    canonical = json.dumps(tool.as_record(), sort_keys=True, ensure_ascii=True)
-    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+    """A digest of everything a tool claims (description, input schema, names): what is pinned.
+    The pins in the session logs hold it, so it is the store's fixed ``json_digest``."""
+    return json_digest(tool.as_record())
 
 
 @dataclass
