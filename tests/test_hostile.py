@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 from sqlalchemy import create_engine
 
 from discovery import InvalidRecord, ToolCallError, ToolIndex, ToolIndexError
-from discovery.catalog.indexing import column_json, content_hash
+from discovery.catalog.indexing import content_hash
 from discovery.catalog.models import MAX_SCHEMA_DEPTH, ToolRecord
 from discovery.errors import EmptyQuery, InvalidLimit, QueryWithoutTerms
 from discovery.text.tokenizer import tokenize
 from store import logged_json, sessions
 from store.digests import json_digest, record_digest
+from store.logged_json import column_json
 from tests.catalogs import WORKED_EXAMPLE
 
 ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=60)
