@@ -1,75 +1,76 @@
-"""tool-index: a persistent BM25+ index for tool discovery in LLM agents."""
+"""tool-index: a persistent BM25+ index for tool discovery in LLM agents.
 
-import gc
+What a program needs: the index and its results, sessions and their search tool, the record
+model, and the errors a program acts on. Every error tool-index raises is a ``ToolIndexError``
+(its docstring draws the tree); the rest are imported from their modules (``discovery.errors``,
+``store.errors``).
+
+Each name is imported from its module when first used, so importing the package loads nothing
+else and changes nothing in the process: a program decides for itself what its imports cost
+(the command line pauses the collector around its own). Opening an index and searching it never
+loads the pydantic models (``ToolRecord``, ``SessionSettings`` and the session's types)."""
+
+import importlib
 from typing import TYPE_CHECKING, Any
 
-# Importing SQLAlchemy and numpy makes tens of thousands of objects that live as long as the
-# process. On the way they set off many collections, a full one among them, which free next to
-# nothing and weigh on every cold start. The collector waits until the imports are done, and
-# then does not walk what they made either: freezing and unfreezing moves every tracked object
-# to the oldest generation unexamined, where the young collections that would have promoted
-# them step by step do not look. A later full collection still does.
-_collecting = gc.isenabled()
-gc.disable()
-try:
+if TYPE_CHECKING:
+    from discovery.catalog.models import ToolRecord
     from discovery.errors import (
         DatabaseMissing,
-        DiscoveryDisabled,
-        DiscoveryUnavailable,
-        EmptyQuery,
-        InvalidLimit,
         InvalidRecord,
-        QueryNotText,
-        QueryWithoutTerms,
-        ServerNameCollision,
         ToolCallError,
         ToolIndexError,
         UnknownToolNames,
     )
     from discovery.index import ImportReport, ToolIndex
     from discovery.results import MatchDetails, SearchDetails, SearchHit
+    from discovery.sessions.search_tool import SearchTool, ToolResult
+    from discovery.sessions.session import Session
+    from discovery.sessions.settings import SessionSettings
     from store.errors import (
         ConcurrentUpdate,
         CorruptIndex,
         DatabaseUnavailable,
-        ReadOnlyDatabase,
-        SchemaOutdated,
-        SchemaTooNew,
         SessionNotFound,
-        StorageFull,
-        StoreError,
         ToolNotFound,
     )
-finally:
-    if _collecting:
-        gc.freeze()
-        gc.unfreeze()
-        gc.enable()
-    del _collecting
 
-if TYPE_CHECKING:
-    from discovery.catalog.models import ToolRecord
-    from discovery.sessions.search_tool import SearchTool, ToolResult
-    from discovery.sessions.session import Session
-    from discovery.sessions.settings import SessionSettings
-
-_LOADED_WHEN_ASKED = {
-    "ToolRecord": "discovery.catalog.models",
+_HOMES = {
+    "ToolIndex": "discovery.index",
+    "ImportReport": "discovery.index",
+    "SearchHit": "discovery.results",
+    "SearchDetails": "discovery.results",
+    "MatchDetails": "discovery.results",
     "Session": "discovery.sessions.session",
     "SessionSettings": "discovery.sessions.settings",
     "SearchTool": "discovery.sessions.search_tool",
     "ToolResult": "discovery.sessions.search_tool",
+    "ToolRecord": "discovery.catalog.models",
+    "ToolIndexError": "discovery.errors",
+    "ToolCallError": "discovery.errors",
+    "InvalidRecord": "discovery.errors",
+    "DatabaseMissing": "discovery.errors",
+    "UnknownToolNames": "discovery.errors",
+    "DatabaseUnavailable": "store.errors",
+    "ConcurrentUpdate": "store.errors",
+    "CorruptIndex": "store.errors",
+    "ToolNotFound": "store.errors",
+    "SessionNotFound": "store.errors",
 }
-"""Names whose modules load pydantic (the record and settings models): imported when first asked
-for, so that opening an index and searching it does not load pydantic."""
+"""The module each public name is defined in."""
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LOADED_WHEN_ASKED:
-        import importlib
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'discovery' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # found directly from now on
+    return value
 
-        return getattr(importlib.import_module(_LOADED_WHEN_ASKED[name]), name)
-    raise AttributeError(f"module 'discovery' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 __all__ = [
@@ -77,27 +78,15 @@ __all__ = [
     "CorruptIndex",
     "DatabaseMissing",
     "DatabaseUnavailable",
-    "DiscoveryDisabled",
-    "DiscoveryUnavailable",
-    "EmptyQuery",
     "ImportReport",
-    "InvalidLimit",
     "InvalidRecord",
     "MatchDetails",
-    "QueryNotText",
-    "QueryWithoutTerms",
-    "ReadOnlyDatabase",
-    "SchemaOutdated",
-    "SchemaTooNew",
     "SearchDetails",
     "SearchHit",
     "SearchTool",
-    "ServerNameCollision",
     "Session",
     "SessionNotFound",
     "SessionSettings",
-    "StorageFull",
-    "StoreError",
     "ToolCallError",
     "ToolIndex",
     "ToolIndexError",

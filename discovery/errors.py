@@ -1,15 +1,16 @@
-"""Errors of the discovery layer. Messages of the search tool are exactly those of contract §6."""
+"""Errors of the discovery layer. Messages of the search tool are exactly those of contract §6.
+
+``ToolIndexError``, the root of every error tool-index raises (its docstring draws the whole
+tree), is defined in ``store.errors``, below both layers, and exported from here."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from store.errors import ToolIndexError as ToolIndexError  # the root, exported from here
+
 if TYPE_CHECKING:
     from pydantic import ValidationError
-
-
-class ToolIndexError(Exception):
-    """Base class of every error tool-index raises on purpose outside the store."""
 
 
 class DatabaseMissing(ToolIndexError):

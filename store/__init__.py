@@ -1,9 +1,11 @@
 """Everything that touches SQL: schema, engines, migrations, catalog and session storage.
 
-The package exports the store's types, errors and engine functions; the query modules
-(``catalog``, ``reads``, ``sessions``, ``audit``, ``migrate``) are imported by name."""
+The package exports what ``discovery`` uses of it by name: the row types (and the values their
+fields take: the corpus groups, the longest key), the errors, and the engine's entry points. The
+query modules (``catalog``, ``reads``, ``sessions``, ``learning``, ``audit``, ``migrate``) are
+imported by name; the transaction helpers and URL defaults come from ``store.engine``."""
 
-from store.engine import default_url, make_engine, sqlite_file
+from store.engine import make_engine, sqlite_file
 from store.errors import (
     ConcurrentUpdate,
     CorruptIndex,
@@ -15,7 +17,6 @@ from store.errors import (
     StorageFull,
     StoreError,
     ToolNotFound,
-    damaged,
 )
 from store.records import GroupStats, IndexedBatch, IndexedTool, StoredTool, TermStats, ToolRow, WriteReport
 from store.schema import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, GROUPS, MAX_KEY_BYTES
@@ -44,8 +45,6 @@ __all__ = [
     "ToolNotFound",
     "ToolRow",
     "WriteReport",
-    "damaged",
-    "default_url",
     "display_url",
     "make_engine",
     "parse_url",

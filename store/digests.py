@@ -1,9 +1,10 @@
-"""The digest of a tool record that ``tools.content_hash`` stores: equal digests mean an upsert
-has nothing to rewrite.
+"""The digests of a tool record: the one ``tools.content_hash`` stores (equal digests mean an
+upsert has nothing to rewrite), and the one a gateway pins an activated tool by.
 
 Stored digests must stay comparable with the ones computed now, so both encodings here are
-fixed: changing one means a migration that recomputes every stored digest, as revision 0005
-did when ``record_digest`` replaced ``legacy_digest``.
+fixed: changing ``record_digest`` means a migration that recomputes every stored digest, as
+revision 0005 did when it replaced ``json_digest`` in ``tools.content_hash``; ``json_digest`` is
+in the session logs' pins as well, which no migration rewrites.
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ def _encoded(value: Any, *, allow_null: bool) -> bytes:
     return _STANDARD + json.dumps(value, sort_keys=True, ensure_ascii=True).encode("ascii")
 
 
-def legacy_digest(record: Mapping[str, Any]) -> str:
-    """The digest before revision 0005: SHA-256 of the whole record's standard JSON, sorted."""
+def json_digest(record: Mapping[str, Any]) -> str:
+    """SHA-256 of the whole record's standard JSON, keys sorted: the digest a gateway pins an
+    activated tool by (``discovery.mcp.sessions``), and ``tools.content_hash`` before revision
+    0005 (which a downgrade computes again)."""
     canonical = json.dumps(dict(record), sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()

@@ -1,9 +1,59 @@
-"""Errors raised by the store; each names the problem and, where there is one, the fix."""
+"""Errors raised by the store; each names the problem and, where there is one, the fix.
+
+The root of every error tool-index raises, ``ToolIndexError``, is defined here, at the bottom of
+the layers, so that the store's errors derive from it without the store importing ``discovery``;
+``discovery.errors`` exports it too, and users import it from ``discovery``.
+"""
 
 from __future__ import annotations
 
 
-class StoreError(Exception):
+class ToolIndexError(Exception):
+    """Base class of every error tool-index raises on purpose; ``except ToolIndexError`` catches
+    them all. Each names the problem and, where there is one, the fix::
+
+        ToolIndexError
+        ├── StoreError                      store.errors: the database and what it holds
+        │   ├── DatabaseUnavailable
+        │   ├── SchemaOutdated
+        │   ├── SchemaTooNew
+        │   ├── ReadOnlyDatabase
+        │   ├── StorageFull
+        │   ├── ToolNotFound
+        │   ├── SessionNotFound
+        │   ├── ConcurrentUpdate
+        │   └── CorruptIndex
+        ├── DatabaseMissing                 discovery.errors
+        ├── UnknownAnalyzer                 discovery.errors
+        ├── AnalyzerMismatch                discovery.errors
+        ├── AnalyzerOutdated                discovery.errors
+        ├── InvalidRecord                   discovery.errors
+        ├── ToolCallError                   discovery.errors: the search tool refused a call
+        │   ├── DiscoveryUnavailable
+        │   ├── DiscoveryDisabled
+        │   ├── EmptyQuery
+        │   ├── QueryNotText
+        │   ├── InvalidLimit
+        │   ├── QueryWithoutTerms
+        │   └── InvalidParams
+        ├── UnreadableCatalog               discovery.catalog.formats
+        ├── UnreadableSessionFile           discovery.sessions.host_files
+        ├── NotInCorpus                     discovery.diagnostics.explain
+        ├── QueryFileError                  discovery.quality.evaluate
+        ├── ConfigError                     discovery.mcp.config
+        ├── UpstreamError                   discovery.mcp.upstreams
+        ├── UnknownServer                   discovery.mcp.upstreams
+        ├── UnsafeBind                      discovery.mcp.serve
+        └── AdapterError                    discovery.adapters.errors
+            ├── TooManyTools
+            └── WireNameCollision
+
+    ``discovery.errors.UnknownToolNames`` is a warning (a ``UserWarning``), not an error: the
+    call that issues it goes on. ``tests/test_errors.py`` checks this drawing against the
+    classes."""
+
+
+class StoreError(ToolIndexError):
     """Base class of every error the store raises on purpose."""
 
 

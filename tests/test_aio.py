@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from discovery import EmptyQuery, ToolIndex
+from discovery import ToolIndex
 from discovery.aio import AsyncToolIndex
+from discovery.errors import EmptyQuery
 from tests.providers import CATALOG
 
 

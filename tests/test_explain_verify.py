@@ -14,13 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from discovery import QueryWithoutTerms, ToolIndex, ToolIndexError
+from discovery import ToolIndex, ToolIndexError
 from discovery.catalog.indexing import indexed_tool
 from discovery.catalog.models import ToolRecord
 from discovery.diagnostics import verify as verify_module
 from discovery.diagnostics.explain import NotInCorpus, explain
 from discovery.diagnostics.verify import CHECKS, VerifyReport, verify
 from discovery.diagnostics.weak import weak_matches
+from discovery.errors import QueryWithoutTerms
 from discovery.ranking.bm25 import round6
 from discovery.ranking.fields import FIELD_WEIGHTS
 from discovery.text.enhanced import STOP_WORDS

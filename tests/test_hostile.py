@@ -13,20 +13,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine
 
-from discovery import (
-    EmptyQuery,
-    InvalidLimit,
-    InvalidRecord,
-    QueryWithoutTerms,
-    ToolCallError,
-    ToolIndex,
-    ToolIndexError,
-)
-from discovery.catalog.indexing import column_json, content_hash
+from discovery import InvalidRecord, ToolCallError, ToolIndex, ToolIndexError
+from discovery.catalog.indexing import content_hash
 from discovery.catalog.models import MAX_SCHEMA_DEPTH, ToolRecord
+from discovery.errors import EmptyQuery, InvalidLimit, QueryWithoutTerms
 from discovery.text.tokenizer import tokenize
 from store import logged_json, sessions
-from store.digests import legacy_digest, record_digest
+from store.digests import json_digest, record_digest
+from store.logged_json import column_json
 from tests.catalogs import WORKED_EXAMPLE
 
 ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=60)
@@ -259,7 +253,7 @@ def test_a_record_s_content_hash_does_not_change_between_versions() -> None:
     tool = ToolRecord.model_validate(record)
     assert content_hash(tool) == "eb6c2abb5cd73f3f23b1636fda611e067f58826423605dd2ff1b33d35c582dc8"
     assert (
-        legacy_digest(tool.model_dump()) == "e10aa98374eb19d5d9c38e68d16e50a6d2da88889c5862a9781211c6a6706cf4"
+        json_digest(tool.model_dump()) == "e10aa98374eb19d5d9c38e68d16e50a6d2da88889c5862a9781211c6a6706cf4"
     )
     with_null = ToolRecord.model_validate({**record, "input_schema": {"default": None}})
     assert content_hash(with_null) == "7628d30ae8b8451fc936a9567f49a80df12b1d802429c8c508658401e618ee22"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from discovery import InvalidRecord, ToolIndex, ToolRecord
-from discovery.catalog.formats import UnreadableCatalog, parse_catalog, read_catalog
+from discovery.catalog.formats import UnreadableCatalog, listed_tools, parse_catalog, read_catalog
 from discovery.files import MAX_NESTING
 from tests.conftest import migrated_sqlite_url, shared_path
 
@@ -112,6 +112,21 @@ def test_server_option_overrides_the_stem(tmp_path: Path) -> None:
 def test_a_json_rpc_reply_holding_a_tools_list(tmp_path: Path) -> None:
     reply = {"jsonrpc": "2.0", "id": 1, "result": GITHUB_TOOLS}
     assert names(read_catalog([write(tmp_path / "gh.json", reply)]).records)[0] == "mcp__gh__create_issue"
+
+
+def test_a_live_tools_list_gives_the_records_its_file_gives() -> None:
+    """What ``sync`` writes: a server's tools/list as values, checked as in a file."""
+    tools: list[Any] = [
+        *cast("list[Any]", GITHUB_TOOLS["tools"]),
+        {"name": "größe", "description": "Größe \ud800 — 最短", "inputSchema": {"a": [{"b": None}]}},
+    ]
+    text = json.dumps({"tools": tools}, ensure_ascii=False)
+    expected = parse_catalog(text, where="f", server="gh").records
+    assert listed_tools(tools, where="server 'gh' tools/list", server="gh").records == expected
+    bad = [*tools, {"name": "", "description": "no name"}]
+    with pytest.raises(InvalidRecord) as raised:
+        listed_tools(bad, where="server 'gh' tools/list", server="gh")
+    assert str(raised.value).startswith("server 'gh' tools/list:[3]: name: ")
 
 
 def test_stdin_reads_either_format() -> None:

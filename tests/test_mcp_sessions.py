@@ -23,6 +23,33 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 
+ROUTE = {
+    "name": "mcp__atlas__find_route",
+    "description": "Itinéraire le plus court — 最短経路 between two stops",
+    "server_name": "atlas",
+    "mcp_tool_name": "find_route",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "to": {"type": "string"},
+            "from": {"type": "string"},
+            "max_hops": {"type": "integer", "maximum": 1e16, "default": 3},
+        },
+        "required": ["from", "to"],
+    },
+}
+
+
+def test_a_stored_tool_s_pin_does_not_change_between_versions(db_url: str) -> None:
+    """Session logs keep the pins across versions: a tool read back from either backend must
+    pin to the digest an earlier version logged, or a resumed gateway would take every pinned
+    tool for changed and deactivate it."""
+    with ToolIndex.open(db_url) as index:
+        index.upsert_tools([ROUTE])
+        tool = index.tool("mcp__atlas__find_route")
+    assert digest(tool) == "e10aa98374eb19d5d9c38e68d16e50a6d2da88889c5862a9781211c6a6706cf4"
+
+
 def test_pins_survive_reopening_and_a_changed_tool_is_unpinned(db_url: str) -> None:
     with ToolIndex.open(db_url) as index:
         index.upsert_tools(TOOLS)

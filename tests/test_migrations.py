@@ -23,7 +23,7 @@ from discovery.catalog.models import ToolRecord
 from discovery.diagnostics.verify import verify
 from store import DatabaseUnavailable, SchemaOutdated, SchemaTooNew, make_engine, migrate
 from store import postings as packed_postings
-from store.digests import legacy_digest
+from store.digests import json_digest
 from store.schema import metadata
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
 from tests.conftest import REPO
@@ -301,7 +301,7 @@ def write_0001_catalog(engine: Engine, records: list[dict[str, Any]]) -> None:
                     "schema_keys": tool.schema_keys_json,
                     "input_schema": tool.input_schema_json,
                     "doc_len": tool.doc_len,
-                    "content_hash": legacy_digest(ToolRecord.model_validate(record).model_dump()),
+                    "content_hash": json_digest(ToolRecord.model_validate(record).model_dump()),
                 },
             )
             for term, tf in terms.items():
@@ -425,7 +425,7 @@ def test_revision_0005_recomputes_every_digest_and_0004_gets_them_back(
     assert current == {name: content_hash(record) for name, record in records.items()}
     migrate.downgrade(engine, "0004")
     assert stored_digests(engine) == {
-        name: legacy_digest(record.model_dump()) for name, record in records.items()
+        name: json_digest(record.model_dump()) for name, record in records.items()
     }
     migrate.upgrade(engine)
     assert stored_digests(engine) == current

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from discovery import EmptyQuery, InvalidLimit, QueryNotText, QueryWithoutTerms, ToolCallError, ToolIndex
+from discovery import ToolCallError, ToolIndex
+from discovery.errors import EmptyQuery, InvalidLimit, QueryNotText, QueryWithoutTerms
 from discovery.params import DEFAULT_LIMIT, checked_limit, checked_search, query_terms
 from tests.catalogs import WORKED_EXAMPLE
 

@@ -16,7 +16,8 @@ import pytest
 from sqlalchemy import Engine, inspect, make_url, text
 
 import store
-from discovery import QueryWithoutTerms, ToolIndex
+from discovery import ToolIndex
+from discovery.errors import QueryWithoutTerms
 from store import migrate
 from tests.conftest import PG_ENV, shared_path
 

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyuca import Collator
 
-from discovery import QueryWithoutTerms, ToolIndex
+from discovery import ToolIndex
+from discovery.errors import QueryWithoutTerms
 from discovery.ranking import cache as cache_module
 from discovery.ranking import postings as postings_module
 from discovery.ranking.bm25 import js_log

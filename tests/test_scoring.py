@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from discovery import QueryWithoutTerms
+from discovery.errors import QueryWithoutTerms
 from discovery.params import query_terms
 from discovery.ranking.bm25 import (
     DELTA,

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from discovery import EmptyQuery, QueryNotText, ToolCallError, ToolIndex
+from discovery import ToolCallError, ToolIndex
+from discovery.errors import EmptyQuery, QueryNotText
 from discovery.sessions.search_tool import PARAMETERS
 from tests.test_cli import DEMO
 

@@ -14,15 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from discovery import (
-    DiscoveryDisabled,
-    DiscoveryUnavailable,
-    QueryWithoutTerms,
-    ToolCallError,
-    ToolIndex,
-    ToolIndexError,
-    UnknownToolNames,
-)
+from discovery import ToolCallError, ToolIndex, ToolIndexError, UnknownToolNames
+from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, QueryWithoutTerms
 from discovery.results import SearchDetails, compact_json, json_text
 from discovery.sessions.settings import SessionSettings, effective_mode
 from store import SessionNotFound, sessions

@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from discovery.adapters.common import (
-    SEARCH_TOOL_NAME,
     HostCall,
     SearchAnswer,
     ToolSpec,
@@ -35,6 +34,7 @@ from discovery.adapters.common import (
     wire_names,
 )
 from discovery.adapters.errors import TooManyTools
+from discovery.ranking.corpus import SEARCH_TOOL_NAME
 
 if TYPE_CHECKING:
     from discovery.sessions.session import Session

@@ -8,23 +8,20 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from discovery.adapters.names import WireNames
 from discovery.errors import ToolCallError
+from discovery.ranking.corpus import SEARCH_TOOL_NAME
+from discovery.results import json_text
 
 if TYPE_CHECKING:
     from discovery.sessions.session import Session
     from store import StoredTool
 
-SEARCH_TOOL_NAME = "search_tool_bm25"
-"""The search tool's wire name, fixed forever (contract §6), and valid for every provider."""
 EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,9 +166,7 @@ def _model_text(content: str, names: WireNames, activated: list[str], offered: l
         return content
     payload = json.loads(content)
     payload["activated_tools"] = wires
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    # As the library writes content: a lone surrogate in the query is escaped, not sent raw.
-    return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    return json_text(payload)  # as the library writes content: a lone surrogate stays escaped
 
 
 def arguments(raw: Any) -> Any:

@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from discovery.adapters.common import (
-    SEARCH_TOOL_NAME,
     HostCall,
     ToolSpec,
     arguments,
@@ -29,6 +28,7 @@ from discovery.adapters.common import (
     run_host_tool,
     run_search,
 )
+from discovery.ranking.corpus import SEARCH_TOOL_NAME
 
 if TYPE_CHECKING:
     from discovery.sessions.session import Session

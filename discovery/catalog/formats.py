@@ -111,16 +111,30 @@ def parse_catalog(
     """Parse one catalog's ``text``, named ``where`` in messages; appends to ``into`` when given."""
     result = into if into is not None else IngestResult()
     try:
-        for record in _records(text, where, server, default_server):
-            if isinstance(record, ToolRecord):
-                result.records.append(record)
-            elif skip_invalid:
-                result.skipped.append(record)
-            else:
-                raise InvalidRecord(record)
+        _collect(_records(text, where, server, default_server), result, skip_invalid=skip_invalid)
     except RecursionError:
         raise UnreadableCatalog(f"{where}: JSON nested too deeply") from None
     return result
+
+
+def listed_tools(tools: Sequence[Any], *, where: str, server: str) -> IngestResult:
+    """The records of ``server``'s MCP ``tools/list`` result given as values (each tool as its
+    JSON object), checked as ``parse_catalog`` checks such a result in a file; a bad tool raises
+    ``InvalidRecord`` naming ``where`` and its index."""
+    result = IngestResult()
+    items = (_Item(value, index) for index, value in enumerate(tools))
+    _collect(_mcp_records(items, where, server), result, skip_invalid=False)
+    return result
+
+
+def _collect(records: Iterable[ToolRecord | str], into: IngestResult, *, skip_invalid: bool) -> None:
+    for record in records:
+        if isinstance(record, ToolRecord):
+            into.records.append(record)
+        elif skip_invalid:
+            into.skipped.append(record)
+        else:
+            raise InvalidRecord(record)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from typing import Any, Protocol
-
-import orjson
+from typing import Protocol
 
 from discovery.catalog.models import ToolRecord
 from discovery.ranking.corpus import INTERNAL_NAMES
@@ -14,6 +11,7 @@ from discovery.ranking.fields import document_term_frequencies, field_texts
 from discovery.text.analyzers import REFERENCE, Analyzer
 from store import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, IndexedBatch, IndexedTool, ToolRow
 from store.digests import record_digest
+from store.logged_json import column_json
 
 
 class IndexedFields(Protocol):
@@ -52,21 +50,6 @@ def content_hash(record: ToolRecord) -> str:
     """``store.digests.record_digest`` of the whole record: equal digests mean an upsert has
     nothing to rewrite."""
     return record_digest({name: getattr(record, name) for name in _HEAD_FIELDS}, record.input_schema)
-
-
-def column_json(value: Any) -> str:
-    """The text a JSON column stores for ``value``: it reads back as the value the standard
-    encoder's text for it does.
-
-    ``orjson`` takes a fifth of the time on an import's schemas; it may spell a number
-    differently (``1e16`` for ``1e+16``) and keeps non-ASCII text as it is, never another value.
-    What it would change or refuses goes the standard way: non-finite numbers (which it writes
-    as ``null``, so any ``null`` does), lone surrogates, non-text keys, integers past 64 bits."""
-    try:
-        text = orjson.dumps(value).decode()
-    except TypeError:  # orjson.JSONEncodeError
-        return json.dumps(value)
-    return json.dumps(value) if "null" in text else text
 
 
 def indexed_tool(record: ToolRecord, analyzer: Analyzer = REFERENCE) -> IndexedTool:

@@ -18,7 +18,7 @@ from discovery.cli.sanitize import escaped
 from discovery.errors import DatabaseMissing, ToolIndexError
 from discovery.index import ToolIndex
 from discovery.results import json_text
-from store import StoreError, make_engine, parse_url, sqlite_file
+from store import make_engine, parse_url, sqlite_file
 from store.engine import translated_errors
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class ToolIndexGroup(click.Group):
     def _translated(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (ToolIndexError, StoreError) as exc:
+        except ToolIndexError as exc:
             raise click.ClickException(str(exc) or (type(exc).__doc__ or type(exc).__name__)) from exc
         except Exception as exc:
             if not _is_validation_error(exc):

@@ -1,7 +1,7 @@
 """The ``tool-index`` command line: each command parses its arguments, calls the library, prints.
 
-Errors the user can act on (``ToolIndexError``, ``StoreError``) become ``Error: <message>`` on
-stderr and exit status 1 in one place, ``ToolIndexGroup``; bad arguments are click usage errors
+Errors the user can act on (``ToolIndexError`` and every error under it) become ``Error: <message>``
+on stderr and exit status 1 in one place, ``ToolIndexGroup``; bad arguments are click usage errors
 (exit status 2). What only some commands need (reading catalog files, explain, verify, progress
 bars) is imported by those commands, so a read-only search never loads pydantic.
 """

@@ -32,15 +32,16 @@ from discovery.index import ToolIndex
 from discovery.mcp.config import McpConfig
 from discovery.mcp.sessions import (
     NEW_SESSION_MODE,
-    SEARCH_TOOL_NAME,
     GatewaySession,
     Pending,
     write_pending,
 )
 from discovery.mcp.sync import Library, ServerSync, sync_server, sync_servers
 from discovery.mcp.upstreams import DEFAULT_TIMEOUT, UpstreamError, Upstreams, route, split_catalog_name
+from discovery.ranking.corpus import SEARCH_TOOL_NAME
 from discovery.sessions.search_tool import PARAMETERS as SEARCH_PARAMETERS
-from store import StoredTool, StoreError
+from store import StoredTool
+from store.errors import StoreError
 
 T = TypeVar("T")
 
@@ -165,6 +166,8 @@ class Gateway:
         else:
             try:
                 gateway_session = await self._open(wanted)
+            except StoreError:
+                raise  # the database failed, not the client's session id
             except ToolIndexError as exc:
                 raise MCPError(INVALID_PARAMS, f"session {wanted!r}: {exc}") from exc
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
@@ -347,7 +350,7 @@ class Gateway:
             return
         try:
             write_pending(self.index, writes)
-        except (ToolIndexError, StoreError) as exc:
+        except ToolIndexError as exc:
             self.say(f"could not log to the session: {exc}")
 
     def _written_first(self, work: Callable[..., T], *args: Any) -> T:

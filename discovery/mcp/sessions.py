@@ -6,8 +6,6 @@ Everything here is synchronous library work: the gateway runs it in its worker t
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,22 +17,22 @@ from discovery.errors import ToolCallError, ToolIndexError
 from discovery.index import ToolIndex
 from discovery.sessions.learning import CALL_EVENT, learn_from_calls, teaches
 from store import StoredTool, sessions
+from store.digests import json_digest
 from store.engine import write_transaction
 from store.reads import tools_by_names
 
 if TYPE_CHECKING:
     from discovery.sessions.session import Session
 
-SEARCH_TOOL_NAME = "search_tool_bm25"
 NEW_SESSION_MODE = "mcp-only"
 """A gateway fronts MCP tools only; ``auto`` would switch discovery off for a small catalog."""
 PIN_EVENT = "pin"
 
 
 def digest(tool: StoredTool) -> str:
-    """A digest of everything a tool claims (description, input schema, names): what is pinned."""
-    canonical = json.dumps(tool.as_record(), sort_keys=True, ensure_ascii=True)
-    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+    """A digest of everything a tool claims (description, input schema, names): what is pinned.
+    The pins in the session logs hold it, so it is the store's fixed ``json_digest``."""
+    return json_digest(tool.as_record())
 
 
 @dataclass

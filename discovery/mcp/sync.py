@@ -3,7 +3,6 @@ list with ``--server NAME --replace`` would write it (one transaction per server
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -14,7 +13,8 @@ from mcp import types
 
 from discovery.errors import ToolIndexError
 from discovery.index import ImportReport, ToolIndex
-from discovery.mcp.upstreams import UpstreamError, Upstreams
+from discovery.mcp.upstreams import Upstreams
+from store.errors import StoreError
 
 T = TypeVar("T")
 
@@ -40,19 +40,16 @@ class ServerSync:
     error: str | None = None
 
 
-def tools_list_text(tools: list[types.Tool]) -> str:
-    """The tools/list result a server gave, as the JSON an import of its file would read."""
-    listed = [tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in tools]
-    return json.dumps({"tools": listed}, ensure_ascii=False)
-
-
 def write_server_tools(index: ToolIndex, server: str, tools: list[types.Tool]) -> ImportReport:
     """Upsert ``server``'s tools and remove those it no longer has, in one transaction: the path of
-    ``tool-index import FILE --server NAME --replace``. A tool whose catalog name is another
-    server's tool refuses the whole write (``ServerNameCollision``): the catalog stays as it was."""
-    from discovery.catalog.formats import parse_catalog
+    ``tool-index import FILE --server NAME --replace`` for a file holding this tools/list result.
+    Each tool goes as its wire form, the JSON object a file would hold. A tool whose catalog name
+    is another server's tool refuses the whole write (``ServerNameCollision``): the catalog stays
+    as it was."""
+    from discovery.catalog.formats import listed_tools
 
-    parsed = parse_catalog(tools_list_text(tools), where=f"server {server!r} tools/list", server=server)
+    listed = [tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in tools]
+    parsed = listed_tools(listed, where=f"server {server!r} tools/list", server=server)
     return index.upsert_tools(parsed.records, replace=True, server=server)
 
 
@@ -60,7 +57,9 @@ async def sync_server(library: Library, upstreams: Upstreams, server: str) -> Se
     try:
         tools = await upstreams.list_tools(server)
         report = await library.run(write_server_tools, library.index, server, tools)
-    except (UpstreamError, ToolIndexError) as exc:
+    except StoreError:
+        raise  # a database error is not this server's failure: it ends the sync
+    except ToolIndexError as exc:  # the server's (an ``UpstreamError``) or its list's
         return ServerSync(server, error=str(exc))
     return ServerSync(server, report=report)
 

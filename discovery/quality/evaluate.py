@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from discovery.errors import QueryWithoutTerms, ToolIndexError
 from discovery.files import bounded_lines, invalid_reason, loads, read_bounded
 from discovery.quality.metrics import mean, ndcg_at, recall_at, reciprocal_rank, satisfied_at
+from store.errors import StoreError
 
 if TYPE_CHECKING:
     from discovery.index import ToolIndex
@@ -264,6 +265,8 @@ def learn_from(index: ToolIndex, requests: Sequence[TrainingRequest]) -> None:
         for call, request in enumerate(played):
             try:
                 session.search_tool.execute(f"learn-{call}", {"query": request.query, "limit": 1})
+            except StoreError:
+                raise  # the database failed, not the request
             except ToolIndexError as exc:
                 raise QueryFileError(f"{request.where}: the request cannot be searched: {exc}") from exc
             for name in request.tools:

@@ -10,6 +10,8 @@ from store import GROUP_LOCAL, GROUP_MCP
 MCP_PREFIX = "mcp__"
 
 SEARCH_TOOL_NAME = "search_tool_bm25"
+"""The search tool's name, fixed forever (contract §6): what the host, the adapters (a wire name valid
+for every provider) and the gateway call it [fixed]."""
 INTERNAL_NAMES = frozenset({SEARCH_TOOL_NAME, "resolve", "yield", "report_finding", "report_tool_issue"})
 """Never enter a corpus, whatever their record says [fixed]."""
 DEFAULT_ESSENTIAL_NAMES = ("read", "bash", "edit", "write", "glob", "eval")

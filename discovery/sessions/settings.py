@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from discovery.errors import ToolIndexError, describe_validation_error
-from store import damaged
+from store.errors import damaged
 
 AUTO_THRESHOLD = 40
 """``auto`` turns discovery on when a session registers more tools than this [fixed]."""

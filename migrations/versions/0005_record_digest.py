@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-from store.digests import legacy_digest, record_digest
+from store.digests import json_digest, record_digest
 
 revision: str = "0005"
 down_revision: str | None = "0004"
@@ -51,7 +51,7 @@ def _new(row: Any) -> str:
 
 
 def _old(row: Any) -> str:
-    return legacy_digest({**_fields(row), "input_schema": row.input_schema})
+    return json_digest({**_fields(row), "input_schema": row.input_schema})
 
 
 def _rehash(digest: Callable[[Any], str]) -> None:

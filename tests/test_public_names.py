@@ -1,0 +1,89 @@
+"""What ``discovery`` and ``store`` export: the names a user (or ``discovery``) needs, each the
+very object its module defines, loaded when first used."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+
+import discovery
+import store
+from discovery.errors import UnknownToolNames
+from store.errors import StoreError, ToolIndexError
+from tests.test_layering import REPO, imports_of, sources
+
+MODELS = {
+    "ToolIndex",
+    "ImportReport",
+    "Session",
+    "SessionSettings",
+    "SearchTool",
+    "ToolResult",
+    "ToolRecord",
+    "SearchHit",
+    "SearchDetails",
+    "MatchDetails",
+}
+
+
+@pytest.mark.parametrize("name", discovery.__all__)
+def test_each_public_name_is_its_module_s_own(name: str) -> None:
+    home = importlib.import_module(discovery._HOMES[name])
+    assert getattr(discovery, name) is getattr(home, name)
+
+
+def test_the_package_exports_the_models_and_the_errors_a_program_catches() -> None:
+    errors = set(discovery.__all__) - MODELS
+    assert set(discovery.__all__) >= MODELS
+    assert {"ToolIndexError", "ToolCallError"} <= errors
+    assert all(issubclass(getattr(discovery, name), ToolIndexError) for name in errors - {"UnknownToolNames"})
+    assert issubclass(UnknownToolNames, UserWarning)
+    assert sorted(discovery._HOMES) == sorted(discovery.__all__)
+    assert set(discovery.__all__) <= set(dir(discovery))
+
+
+def test_a_name_the_package_does_not_export_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'EmptyQuery'"):
+        _ = discovery.EmptyQuery
+
+
+def test_importing_the_package_loads_nothing_until_a_name_is_used() -> None:
+    script = (
+        "import sys\n"
+        "import discovery\n"
+        "print(*(name in sys.modules for name in ('sqlalchemy', 'numpy', 'store', 'discovery.index')))\n"
+        "discovery.ToolIndex\n"
+        "print(*(name in sys.modules for name in ('sqlalchemy', 'numpy', 'store', 'discovery.index')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.splitlines() == ["False False False False", "True True True True"]
+
+
+def test_the_store_exports_its_errors_and_what_discovery_imports_from_it() -> None:
+    """``store.__all__`` is the store's errors and the other names ``discovery`` imports from
+    ``store`` (row types, the values their fields take, the engine's entry points); the query
+    modules ``discovery`` imports by name are not in it."""
+    imported = {
+        name
+        for path in sources("discovery")
+        for found in imports_of(path)
+        if found.module == "store"
+        for name in found.names
+        if importlib.util.find_spec(f"store.{name}") is None
+    }
+    errors = {StoreError.__name__, *(cls.__name__ for cls in _subclasses(StoreError))}
+    assert errors <= set(store.__all__)
+    assert set(store.__all__) - errors == imported - errors
+
+
+def _subclasses(cls: type[Exception]) -> set[type[Exception]]:
+    found: set[type[Exception]] = set()
+    for direct in cls.__subclasses__():
+        found |= {direct, *_subclasses(direct)}
+    return found
