@@ -28,6 +28,7 @@ class ToolIndexError(Exception):
         ├── AnalyzerMismatch                discovery.errors
         ├── AnalyzerOutdated                discovery.errors
         ├── InvalidRecord                   discovery.errors
+        ├── ServerNameCollision             discovery.errors: two servers' tools, one catalog name
         ├── ToolCallError                   discovery.errors: the search tool refused a call
         │   ├── DiscoveryUnavailable
         │   ├── DiscoveryDisabled
@@ -44,6 +45,7 @@ class ToolIndexError(Exception):
         ├── UpstreamError                   discovery.mcp.upstreams
         ├── UnknownServer                   discovery.mcp.upstreams
         ├── UnsafeBind                      discovery.mcp.serve
+        ├── CannotListen                    discovery.mcp.serve
         └── AdapterError                    discovery.adapters.errors
             ├── TooManyTools
             └── WireNameCollision
