@@ -28,16 +28,22 @@ def weak_matches(index: ToolIndex, query: str, names: list[str], *, mode: str = 
     corpus does not rank are left out."""
     corpus = read_only_corpus(mode)
     with read_transaction(index.engine) as connection:
-        terms = list(index.ranker.query_terms(connection, checked_query(query)))
+        counts = index.ranker.query_terms(connection, checked_query(query))
+        terms = list(counts)
         tools = tools_by_names(connection, names)
         n_docs, _, df = corpus_statistics(connection, corpus, terms)
         postings = postings_of_tools(connection, [tool.id for tool in tools.values()])
+        learned, _ = index.ranker.learned(connection, counts, corpus)
+    taught: dict[int, set[str]] = {}
+    for part in learned:  # a term a tool learned is matched as well as one of its text
+        for tool_id in part.ids.tolist():
+            taught.setdefault(tool_id, set()).add(part.term)
     common = {term for term in terms if term in STOP_WORDS or df.get(term, 0) >= COMMON_TERM_SHARE * n_docs}
     weak = set()
     for name, tool in tools.items():
         if tool.grp not in corpus.groups or name in corpus.excluded:
             continue
-        matched = {p.term for p in postings.get(tool.id, []) if p.term in terms}
+        matched = {p.term for p in postings.get(tool.id, []) if p.term in terms} | taught.get(tool.id, set())
         if matched and matched <= common:
             weak.add(name)
     return weak
