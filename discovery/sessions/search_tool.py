@@ -5,22 +5,38 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 
 from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, ToolCallError
 from discovery.params import checked_id, checked_limit, checked_params, checked_query, has_terms
 from discovery.ranking.corpus import SEARCH_TOOL_NAME, is_mcp_name
+from discovery.ranking.ranker import Ranker
 from discovery.results import SearchDetails, compact_json, match_details
 from discovery.sessions.description import render_description
+from discovery.sessions.view import SessionView
 from store import sessions as stored_sessions
 from store.engine import write_transaction
 from store.logged_json import same_logged
 
-if TYPE_CHECKING:
-    # The session hands itself to its tool; the tool only calls it back.
-    from discovery.sessions.session import Session, SessionView
+
+class SearchingSession(Protocol):
+    """What the tool needs of the session that hands itself to it (``Session``): the tool only
+    calls it back, so it names the calls rather than importing the session's module."""
+
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def ranker(self) -> Ranker: ...
+    @property
+    def id(self) -> str: ...
+    def describe_corpus(self) -> tuple[list[tuple[str, int]], list[str], int]: ...
+    def describe_catalog(self) -> tuple[list[tuple[str, int]], list[str], int]: ...
+    def view_in(
+        self, connection: Connection, state: stored_sessions.SessionState, generation: int
+    ) -> SessionView: ...
+
 
 LABEL = "SearchTools"
 PARAMETERS: dict[str, Any] = {
@@ -49,7 +65,7 @@ class SearchTool:
     label = LABEL
     parameters = PARAMETERS
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: SearchingSession) -> None:
         self.session = session
 
     @property

@@ -11,8 +11,6 @@ import dataclasses
 import uuid
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -22,7 +20,6 @@ from discovery.params import checked_id, checked_search
 from discovery.ranking.corpus import (
     DEFAULT_ESSENTIAL_NAMES,
     INTERNAL_NAMES,
-    MODE_GROUPS,
     SEARCH_TOOL_NAME,
     Corpus,
     is_mcp_name,
@@ -38,6 +35,7 @@ from discovery.sessions.settings import (
     parsed_settings,
     stored_settings,
 )
+from discovery.sessions.view import SessionRules, SessionView
 from discovery.text.collation import collation_key, utf16_sort_key
 from store import GROUP_LOCAL, GROUP_MCP, SessionNotFound, StoredTool, ToolNotFound
 from store import sessions as stored_sessions
@@ -52,32 +50,6 @@ def essential_names(ranker: Ranker, connection: Connection, settings: SessionSet
     trimmed = [name.strip() for name in settings.essential_override]
     known = ranker.known_names(connection, [name for name in trimmed if name])
     return list(dict.fromkeys(name for name in trimmed if name in known))
-
-
-@dataclass(frozen=True, slots=True)
-class SessionRules:
-    """What a session's settings amount to against one catalog generation."""
-
-    settings: SessionSettings
-    mode: EffectiveMode
-    essentials: list[str]
-
-
-@dataclass(frozen=True)
-class SessionView:
-    """A session as one transaction sees it: the rules of contract §5 applied to the live catalog."""
-
-    state: stored_sessions.SessionState
-    settings: SessionSettings
-    mode: EffectiveMode
-    essentials: list[str]
-    live_active: list[str]
-    live_selected: list[str]
-
-    @cached_property
-    def corpus(self) -> Corpus:
-        groups = MODE_GROUPS.get(self.mode, ())
-        return Corpus(groups, frozenset(self.state.active) | frozenset(self.essentials) | INTERNAL_NAMES)
 
 
 def registered_tool_count(ranker: Ranker, connection: Connection) -> int:

@@ -1,0 +1,37 @@
+"""What a session's stored state and settings amount to against the live catalog (contract §5):
+the rules a session's settings give, and the view one transaction has of a session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from discovery.ranking.corpus import INTERNAL_NAMES, MODE_GROUPS, Corpus
+from discovery.sessions.settings import EffectiveMode, SessionSettings
+from store import sessions as stored_sessions
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRules:
+    """What a session's settings amount to against one catalog generation."""
+
+    settings: SessionSettings
+    mode: EffectiveMode
+    essentials: list[str]
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """A session as one transaction sees it: the rules of contract §5 applied to the live catalog."""
+
+    state: stored_sessions.SessionState
+    settings: SessionSettings
+    mode: EffectiveMode
+    essentials: list[str]
+    live_active: list[str]
+    live_selected: list[str]
+
+    @cached_property
+    def corpus(self) -> Corpus:
+        groups = MODE_GROUPS.get(self.mode, ())
+        return Corpus(groups, frozenset(self.state.active) | frozenset(self.essentials) | INTERNAL_NAMES)
