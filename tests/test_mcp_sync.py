@@ -138,3 +138,25 @@ def test_a_python_host_calls_tools_without_serve(tmp_path: Path) -> None:
                 await upstreams.call("mcp__elsewhere__x", {})
 
     anyio.run(run)
+
+
+def test_sync_reads_a_vs_code_file_and_skips_entries_that_need_an_input(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    entry = json.dumps(upstream_entry("--tools", "1"))
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        "{\n  // VS Code's format: comments, trailing commas, inputs\n"
+        '  "inputs": [{"type": "promptString", "id": "key", "password": true},],\n'
+        f'  "servers": {{"local": {entry}, /* needs a prompt */ "asks": {{"command": "x", '
+        '"args": ["--key", "${input:key}"]},},\n}\n',
+        encoding="utf-8",
+    )
+    done = cli(db, "sync", "--config", str(config))
+    assert (done.returncode, done.stdout) == (0, "local: added 7, updated 0, unchanged 0, removed 0\n")
+    assert done.stderr == (
+        f"Warning: {config}: server 'asks' is skipped: it uses VS Code's ${{input:key}}, which tool-index "
+        "cannot prompt for; put the value in an environment variable and write ${VAR} instead\n"
+    )
+    named = cli(db, "sync", "--config", str(config), "--server", "asks")
+    assert named.returncode == 1
+    assert named.stderr.splitlines()[-1].startswith(f"Error: {config}: server 'asks' cannot be started: ")

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
+from discovery.cli.sanitize import escaped
+
 if TYPE_CHECKING:
     from discovery.cli.app import App
     from discovery.mcp.config import McpConfig
@@ -36,7 +38,10 @@ def _config(path: str) -> McpConfig:
         from discovery.mcp.config import load_config
     except ImportError as exc:
         raise click.ClickException(f"the MCP commands need the mcp extra: {EXTRA}") from exc
-    return load_config(path)
+    config = load_config(path)
+    for warning in config.warnings():
+        click.echo(f"Warning: {escaped(warning)}", err=True)
+    return config
 
 
 def _anyio_run(work: Any, *args: Any) -> Any:

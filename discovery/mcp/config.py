@@ -5,6 +5,9 @@ Claude Desktop's ``claude_desktop_config.json``, Claude Code's ``.mcp.json`` and
 {name: entry}}``. An entry is a stdio server (``command``, ``args``, ``env``, ``cwd``, optional
 ``"type": "stdio"``) or a streamable HTTP one (``"type": "http"`` or just ``url``, ``headers``).
 ``${VAR}`` and ``${VAR:-default}`` are expanded in every string of an entry, as Claude Code does.
+Comments and trailing commas are allowed, as VS Code and Cursor allow them. VS Code's
+``${input:ID}`` asks the user for a value when the server starts; nothing here can ask, so an
+entry that uses one is skipped (``McpConfig.skipped`` says why) and the others still work.
 
 Values of ``env`` and ``headers`` are secrets more often than not: no message of this module
 quotes them, and ``repr`` of an entry hides them.
@@ -30,6 +33,7 @@ SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 """Server names become part of tool names (``mcp__<server>__<tool>``): no spaces, no control
 characters, nothing a shell or a provider's tool-name rule would choke on."""
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_INPUT = re.compile(r"\$\{input:([^}]*)\}")
 
 
 class ConfigError(ToolIndexError):
@@ -95,11 +99,19 @@ class McpConfig:
 
     path: str
     servers: dict[str, ServerConfig]
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Entries that cannot be started, by name: why (VS Code inputs)."""
+
+    def warnings(self) -> list[str]:
+        return [f"{self.path}: server {name!r} is skipped: {why}" for name, why in self.skipped.items()]
 
     def select(self, names: tuple[str, ...] | list[str]) -> list[ServerConfig]:
         """The servers named (all when none are), or a ``ConfigError`` naming the unknown ones."""
         if not names:
             return list(self.servers.values())
+        for name in names:
+            if name in self.skipped:
+                raise ConfigError(f"{self.path}: server {name!r} cannot be started: {self.skipped[name]}")
         unknown = [name for name in names if name not in self.servers]
         if unknown:
             known = ", ".join(self.servers) or "none"
@@ -118,8 +130,12 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> M
         raise ConfigError(f"{where}: cannot read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{where}: not UTF-8 text (invalid byte at offset {exc.start})") from exc
+    from discovery.mcp.jsonc import UnterminatedComment, to_json
+
     try:
-        document = json.loads(text)
+        document = json.loads(to_json(text))
+    except UnterminatedComment as exc:
+        raise ConfigError(f"{where}:{exc.line}: invalid JSON: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{where}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
     except RecursionError:
@@ -138,6 +154,7 @@ def parse_config(document: Any, *, where: str, environ: Mapping[str, str]) -> Mc
     if not isinstance(entries, dict):
         raise ConfigError(f"{where}: {key}: expected an object of servers by name")
     servers: dict[str, ServerConfig] = {}
+    skipped: dict[str, str] = {}
     for name, entry in entries.items():
         prefix = f"{where}: {key}.{name}"
         if not SERVER_NAME.fullmatch(name):
@@ -145,8 +162,16 @@ def parse_config(document: Any, *, where: str, environ: Mapping[str, str]) -> Mc
                 f"{where}: {key}.{name!r}: a server name is letters, digits, '_', '-' and '.', "
                 "starting with a letter or digit"
             )
+        inputs = sorted(set(_INPUT.findall(json.dumps(entry, ensure_ascii=False))))
+        if inputs:
+            shown = ", ".join(f"${{input:{input_id}}}" for input_id in inputs)
+            skipped[name] = (
+                f"it uses VS Code's {shown}, which tool-index cannot prompt for; "
+                "put the value in an environment variable and write ${VAR} instead"
+            )
+            continue
         servers[name] = _server(name, entry, prefix, environ)
-    return McpConfig(path=where, servers=servers)
+    return McpConfig(path=where, servers=servers, skipped=skipped)
 
 
 def _server(name: str, entry: Any, prefix: str, environ: Mapping[str, str]) -> ServerConfig:
