@@ -28,7 +28,7 @@ def _example(*lines: str) -> str:
     return "\b\n" + title + "\n" + "\n".join(f"  {line}" for line in lines)
 
 
-def _config(path: str) -> McpConfig:
+def _config(path: str, allow: tuple[str, ...] = (), deny: tuple[str, ...] = ()) -> McpConfig:
     # The SDK logs what upstream servers send that it cannot parse, tracebacks included: third-party
     # text that must not reach a terminal raw. A server's failure is reported in our own words.
     for name in ("mcp", "mcp_types", "httpx2", "uvicorn"):
@@ -38,10 +38,12 @@ def _config(path: str) -> McpConfig:
         from discovery.mcp.config import load_config
     except ImportError as exc:
         raise click.ClickException(f"the MCP commands need the mcp extra: {EXTRA}") from exc
+    import dataclasses
+
     config = load_config(path)
     for warning in config.warnings():
         click.echo(f"Warning: {escaped(warning)}", err=True)
-    return config
+    return dataclasses.replace(config, tool_filter=config.tool_filter.joined(allow, deny))
 
 
 def _anyio_run(work: Any, *args: Any) -> Any:
@@ -68,6 +70,25 @@ timeout_option = click.option(
     metavar="SECONDS",
     help="Longest wait for a server to start, list a page of tools, or answer a call.",
 )
+
+
+def filter_options(command: Any) -> Any:
+    deny = click.option(
+        "--deny",
+        multiple=True,
+        metavar="PATTERN",
+        help="Leave out the tools whose server/tool matches (a glob: 'github/delete_*'; repeatable). "
+        "Deny wins over allow.",
+    )
+    allow = click.option(
+        "--allow",
+        multiple=True,
+        metavar="PATTERN",
+        help="Only the tools whose server/tool matches one such glob (repeatable).",
+    )
+    return allow(deny(command))
+
+
 upstream_log_option = click.option(
     "--upstream-log",
     metavar="FILE",
@@ -90,21 +111,29 @@ def _upstream_log(path: str | None) -> Iterator[TextIO]:
 )
 @config_option
 @click.option("--server", "servers", multiple=True, metavar="NAME", help="Only this server (repeatable).")
+@filter_options
 @timeout_option
 @upstream_log_option
 @click.pass_obj
 def sync(
-    app: App, config_path: str, servers: tuple[str, ...], timeout: float, upstream_log: str | None
+    app: App,
+    config_path: str,
+    servers: tuple[str, ...],
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
+    timeout: float,
+    upstream_log: str | None,
 ) -> None:
     """Index the tools of live MCP servers, as import --replace would.
 
     Connects to every server of the config (or each --server) at once, reads its whole tools/list
     and writes it as mcp__<server>__<tool>, one transaction per server. A server that fails keeps
-    the tools it had; the others are synced all the same, and the exit status is 1.
+    the tools it had; the others are synced all the same, and the exit status is 1. Tools that
+    --allow, --deny or the config's "toolIndex" filters leave out are not imported.
     """
     from discovery.cli.render import one_line
 
-    config = _config(config_path)
+    config = _config(config_path, allow, deny)
     selected = [server.name for server in config.select(list(servers))]
     with app.index(create=True) as index, _upstream_log(upstream_log) as errlog:
         results = _anyio_run(_sync, index, config, selected, timeout, errlog)
@@ -115,6 +144,8 @@ def sync(
             click.echo(f"{result.server}: failed: {one_line(result.error or '')}")
         else:
             counts = ", ".join(f"{key} {value}" for key, value in result.report.counts().items())
+            if result.not_allowed:
+                counts += f", not allowed {result.not_allowed}"
             click.echo(f"{result.server}: {counts}")
     if failed:
         raise click.ClickException(f"{len(failed)} of {len(results)} servers failed: {', '.join(failed)}")
@@ -182,6 +213,7 @@ async def _sync(index: Any, config: Any, servers: list[str], timeout: float, err
     metavar="SECONDS",
     help="Sync every server now and then every SECONDS, in the background.",
 )
+@filter_options
 @timeout_option
 @upstream_log_option
 @click.pass_obj
@@ -196,6 +228,8 @@ def serve(
     mode: str,
     expose_active: bool,
     refresh: float | None,
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
     timeout: float,
     upstream_log: str | None,
 ) -> None:
@@ -204,8 +238,10 @@ def serve(
     The model gets search_tool_bm25, which activates tools in the persisted session, and
     call_tool, which calls an activated tool on its server. Over HTTP, a client picks its
     session with the endpoint's query: http://127.0.0.1:8765/mcp?session=ID.
+    Searches find only tools of the config's servers that --allow, --deny and the config's
+    "toolIndex" filters allow, whatever else the database holds.
     """
-    config = _config(config_path)
+    config = _config(config_path, allow, deny)
     from discovery.mcp.gateway import Gateway, GatewayOptions
     from discovery.mcp.serve import check_bind, serve_http, serve_stdio
 

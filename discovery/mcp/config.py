@@ -26,7 +26,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
 
 from discovery.errors import ToolIndexError
+from discovery.mcp.scope import ToolFilter
 
+OPTIONS_KEY = "toolIndex"
+"""A top-level object of tool-index's own settings (``allow`` and ``deny`` patterns)."""
 SERVER_KEYS = ("mcpServers", "servers")
 """Where the servers are: the key of Claude Desktop, Claude Code and Cursor, then VS Code's."""
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -101,6 +104,8 @@ class McpConfig:
     servers: dict[str, ServerConfig]
     skipped: dict[str, str] = field(default_factory=dict)
     """Entries that cannot be started, by name: why (VS Code inputs)."""
+    tool_filter: ToolFilter = field(default_factory=ToolFilter)
+    """The ``allow`` and ``deny`` patterns of ``toolIndex`` (``scope``)."""
 
     def warnings(self) -> list[str]:
         return [f"{self.path}: server {name!r} is skipped: {why}" for name, why in self.skipped.items()]
@@ -171,7 +176,23 @@ def parse_config(document: Any, *, where: str, environ: Mapping[str, str]) -> Mc
             )
             continue
         servers[name] = _server(name, entry, prefix, environ)
-    return McpConfig(path=where, servers=servers, skipped=skipped)
+    tool_filter = _tool_filter(document.get(OPTIONS_KEY, {}), where)
+    return McpConfig(path=where, servers=servers, skipped=skipped, tool_filter=tool_filter)
+
+
+def _tool_filter(options: Any, where: str) -> ToolFilter:
+    if not isinstance(options, dict):
+        raise ConfigError(f'{where}: {OPTIONS_KEY}: expected an object like {{"deny": ["github/delete_*"]}}')
+    unknown = [key for key in options if key not in ("allow", "deny")]
+    if unknown:
+        raise ConfigError(f"{where}: {OPTIONS_KEY}.{unknown[0]}: unknown field (use allow and deny)")
+    patterns: dict[str, tuple[str, ...]] = {}
+    for key in ("allow", "deny"):
+        value = options.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+            raise ConfigError(f"{where}: {OPTIONS_KEY}.{key}: expected a list of server/tool patterns")
+        patterns[key] = tuple(value)
+    return ToolFilter(patterns["allow"], patterns["deny"])
 
 
 def _server(name: str, entry: Any, prefix: str, environ: Mapping[str, str]) -> ServerConfig:

@@ -30,6 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from discovery.errors import ToolIndexError
 from discovery.index import ToolIndex
 from discovery.mcp.config import McpConfig
+from discovery.mcp.scope import GatewayScope
 from discovery.mcp.sessions import (
     NEW_SESSION_MODE,
     SEARCH_TOOL_NAME,
@@ -100,6 +101,7 @@ class Gateway:
         self.options = options
         self.errlog = errlog if errlog is not None else sys.stderr
         self.library = Library(index)
+        self.scope = GatewayScope(frozenset(config.servers), config.tool_filter)
         self.upstreams = Upstreams(
             config, timeout=options.timeout, errlog=upstream_errlog, on_tools_changed=self._server_changed
         )
@@ -149,7 +151,9 @@ class Gateway:
         async with self._opening:
             if session_id is not None and session_id in self.sessions:
                 return self.sessions[session_id]
-            opened = await self.library.run(GatewaySession.open, self.index, session_id, self.options.mode)
+            opened = await self.library.run(
+                GatewaySession.open, self.index, session_id, self.options.mode, self.scope
+            )
             self.sessions[opened.id] = opened
             self.say(f"session {opened.id} ({'new' if opened.created else 'resumed'})")
             return opened
@@ -188,7 +192,8 @@ class Gateway:
         ]
         if self.options.expose_active:
             for tool in await self.library.run(gateway_session.active_tools):
-                if split_catalog_name(tool.name, self.config.servers) is not None:
+                in_scope = self.scope.admits(tool.server_name, tool.mcp_tool_name)
+                if in_scope and split_catalog_name(tool.name, self.config.servers) is not None:
                     schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
                     tools.append(
                         types.Tool(
@@ -277,7 +282,14 @@ class Gateway:
                 f"Unknown tool {name!r}: it is not in the catalog. Call search_tool_bm25 to find a tool, "
                 "then call_tool with a name it activated."
             )
-        if located is None:
+        not_allowed = (
+            self.config.tool_filter.refusal(tool.server_name, tool.mcp_tool_name)
+            if tool.server_name in self.config.servers and tool.mcp_tool_name is not None
+            else None
+        )
+        if not_allowed is not None:
+            return "not allowed", f"{name!r} is not allowed by this gateway's tool filters: {not_allowed}."
+        if located is None or not self.scope.admits(tool.server_name, tool.mcp_tool_name):
             servers = ", ".join(self.config.servers) or "none"
             return "not served", (
                 f"{name!r} is not a tool of a server this gateway fronts ({self.config.path}: {servers})."

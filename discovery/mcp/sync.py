@@ -38,6 +38,8 @@ class ServerSync:
     server: str
     report: ImportReport | None = None
     error: str | None = None
+    not_allowed: int = 0
+    """Tools the server listed that the config's filters do not allow, so not imported."""
 
 
 def tools_list_text(tools: list[types.Tool]) -> str:
@@ -56,12 +58,15 @@ def write_server_tools(index: ToolIndex, server: str, tools: list[types.Tool]) -
 
 
 async def sync_server(library: Library, upstreams: Upstreams, server: str) -> ServerSync:
+    """Sync one server: the tools the config's filters allow replace the ones it had."""
+    tool_filter = upstreams.config.tool_filter
     try:
-        tools = await upstreams.list_tools(server)
+        listed = await upstreams.list_tools(server)
+        tools = [tool for tool in listed if tool_filter.allows(server, tool.name)]
         report = await library.run(write_server_tools, library.index, server, tools)
     except (UpstreamError, ToolIndexError) as exc:
         return ServerSync(server, error=str(exc))
-    return ServerSync(server, report=report)
+    return ServerSync(server, report=report, not_allowed=len(listed) - len(tools))
 
 
 async def sync_servers(library: Library, upstreams: Upstreams, servers: list[str]) -> list[ServerSync]:
