@@ -18,9 +18,13 @@ from discovery.cli.sanitize import escaped
 
 if TYPE_CHECKING:
     from discovery.cli.app import App
+    from discovery.index import ToolIndex
     from discovery.mcp.config import McpConfig
 
 EXTRA = "pip install 'tool-index[mcp]'"
+NEW_ANALYZER = "enhanced"
+"""The analyzer of a database that ``sync`` or ``serve`` makes: it finds more tools for the
+sentences models write (docs/quality.md)."""
 
 
 def _example(*lines: str) -> str:
@@ -89,6 +93,30 @@ def filter_options(command: Any) -> Any:
     return allow(deny(command))
 
 
+analyzer_option = click.option(
+    "--analyzer",
+    metavar="NAME",
+    help=f"The analyzer of a new database (one without tools): reference or enhanced [default: "
+    f"{NEW_ANALYZER}]. A database that holds tools keeps its own.",
+)
+
+
+def _index(app: App, analyzer: str | None) -> ToolIndex:
+    """The index, created when new: with ``analyzer``, or else ``NEW_ANALYZER`` when it holds no
+    tools yet; a catalog indexed with another analyzer keeps its own."""
+    from discovery.params import analyzer_named
+
+    if analyzer is not None:
+        analyzer_named(analyzer)
+        return app.index(create=True, analyzer=analyzer)
+    index = app.index(create=True)
+    if index.analyzer == NEW_ANALYZER or index.stats()["tools"]:
+        return index
+    index.close()
+    # Giving a catalog without tools an analyzer is what opening with one does.
+    return app.index(create=True, analyzer=NEW_ANALYZER)
+
+
 upstream_log_option = click.option(
     "--upstream-log",
     metavar="FILE",
@@ -112,6 +140,7 @@ def _upstream_log(path: str | None) -> Iterator[TextIO]:
 @config_option
 @click.option("--server", "servers", multiple=True, metavar="NAME", help="Only this server (repeatable).")
 @filter_options
+@analyzer_option
 @timeout_option
 @upstream_log_option
 @click.pass_obj
@@ -121,6 +150,7 @@ def sync(
     servers: tuple[str, ...],
     allow: tuple[str, ...],
     deny: tuple[str, ...],
+    analyzer: str | None,
     timeout: float,
     upstream_log: str | None,
 ) -> None:
@@ -135,7 +165,7 @@ def sync(
 
     config = _config(config_path, allow, deny)
     selected = [server.name for server in config.select(list(servers))]
-    with app.index(create=True) as index, _upstream_log(upstream_log) as errlog:
+    with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
         results = _anyio_run(_sync, index, config, selected, timeout, errlog)
     failed = []
     for result in results:
@@ -214,6 +244,7 @@ async def _sync(index: Any, config: Any, servers: list[str], timeout: float, err
     help="Sync every server now and then every SECONDS, in the background.",
 )
 @filter_options
+@analyzer_option
 @timeout_option
 @upstream_log_option
 @click.pass_obj
@@ -230,6 +261,7 @@ def serve(
     refresh: float | None,
     allow: tuple[str, ...],
     deny: tuple[str, ...],
+    analyzer: str | None,
     timeout: float,
     upstream_log: str | None,
 ) -> None:
@@ -250,7 +282,7 @@ def serve(
     options = GatewayOptions(
         session_id=session_id, mode=mode, expose_active=expose_active, refresh=refresh, timeout=timeout
     )
-    with app.index(create=True) as index, _upstream_log(upstream_log) as errlog:
+    with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
         gateway = Gateway(index, config, options, errlog=sys.stderr, upstream_errlog=errlog)
         if transport == "stdio":
             _anyio_run(serve_stdio, gateway)

@@ -125,6 +125,7 @@ class Gateway:
     async def __aenter__(self) -> Gateway:
         await self.upstreams.__aenter__()
         try:
+            await self.library.run(self._say_what_is_served)
             self.default_session = await self._open(self.options.session_id)
         except BaseException:
             await self.upstreams.__aexit__(None, None, None)
@@ -144,6 +145,28 @@ class Gateway:
         return self.server.create_initialization_options(
             NotificationOptions(tools_changed=self.options.expose_active)
         )
+
+    def _say_what_is_served(self) -> None:
+        """In the worker: the database and how many tools in scope each server has, so that a
+        gateway in front of servers never synced says so instead of finding nothing."""
+        self.say(f"database {self.index.url} (analyzer {self.index.analyzer})")
+        counts = {
+            server: sum(
+                1
+                for tool in self.index.tools(server=server)
+                if self.scope.admits(tool.server_name, tool.mcp_tool_name)
+            )
+            for server in self.config.servers
+        }
+        shown = ", ".join(f"{server} {count} tools" for server, count in counts.items()) or "none"
+        self.say(f"servers of {self.config.path}: {shown}")
+        if not any(counts.values()):
+            then = (
+                "syncing them now (--refresh)"
+                if self.options.refresh
+                else (f"run tool-index sync --config {self.config.path} first, or serve with --refresh")
+            )
+            self.say(f"Warning: no server of {self.config.path} has tools in this database yet: {then}")
 
     # Sessions
 
