@@ -72,7 +72,16 @@ timeout_option = click.option(
     default=30.0,
     show_default=True,
     metavar="SECONDS",
-    help="Longest wait for a server to start, list a page of tools, or answer a call.",
+    help="Longest wait for a server to start (from its own start), list its tools (every page), or "
+    "answer a call.",
+)
+max_starting_option = click.option(
+    "--max-starting",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    metavar="N",
+    help="Start at most N stdio servers at once (sync: run at most N at once).",
 )
 
 
@@ -142,6 +151,7 @@ def _upstream_log(path: str | None) -> Iterator[TextIO]:
 @filter_options
 @analyzer_option
 @timeout_option
+@max_starting_option
 @upstream_log_option
 @click.pass_obj
 def sync(
@@ -152,12 +162,14 @@ def sync(
     deny: tuple[str, ...],
     analyzer: str | None,
     timeout: float,
+    max_starting: int,
     upstream_log: str | None,
 ) -> None:
     """Index the tools of live MCP servers, as import --replace would.
 
-    Connects to every server of the config (or each --server) at once, reads its whole tools/list
-    and writes it as mcp__<server>__<tool>, one transaction per server. A server that fails keeps
+    Connects to every server of the config (or each --server), at most --max-starting stdio
+    servers at once, reads its whole tools/list and writes it as mcp__<server>__<tool>, one
+    transaction per server. A server that fails keeps
     the tools it had; the others are synced all the same, and the exit status is 1. Tools that
     --allow, --deny or the config's "toolIndex" filters leave out are not imported.
     """
@@ -166,7 +178,7 @@ def sync(
     config = _config(config_path, allow, deny)
     selected = [server.name for server in config.select(list(servers))]
     with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
-        results = _anyio_run(_sync, index, config, selected, timeout, errlog)
+        results = _anyio_run(_sync, index, config, selected, timeout, max_starting, errlog)
     failed = []
     for result in results:
         if result.report is None:
@@ -181,12 +193,14 @@ def sync(
         raise click.ClickException(f"{len(failed)} of {len(results)} servers failed: {', '.join(failed)}")
 
 
-async def _sync(index: Any, config: Any, servers: list[str], timeout: float, errlog: TextIO) -> Any:
+async def _sync(
+    index: Any, config: Any, servers: list[str], timeout: float, max_starting: int, errlog: TextIO
+) -> Any:
     from discovery.mcp.sync import Library, sync_servers
     from discovery.mcp.upstreams import Upstreams
 
-    async with Upstreams(config, timeout=timeout, errlog=errlog) as upstreams:
-        return await sync_servers(Library(index), upstreams, servers)
+    async with Upstreams(config, timeout=timeout, errlog=errlog, max_starting=max_starting) as upstreams:
+        return await sync_servers(Library(index), upstreams, servers, close=True)
 
 
 @click.command(
@@ -246,6 +260,7 @@ async def _sync(index: Any, config: Any, servers: list[str], timeout: float, err
 @filter_options
 @analyzer_option
 @timeout_option
+@max_starting_option
 @upstream_log_option
 @click.pass_obj
 def serve(
@@ -263,6 +278,7 @@ def serve(
     deny: tuple[str, ...],
     analyzer: str | None,
     timeout: float,
+    max_starting: int,
     upstream_log: str | None,
 ) -> None:
     """Serve the index as one MCP server in front of a config's servers.
@@ -280,7 +296,12 @@ def serve(
     if transport == "http":
         check_bind(host, token)
     options = GatewayOptions(
-        session_id=session_id, mode=mode, expose_active=expose_active, refresh=refresh, timeout=timeout
+        session_id=session_id,
+        mode=mode,
+        expose_active=expose_active,
+        refresh=refresh,
+        timeout=timeout,
+        max_starting=max_starting,
     )
     with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
         gateway = Gateway(index, config, options, errlog=sys.stderr, upstream_errlog=errlog)

@@ -39,7 +39,13 @@ from discovery.mcp.sessions import (
     write_pending,
 )
 from discovery.mcp.sync import Library, ServerSync, sync_server, sync_servers
-from discovery.mcp.upstreams import DEFAULT_TIMEOUT, UpstreamError, Upstreams, split_catalog_name
+from discovery.mcp.upstreams import (
+    DEFAULT_MAX_STARTING,
+    DEFAULT_TIMEOUT,
+    UpstreamError,
+    Upstreams,
+    split_catalog_name,
+)
 from discovery.sessions.search_tool import PARAMETERS as SEARCH_PARAMETERS
 from store import StoreError
 
@@ -78,6 +84,7 @@ class GatewayOptions:
     expose_active: bool = False
     refresh: float | None = None
     timeout: float = DEFAULT_TIMEOUT
+    max_starting: int = DEFAULT_MAX_STARTING
 
 
 def text_result(text: str, *, is_error: bool) -> types.CallToolResult:
@@ -103,7 +110,11 @@ class Gateway:
         self.library = Library(index)
         self.scope = GatewayScope(frozenset(config.servers), config.tool_filter)
         self.upstreams = Upstreams(
-            config, timeout=options.timeout, errlog=upstream_errlog, on_tools_changed=self._server_changed
+            config,
+            timeout=options.timeout,
+            errlog=upstream_errlog,
+            on_tools_changed=self._server_changed,
+            max_starting=options.max_starting,
         )
         self.sessions: dict[str, GatewaySession] = {}
         self.default_session: GatewaySession | None = None

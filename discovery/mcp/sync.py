@@ -4,7 +4,8 @@ list with ``--server NAME --replace`` would write it (one transaction per server
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -14,6 +15,7 @@ from mcp import types
 
 from discovery.errors import ToolIndexError
 from discovery.index import ImportReport, ToolIndex
+from discovery.mcp.config import StdioServer
 from discovery.mcp.upstreams import UpstreamError, Upstreams
 
 T = TypeVar("T")
@@ -29,6 +31,11 @@ class Library:
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
         return await anyio.to_thread.run_sync(work, *args, limiter=self._limiter)
+
+
+@asynccontextmanager
+async def _nothing() -> AsyncIterator[None]:
+    yield
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +76,25 @@ async def sync_server(library: Library, upstreams: Upstreams, server: str) -> Se
     return ServerSync(server, report=report, not_allowed=len(listed) - len(tools))
 
 
-async def sync_servers(library: Library, upstreams: Upstreams, servers: list[str]) -> list[ServerSync]:
-    """Sync ``servers`` concurrently; a failing server does not stop the others."""
+async def sync_servers(
+    library: Library, upstreams: Upstreams, servers: list[str], *, close: bool = False
+) -> list[ServerSync]:
+    """Sync ``servers`` concurrently; a failing server does not stop the others. With ``close``,
+    each connection is closed once its server is synced, and at most ``upstreams.max_starting``
+    stdio servers run at once (each is a process); otherwise only their starts are limited."""
     results: dict[str, ServerSync] = {}
+    running = anyio.Semaphore(upstreams.max_starting)
 
     async def one(server: str) -> None:
-        results[server] = await sync_server(library, upstreams, server)
+        upstream = upstreams.upstream(server)
+        if not close:
+            results[server] = await sync_server(library, upstreams, server)
+            return
+        async with running if isinstance(upstream.config, StdioServer) else _nothing():
+            try:
+                results[server] = await sync_server(library, upstreams, server)
+            finally:
+                await upstream.close(wait=True)
 
     async with anyio.create_task_group() as group:
         for server in servers:
