@@ -182,6 +182,14 @@ def group_members(connection: Connection, grp: int) -> list[tuple[str, str | Non
     return [(name, server) for name, server in rows]
 
 
+def tool_origins(connection: Connection) -> list[tuple[str, str | None, str | None]]:
+    """``(name, server_name, mcp_tool_name)`` of every catalog tool."""
+    rows = connection.execute(
+        select(tools_table.c.name, tools_table.c.server_name, tools_table.c.mcp_tool_name)
+    )
+    return [(name, server, tool) for name, server, tool in rows]
+
+
 def group_server_counts(connection: Connection, grp: int) -> dict[str | None, int]:
     rows = connection.execute(
         select(tools_table.c.server_name, func.count())

@@ -8,6 +8,10 @@ Its tools: ``echo`` (text and structured content), ``fail`` (an ``isError`` resu
 ``Authorization`` header over HTTP), ``stall`` (never answers), and ``filler_<i>`` tools to make
 the list long; each ``--tool NAME`` adds a tool of that name (a call answers ``NAME: done``). With
 ``--state FILE``, a JSON object there replaces tool descriptions by name on every tools/list.
+``--page-delay S`` waits S seconds before each page of tools/list. ``--live-dir DIR`` keeps a
+file in DIR while the process runs and, when it starts, appends to ``DIR/counts`` how many such
+files there are (itself included): how many servers ran at once. ``--start-delay S`` waits S
+seconds before serving.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +67,28 @@ def main() -> None:
     parser.add_argument("--page", type=int, default=100)
     parser.add_argument("--state")
     parser.add_argument("--tool", action="append", default=[])
+    parser.add_argument("--page-delay", type=float, default=0.0)
+    parser.add_argument("--live-dir")
+    parser.add_argument("--start-delay", type=float, default=0.0)
     options = parser.parse_args()
+    if options.live_dir:
+        marker = Path(options.live_dir) / f"{os.getpid()}.live"
+        marker.touch()
+        running = len(list(Path(options.live_dir).glob("*.live")))
+        with open(Path(options.live_dir) / "counts", "a", encoding="utf-8") as counts:
+            counts.write(f"{running}\n")
+        # Terminated rather than ended by its stdin closing: the marker goes all the same.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        try:
+            serve(options)
+        finally:
+            marker.unlink()
+    else:
+        serve(options)
+
+
+def serve(options: argparse.Namespace) -> None:
+    time.sleep(options.start_delay)
     tools = base_tools(options.tools)
     tools += [
         types.Tool(name=name, description=f"Extra tool {name} of this server", input_schema=OBJECT)
@@ -83,6 +111,7 @@ def main() -> None:
     ) -> types.ListToolsResult:
         if ctx.session not in connections:
             connections.append(ctx.session)
+        await anyio.sleep(options.page_delay)
         start = int(params.cursor) if params and params.cursor else 0
         everything = listed()
         end = start + options.page

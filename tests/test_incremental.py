@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from discovery import ToolIndex
 from discovery.diagnostics.verify import verify
+from discovery.errors import ServerNameCollision
 from store import catalog, postings
 from tests.conftest import BACKENDS, PG_ENV, scratch_database
 from tests.test_ranking import MCP_NAMES, PLAIN_NAMES, WORDS, tool_records
@@ -77,6 +78,17 @@ def apply(model: dict[str, Record], operation: Operation) -> None:
                 del model[name]
     for record in records:
         model[record["name"]] = record
+
+
+def refused(model: dict[str, Record], operation: Operation) -> bool:
+    """Whether a write of one server's tools takes a name another server's record has: then it is
+    refused whole (``ServerNameCollision``) and changes nothing."""
+    kind, argument = operation
+    if kind != "replace" or argument[0] is None:
+        return False
+    server, records = argument
+    owners = [model[record["name"]].get("server_name") for record in records if record["name"] in model]
+    return any(owner is not None and owner != server for owner in owners)
 
 
 def run(index: ToolIndex, operation: Operation) -> None:
@@ -143,6 +155,10 @@ def test_incremental_writes_equal_a_fresh_import(
     incremental = fresh_index()
     model: dict[str, Record] = {}
     for operation in operations:
+        if refused(model, operation):
+            with pytest.raises(ServerNameCollision):
+                run(incremental, operation)
+            continue
         run(incremental, operation)
         apply(model, operation)
     scratch = fresh_index()

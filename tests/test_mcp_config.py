@@ -9,9 +9,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from discovery.cli.main import main
 from discovery.mcp.config import ConfigError, HttpServer, StdioServer, load_config, parse_config
+from discovery.mcp.jsonc import to_json
 from discovery.mcp.serve import UnsafeBind, check_bind
 
 SECRET = "s3cr3t-value-never-shown"
@@ -236,3 +239,101 @@ def test_catalog_names_split_into_server_and_tool() -> None:
     assert split_catalog_name("mcp__other__x", servers) is None
     assert split_catalog_name("mcp__slack__", servers) is None
     assert split_catalog_name("read", servers) is None
+
+
+# JSON with comments and trailing commas (VS Code, Cursor)
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+COMMENTS = st.text(alphabet=st.sampled_from(list('ab "/*,]}\\\n')), max_size=12)
+
+
+@given(JSON_VALUES, st.sampled_from([None, 0, 2]), st.booleans())
+def test_jsonc_leaves_plain_json_exactly_as_it_is(value: Any, indent: int | None, ascii_only: bool) -> None:
+    text = json.dumps(value, indent=indent, ensure_ascii=ascii_only)
+    assert to_json(text) == text
+
+
+@given(st.data(), JSON_VALUES)
+def test_jsonc_comments_and_trailing_commas_read_as_json(data: st.DataObject, value: Any) -> None:
+    def comment() -> str:
+        kind = data.draw(st.sampled_from(["", "line", "block"]))
+        body = data.draw(COMMENTS)
+        if kind == "line":
+            return " //" + body.replace("\n", " ") + "\n"
+        if kind == "block":
+            return "/*" + body.replace("*/", "* /").rstrip("*") + "*/"
+        return data.draw(st.sampled_from(["", " ", "\n\t"]))
+
+    def render(item: Any) -> str:
+        if isinstance(item, list):
+            parts = [comment() + render(part) + comment() for part in item]
+            trailing = "," + comment() if data.draw(st.booleans()) and parts else ""
+            return "[" + comment() + ",".join(parts) + trailing + "]"
+        if isinstance(item, dict):
+            parts = [
+                comment() + json.dumps(key) + comment() + ":" + comment() + render(part) + comment()
+                for key, part in item.items()
+            ]
+            trailing = "," + comment() if data.draw(st.booleans()) and parts else ""
+            return "{" + comment() + ",".join(parts) + trailing + "}"
+        return json.dumps(item)
+
+    text = comment() + render(value) + comment()
+    assert json.loads(to_json(text)) == value
+    assert len(to_json(text)) == len(text)  # every position kept: json's errors point into the file
+
+
+@pytest.mark.parametrize("text", ["[,]", "{,}", "[1,,]", '{"a":,}', "[1,]x", "// only a comment"])
+def test_jsonc_keeps_what_json_would_reject(text: str) -> None:
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(to_json(text))
+
+
+def test_a_vs_code_config_with_comments_and_inputs(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(
+        """{
+  // Servers of this workspace
+  "inputs": [
+    {"type": "promptString", "id": "gh-token", "description": "GitHub token", "password": true},
+  ],
+  "servers": {
+    /* a stdio server; its url-looking argument is a string, not a comment */
+    "fs": {"type": "stdio", "command": "fs-mcp", "args": ["http://x.test/a//b", "/*glob*/",],},
+    "github": {
+      "command": "gh-mcp",
+      "env": {"GITHUB_TOKEN": "${input:gh-token}", "OTHER": "${input:org}"},
+    },
+  },
+}
+""",
+        encoding="utf-8",
+    )
+    config = load_config(path, environ={})
+    assert list(config.servers) == ["fs"]
+    assert config.servers["fs"].args == ("http://x.test/a//b", "/*glob*/")  # type: ignore[union-attr]
+    assert config.warnings() == [
+        f"{path}: server 'github' is skipped: it uses VS Code's ${{input:gh-token}}, ${{input:org}}, "
+        "which tool-index cannot prompt for; put the value in an environment variable and write "
+        "${VAR} instead"
+    ]
+    with pytest.raises(ConfigError, match=r"server 'github' cannot be started: it uses VS Code's"):
+        config.select(["github"])
+    assert [server.name for server in config.select([])] == ["fs"]
+
+
+def test_errors_in_a_file_with_comments_point_into_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    text = '{"mcpServers": { /* one\n two */ "a": {"command": "x"} // ok\n  "b": }'
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"mcp\.json:3: invalid JSON: Expecting ',' delimiter \(column 3\)"):
+        load_config(path)
+    path.write_text('{"mcpServers": {}}\n\n/* never closed', encoding="utf-8")
+    with pytest.raises(
+        ConfigError, match=r"mcp\.json:3: invalid JSON: a /\* comment that never ends \(it starts on line 3\)"
+    ):
+        load_config(path)

@@ -165,3 +165,66 @@ def test_a_relative_cwd_is_the_config_files_and_a_missing_one_is_named(db_url: s
     assert (done.returncode, done.stderr) == (1, "Error: 3 of 4 servers failed: gone, file, nocmd\n")
     with ToolIndex.open(db_url) as index:
         assert index.tool("mcp__rel__echo").description == "Echo from the work directory"
+
+
+def test_sync_reads_a_vs_code_file_and_skips_entries_that_need_an_input(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    entry = json.dumps(upstream_entry("--tools", "1"))
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        "{\n  // VS Code's format: comments, trailing commas, inputs\n"
+        '  "inputs": [{"type": "promptString", "id": "key", "password": true},],\n'
+        f'  "servers": {{"local": {entry}, /* needs a prompt */ "asks": {{"command": "x", '
+        '"args": ["--key", "${input:key}"]},},\n}\n',
+        encoding="utf-8",
+    )
+    done = cli(db, "sync", "--config", str(config))
+    assert (done.returncode, done.stdout) == (0, "local: added 7, updated 0, unchanged 0, removed 0\n")
+    assert done.stderr == (
+        f"Warning: {config}: server 'asks' is skipped: it uses VS Code's ${{input:key}}, which tool-index "
+        "cannot prompt for; put the value in an environment variable and write ${VAR} instead\n"
+    )
+    named = cli(db, "sync", "--config", str(config), "--server", "asks")
+    assert named.returncode == 1
+    assert named.stderr.splitlines()[-1].startswith(f"Error: {config}: server 'asks' cannot be started: ")
+
+
+def test_many_servers_sync_a_few_at_a_time_each_timed_from_its_own_start(tmp_path: Path) -> None:
+    """30 stdio servers, at most 3 running at once, with a timeout that all of them together
+    exceed: each is timed from its own start, so every one syncs."""
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    live = tmp_path / "live"
+    live.mkdir()
+    servers = {
+        f"s{i:02d}": upstream_entry("--tools", "1", "--live-dir", str(live), "--start-delay", "0.2")
+        for i in range(30)
+    }
+    config = write_config(tmp_path, servers)
+    done = cli(db, "sync", "--config", str(config), "--max-starting", "3", "--timeout", "10")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [
+        f"{name}: added 7, updated 0, unchanged 0, removed 0" for name in servers
+    ]
+    counts = [int(line) for line in (live / "counts").read_text().split()]
+    assert len(counts) == 30 and max(counts) <= 3
+    assert not list(live.glob("*.live"))  # every server was stopped
+    with ToolIndex.open(db) as index:
+        assert index.stats()["tools"] == 30 * 7
+
+
+def test_a_list_of_many_pages_has_one_deadline_for_all_of_them(tmp_path: Path) -> None:
+    """Each page comes well within the timeout; all of them together do not."""
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = write_config(
+        tmp_path,
+        {
+            "slow": upstream_entry("--tools", "24", "--page", "2", "--page-delay", "0.5"),
+            "quick": upstream_entry(),
+        },
+    )
+    done = cli(db, "sync", "--config", str(config), "--timeout", "3")
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        "slow: failed: server 'slow': tools/list (all its pages) took longer than 3 s",
+        "quick: added 6, updated 0, unchanged 0, removed 0",
+    ]

@@ -14,11 +14,17 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
+from discovery.cli.sanitize import escaped
+
 if TYPE_CHECKING:
     from discovery.cli.app import App
+    from discovery.index import ToolIndex
     from discovery.mcp.config import McpConfig
 
 EXTRA = "pip install 'tool-index[mcp]'"
+NEW_ANALYZER = "enhanced"
+"""The analyzer of a database that ``sync`` or ``serve`` makes: it finds more tools for the
+sentences models write (docs/quality.md)."""
 
 
 def _example(*lines: str) -> str:
@@ -26,7 +32,7 @@ def _example(*lines: str) -> str:
     return "\b\n" + title + "\n" + "\n".join(f"  {line}" for line in lines)
 
 
-def _config(path: str) -> McpConfig:
+def _config(path: str, allow: tuple[str, ...] = (), deny: tuple[str, ...] = ()) -> McpConfig:
     # The SDK logs what upstream servers send that it cannot parse, tracebacks included: third-party
     # text that must not reach a terminal raw. A server's failure is reported in our own words.
     for name in ("mcp", "mcp_types", "httpx2", "uvicorn"):
@@ -36,7 +42,12 @@ def _config(path: str) -> McpConfig:
         from discovery.mcp.config import load_config
     except ImportError as exc:
         raise click.ClickException(f"the MCP commands need the mcp extra: {EXTRA}") from exc
-    return load_config(path)
+    import dataclasses
+
+    config = load_config(path)
+    for warning in config.warnings():
+        click.echo(f"Warning: {escaped(warning)}", err=True)
+    return dataclasses.replace(config, tool_filter=config.tool_filter.joined(allow, deny))
 
 
 def _anyio_run(work: Any, *args: Any) -> Any:
@@ -61,8 +72,60 @@ timeout_option = click.option(
     default=30.0,
     show_default=True,
     metavar="SECONDS",
-    help="Longest wait for a server to start, list a page of tools, or answer a call.",
+    help="Longest wait for a server to start (from its own start), list its tools (every page), or "
+    "answer a call.",
 )
+max_starting_option = click.option(
+    "--max-starting",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    metavar="N",
+    help="Start at most N stdio servers at once (sync: run at most N at once).",
+)
+
+
+def filter_options(command: Any) -> Any:
+    deny = click.option(
+        "--deny",
+        multiple=True,
+        metavar="PATTERN",
+        help="Leave out the tools whose server/tool matches (a glob: 'github/delete_*'; repeatable). "
+        "Deny wins over allow.",
+    )
+    allow = click.option(
+        "--allow",
+        multiple=True,
+        metavar="PATTERN",
+        help="Only the tools whose server/tool matches one such glob (repeatable).",
+    )
+    return allow(deny(command))
+
+
+analyzer_option = click.option(
+    "--analyzer",
+    metavar="NAME",
+    help=f"The analyzer of a new database (one without tools): reference or enhanced [default: "
+    f"{NEW_ANALYZER}]. A database that holds tools keeps its own.",
+)
+
+
+def _index(app: App, analyzer: str | None) -> ToolIndex:
+    """The index, created when new: with ``analyzer``, or else ``NEW_ANALYZER`` when it holds no
+    tools yet; a catalog indexed with another analyzer keeps its own."""
+    from discovery.params import analyzer_named
+
+    if analyzer is not None:
+        analyzer_named(analyzer)
+        return app.index(create=True, analyzer=analyzer)
+    index = app.index(create=True)
+    if index.analyzer == NEW_ANALYZER or index.stats()["tools"]:
+        return index
+    index.close()
+    # Giving a catalog without tools an analyzer is what opening with one does.
+    return app.index(create=True, analyzer=NEW_ANALYZER)
+
+
 upstream_log_option = click.option(
     "--upstream-log",
     metavar="FILE",
@@ -85,24 +148,37 @@ def _upstream_log(path: str | None) -> Iterator[TextIO]:
 )
 @config_option
 @click.option("--server", "servers", multiple=True, metavar="NAME", help="Only this server (repeatable).")
+@filter_options
+@analyzer_option
 @timeout_option
+@max_starting_option
 @upstream_log_option
 @click.pass_obj
 def sync(
-    app: App, config_path: str, servers: tuple[str, ...], timeout: float, upstream_log: str | None
+    app: App,
+    config_path: str,
+    servers: tuple[str, ...],
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
+    analyzer: str | None,
+    timeout: float,
+    max_starting: int,
+    upstream_log: str | None,
 ) -> None:
     """Index the tools of live MCP servers, as import --replace would.
 
-    Connects to every server of the config (or each --server) at once, reads its whole tools/list
-    and writes it as mcp__<server>__<tool>, one transaction per server. A server that fails keeps
-    the tools it had; the others are synced all the same, and the exit status is 1.
+    Connects to every server of the config (or each --server), at most --max-starting stdio
+    servers at once, reads its whole tools/list and writes it as mcp__<server>__<tool>, one
+    transaction per server. A server that fails keeps
+    the tools it had; the others are synced all the same, and the exit status is 1. Tools that
+    --allow, --deny or the config's "toolIndex" filters leave out are not imported.
     """
     from discovery.cli.render import one_line
 
-    config = _config(config_path)
+    config = _config(config_path, allow, deny)
     selected = [server.name for server in config.select(list(servers))]
-    with app.index(create=True) as index, _upstream_log(upstream_log) as errlog:
-        results = _anyio_run(_sync, index, config, selected, timeout, errlog)
+    with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
+        results = _anyio_run(_sync, index, config, selected, timeout, max_starting, errlog)
     failed = []
     for result in results:
         if result.report is None:
@@ -110,17 +186,21 @@ def sync(
             click.echo(f"{result.server}: failed: {one_line(result.error or '')}")
         else:
             counts = ", ".join(f"{key} {value}" for key, value in result.report.counts().items())
+            if result.not_allowed:
+                counts += f", not allowed {result.not_allowed}"
             click.echo(f"{result.server}: {counts}")
     if failed:
         raise click.ClickException(f"{len(failed)} of {len(results)} servers failed: {', '.join(failed)}")
 
 
-async def _sync(index: Any, config: Any, servers: list[str], timeout: float, errlog: TextIO) -> Any:
+async def _sync(
+    index: Any, config: Any, servers: list[str], timeout: float, max_starting: int, errlog: TextIO
+) -> Any:
     from discovery.mcp.sync import Library, sync_servers
     from discovery.mcp.upstreams import Upstreams
 
-    async with Upstreams(config, timeout=timeout, errlog=errlog) as upstreams:
-        return await sync_servers(Library(index), upstreams, servers)
+    async with Upstreams(config, timeout=timeout, errlog=errlog, max_starting=max_starting) as upstreams:
+        return await sync_servers(Library(index), upstreams, servers, close=True)
 
 
 @click.command(
@@ -177,7 +257,10 @@ async def _sync(index: Any, config: Any, servers: list[str], timeout: float, err
     metavar="SECONDS",
     help="Sync every server now and then every SECONDS, in the background.",
 )
+@filter_options
+@analyzer_option
 @timeout_option
+@max_starting_option
 @upstream_log_option
 @click.pass_obj
 def serve(
@@ -191,7 +274,11 @@ def serve(
     mode: str,
     expose_active: bool,
     refresh: float | None,
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
+    analyzer: str | None,
     timeout: float,
+    max_starting: int,
     upstream_log: str | None,
 ) -> None:
     """Serve the index as one MCP server in front of a config's servers.
@@ -199,17 +286,24 @@ def serve(
     The model gets search_tool_bm25, which activates tools in the persisted session, and
     call_tool, which calls an activated tool on its server. Over HTTP, a client picks its
     session with the endpoint's query: http://127.0.0.1:8765/mcp?session=ID.
+    Searches find only tools of the config's servers that --allow, --deny and the config's
+    "toolIndex" filters allow, whatever else the database holds.
     """
-    config = _config(config_path)
+    config = _config(config_path, allow, deny)
     from discovery.mcp.gateway import Gateway, GatewayOptions
     from discovery.mcp.serve import check_bind, serve_http, serve_stdio
 
     if transport == "http":
         check_bind(host, token)
     options = GatewayOptions(
-        session_id=session_id, mode=mode, expose_active=expose_active, refresh=refresh, timeout=timeout
+        session_id=session_id,
+        mode=mode,
+        expose_active=expose_active,
+        refresh=refresh,
+        timeout=timeout,
+        max_starting=max_starting,
     )
-    with app.index(create=True) as index, _upstream_log(upstream_log) as errlog:
+    with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
         gateway = Gateway(index, config, options, errlog=sys.stderr, upstream_errlog=errlog)
         if transport == "stdio":
             _anyio_run(serve_stdio, gateway)

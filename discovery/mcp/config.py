@@ -6,6 +6,9 @@ Claude Desktop's ``claude_desktop_config.json``, Claude Code's ``.mcp.json`` and
 ``"type": "stdio"``; a relative ``cwd`` is relative to the config file's directory) or a
 streamable HTTP one (``"type": "http"`` or just ``url``, ``headers``).
 ``${VAR}`` and ``${VAR:-default}`` are expanded in every string of an entry, as Claude Code does.
+Comments and trailing commas are allowed, as VS Code and Cursor allow them. VS Code's
+``${input:ID}`` asks the user for a value when the server starts; nothing here can ask, so an
+entry that uses one is skipped (``McpConfig.skipped`` says why) and the others still work.
 
 Values of ``env`` and ``headers`` are secrets more often than not: no message of this module
 quotes them, and ``repr`` of an entry hides them.
@@ -25,13 +28,17 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, Valid
 
 from discovery.errors import ToolIndexError
 from discovery.files import load_json, read_bounded
+from discovery.mcp.scope import ToolFilter
 
+OPTIONS_KEY = "toolIndex"
+"""A top-level object of tool-index's own settings (``allow`` and ``deny`` patterns)."""
 SERVER_KEYS = ("mcpServers", "servers")
 """Where the servers are: the key of Claude Desktop, Claude Code and Cursor, then VS Code's."""
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 """Server names become part of tool names (``mcp__<server>__<tool>``): no spaces, no control
 characters, nothing a shell or a provider's tool-name rule would choke on."""
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_INPUT = re.compile(r"\$\{input:([^}]*)\}")
 
 
 class ConfigError(ToolIndexError):
@@ -97,11 +104,21 @@ class McpConfig:
 
     path: str
     servers: dict[str, ServerConfig]
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Entries that cannot be started, by name: why (VS Code inputs)."""
+    tool_filter: ToolFilter = field(default_factory=ToolFilter)
+    """The ``allow`` and ``deny`` patterns of ``toolIndex`` (``scope``)."""
+
+    def warnings(self) -> list[str]:
+        return [f"{self.path}: server {name!r} is skipped: {why}" for name, why in self.skipped.items()]
 
     def select(self, names: tuple[str, ...] | list[str]) -> list[ServerConfig]:
         """The servers named (all when none are), or a ``ConfigError`` naming the unknown ones."""
         if not names:
             return list(self.servers.values())
+        for name in names:
+            if name in self.skipped:
+                raise ConfigError(f"{self.path}: server {name!r} cannot be started: {self.skipped[name]}")
         unknown = [name for name in names if name not in self.servers]
         if unknown:
             known = ", ".join(self.servers) or "none"
@@ -114,7 +131,13 @@ class McpConfig:
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> McpConfig:
     """Read the config file at ``path``, with variables expanded from ``environ`` (the process's)."""
     where, text = read_bounded(path, ConfigError, what="config file")
-    document = load_json(text, where, ConfigError)
+    from discovery.mcp.jsonc import UnterminatedComment, to_json
+
+    try:
+        plain = to_json(text)
+    except UnterminatedComment as exc:
+        raise ConfigError(f"{where}:{exc.line}: invalid JSON: {exc}") from None
+    document = load_json(plain, where, ConfigError)
     environ = os.environ if environ is None else environ
     return parse_config(document, where=where, environ=environ, base=Path(path).absolute().parent)
 
@@ -133,6 +156,7 @@ def parse_config(
     if not isinstance(entries, dict):
         raise ConfigError(f"{where}: {key}: expected an object of servers by name")
     servers: dict[str, ServerConfig] = {}
+    skipped: dict[str, str] = {}
     for name, entry in entries.items():
         prefix = f"{where}: {key}.{name}"
         if not SERVER_NAME.fullmatch(name):
@@ -140,8 +164,32 @@ def parse_config(
                 f"{where}: {key}.{name!r}: a server name is letters, digits, '_', '-' and '.', "
                 "starting with a letter or digit"
             )
+        inputs = sorted(set(_INPUT.findall(json.dumps(entry, ensure_ascii=False))))
+        if inputs:
+            shown = ", ".join(f"${{input:{input_id}}}" for input_id in inputs)
+            skipped[name] = (
+                f"it uses VS Code's {shown}, which tool-index cannot prompt for; "
+                "put the value in an environment variable and write ${VAR} instead"
+            )
+            continue
         servers[name] = _server(name, entry, prefix, environ, base)
-    return McpConfig(path=where, servers=servers)
+    tool_filter = _tool_filter(document.get(OPTIONS_KEY, {}), where)
+    return McpConfig(path=where, servers=servers, skipped=skipped, tool_filter=tool_filter)
+
+
+def _tool_filter(options: Any, where: str) -> ToolFilter:
+    if not isinstance(options, dict):
+        raise ConfigError(f'{where}: {OPTIONS_KEY}: expected an object like {{"deny": ["github/delete_*"]}}')
+    unknown = [key for key in options if key not in ("allow", "deny")]
+    if unknown:
+        raise ConfigError(f"{where}: {OPTIONS_KEY}.{unknown[0]}: unknown field (use allow and deny)")
+    patterns: dict[str, tuple[str, ...]] = {}
+    for key in ("allow", "deny"):
+        value = options.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+            raise ConfigError(f"{where}: {OPTIONS_KEY}.{key}: expected a list of server/tool patterns")
+        patterns[key] = tuple(value)
+    return ToolFilter(patterns["allow"], patterns["deny"])
 
 
 def _server(

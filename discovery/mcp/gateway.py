@@ -30,6 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from discovery.errors import ToolIndexError
 from discovery.index import ToolIndex
 from discovery.mcp.config import McpConfig
+from discovery.mcp.scope import GatewayScope
 from discovery.mcp.sessions import (
     NEW_SESSION_MODE,
     GatewaySession,
@@ -37,7 +38,14 @@ from discovery.mcp.sessions import (
     write_pending,
 )
 from discovery.mcp.sync import Library, ServerSync, sync_server, sync_servers
-from discovery.mcp.upstreams import DEFAULT_TIMEOUT, UpstreamError, Upstreams, route, split_catalog_name
+from discovery.mcp.upstreams import (
+    DEFAULT_MAX_STARTING,
+    DEFAULT_TIMEOUT,
+    UpstreamError,
+    Upstreams,
+    route,
+    split_catalog_name,
+)
 from discovery.ranking.corpus import SEARCH_TOOL_NAME
 from discovery.sessions.search_tool import PARAMETERS as SEARCH_PARAMETERS
 from store import StoredTool
@@ -78,6 +86,7 @@ class GatewayOptions:
     expose_active: bool = False
     refresh: float | None = None
     timeout: float = DEFAULT_TIMEOUT
+    max_starting: int = DEFAULT_MAX_STARTING
 
 
 def text_result(text: str, *, is_error: bool) -> types.CallToolResult:
@@ -101,8 +110,13 @@ class Gateway:
         self.options = options
         self.errlog = errlog if errlog is not None else sys.stderr
         self.library = Library(index)
+        self.scope = GatewayScope(frozenset(config.servers), config.tool_filter)
         self.upstreams = Upstreams(
-            config, timeout=options.timeout, errlog=upstream_errlog, on_tools_changed=self._server_changed
+            config,
+            timeout=options.timeout,
+            errlog=upstream_errlog,
+            on_tools_changed=self._server_changed,
+            max_starting=options.max_starting,
         )
         self.sessions: dict[str, GatewaySession] = {}
         self.default_session: GatewaySession | None = None
@@ -124,6 +138,7 @@ class Gateway:
     async def __aenter__(self) -> Gateway:
         await self.upstreams.__aenter__()
         try:
+            await self.library.run(self._say_what_is_served)
             self.default_session = await self._open(self.options.session_id)
         except BaseException:
             await self.upstreams.__aexit__(None, None, None)
@@ -144,13 +159,37 @@ class Gateway:
             NotificationOptions(tools_changed=self.options.expose_active)
         )
 
+    def _say_what_is_served(self) -> None:
+        """In the worker: the database and how many tools in scope each server has, so that a
+        gateway in front of servers never synced says so instead of finding nothing."""
+        self.say(f"database {self.index.url} (analyzer {self.index.analyzer})")
+        counts = {
+            server: sum(
+                1
+                for tool in self.index.tools(server=server)
+                if self.scope.admits(tool.server_name, tool.mcp_tool_name)
+            )
+            for server in self.config.servers
+        }
+        shown = ", ".join(f"{server} {count} tools" for server, count in counts.items()) or "none"
+        self.say(f"servers of {self.config.path}: {shown}")
+        if not any(counts.values()):
+            then = (
+                "syncing them now (--refresh)"
+                if self.options.refresh
+                else (f"run tool-index sync --config {self.config.path} first, or serve with --refresh")
+            )
+            self.say(f"Warning: no server of {self.config.path} has tools in this database yet: {then}")
+
     # Sessions
 
     async def _open(self, session_id: str | None) -> GatewaySession:
         async with self._opening:
             if session_id is not None and session_id in self.sessions:
                 return self.sessions[session_id]
-            opened = await self.library.run(GatewaySession.open, self.index, session_id, self.options.mode)
+            opened = await self.library.run(
+                GatewaySession.open, self.index, session_id, self.options.mode, self.scope
+            )
             self.sessions[opened.id] = opened
             self.say(f"session {opened.id} ({'new' if opened.created else 'resumed'})")
             return opened
@@ -191,7 +230,8 @@ class Gateway:
         ]
         if self.options.expose_active:
             for tool in await self.library.run(gateway_session.active_tools):
-                if route(tool, self.config.servers) is not None:
+                in_scope = self.scope.admits(tool.server_name, tool.mcp_tool_name)
+                if in_scope and route(tool, self.config.servers) is not None:
                     schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
                     tools.append(
                         types.Tool(
@@ -286,7 +326,14 @@ class Gateway:
                 f"Unknown tool {name!r}: it is not in the catalog. Call search_tool_bm25 to find a tool, "
                 "then call_tool with a name it activated."
             )
-        if located is None:
+        not_allowed = (
+            self.config.tool_filter.refusal(tool.server_name, tool.mcp_tool_name)
+            if tool.server_name in self.config.servers and tool.mcp_tool_name is not None
+            else None
+        )
+        if not_allowed is not None:
+            return "not allowed", f"{name!r} is not allowed by this gateway's tool filters: {not_allowed}."
+        if located is None or not self.scope.admits(tool.server_name, tool.mcp_tool_name):
             servers = ", ".join(self.config.servers) or "none"
             return "not served", (
                 f"{name!r} is not a tool of a server this gateway fronts ({self.config.path}: {servers})."

@@ -22,7 +22,7 @@ from store.engine import write_transaction
 from store.reads import tools_by_names
 
 if TYPE_CHECKING:
-    from discovery.sessions.session import Session
+    from discovery.sessions.session import Scope, Session
 
 NEW_SESSION_MODE = "mcp-only"
 """A gateway fronts MCP tools only; ``auto`` would switch discovery off for a small catalog."""
@@ -60,11 +60,20 @@ class GatewaySession:
         return self.session.id
 
     @classmethod
-    def open(cls, index: ToolIndex, session_id: str | None, mode: str = NEW_SESSION_MODE) -> GatewaySession:
+    def open(
+        cls,
+        index: ToolIndex,
+        session_id: str | None,
+        mode: str = NEW_SESSION_MODE,
+        scope: Scope | None = None,
+    ) -> GatewaySession:
         """Resume ``session_id`` with its own settings, or create it (a new id when ``None``) in
-        ``mode``; the active tools are pinned as the log last saw them."""
+        ``mode``; the active tools are pinned as the log last saw them. With ``scope``, its
+        searches rank and activate only the tools ``scope`` admits."""
         known = session_id is not None and any(summary.id == session_id for summary in index.sessions())
         session = index.session(session_id) if known else index.session(session_id, discovery_mode=mode)
+        if scope is not None:
+            session = session.scoped(scope)
         opened = cls(index, session, created=not known)
         opened.load_pins()
         opened.description = session.search_tool.description

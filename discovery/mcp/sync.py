@@ -3,7 +3,8 @@ list with ``--server NAME --replace`` would write it (one transaction per server
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -13,6 +14,7 @@ from mcp import types
 
 from discovery.errors import ToolIndexError
 from discovery.index import ImportReport, ToolIndex
+from discovery.mcp.config import StdioServer
 from discovery.mcp.upstreams import Upstreams
 from store.errors import StoreError
 
@@ -31,6 +33,11 @@ class Library:
         return await anyio.to_thread.run_sync(work, *args, limiter=self._limiter)
 
 
+@asynccontextmanager
+async def _nothing() -> AsyncIterator[None]:
+    yield
+
+
 @dataclass(frozen=True, slots=True)
 class ServerSync:
     """What syncing one server did: its report, or the error that left its tools as they were."""
@@ -38,6 +45,8 @@ class ServerSync:
     server: str
     report: ImportReport | None = None
     error: str | None = None
+    not_allowed: int = 0
+    """Tools the server listed that the config's filters do not allow, so not imported."""
 
 
 def write_server_tools(index: ToolIndex, server: str, tools: list[types.Tool]) -> ImportReport:
@@ -54,22 +63,38 @@ def write_server_tools(index: ToolIndex, server: str, tools: list[types.Tool]) -
 
 
 async def sync_server(library: Library, upstreams: Upstreams, server: str) -> ServerSync:
+    """Sync one server: the tools the config's filters allow replace the ones it had."""
+    tool_filter = upstreams.config.tool_filter
     try:
-        tools = await upstreams.list_tools(server)
+        listed = await upstreams.list_tools(server)
+        tools = [tool for tool in listed if tool_filter.allows(server, tool.name)]
         report = await library.run(write_server_tools, library.index, server, tools)
     except StoreError:
         raise  # a database error is not this server's failure: it ends the sync
     except ToolIndexError as exc:  # the server's (an ``UpstreamError``) or its list's
         return ServerSync(server, error=str(exc))
-    return ServerSync(server, report=report)
+    return ServerSync(server, report=report, not_allowed=len(listed) - len(tools))
 
 
-async def sync_servers(library: Library, upstreams: Upstreams, servers: list[str]) -> list[ServerSync]:
-    """Sync ``servers`` concurrently; a failing server does not stop the others."""
+async def sync_servers(
+    library: Library, upstreams: Upstreams, servers: list[str], *, close: bool = False
+) -> list[ServerSync]:
+    """Sync ``servers`` concurrently; a failing server does not stop the others. With ``close``,
+    each connection is closed once its server is synced, and at most ``upstreams.max_starting``
+    stdio servers run at once (each is a process); otherwise only their starts are limited."""
     results: dict[str, ServerSync] = {}
+    running = anyio.Semaphore(upstreams.max_starting)
 
     async def one(server: str) -> None:
-        results[server] = await sync_server(library, upstreams, server)
+        upstream = upstreams.upstream(server)
+        if not close:
+            results[server] = await sync_server(library, upstreams, server)
+            return
+        async with running if isinstance(upstream.config, StdioServer) else _nothing():
+            try:
+                results[server] = await sync_server(library, upstreams, server)
+            finally:
+                await upstream.close(wait=True)
 
     async with anyio.create_task_group() as group:
         for server in servers:

@@ -38,7 +38,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 30.0
-"""Seconds an upstream may take to start, to answer one page of tools/list, or one tool call."""
+"""Seconds an upstream may take to start (counted from its own start), to list its tools (every
+page), or to answer one tool call."""
+DEFAULT_MAX_STARTING = 8
+"""stdio servers started at once: each is a process that loads its runtime, and a config of
+dozens started together would make them all slow enough to time out."""
 MAX_PAGES = 1000
 """tools/list pages read from one server before it counts as a server that never ends its list."""
 MCP_PREFIX = "mcp__"
@@ -147,16 +151,20 @@ class Upstream:
         timeout: float,
         errlog: TextIO,
         on_tools_changed: Callable[[str], None] | None,
+        starting: anyio.Semaphore | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
         self.timeout = timeout
+        self._starting = starting
         self._errlog = errlog
         self._on_tools_changed = on_tools_changed
         self._client: Client | None = None
         self._closed = anyio.Event()
         self._stop = anyio.Event()
         self._lock = anyio.Lock()
+        self._ended = anyio.Event()
+        self._ended.set()
         self.last_error: str | None = None
 
     @property
@@ -169,10 +177,14 @@ class Upstream:
             if self._client is not None and not self._closed.is_set():
                 return self._client
             await self._disconnect()
-            self._closed, self._stop = anyio.Event(), anyio.Event()
+            self._closed, self._stop, self._ended = anyio.Event(), anyio.Event(), anyio.Event()
             try:
-                with anyio.fail_after(self.timeout):
-                    self._client = await task_group.start(self._run, self._closed, self._stop)
+                async with _held(self._starting if isinstance(self.config, StdioServer) else None):
+                    # The timeout starts once the server does, not while it waits for its turn.
+                    with anyio.fail_after(self.timeout):
+                        self._client = await task_group.start(
+                            self._run, self._closed, self._stop, self._ended
+                        )
             except TimeoutError:
                 self.last_error = f"did not start within {self.timeout:g} s"
                 raise UpstreamError(self.name, self.last_error) from None
@@ -183,9 +195,15 @@ class Upstream:
             return self._client
 
     async def _run(
-        self, closed: anyio.Event, stop: anyio.Event, *, task_status: anyio.abc.TaskStatus[Client]
+        self,
+        closed: anyio.Event,
+        stop: anyio.Event,
+        ended: anyio.Event,
+        *,
+        task_status: anyio.abc.TaskStatus[Client],
     ) -> None:
-        """Hold one connection open until ``stop``, or until the server's side ends."""
+        """Hold one connection open until ``stop``, or until the server's side ends; ``ended`` is
+        set once the connection is closed (a stdio server's process has exited or been killed)."""
         started = False
         try:
             async with AsyncExitStack() as stack:
@@ -211,6 +229,7 @@ class Upstream:
             logger.info("server %r: connection ended: %s", self.name, _reason(exc))
         finally:
             closed.set()
+            ended.set()
 
     async def _transport(self, stack: AsyncExitStack, closed: anyio.Event) -> Any:
         config = self.config
@@ -255,9 +274,22 @@ class Upstream:
         """The connection failed under a call: the next one opens a new connection."""
         self._closed.set()
 
-    async def close(self) -> None:
+    async def close(self, *, wait: bool = False) -> None:
+        """Close the connection; with ``wait``, return once it is closed (its process gone)."""
         async with self._lock:
             await self._disconnect()
+            if wait:
+                with anyio.move_on_after(self.timeout):
+                    await self._ended.wait()
+
+
+@asynccontextmanager
+async def _held(semaphore: anyio.Semaphore | None) -> AsyncIterator[None]:
+    if semaphore is None:
+        yield
+    else:
+        async with semaphore:
+            yield
 
 
 @asynccontextmanager
@@ -317,13 +349,22 @@ class Upstreams:
         timeout: float = DEFAULT_TIMEOUT,
         errlog: TextIO | None = None,
         on_tools_changed: Callable[[str], Coroutine[Any, Any, None]] | None = None,
+        max_starting: int = DEFAULT_MAX_STARTING,
     ) -> None:
         self.config = config
         self.timeout = timeout
+        self.max_starting = max_starting
         self._errlog = errlog if errlog is not None else sys.stderr
         self._on_tools_changed = on_tools_changed
+        starting = anyio.Semaphore(max_starting)
         self.servers = {
-            name: Upstream(server, timeout=timeout, errlog=self._errlog, on_tools_changed=self._tools_changed)
+            name: Upstream(
+                server,
+                timeout=timeout,
+                errlog=self._errlog,
+                on_tools_changed=self._tools_changed,
+                starting=starting,
+            )
             for name, server in config.servers.items()
         }
         self._stack: AsyncExitStack | None = None
@@ -379,21 +420,24 @@ class Upstreams:
         return self.servers[found[0][0]], found[0][1]
 
     async def list_tools(self, server: str) -> list[types.Tool]:
-        """Every tool of ``server``, through every page of tools/list."""
+        """Every tool of ``server``, through every page of tools/list, all within the timeout: a
+        server that answers each page in time but never finishes its list is not waited for."""
         upstream = self.upstream(server)
         client = await self._client(upstream)
         tools: list[types.Tool] = []
         cursor: str | None = None
         try:
-            for _ in range(MAX_PAGES):
-                with anyio.fail_after(self.timeout):
+            with anyio.fail_after(self.timeout):
+                for _ in range(MAX_PAGES):
                     page = await client.list_tools(cursor=cursor)
-                tools.extend(page.tools)
-                cursor = page.next_cursor
-                if cursor is None:
-                    return tools
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if cursor is None:
+                        return tools
         except TimeoutError:
-            raise UpstreamError(server, f"tools/list took longer than {self.timeout:g} s") from None
+            raise UpstreamError(
+                server, f"tools/list (all its pages) took longer than {self.timeout:g} s"
+            ) from None
         except Exception as exc:
             upstream.mark_broken()
             raise UpstreamError(server, f"tools/list failed: {_reason(exc)}") from exc

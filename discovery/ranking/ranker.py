@@ -615,14 +615,42 @@ class Ranker:
         if corpus not in self._exclusions:
             if len(self._exclusions) >= EXCLUSION_CACHE_SIZE:
                 self._exclusions.clear()
-            documents = self._excluded_documents(connection, corpus)
-            terms = self._terms_of(connection, [doc.id for doc in documents])
-            self._exclusions[corpus] = Exclusion(
-                documents=documents,
-                total_len=sum(doc.doc_len for doc in documents),
-                term_counts=Counter(term for held in terms for term in held),
-            )
+            base = self._excluding_less(corpus)
+            if base is None:
+                documents = self._excluded_documents(connection, corpus)
+                self._exclusions[corpus] = self._excluding(connection, documents)
+            else:
+                # A session's corpus loses the tools each search activates: count only those,
+                # not again the many a gateway's scope leaves out.
+                fewer, known = base
+                added = Corpus(corpus.groups, corpus.excluded - fewer.excluded)
+                more = self._excluding(connection, self._excluded_documents(connection, added))
+                self._exclusions[corpus] = Exclusion(
+                    documents=known.documents + more.documents,
+                    total_len=known.total_len + more.total_len,
+                    term_counts=known.term_counts + more.term_counts,
+                )
         return self._exclusions[corpus]
+
+    def _excluding(self, connection: Connection, documents: list[StoredTool]) -> Exclusion:
+        terms = self._terms_of(connection, [doc.id for doc in documents])
+        return Exclusion(
+            documents=documents,
+            total_len=sum(doc.doc_len for doc in documents),
+            term_counts=Counter(term for held in terms for term in held),
+        )
+
+    def _excluding_less(self, corpus: Corpus) -> tuple[Corpus, Exclusion] | None:
+        """One of the corpora cached last whose excluded documents are a part of ``corpus``'s (same
+        groups), with its exclusion; only worth it when that part is large."""
+        for cached in list(self._exclusions)[-EXCLUSION_REUSE_WINDOW:][::-1]:
+            if (
+                cached.groups == corpus.groups
+                and len(cached.excluded) >= EXCLUSION_REUSE_FROM
+                and cached.excluded <= corpus.excluded
+            ):
+                return cached, self._exclusions[cached]
+        return None
 
     def _terms_of(self, connection: Connection, tool_ids: list[int]) -> list[frozenset[int]]:
         missing = [i for i in tool_ids if i not in self._document_terms]
@@ -683,3 +711,7 @@ LEARNED_PARTS_CACHED = 1024
 
 EXCLUSION_CACHE_SIZE = 256
 """Corpora (sessions' exclusion sets) whose per-term exclusion counts are kept."""
+EXCLUSION_REUSE_WINDOW = 8
+"""Corpora cached last that a new corpus's exclusion may start from (``_excluding_less``)."""
+EXCLUSION_REUSE_FROM = 64
+"""Excluded names from which an exclusion is worth reusing rather than counting again."""

@@ -11,7 +11,7 @@ import dataclasses
 import uuid
 import warnings
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, Engine
 
@@ -40,7 +40,23 @@ from discovery.text.collation import collation_key, utf16_sort_key
 from store import GROUP_LOCAL, GROUP_MCP, SessionNotFound, StoredTool, ToolNotFound
 from store import sessions as stored_sessions
 from store.engine import read_transaction, write_transaction
-from store.reads import all_tools, group_members, group_server_counts, opening_candidates, tools_by_names
+from store.reads import (
+    all_tools,
+    group_members,
+    group_server_counts,
+    opening_candidates,
+    tool_origins,
+    tools_by_names,
+)
+
+
+class Scope(Protocol):
+    """Which catalog tools a session handle may search and activate, by the MCP server and tool
+    name each came from (``None`` for a tool of no server): a gateway's config and its filters.
+    A tool out of scope is outside the corpus, as an active tool is, so ``total_tools``, the
+    statistics and the description count only what is in scope."""
+
+    def admits(self, server: str | None, tool: str | None) -> bool: ...
 
 
 def essential_names(ranker: Ranker, connection: Connection, settings: SessionSettings) -> list[str]:
@@ -57,10 +73,21 @@ def registered_tool_count(ranker: Ranker, connection: Connection) -> int:
     return ranker.catalog_size(connection) - len(ranker.known_names(connection, [SEARCH_TOOL_NAME]))
 
 
-def rules_of(ranker: Ranker, connection: Connection, session_id: str, stored: dict[str, Any]) -> SessionRules:
+def rules_of(
+    ranker: Ranker,
+    connection: Connection,
+    session_id: str,
+    stored: dict[str, Any],
+    scope: Scope | None = None,
+) -> SessionRules:
     settings = stored_settings(session_id, stored)
     mode = effective_mode(settings, registered_tool_count(ranker, connection))
-    return SessionRules(settings, mode, essential_names(ranker, connection, settings))
+    out_of_scope: frozenset[str] = frozenset()
+    if scope is not None:
+        out_of_scope = frozenset(
+            name for name, server, tool in tool_origins(connection) if not scope.admits(server, tool)
+        )
+    return SessionRules(settings, mode, essential_names(ranker, connection, settings), out_of_scope)
 
 
 def view_of(
@@ -75,6 +102,7 @@ def view_of(
         essentials=rules.essentials,
         live_active=[name for name in state.active if name in live],
         live_selected=[name for name in state.selected if name in known],
+        out_of_scope=rules.out_of_scope,
     )
 
 
@@ -101,10 +129,11 @@ def opening_active(ranker: Ranker, connection: Connection, settings: SessionSett
 class Session:
     """A handle on one stored session. Cheap: it holds only the id, the engine and the ranker."""
 
-    def __init__(self, engine: Engine, ranker: Ranker, session_id: str) -> None:
+    def __init__(self, engine: Engine, ranker: Ranker, session_id: str, scope: Scope | None = None) -> None:
         self.engine = engine
         self.ranker = ranker
         self.id = session_id
+        self.scope = scope
         self._cached_view: tuple[tuple[int, dict[str, Any], list[str], list[str]], SessionView] | None = None
         self._cached_rules: tuple[int, dict[str, Any], SessionRules] | None = None
 
@@ -142,6 +171,10 @@ class Session:
             )
         return cls(engine, ranker, session_id)
 
+    def scoped(self, scope: Scope) -> Session:
+        """A handle on the same session that searches and activates only what ``scope`` admits."""
+        return Session(self.engine, self.ranker, self.id, scope)
+
     def view(self) -> SessionView:
         with read_transaction(self.engine) as connection:
             return self._view(connection)
@@ -173,7 +206,8 @@ class Session:
         they amount to is kept until they or the catalog do; every search call starts here."""
         cached = self._cached_rules
         if cached is None or cached[0] != generation or cached[1] != state.settings:
-            cached = (generation, state.settings, rules_of(self.ranker, connection, state.id, state.settings))
+            rules = rules_of(self.ranker, connection, state.id, state.settings, self.scope)
+            cached = (generation, state.settings, rules)
             self._cached_rules = cached
         return view_of(self.ranker, connection, state, cached[2])
 
@@ -342,7 +376,8 @@ class Session:
         changes (only the essential and internal tools are left out), for a stable description."""
         with read_transaction(self.engine) as connection:
             view = self._view(connection)
-            whole = Corpus(view.corpus.groups, INTERNAL_NAMES | frozenset(view.essentials))
+            left_out = INTERNAL_NAMES | frozenset(view.essentials) | view.out_of_scope
+            whole = Corpus(view.corpus.groups, left_out)
             return corpus_overview(self.ranker, connection, whole)
 
 

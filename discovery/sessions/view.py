@@ -18,6 +18,7 @@ class SessionRules:
     settings: SessionSettings
     mode: EffectiveMode
     essentials: list[str]
+    out_of_scope: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,10 @@ class SessionView:
     essentials: list[str]
     live_active: list[str]
     live_selected: list[str]
+    out_of_scope: frozenset[str] = frozenset()
 
     @cached_property
     def corpus(self) -> Corpus:
         groups = MODE_GROUPS.get(self.mode, ())
-        return Corpus(groups, frozenset(self.state.active) | frozenset(self.essentials) | INTERNAL_NAMES)
+        excluded = frozenset(self.state.active) | frozenset(self.essentials) | INTERNAL_NAMES
+        return Corpus(groups, excluded | self.out_of_scope)

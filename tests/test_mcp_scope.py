@@ -1,0 +1,132 @@
+"""What a gateway offers: the tools of its config's servers that its filters allow, with
+``--allow``/``--deny`` and the config's ``toolIndex`` object, at sync and at search time. Real
+parts: ``tool-index`` processes and upstream servers run as processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from discovery import ToolIndex
+from tests.mcp_helpers import call, cli, search, stdio_gateway, text_of, upstream_entry
+
+pytestmark = pytest.mark.slow
+
+UP_TOOLS = ["echo", "fail", "crash", "grow", "token_digest", "stall"]
+
+
+def config_file(tmp_path: Path, servers: dict[str, Any], **options: Any) -> Path:
+    path = tmp_path / "mcp.json"
+    document: dict[str, Any] = {"mcpServers": servers}
+    if options:
+        document["toolIndex"] = options
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+def names(db: str, server: str) -> list[str]:
+    with ToolIndex.open(db) as index:
+        return [tool.name for tool in index.tools(server=server)]
+
+
+def test_sync_imports_only_what_the_filters_allow(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = config_file(tmp_path, {"up": upstream_entry("--tools", "3")}, deny=["up/crash"])
+    done = cli(db, "sync", "--config", str(config), "--deny", "up/filler_*")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        "up: added 5, updated 0, unchanged 0, removed 0, not allowed 4\n",
+        "",
+    )
+    assert names(db, "up") == [f"mcp__up__{tool}" for tool in UP_TOOLS if tool != "crash"]
+    # With allow patterns only matching tools are allowed, and deny still wins over allow.
+    done = cli(
+        db, "sync", "--config", str(config), "--allow", "up/e*", "--allow", "up/f*", "--deny", "up/fail"
+    )
+    assert done.stdout == "up: added 3, updated 0, unchanged 1, removed 4, not allowed 5\n"
+    assert names(db, "up") == [
+        "mcp__up__echo",
+        "mcp__up__filler_000",
+        "mcp__up__filler_001",
+        "mcp__up__filler_002",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"allow": "up/*"}, "toolIndex.allow: expected a list of server/tool patterns"),
+        ({"deny": [""]}, "toolIndex.deny: expected a list of server/tool patterns"),
+        ({"block": []}, "toolIndex.block: unknown field (use allow and deny)"),
+    ],
+)
+def test_bad_filters_in_the_config(tmp_path: Path, options: dict[str, Any], message: str) -> None:
+    config = config_file(tmp_path, {"up": upstream_entry()}, **options)
+    done = cli(f"sqlite:///{tmp_path / 'tools.db'}", "sync", "--config", str(config))
+    assert (done.returncode, done.stderr) == (1, f"Error: {config}: {message}\n")
+
+
+def test_serve_finds_and_calls_only_tools_in_its_scope(tmp_path: Path) -> None:
+    """The database also holds the example catalog and every tool of 'up', from an unfiltered sync;
+    the gateway's config has only 'up' and denies 'up/fail' and 'up/crash'."""
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    assert cli(db, "import", "--example").returncode == 0
+    unfiltered = config_file(tmp_path, {"up": upstream_entry()})
+    assert cli(db, "sync", "--config", str(unfiltered)).returncode == 0
+    # A search outside the gateway (no scope) activates the denied tool in the session first.
+    done = cli(
+        db, "search", "--session", "s", "--mode", "mcp-only", "always reports a failure", "--limit", "1"
+    )
+    assert done.returncode == 0, done.stderr
+    config = config_file(tmp_path, {"up": upstream_entry()}, deny=["up/crash"])
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s", "--deny", "up/fail") as client:
+            listed = await client.list_tools()
+            description = listed.tools[0].description or ""
+            assert "Discoverable MCP servers in this session: up (4 tools).\n" in description
+            found = await search(client, "kill the process; report a failure; create an issue", limit=8)
+            assert all(name.startswith("mcp__up__") for name in found["activated_tools"])
+            assert not {"mcp__up__crash", "mcp__up__fail"} & set(found["activated_tools"])
+            assert found["total_tools"] == 4
+            assert (await search(client, "create an issue in a repository"))["activated_tools"] == []
+            denied = await call(client, "mcp__up__fail")
+            assert denied.is_error
+            assert text_of(denied) == (
+                "'mcp__up__fail' is not allowed by this gateway's tool filters: the deny pattern "
+                "'up/fail' matches 'up/fail'."
+            )
+            elsewhere = await call(client, "mcp__gitforge__create_issue", {"title": "x"})
+            assert elsewhere.is_error
+            assert text_of(elsewhere) == (
+                f"'mcp__gitforge__create_issue' is not a tool of a server this gateway fronts ({config}: up)."
+            )
+            echoed = await call(client, "mcp__up__echo", {"text": "in scope"})
+            assert not echoed.is_error, text_of(echoed)
+
+    anyio.run(run)
+
+
+def test_expose_active_lists_only_tools_in_scope(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    assert cli(db, "import", "--example").returncode == 0
+    config = config_file(tmp_path, {"up": upstream_entry()})
+    assert cli(db, "sync", "--config", str(config)).returncode == 0
+    # Activated outside the gateway: an example tool and a tool the gateway denies.
+    for query in ("create an issue in a repository", "always reports a failure", "echo a text back"):
+        done = cli(db, "search", "--session", "s", "--mode", "mcp-only", query, "--limit", "1")
+        assert done.returncode == 0, done.stderr
+
+    async def run() -> None:
+        args = ("--session", "s", "--expose-active", "--deny", "up/fail")
+        async with stdio_gateway(db, config, *args) as client:
+            listed = [tool.name for tool in (await client.list_tools()).tools]
+            assert listed == ["search_tool_bm25", "call_tool", "mcp__up__echo"]
+            refused = await client.call_tool("mcp__up__fail", {})
+            assert refused.is_error and "not allowed by this gateway's tool filters" in text_of(refused)
+
+    anyio.run(run)
