@@ -42,6 +42,7 @@ class ToolIndexError(Exception):
         ├── NotInCorpus                     discovery.diagnostics.explain
         ├── QueryFileError                  discovery.quality.evaluate
         ├── ConfigError                     discovery.mcp.config
+        ├── UnterminatedComment             discovery.mcp.jsonc
         ├── UpstreamError                   discovery.mcp.upstreams
         ├── UnknownServer                   discovery.mcp.upstreams
         ├── UnsafeBind                      discovery.mcp.serve
