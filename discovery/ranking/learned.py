@@ -14,7 +14,7 @@ the same order, so both give the same doubles.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -144,17 +144,20 @@ def learned_population(
     return LearnedPopulation(count, average_length(count, total))
 
 
-def learned_term(
-    term: str,
-    qtf: int,
-    held: LearnedPostings,
-    groups: Sequence[int],
-    excluded: np.ndarray,
-    population: LearnedPopulation,
-    text: TextMatches,
-) -> LearnedTerm | None:
-    """What one query term adds through the learned field in a corpus (``None``: no corpus tool
-    learned it)."""
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """Which of a term's learned postings belong to a corpus (``mask``), and the term's ``df`` there:
+    the corpus tools holding it in their text or their learned field. Neither depends on tfs or
+    lengths, so it outlives the calls that change only those."""
+
+    mask: np.ndarray
+    df: int
+
+
+def learned_membership(
+    held: LearnedPostings, groups: Sequence[int], excluded: np.ndarray, text: TextMatches
+) -> Membership | None:
+    """``None`` when no corpus tool learned the term."""
     mask = held.in_corpus(groups, excluded)
     learned = int(np.count_nonzero(mask))
     if learned == 0:
@@ -164,11 +167,23 @@ def learned_term(
     if text.ids.size:
         at = np.minimum(np.searchsorted(text.ids, ids), text.ids.size - 1)
         both = int(np.count_nonzero(text.ids[at] == ids))
-    df = text.df + learned - both
-    weight = learned_weight(qtf, idf(text.n_docs, df))
+    return Membership(mask, text.df + learned - both)
+
+
+def learned_term(
+    term: str,
+    qtf: int,
+    held: LearnedPostings,
+    membership: Membership,
+    n_docs: int,
+    population: LearnedPopulation,
+) -> LearnedTerm:
+    """What one query term adds through the learned field in a corpus of ``n_docs`` tools."""
+    mask = membership.mask
+    weight = learned_weight(qtf, idf(n_docs, membership.df))
     tf, length = held.tf[mask], held.length[mask]
     values = contribution(weight, saturation_numerator(tf), tf, length_norm(length, population.avgdl))
-    return LearnedTerm(term, weight, df, ids, values, tf, length, _dense(ids, values))
+    return LearnedTerm(term, weight, membership.df, held.ids[mask], values, tf, length)
 
 
 DENSE_SHARE = 6
@@ -176,10 +191,12 @@ DENSE_SHARE = 6
 least one tool in this many ids is added as one contiguous pass, laid out by tool id."""
 
 
-def _dense(ids: np.ndarray, values: np.ndarray) -> np.ndarray | None:
-    size = int(ids[-1]) + 1
-    if ids.size * DENSE_SHARE < size:
-        return None
-    laid_out = np.zeros(size)
-    laid_out[ids] = values
-    return laid_out
+def laid_out(part: LearnedTerm) -> LearnedTerm:
+    """``part`` with its values laid out by tool id when it is common enough (``DENSE_SHARE``):
+    worth it for a part added again and again, not for one computed anew after every call."""
+    size = part.max_id + 1
+    if part.dense is not None or part.ids.size * DENSE_SHARE < size:
+        return part
+    dense = np.zeros(size)
+    dense[part.ids] = part.values
+    return replace(part, dense=dense)

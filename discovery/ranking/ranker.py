@@ -27,7 +27,10 @@ from discovery.ranking.learned import (
     LearnedPopulation,
     LearnedPostings,
     LearnedTerm,
+    Membership,
     TextMatches,
+    laid_out,
+    learned_membership,
     learned_population,
     learned_term,
 )
@@ -110,6 +113,9 @@ class Ranker:
         # What each learned query term adds in a corpus, by (term, qtf, corpus), for the corpora
         # and terms searched last: a repeated search only adds them up, as for the tool text.
         self._learned_parts: OrderedDict[tuple[str, int, Corpus], LearnedTerm | None] = OrderedDict()
+        # Which learned postings of a term a corpus holds, and its df there: kept across calls
+        # that change only tfs and lengths of postings already there.
+        self._learned_members: dict[tuple[str, Corpus], Membership | None] = {}
         # The tool ids holding a term in their text, sorted, per corpus groups (until the catalog
         # changes): what a learned term's df is counted against.
         self._text_ids: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
@@ -425,6 +431,7 @@ class Ranker:
         self._learned.clear()
         self._learned_tools = None
         self._learned_stats = {}
+        self._learned_members.clear()
         self._learned_exclusions.clear()
         self._learned_parts.clear()
 
@@ -453,6 +460,10 @@ class Ranker:
             tf = counts.get((term, tool), 0) if info is not None else 0
             grp = info.grp if info is not None else 0
             per_term.setdefault(term, {})[ids[tool]] = (grp, tf, lengths[ids[tool]])
+        if per_term:  # their postings gain or lose tools: which belong to a corpus is counted anew
+            self._learned_members = {
+                key: m for key, m in self._learned_members.items() if key[0] not in per_term
+            }
         for term, held in list(self._learned.items()):
             patch = per_term.get(term, {})
             if held is None:
@@ -494,6 +505,7 @@ class Ranker:
         if missing:
             if len(self._learned) + len(missing) > LEARNED_TERMS_CACHED:
                 self._learned.clear()
+                self._learned_members.clear()
                 missing = list(query_terms)
             stored = stored_learning.postings(connection, missing)
             for term in missing:
@@ -509,18 +521,29 @@ class Ranker:
             key = (term, query_terms[term], corpus)
             if key in self._learned_parts:
                 self._learned_parts.move_to_end(key)
+                part = self._learned_parts[key]
+                if part is not None and part.dense is None:  # added again: lay it out by id
+                    part = self._learned_parts[key] = laid_out(part)
             else:
                 held = self._learned[term]
                 assert held is not None
-                excluded, _ = self._learned_exclusion(connection, corpus, exclusion)
-                population = self._learned_population(connection, corpus, exclusion)
                 text = self._text_matches(connection, term, corpus, exclusion)
-                self._learned_parts[key] = learned_term(
-                    term, query_terms[term], held, corpus.groups, excluded, population, text
-                )
+                member_key = (term, corpus)
+                if member_key not in self._learned_members:
+                    if len(self._learned_members) >= LEARNED_PARTS_CACHED:
+                        self._learned_members.clear()
+                    excluded, _ = self._learned_exclusion(connection, corpus, exclusion)
+                    self._learned_members[member_key] = learned_membership(
+                        held, corpus.groups, excluded, text
+                    )
+                membership = self._learned_members[member_key]
+                part = None
+                if membership is not None:
+                    population = self._learned_population(connection, corpus, exclusion)
+                    part = learned_term(term, query_terms[term], held, membership, text.n_docs, population)
+                self._learned_parts[key] = part
                 if len(self._learned_parts) > LEARNED_PARTS_CACHED:
                     self._learned_parts.popitem(last=False)
-            part = self._learned_parts[key]
             if part is not None:
                 found.append(part)
         return found
