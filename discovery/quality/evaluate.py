@@ -110,17 +110,24 @@ def _row(where: str, line: str) -> Any:
         raise QueryFileError(f"{where}: JSON nested too deeply") from None
 
 
-def _labelled(where: str, line: str) -> LabelledQuery:
+def _request(where: str, line: str, keys: set[str]) -> tuple[dict[str, Any], str]:
+    """A line that is a JSON object of ``keys`` with a non-empty ``query``: the object and the
+    query trimmed."""
     row = _row(where, line)
     if not isinstance(row, dict):
         raise QueryFileError(f"{where}: expected a JSON object")
-    unknown = sorted(set(row) - {"query", "relevant", "relevant_groups"})
+    unknown = sorted(set(row) - keys)
     if unknown:
         raise QueryFileError(f"{where}: unknown key {_quoted(unknown[0])}")
     query = row.get("query")
     if not isinstance(query, str) or not query.strip():
         raise QueryFileError(f'{where}: "query" must be a non-empty string')
-    return LabelledQuery(where, query.strip(), _groups(where, row))
+    return row, query.strip()
+
+
+def _labelled(where: str, line: str) -> LabelledQuery:
+    row, query = _request(where, line, {"query", "relevant", "relevant_groups"})
+    return LabelledQuery(where, query, _groups(where, row))
 
 
 def _groups(where: str, row: dict[str, Any]) -> tuple[tuple[str, ...], ...]:
@@ -231,22 +238,14 @@ def read_training(path: Path) -> list[TrainingRequest]:
 
 
 def _training(where: str, number: int, line: str) -> TrainingRequest:
-    row = _row(where, line)
-    if not isinstance(row, dict):
-        raise QueryFileError(f"{where}: expected a JSON object")
-    unknown = sorted(set(row) - {"query", "tools", "session"})
-    if unknown:
-        raise QueryFileError(f"{where}: unknown key {_quoted(unknown[0])}")
-    query = row.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise QueryFileError(f'{where}: "query" must be a non-empty string')
+    row, query = _request(where, line, {"query", "tools", "session"})
     tools = row.get("tools", [])
     if not isinstance(tools, list) or not all(isinstance(name, str) and name for name in tools):
         raise QueryFileError(f'{where}: "tools" must be a list of tool names')
     session = row.get("session", f"line-{number}")
     if not isinstance(session, str) or not session:
         raise QueryFileError(f'{where}: "session" must be a non-empty string')
-    return TrainingRequest(where, session, query.strip(), tuple(dict.fromkeys(tools)))
+    return TrainingRequest(where, session, query, tuple(dict.fromkeys(tools)))
 
 
 def learn_from(index: ToolIndex, requests: Sequence[TrainingRequest]) -> None:
