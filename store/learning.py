@@ -67,6 +67,20 @@ def state(connection: Connection, *, lock: str | None = None) -> LearningState:
     return LearningState(bool(rows[0][0]), int(rows[0][1]), int(rows[0][2]))
 
 
+def with_catalog_generation(connection: Connection) -> tuple[int, LearningState]:
+    """The catalog generation and the learning state in one statement: every read-only search
+    starts here."""
+    rows = driver.fetch(
+        connection,
+        "SELECT c.generation, l.enabled, l.generation, l.reset_generation "
+        "FROM catalog_state c, learning_state l WHERE c.id = 1 AND l.id = 1",
+    )
+    if not rows:
+        raise damaged("the catalog_state or learning_state row is missing")
+    generation, enabled, learned, reset = rows[0]
+    return int(generation), LearningState(bool(enabled), int(learned), int(reset))
+
+
 def set_enabled(connection: Connection, enabled: bool) -> None:
     driver.execute(connection, "UPDATE learning_state SET enabled = ? WHERE id = 1", (1 if enabled else 0,))
     _reset(connection)

@@ -392,7 +392,10 @@ class Ranker:
         """Drop the caches if the catalog changed; once per transaction (its snapshot is fixed)."""
         if connection is self._synced_on:
             return
-        current = reads.generation(connection) if known is None else known
+        if known is None:
+            current, learning = stored_learning.with_catalog_generation(connection)
+        else:
+            current, learning = known, stored_learning.state(connection)
         if current != self._generation:
             # Every change of analyzer bumps the generation (it rewrites every posting). Read
             # first: a catalog refused here stays refused on the next call, not searched with
@@ -410,7 +413,6 @@ class Ranker:
             self._exclusions.clear()
             self._text_ids.clear()
             self._forget_learned()
-        learning = stored_learning.state(connection)
         if learning != self._learning:
             cached = self._learning
             if (
