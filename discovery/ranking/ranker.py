@@ -182,6 +182,7 @@ class Ranker:
         for part in learned:
             part.add_to(scores)
             scored.append((part.weight, part.ids))
+            sparse = sparse and part.dense is None
         self._terms.evict()
         dropped = [doc.id for doc in excluded if doc.id < scores.size]
         scores[dropped] = 0.0
