@@ -480,3 +480,35 @@ def test_the_size_limit_comes_from_the_environment_too(tmp_path: Path) -> None:
             assert "more than the limit of 5000)" in text_of(large)
 
     anyio.run(run)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_flood_of_list_changed_runs_few_re_syncs_and_ends_right(tmp_path: Path, mode: str) -> None:
+    db, config = synced(tmp_path, {"up": upstream_entry("--bounds")})
+    errlog = tmp_path / "gateway-stderr.txt"
+
+    async def run() -> None:
+        with errlog.open("w") as stream:
+            async with stdio_gateway(db, config, "--session", "s", errlog=stream) as client:
+                await search(client, "many times in a burst", limit=1)
+                flooded = await call(client, "mcp__up__flood", {"count": 200})
+                assert (text_of(flooded), flooded.is_error) == ("flooded", False)
+
+                async def found() -> list[str]:
+                    return list((await search(client, "announced by a flood", limit=1))["activated_tools"])
+
+                assert await eventually(found, "the new tool never reached the index") == ["mcp__up__flooded"]
+                # Whatever was still queued has time to run (and be counted).
+                await anyio.sleep(2)
+                await search(client, "echo a text back", limit=1)
+                echoed = await call(client, "mcp__up__echo", {"text": "calm"})
+                assert not echoed.is_error
+
+    anyio.run(run)
+    syncs = [line for line in errlog.read_text().splitlines() if "tool-index serve: sync up:" in line]
+    # One re-sync in flight and at most one queued: a burst read faster than a re-sync runs gives
+    # two; a busy machine that reads it slowly gives one more per re-sync it overlaps, never one
+    # per notification.
+    assert 1 <= len(syncs) <= 10, syncs
+    with ToolIndex.open(db) as index:
+        assert index.tool("mcp__up__flooded").description == "A tool announced by a flood"

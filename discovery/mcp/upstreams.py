@@ -381,6 +381,8 @@ class Upstreams:
         }
         self._stack: AsyncExitStack | None = None
         self._group: anyio.abc.TaskGroup | None = None
+        self._syncing: set[str] = set()
+        self._queued: set[str] = set()
 
     @classmethod
     def from_config(cls, path: str | Path, **options: Any) -> Upstreams:
@@ -403,9 +405,26 @@ class Upstreams:
 
     def _tools_changed(self, server: str) -> None:
         # Called while the connection reads its messages: the handler runs in its own task, so it
-        # can ask that same server for its tools.
-        if self._on_tools_changed is not None and self._group is not None:
-            self._group.start_soon(self._on_tools_changed, server)
+        # can ask that same server for its tools. A server may say its list changed many times in
+        # a row: one re-sync runs at a time and at most one more waits, since a re-sync that starts
+        # after the last notification sees every change before it.
+        if self._on_tools_changed is None or self._group is None:
+            return
+        if server in self._syncing:
+            self._queued.add(server)
+            return
+        self._syncing.add(server)
+        self._group.start_soon(self._resync, server, self._on_tools_changed)
+
+    async def _resync(self, server: str, handler: Callable[[str], Coroutine[Any, Any, None]]) -> None:
+        try:
+            while True:
+                self._queued.discard(server)
+                await handler(server)
+                if server not in self._queued:
+                    return
+        finally:
+            self._syncing.discard(server)
 
     def start_soon(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``work`` in the pool's task group (ended with the pool)."""
