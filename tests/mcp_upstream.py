@@ -11,7 +11,8 @@ the list long; each ``--tool NAME`` adds a tool of that name (a call answers ``N
 ``--page-delay S`` waits S seconds before each page of tools/list. ``--live-dir DIR`` keeps a
 file in DIR while the process runs and, when it starts, appends to ``DIR/counts`` how many such
 files there are (itself included): how many servers ran at once. ``--start-delay S`` waits S
-seconds before serving.
+seconds before serving. ``--bounds`` adds ``big`` (a text of ``size`` characters) and ``flood``
+(adds the tool ``flooded``, then says its list changed ``count`` times in a burst).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def main() -> None:
     parser.add_argument("--page-delay", type=float, default=0.0)
     parser.add_argument("--live-dir")
     parser.add_argument("--start-delay", type=float, default=0.0)
+    parser.add_argument("--bounds", action="store_true")
     options = parser.parse_args()
     if options.live_dir:
         marker = Path(options.live_dir) / f"{os.getpid()}.live"
@@ -94,6 +96,17 @@ def serve(options: argparse.Namespace) -> None:
         types.Tool(name=name, description=f"Extra tool {name} of this server", input_schema=OBJECT)
         for name in options.tool
     ]
+    if options.bounds:
+        tools += [
+            types.Tool(
+                name="big", description="Answer a very large text of size characters", input_schema=OBJECT
+            ),
+            types.Tool(
+                name="flood",
+                description="Say the tool list changed many times in a burst",
+                input_schema=OBJECT,
+            ),
+        ]
     bus = InMemorySubscriptionBus()
     connections: list[Any] = []
 
@@ -119,6 +132,13 @@ def serve(options: argparse.Namespace) -> None:
             tools=everything[start:end], next_cursor=str(end) if end < len(everything) else None
         )
 
+    async def changed() -> None:
+        for connection in connections:
+            # A 2026-07-28 connection has no channel for it (the bus serves those): whatever fails.
+            with contextlib.suppress(Exception):
+                await connection.send_tool_list_changed()
+        await bus.publish(ToolsListChanged())
+
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
@@ -139,12 +159,18 @@ def serve(options: argparse.Namespace) -> None:
                 tools.append(
                     types.Tool(name="grown", description="A tool that appeared later", input_schema=OBJECT)
                 )
-            for connection in connections:
-                # A 2026-07-28 connection has no channel for it (the bus serves those): whatever fails.
-                with contextlib.suppress(Exception):
-                    await connection.send_tool_list_changed()
-            await bus.publish(ToolsListChanged())
+            await changed()
             return types.CallToolResult(content=[types.TextContent(text="grown")])
+        if params.name == "flood":
+            if all(tool.name != "flooded" for tool in tools):
+                tools.append(
+                    types.Tool(name="flooded", description="A tool announced by a flood", input_schema=OBJECT)
+                )
+            for _ in range(int(arguments.get("count", 100))):
+                await changed()
+            return types.CallToolResult(content=[types.TextContent(text="flooded")])
+        if params.name == "big":
+            return types.CallToolResult(content=[types.TextContent(text="x" * int(arguments.get("size", 0)))])
         if params.name == "stall":
             await anyio.sleep(3600)
         if params.name == "token_digest":

@@ -411,20 +411,104 @@ def test_refresh_re_syncs_every_server_in_the_background(tmp_path: Path) -> None
         assert index.tool("mcp__up__echo").description == "Echo a text back, changed while the gateway runs"
 
 
-def test_a_call_that_takes_too_long_is_an_error_and_the_server_stays(tmp_path: Path) -> None:
+def starts(live: Path) -> int:
+    """How many times the upstream run with ``--live-dir live`` was started."""
+    counts = live / "counts"
+    return len(counts.read_text().splitlines()) if counts.exists() else 0
+
+
+def test_a_call_that_takes_too_long_is_an_error_and_its_server_is_restarted(tmp_path: Path) -> None:
     db, config = synced(tmp_path)
+    live = tmp_path / "live"
+    live.mkdir()
+    config = write_config(tmp_path, {"up": upstream_entry("--live-dir", str(live))})
 
     async def run() -> None:
         async with stdio_gateway(db, config, "--session", "s", "--timeout", "8") as client:
             await search(client, "wait a long time", limit=1)
             stalled = await call(client, "mcp__up__stall")
             assert stalled.is_error
-            assert (
-                text_of(stalled)
-                == "Calling mcp__up__stall failed: server 'up': stall did not answer within 8 s."
+            assert text_of(stalled) == (
+                "Calling mcp__up__stall failed: server 'up': stall did not answer within 8 s; "
+                "the server is restarted on the next call."
             )
             await search(client, "echo a text back", limit=1)
             echoed = await call(client, "mcp__up__echo", {"text": "still there"})
             assert (text_of(echoed), echoed.is_error) == ("echo: still there", False)
+            # The stalled connection was closed and a new one answered.
+            assert starts(live) == 2
 
     anyio.run(run)
+
+
+def test_a_result_above_the_size_limit_is_an_error_and_its_server_is_restarted(tmp_path: Path) -> None:
+    db, config = synced(tmp_path, {"up": upstream_entry("--bounds")})
+    live = tmp_path / "live"
+    live.mkdir()
+    config = write_config(tmp_path, {"up": upstream_entry("--bounds", "--live-dir", str(live))})
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s", "--max-result-bytes", "100000") as client:
+            await search(client, "answer a very large text", limit=1)
+            small = await call(client, "mcp__up__big", {"size": 90000})
+            assert (len(text_of(small)), small.is_error) == (90000, False)
+            large = await call(client, "mcp__up__big", {"size": 100001})
+            assert large.is_error
+            assert text_of(large).startswith(
+                "Calling mcp__up__big failed: server 'up': the result of big was too large ("
+            )
+            assert "more than the limit of 100000) and was not forwarded" in text_of(large)
+            assert len(text_of(large)) < 1000
+            assert starts(live) == 1
+            await search(client, "echo a text back", limit=1)
+            echoed = await call(client, "mcp__up__echo", {"text": "after"})
+            assert (text_of(echoed), echoed.is_error) == ("echo: after", False)
+            assert starts(live) == 2
+
+    anyio.run(run)
+
+
+def test_the_size_limit_comes_from_the_environment_too(tmp_path: Path) -> None:
+    db, config = synced(tmp_path, {"up": upstream_entry("--bounds")})
+    env = {**os.environ, "TOOL_INDEX_MAX_RESULT_BYTES": "5000"}
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s", env=env) as client:
+            await search(client, "answer a very large text", limit=1)
+            large = await call(client, "mcp__up__big", {"size": 6000})
+            assert large.is_error
+            assert "more than the limit of 5000)" in text_of(large)
+
+    anyio.run(run)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_flood_of_list_changed_runs_few_re_syncs_and_ends_right(tmp_path: Path, mode: str) -> None:
+    db, config = synced(tmp_path, {"up": upstream_entry("--bounds")})
+    errlog = tmp_path / "gateway-stderr.txt"
+
+    async def run() -> None:
+        with errlog.open("w") as stream:
+            async with stdio_gateway(db, config, "--session", "s", errlog=stream) as client:
+                await search(client, "many times in a burst", limit=1)
+                flooded = await call(client, "mcp__up__flood", {"count": 200})
+                assert (text_of(flooded), flooded.is_error) == ("flooded", False)
+
+                async def found() -> list[str]:
+                    return list((await search(client, "announced by a flood", limit=1))["activated_tools"])
+
+                assert await eventually(found, "the new tool never reached the index") == ["mcp__up__flooded"]
+                # Whatever was still queued has time to run (and be counted).
+                await anyio.sleep(2)
+                await search(client, "echo a text back", limit=1)
+                echoed = await call(client, "mcp__up__echo", {"text": "calm"})
+                assert not echoed.is_error
+
+    anyio.run(run)
+    syncs = [line for line in errlog.read_text().splitlines() if "tool-index serve: sync up:" in line]
+    # One re-sync in flight and at most one queued: a burst read faster than a re-sync runs gives
+    # two; a busy machine that reads it slowly gives one more per re-sync it overlaps, never one
+    # per notification.
+    assert 1 <= len(syncs) <= 10, syncs
+    with ToolIndex.open(db) as index:
+        assert index.tool("mcp__up__flooded").description == "A tool announced by a flood"

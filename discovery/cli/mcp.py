@@ -261,6 +261,17 @@ async def _sync(
 @analyzer_option
 @timeout_option
 @max_starting_option
+@click.option(
+    "--max-result-bytes",
+    type=click.IntRange(min=1),
+    default=10 * 1024 * 1024,
+    show_default=True,
+    envvar="TOOL_INDEX_MAX_RESULT_BYTES",
+    show_envvar=True,
+    metavar="BYTES",
+    help="A tool result larger than this (its JSON) is an error result, not forwarded, and its "
+    "server is restarted on the next call.",
+)
 @upstream_log_option
 @click.pass_obj
 def serve(
@@ -279,6 +290,7 @@ def serve(
     analyzer: str | None,
     timeout: float,
     max_starting: int,
+    max_result_bytes: int,
     upstream_log: str | None,
 ) -> None:
     """Serve the index as one MCP server in front of a config's servers.
@@ -302,6 +314,7 @@ def serve(
         refresh=refresh,
         timeout=timeout,
         max_starting=max_starting,
+        max_result_bytes=max_result_bytes,
     )
     with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
         gateway = Gateway(index, config, options, errlog=sys.stderr, upstream_errlog=errlog)

@@ -39,6 +39,7 @@ from discovery.mcp.sessions import (
 )
 from discovery.mcp.sync import Library, ServerSync, sync_server, sync_servers
 from discovery.mcp.upstreams import (
+    DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_MAX_STARTING,
     DEFAULT_TIMEOUT,
     UpstreamError,
@@ -87,6 +88,7 @@ class GatewayOptions:
     refresh: float | None = None
     timeout: float = DEFAULT_TIMEOUT
     max_starting: int = DEFAULT_MAX_STARTING
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
 
 
 def text_result(text: str, *, is_error: bool) -> types.CallToolResult:
@@ -117,6 +119,7 @@ class Gateway:
             errlog=upstream_errlog,
             on_tools_changed=self._server_changed,
             max_starting=options.max_starting,
+            max_result_bytes=options.max_result_bytes,
         )
         self.sessions: dict[str, GatewaySession] = {}
         self.default_session: GatewaySession | None = None

@@ -43,6 +43,9 @@ page), or to answer one tool call."""
 DEFAULT_MAX_STARTING = 8
 """stdio servers started at once: each is a process that loads its runtime, and a config of
 dozens started together would make them all slow enough to time out."""
+DEFAULT_MAX_RESULT_BYTES = 10 * 1024 * 1024
+"""Largest tool call result forwarded, in bytes of its JSON (content, structured content and the
+rest): a model cannot use more, and a gateway holding many such answers runs out of memory."""
 MAX_PAGES = 1000
 """tools/list pages read from one server before it counts as a server that never ends its list."""
 MCP_PREFIX = "mcp__"
@@ -274,6 +277,13 @@ class Upstream:
         """The connection failed under a call: the next one opens a new connection."""
         self._closed.set()
 
+    def reset(self, client: Client) -> None:
+        """Close ``client``'s connection (its process too) so that the next call starts the server
+        again: after a call that timed out or answered too much, the server may still be busy with
+        it or in a bad state. A connection opened since (by another caller) is left alone."""
+        if self._client is client:
+            self._closed.set()
+
     async def close(self, *, wait: bool = False) -> None:
         """Close the connection; with ``wait``, return once it is closed (its process gone)."""
         async with self._lock:
@@ -350,10 +360,12 @@ class Upstreams:
         errlog: TextIO | None = None,
         on_tools_changed: Callable[[str], Coroutine[Any, Any, None]] | None = None,
         max_starting: int = DEFAULT_MAX_STARTING,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     ) -> None:
         self.config = config
         self.timeout = timeout
         self.max_starting = max_starting
+        self.max_result_bytes = max_result_bytes
         self._errlog = errlog if errlog is not None else sys.stderr
         self._on_tools_changed = on_tools_changed
         starting = anyio.Semaphore(max_starting)
@@ -369,6 +381,8 @@ class Upstreams:
         }
         self._stack: AsyncExitStack | None = None
         self._group: anyio.abc.TaskGroup | None = None
+        self._syncing: set[str] = set()
+        self._queued: set[str] = set()
 
     @classmethod
     def from_config(cls, path: str | Path, **options: Any) -> Upstreams:
@@ -391,9 +405,26 @@ class Upstreams:
 
     def _tools_changed(self, server: str) -> None:
         # Called while the connection reads its messages: the handler runs in its own task, so it
-        # can ask that same server for its tools.
-        if self._on_tools_changed is not None and self._group is not None:
-            self._group.start_soon(self._on_tools_changed, server)
+        # can ask that same server for its tools. A server may say its list changed many times in
+        # a row: one re-sync runs at a time and at most one more waits, since a re-sync that starts
+        # after the last notification sees every change before it.
+        if self._on_tools_changed is None or self._group is None:
+            return
+        if server in self._syncing:
+            self._queued.add(server)
+            return
+        self._syncing.add(server)
+        self._group.start_soon(self._resync, server, self._on_tools_changed)
+
+    async def _resync(self, server: str, handler: Callable[[str], Coroutine[Any, Any, None]]) -> None:
+        try:
+            while True:
+                self._queued.discard(server)
+                await handler(server)
+                if server not in self._queued:
+                    return
+        finally:
+            self._syncing.discard(server)
 
     def start_soon(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``work`` in the pool's task group (ended with the pool)."""
@@ -445,7 +476,8 @@ class Upstreams:
 
     async def call(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
         """Call the tool that the catalog names ``name`` on its server, and return its result as
-        it came (an ``isError`` result included); a server that cannot answer is an ``UpstreamError``."""
+        it came (an ``isError`` result included); a server that cannot answer, or answers more than
+        ``max_result_bytes``, is an ``UpstreamError``."""
         upstream, tool = self.locate(name)
         return await self.call_upstream(upstream, tool, arguments)
 
@@ -455,15 +487,28 @@ class Upstreams:
         client = await self._client(upstream)
         try:
             with anyio.fail_after(self.timeout):
-                return await client.call_tool(tool, arguments)
+                result = await client.call_tool(tool, arguments)
         except TimeoutError:
-            raise UpstreamError(upstream.name, f"{tool} did not answer within {self.timeout:g} s") from None
+            upstream.reset(client)
+            raise UpstreamError(
+                upstream.name,
+                f"{tool} did not answer within {self.timeout:g} s; the server is restarted on the next call",
+            ) from None
         except Exception as exc:
             upstream.mark_broken()
             raise UpstreamError(
                 upstream.name,
                 f"the call of {tool} failed ({_reason(exc)}); the server is restarted on the next call",
             ) from exc
+        size = len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
+        if size > self.max_result_bytes:
+            upstream.reset(client)
+            raise UpstreamError(
+                upstream.name,
+                f"the result of {tool} was too large ({size} bytes, more than the limit of "
+                f"{self.max_result_bytes}) and was not forwarded; the server is restarted on the next call",
+            )
+        return result
 
     async def _client(self, upstream: Upstream) -> Client:
         if self._group is None:
