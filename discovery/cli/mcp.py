@@ -215,7 +215,7 @@ async def _sync(
     "--session",
     "session_id",
     metavar="ID",
-    help="The persisted session to serve (created when new) [default: a new one, printed on stderr].",
+    help="stdio: the persisted session to serve (created when new) [default: a new one, printed on stderr].",
 )
 @click.option(
     "--transport",
@@ -285,7 +285,8 @@ def serve(
 
     The model gets search_tool_bm25, which activates tools in the persisted session, and
     call_tool, which calls an activated tool on its server. Over HTTP, a client picks its
-    session with the endpoint's query: http://127.0.0.1:8765/mcp?session=ID.
+    session with the endpoint's query: http://127.0.0.1:8765/mcp?session=ID; one that names
+    none gets a new session of its own for its connection (its Mcp-Session-Id).
     Searches find only tools of the config's servers that --allow, --deny and the config's
     "toolIndex" filters allow, whatever else the database holds.
     """
@@ -295,6 +296,11 @@ def serve(
 
     if transport == "http":
         check_bind(host, token)
+        if session_id is not None:
+            # A session of the process would be shared by every client that names none.
+            raise click.UsageError(
+                "--session is for stdio; over HTTP each client names its own: /mcp?session=ID"
+            )
     options = GatewayOptions(
         session_id=session_id,
         mode=mode,
@@ -302,6 +308,7 @@ def serve(
         refresh=refresh,
         timeout=timeout,
         max_starting=max_starting,
+        per_client=transport == "http",
     )
     with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
         gateway = Gateway(index, config, options, errlog=sys.stderr, upstream_errlog=errlog)
