@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
+from discovery.cli.client import client
 from discovery.cli.sanitize import escaped
 
 if TYPE_CHECKING:
@@ -318,4 +319,4 @@ def serve(
             _anyio_run(serve_http, gateway, host, port, token)
 
 
-MCP_COMMANDS = (sync, serve)
+MCP_COMMANDS = (sync, serve, client)
