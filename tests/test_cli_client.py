@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,37 +26,52 @@ def run(cwd: Path, *args: str, home: Path | None = None) -> subprocess.Completed
     )
 
 
+def exactly(document: dict[str, Any]) -> str:
+    """What the command prints: the document, indented by two."""
+    return json.dumps(document, indent=2) + "\n"
+
+
 def test_prints_the_entry_with_absolute_paths(tmp_path: Path) -> None:
     done = run(
         tmp_path, "--db", "tools.db", "client", "claude-code", "--config", "servers.json", "--session", "s"
     )
     assert (done.returncode, done.stderr) == (0, "")
-    assert json.loads(done.stdout) == {
-        "mcpServers": {
-            "tool-index": {
-                "command": TOOL_INDEX,
-                "args": [
-                    "--db",
-                    str(tmp_path / "tools.db"),
-                    "serve",
-                    "--config",
-                    str(tmp_path / "servers.json"),
-                    "--session",
-                    "s",
-                ],
+    assert done.stdout == exactly(
+        {
+            "mcpServers": {
+                "tool-index": {
+                    "command": TOOL_INDEX,
+                    "args": [
+                        "--db",
+                        str(tmp_path / "tools.db"),
+                        "serve",
+                        "--config",
+                        str(tmp_path / "servers.json"),
+                        "--session",
+                        "s",
+                    ],
+                }
             }
         }
-    }
+    )
     sqlite = run(tmp_path, "client", "vscode", "--config", "/etc/s.json", "--db", "sqlite:///rel/t.db")
-    assert json.loads(sqlite.stdout) == {
-        "servers": {
-            "tool-index": {
-                "type": "stdio",
-                "command": TOOL_INDEX,
-                "args": ["--db", f"sqlite:///{tmp_path / 'rel/t.db'}", "serve", "--config", "/etc/s.json"],
+    assert sqlite.stdout == exactly(
+        {
+            "servers": {
+                "tool-index": {
+                    "type": "stdio",
+                    "command": TOOL_INDEX,
+                    "args": [
+                        "--db",
+                        f"sqlite:///{tmp_path / 'rel/t.db'}",
+                        "serve",
+                        "--config",
+                        "/etc/s.json",
+                    ],
+                }
             }
         }
-    }
+    )
 
 
 def test_write_merges_into_a_file_with_comments_and_keeps_a_backup(tmp_path: Path) -> None:
