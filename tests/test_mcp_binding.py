@@ -87,7 +87,9 @@ def test_a_tokenless_gateway_refuses_foreign_host_and_origin_headers(tmp_path: P
                 local = {"Origin": f"http://{authority(url)}"}
                 async with (
                     httpx2.AsyncClient(headers=local) as same_origin,
-                    Client(streamable_http_client(url, http_client=same_origin), cache=None) as client,
+                    Client(
+                        streamable_http_client(f"{url}?session=s", http_client=same_origin), cache=None
+                    ) as client,
                 ):
                     listed = await client.list_tools()
                     assert [tool.name for tool in listed.tools] == ["search_tool_bm25", "call_tool"]
@@ -108,7 +110,7 @@ def test_another_loopback_spelling_serves_only_with_its_token(tmp_path: Path, ho
             authorized = httpx2.AsyncClient(headers={"Authorization": f"Bearer {SECRET}"})
             async with (
                 authorized as http,
-                Client(streamable_http_client(url, http_client=http), cache=None) as client,
+                Client(streamable_http_client(f"{url}?session=s", http_client=http), cache=None) as client,
             ):
                 listed = await client.list_tools()
                 assert [tool.name for tool in listed.tools] == ["search_tool_bm25", "call_tool"]

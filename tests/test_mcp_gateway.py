@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp import Client, types
+from mcp import Client, MCPError, types
 from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
 
@@ -371,6 +371,37 @@ def test_http_sessions_are_separate_and_the_endpoint_is_guarded(tmp_path: Path, 
     assert session_record(db, "alice")["selected"] == ["mcp__up__echo"]
 
 
+def test_http_clients_that_name_no_session_get_one_each(tmp_path: Path) -> None:
+    db, config = synced(tmp_path)
+    with http_gateway(db, config, "--expose-active") as url:
+
+        async def run() -> None:
+            async with (
+                Client(url, cache=None, mode="legacy") as first,
+                Client(url, cache=None, mode="legacy") as second,
+            ):
+                for client in (first, second):
+                    tools = client.server_capabilities.tools
+                    assert tools is not None and tools.list_changed is True
+                await search(first, "echo a text back", limit=1)
+                refused = await call(second, "mcp__up__echo", {"text": "second"})
+                assert refused.is_error and "is not active in this session" in text_of(refused)
+                echoed = await call(first, "mcp__up__echo", {"text": "first"})
+                assert (text_of(echoed), echoed.is_error) == ("echo: first", False)
+                listed = [[tool.name for tool in (await c.list_tools()).tools] for c in (first, second)]
+                assert listed == [
+                    ["search_tool_bm25", "call_tool", "mcp__up__echo"],
+                    ["search_tool_bm25", "call_tool"],
+                ]
+            async with Client(url, cache=None, mode="auto") as modern:
+                with pytest.raises(MCPError, match=r"name a session in the endpoint's query"):
+                    await modern.list_tools()
+
+        anyio.run(run)
+    listed = json.loads(cli(db, "sessions", "--json").stdout)
+    assert sorted(entry["selected"] for entry in listed) == [0, 1]
+
+
 def test_http_with_a_token_refuses_requests_without_it(tmp_path: Path) -> None:
     db, config = synced(tmp_path)
     with http_gateway(db, config, "--token", SECRET) as url:
@@ -384,7 +415,7 @@ def test_http_with_a_token_refuses_requests_without_it(tmp_path: Path) -> None:
             authorized = httpx2.AsyncClient(headers={"Authorization": f"Bearer {SECRET}"})
             async with (
                 authorized as http,
-                Client(streamable_http_client(url, http_client=http), cache=None) as client,
+                Client(streamable_http_client(f"{url}?session=t", http_client=http), cache=None) as client,
             ):
                 listed = await client.list_tools()
                 assert [tool.name for tool in listed.tools] == ["search_tool_bm25", "call_tool"]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
+from discovery.cli.client import client
 from discovery.cli.sanitize import escaped
 
 if TYPE_CHECKING:
@@ -215,7 +216,7 @@ async def _sync(
     "--session",
     "session_id",
     metavar="ID",
-    help="The persisted session to serve (created when new) [default: a new one, printed on stderr].",
+    help="stdio: the persisted session to serve (created when new) [default: a new one, printed on stderr].",
 )
 @click.option(
     "--transport",
@@ -297,7 +298,8 @@ def serve(
 
     The model gets search_tool_bm25, which activates tools in the persisted session, and
     call_tool, which calls an activated tool on its server. Over HTTP, a client picks its
-    session with the endpoint's query: http://127.0.0.1:8765/mcp?session=ID.
+    session with the endpoint's query: http://127.0.0.1:8765/mcp?session=ID; one that names
+    none gets a new session of its own for its connection (its Mcp-Session-Id).
     Searches find only tools of the config's servers that --allow, --deny and the config's
     "toolIndex" filters allow, whatever else the database holds.
     """
@@ -307,6 +309,11 @@ def serve(
 
     if transport == "http":
         check_bind(host, token)
+        if session_id is not None:
+            # A session of the process would be shared by every client that names none.
+            raise click.UsageError(
+                "--session is for stdio; over HTTP each client names its own: /mcp?session=ID"
+            )
     options = GatewayOptions(
         session_id=session_id,
         mode=mode,
@@ -315,6 +322,7 @@ def serve(
         timeout=timeout,
         max_starting=max_starting,
         max_result_bytes=max_result_bytes,
+        per_client=transport == "http",
     )
     with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
         gateway = Gateway(index, config, options, errlog=sys.stderr, upstream_errlog=errlog)
@@ -324,4 +332,4 @@ def serve(
             _anyio_run(serve_http, gateway, host, port, token)
 
 
-MCP_COMMANDS = (sync, serve)
+MCP_COMMANDS = (sync, serve, client)

@@ -23,6 +23,7 @@ import anyio
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.session import ServerSession
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -89,6 +90,8 @@ class GatewayOptions:
     timeout: float = DEFAULT_TIMEOUT
     max_starting: int = DEFAULT_MAX_STARTING
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    per_client: bool = False
+    """Over HTTP: no process session; a client that names none gets its own, by its connection."""
 
 
 def text_result(text: str, *, is_error: bool) -> types.CallToolResult:
@@ -123,12 +126,15 @@ class Gateway:
         )
         self.sessions: dict[str, GatewaySession] = {}
         self.default_session: GatewaySession | None = None
+        self._by_connection: dict[str, GatewaySession] = {}
         self._opening = anyio.Lock()
+        self._connecting = anyio.Lock()
         self._clients: dict[str, weakref.WeakSet[ServerSession]] = {}
         self._buses: dict[str, tuple[InMemorySubscriptionBus, ListenHandler]] = {}
         self._backlog: deque[tuple[GatewaySession, Pending]] = deque()
         self._draining = False
-        self.server: Server[Any] = Server(
+        self.server: Server[Any] = _Server(
+            NotificationOptions(tools_changed=options.expose_active),
             "tool-index",
             version=_version(),
             instructions="Call search_tool_bm25 to find tools, then call_tool to call them.",
@@ -142,7 +148,8 @@ class Gateway:
         await self.upstreams.__aenter__()
         try:
             await self.library.run(self._say_what_is_served)
-            self.default_session = await self._open(self.options.session_id)
+            if not self.options.per_client:
+                self.default_session = await self._open(self.options.session_id)
         except BaseException:
             await self.upstreams.__aexit__(None, None, None)
             raise
@@ -158,9 +165,7 @@ class Gateway:
             await self.upstreams.__aexit__(None, None, None)
 
     def initialization_options(self) -> Any:
-        return self.server.create_initialization_options(
-            NotificationOptions(tools_changed=self.options.expose_active)
-        )
+        return self.server.create_initialization_options()
 
     def _say_what_is_served(self) -> None:
         """In the worker: the database and how many tools in scope each server has, so that a
@@ -202,7 +207,9 @@ class Gateway:
         request = ctx.request
         query: Mapping[str, str] = getattr(request, "query_params", None) or {}
         wanted = query.get("session")
-        if wanted is None:
+        if wanted is None and self.options.per_client:
+            gateway_session = await self._connection_session(ctx)
+        elif wanted is None:
             assert self.default_session is not None
             gateway_session = self.default_session
         else:
@@ -215,6 +222,24 @@ class Gateway:
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             self._clients.setdefault(gateway_session.id, weakref.WeakSet()).add(ctx.session)
         return gateway_session
+
+    async def _connection_session(self, ctx: ServerRequestContext[Any, Any]) -> GatewaySession:
+        """A new session of its own for each HTTP connection that names none. A handshake-era
+        client is its ``Mcp-Session-Id``: the transport makes it up, unguessable, and refuses a
+        request whose id it did not give. A 2026-07-28 client has no connection at all, so it
+        must name its session."""
+        headers: Mapping[str, str] = getattr(ctx.request, "headers", None) or {}
+        connection = headers.get(MCP_SESSION_ID_HEADER)
+        if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            raise MCPError(
+                INVALID_PARAMS,
+                "this gateway keeps a session per connection, and this request has none: name a "
+                "session in the endpoint's query, as in /mcp?session=ID",
+            )
+        async with self._connecting:
+            if connection not in self._by_connection:
+                self._by_connection[connection] = await self._open(None)
+            return self._by_connection[connection]
 
     # tools/list
 
@@ -462,6 +487,25 @@ class Gateway:
         control characters never reach a terminal."""
         shown = "".join(char if char.isprintable() else "\ufffd" for char in line)
         print(f"tool-index serve: {shown}", file=self.errlog, flush=True)
+
+
+class _Server(Server[Any]):
+    """A ``Server`` whose capabilities say whether its tools/list changes, on every transport:
+    the HTTP session manager asks for the initialization options itself, with no arguments."""
+
+    def __init__(self, notification_options: NotificationOptions, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.notification_options = notification_options
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> Any:
+        return super().create_initialization_options(
+            notification_options or self.notification_options, experimental_capabilities, extensions
+        )
 
 
 def _described(description: str, schema: Any, name: str) -> str:

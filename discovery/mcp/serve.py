@@ -1,5 +1,6 @@
 """Running a ``Gateway`` over stdio (one client, the process that started it) or streamable HTTP
-(any number of clients, each choosing its session with ``?session=ID``)."""
+(any number of clients, each choosing its session with ``?session=ID``, or else given one of its
+own for its connection)."""
 
 from __future__ import annotations
 
