@@ -120,8 +120,11 @@ def learn_from_calls(
         return 0
     # Crediting bumps the learned generation: take the row for update from the start (two writers
     # holding it shared could not both upgrade); only a writer that will not credit shares it.
-    lock = "update" if stored_learning.state(connection).enabled else "share"
-    if not stored_learning.state(connection, lock=lock).enabled:
+    # SQLite's writer already holds the database: one plain read is enough there.
+    enabled = stored_learning.state(connection).enabled
+    if connection.dialect.name != "sqlite":
+        enabled = stored_learning.state(connection, lock="update" if enabled else "share").enabled
+    if not enabled:
         return 0
     terms = last_search_run(connection, session_id, analyzer)
     return stored_learning.add_credits(
