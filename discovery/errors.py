@@ -31,6 +31,11 @@ class UnknownToolNames(UserWarning):
         self.names = names
 
 
+class SemanticSignalOff(UserWarning):
+    """An index with vectors is searched by their lexical scores alone in this process: its
+    embedding model cannot be loaded here (the message says why). Searches go on."""
+
+
 class UnknownAnalyzer(ToolIndexError):
     """An analyzer name that is not one of ``known``."""
 
@@ -89,6 +94,11 @@ class ServerNameCollision(ToolIndexError):
         self.name = name
         self.owner = owner
         self.server = server
+
+
+class EmbeddingUnavailable(ToolIndexError):
+    """The semantic signal cannot run: its extra is not installed, or the embedding model is not
+    where it was named, or is not a sentence-embedding model tool-index can run."""
 
 
 class ToolCallError(ToolIndexError):

@@ -6,7 +6,7 @@ creates (sessions, diagnostics); the layers below never call back into it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine
 
-from discovery.errors import AnalyzerMismatch, AnalyzerOutdated, DatabaseMissing, ServerNameCollision
+from discovery.catalog.embedding import embed_written
+from discovery.errors import (
+    AnalyzerMismatch,
+    AnalyzerOutdated,
+    DatabaseMissing,
+    ServerNameCollision,
+    ToolIndexError,
+)
 from discovery.params import analyzer_named, checked_search
 from discovery.ranking.corpus import read_only_corpus
 from discovery.ranking.ranker import Ranker
@@ -31,6 +38,7 @@ from store import (
     sqlite_file,
 )
 from store import learning as stored_learning
+from store import vectors as stored_vectors
 from store.catalog import ReplaceScope, reindex_tools, stored_analyzer, write_tools
 from store.engine import default_url, read_transaction, translated_errors, write_transaction
 from store.migrate import ensure_schema, is_empty
@@ -39,6 +47,7 @@ from store.reads import all_tools, catalog_summary, tools_by_names
 if TYPE_CHECKING:
     # Imported where used: opening an index and searching it never loads pydantic (the record
     # and settings models), which weighs on every cold start.
+    from discovery.catalog.embedding import EmbedReport
     from discovery.catalog.models import ToolRecord
     from discovery.catalog.workers import Progress
     from discovery.sessions.learning import LearnedSummary
@@ -54,10 +63,13 @@ class ImportReport:
     updated: list[str]
     unchanged: list[str]
     removed: list[str]
+    stale_vectors: int = 0
+    """Tools the write added or changed that have no current vector: the index has a semantic
+    signal but its model could not be loaded here (``embed`` makes them)."""
 
     @classmethod
-    def of(cls, report: WriteReport) -> ImportReport:
-        return cls(report.added, report.updated, report.unchanged, report.removed)
+    def of(cls, report: WriteReport, stale_vectors: int = 0) -> ImportReport:
+        return cls(report.added, report.updated, report.unchanged, report.removed, stale_vectors)
 
     def counts(self) -> dict[str, int]:
         return {
@@ -181,6 +193,33 @@ class ToolIndex:
         with write_transaction(self.engine) as connection:
             return forget(connection, None if names is None else list(dict.fromkeys(names)))
 
+    def embed(
+        self,
+        model: str,
+        *,
+        weight: float | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> EmbedReport:
+        """Store a vector for every tool that has no current one, made by ``model`` (a directory
+        holding an ONNX sentence-embedding model and its ``tokenizer.json``, or a Hugging Face
+        model name, downloaded once into the local cache). From then on every search fuses its
+        BM25+ score with the query's similarity to each tool (docs/semantic.md); ``weight`` (0 to
+        1) sets the semantic part's share. Needs the ``semantic`` extra. Interrupted, it keeps the
+        vectors written so far; run again, it goes on from there. ``progress(done, total)`` is
+        called as tools are embedded."""
+        from discovery.catalog.embedding import embed_catalog
+
+        if weight is not None and not (isinstance(weight, int | float) and 0 <= weight <= 1):
+            raise ToolIndexError(f"weight must be a number from 0 to 1, not {weight!r}")
+        return embed_catalog(self.engine, model, weight=weight, progress=progress)
+
+    def embedding_off(self) -> int:
+        """Remove every vector and the model setting: searches are lexical again, exactly as
+        before ``embed``. Returns how many vectors were removed."""
+        from discovery.catalog.embedding import embedding_off
+
+        return embedding_off(self.engine)
+
     @property
     def url(self) -> str:
         """The database URL with any password hidden."""
@@ -228,7 +267,9 @@ class ToolIndex:
             if server is not None:
                 _check_owners(connection, records, server)
             report = write_tools(connection, tools, replace=scope)
-        return ImportReport.of(report)
+            stored_vectors.drop(connection, report.removed)
+            stale = embed_written(connection, [*report.added, *report.updated])
+        return ImportReport.of(report, stale)
 
     def remove_tools(self, names: Iterable[str], *, missing_ok: bool = True) -> list[str]:
         """Remove tools by name in one transaction; returns the names that were in the catalog.
@@ -243,14 +284,16 @@ class ToolIndex:
                 if missing:
                     listed = ", ".join(repr(name) for name in missing)
                     raise ToolNotFound(f"not in the catalog: {listed}; nothing removed")
-            return write_tools(connection, [], remove=wanted).removed
+            removed = write_tools(connection, [], remove=wanted).removed
+            stored_vectors.drop(connection, removed)
+            return removed
 
     def search(self, query: str, limit: int | None = None, *, mode: str = "all") -> list[SearchHit]:
         """Read-only search of the whole catalog in ``mode`` with nothing active."""
         trimmed, limit = checked_search(query, limit)
         with read_transaction(self.engine) as connection:
             terms = self.ranker.query_terms(connection, trimmed)
-            ranking = self.ranker.rank(connection, terms, read_only_corpus(mode), limit)
+            ranking = self.ranker.rank(connection, terms, read_only_corpus(mode), limit, query=trimmed)
         return [SearchHit(name=hit.name, score=hit.score) for hit in ranking.hits]
 
     def search_details(self, query: str, limit: int | None = None, *, mode: str = "all") -> SearchDetails:
@@ -258,7 +301,7 @@ class ToolIndex:
         trimmed, limit = checked_search(query, limit)
         with read_transaction(self.engine) as connection:
             terms = self.ranker.query_terms(connection, trimmed)
-            ranking = self.ranker.rank(connection, terms, read_only_corpus(mode), limit)
+            ranking = self.ranker.rank(connection, terms, read_only_corpus(mode), limit, query=trimmed)
             tools = self.ranker.tools(connection, [hit.tool_id for hit in ranking.hits])
         return {
             "query": trimmed,
@@ -343,7 +386,17 @@ class ToolIndex:
             summary = catalog_summary(connection)
             tools, terms, sessions = stored_learning.summary(connection)
             enabled = stored_learning.state(connection).enabled
+            embedding = stored_vectors.state(connection)
+            vectors = stored_vectors.counts(connection)
         summary["learning"] = {"enabled": enabled, "tools": tools, "terms": terms, "sessions": sessions}
+        summary["semantic"] = {
+            "model": embedding.model,
+            "dimensions": embedding.dimensions,
+            "weight": embedding.weight if embedding.model is not None else None,
+            "current": vectors.current if embedding.model is not None else 0,
+            "stale": vectors.stale if embedding.model is not None else 0,
+            "problem": self.ranker.semantic_problem,
+        }
         return summary
 
 

@@ -29,6 +29,7 @@ class ToolIndexError(Exception):
         ├── AnalyzerOutdated                discovery.errors
         ├── InvalidRecord                   discovery.errors
         ├── ServerNameCollision             discovery.errors: two servers' tools, one catalog name
+        ├── EmbeddingUnavailable            discovery.errors: no model for the semantic signal
         ├── ToolCallError                   discovery.errors: the search tool refused a call
         │   ├── DiscoveryUnavailable
         │   ├── DiscoveryDisabled
@@ -51,9 +52,9 @@ class ToolIndexError(Exception):
             ├── TooManyTools
             └── WireNameCollision
 
-    ``discovery.errors.UnknownToolNames`` is a warning (a ``UserWarning``), not an error: the
-    call that issues it goes on. ``tests/test_errors.py`` checks this drawing against the
-    classes."""
+    ``discovery.errors.UnknownToolNames`` and ``discovery.errors.SemanticSignalOff`` are warnings
+    (``UserWarning``), not errors: the call that issues one goes on. ``tests/test_errors.py``
+    checks this drawing against the classes."""
 
 
 class StoreError(ToolIndexError):

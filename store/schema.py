@@ -12,6 +12,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -241,3 +242,27 @@ learned_journal_table = Table(
 """The (term, tool) sums each recent learned generation changed: a process whose caches are a few
 generations behind reloads only those, not the whole field. Pruned to the last
 ``store.learning.JOURNAL_KEPT`` generations."""
+
+embedding_state_table = Table(
+    "embedding_state",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("model", Text),
+    Column("model_digest", String(64)),
+    Column("dimensions", Integer, nullable=False, server_default=text("0")),
+    Column("weight", Float, nullable=False, server_default=text("0.5")),
+)
+"""One row: the embedding model the index's vectors come from (``None``: no semantic signal), a
+digest of its files, the vectors' length, and the weight of the semantic part in a fused score."""
+
+tool_vectors_table = Table(
+    "tool_vectors",
+    metadata,
+    Column("tool_name", Text, primary_key=True),
+    Column("content_hash", String(64), nullable=False),
+    Column("scale", Float, nullable=False),
+    Column("vector", LargeBinary, nullable=False),
+)
+"""One embedding per tool, as int8 with its scale (the value of 1 in the int8 units). Current when
+``content_hash`` is the tool's: a tool changed since it was embedded has a stale vector, which no
+search uses. Keyed by name, so a removed tool's vector is dropped by the write that removes it."""

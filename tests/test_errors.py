@@ -10,7 +10,7 @@ import textwrap
 
 import discovery
 import store
-from discovery.errors import UnknownToolNames
+from discovery.errors import SemanticSignalOff, UnknownToolNames
 from store.errors import ToolIndexError
 
 BOX = re.compile(r"^(?P<indent>[│├└─ ]*)(?P<name>[A-Z]\w+)(?:\s+(?P<module>[a-z_.]+))?")
@@ -54,10 +54,11 @@ def drawn_tree() -> dict[str, tuple[str | None, str | None]]:
 
 def test_every_error_derives_from_the_one_root() -> None:
     classes = exception_classes()
-    assert len(classes) == 39
+    assert len(classes) == 41
     outside = [name for name, cls in classes.items() if not issubclass(cls, ToolIndexError)]
-    assert outside == ["UnknownToolNames"]  # a warning: the call that issues it goes on
+    assert outside == ["SemanticSignalOff", "UnknownToolNames"]  # warnings: the call goes on
     assert issubclass(UnknownToolNames, UserWarning)
+    assert issubclass(SemanticSignalOff, UserWarning)
 
 
 def test_the_root_is_one_class_under_both_names() -> None:
@@ -70,7 +71,7 @@ def test_the_root_is_one_class_under_both_names() -> None:
 def test_the_docstring_draws_the_whole_tree() -> None:
     classes = exception_classes()
     drawn = drawn_tree()
-    assert set(drawn) == set(classes) - {"UnknownToolNames"}
+    assert set(drawn) == set(classes) - {"SemanticSignalOff", "UnknownToolNames"}
     for name, (parent, module) in drawn.items():
         cls = classes[name]
         ours = [base.__name__ for base in cls.__bases__ if base.__name__ in classes]

@@ -90,6 +90,7 @@ LAYERS = {
     "discovery.errors": 1,
     "discovery.files": 1,
     "discovery.text": 2,
+    "discovery.semantic": 2,
     "discovery.params": 3,
     "discovery.ranking": 4,
     "discovery.results": 5,
@@ -106,7 +107,17 @@ LAYERS = {
 }
 """Each part of ``discovery`` and its height; a module may import its own part and lower ones."""
 
-QUERY_MODULES = {"catalog", "reads", "sessions", "learning", "logged_json", "digests", "audit", "migrate"}
+QUERY_MODULES = {
+    "catalog",
+    "reads",
+    "sessions",
+    "learning",
+    "vectors",
+    "logged_json",
+    "digests",
+    "audit",
+    "migrate",
+}
 """The store modules ``discovery`` may import by name: the queries, the log's JSON form and the
 record digest, never the schema or SQL helpers."""
 

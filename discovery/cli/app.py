@@ -134,7 +134,7 @@ def missing_sqlite_file(url: URL) -> str | None:
 
 
 @contextmanager
-def progress_bar(total: int) -> Iterator[Callable[[int], None] | None]:
+def progress_bar(total: int, description: str = "Indexing tools") -> Iterator[Callable[[int], None] | None]:
     """A progress callback drawing a bar on a terminal's stderr; ``None`` when piped or small."""
     if total <= PROGRESS_MIN_RECORDS or not is_terminal(sys.stderr):
         yield None
@@ -143,7 +143,7 @@ def progress_bar(total: int) -> Iterator[Callable[[int], None] | None]:
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("Indexing tools", total=total)
+        task = bar.add_task(description, total=total)
         prepared = 0
 
         def advance(count: int) -> None:

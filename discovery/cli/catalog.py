@@ -12,6 +12,7 @@ from discovery.cli.app import App, echo, echo_json, example, pass_app, progress_
 from discovery.cli.names import did_you_mean, resolved_name, resolved_names
 from discovery.cli.output import on_terminal, print_block, print_fields, print_table
 from discovery.cli.render import one_line
+from discovery.cli.semantic import semantic_line, warn_stale_vectors
 from discovery.params import analyzer_named
 from store import ToolNotFound
 
@@ -96,6 +97,7 @@ def import_(
     if skip_invalid:
         counts["skipped"] = len(ingested.skipped)
     echo(", ".join(f"{key} {value}" for key, value in counts.items()))
+    warn_stale_vectors(report.stale_vectors)
 
 
 @click.command(epilog=example("tool-index tools --server github", "tool-index tools --json > catalog.json"))
@@ -178,6 +180,7 @@ def stats(app: App, as_json: bool) -> None:
         taught = f"{learning['tools']} tools learned {learning['terms']} terms"
         shown += f" ({taught} from {learning['sessions']} sessions)"
     fields.append(("learning", shown))
+    fields.append(("semantic", semantic_line(summary["semantic"])))
     print_fields(fields, key_width=12)
     for key in ("sources", "servers"):
         counts: Mapping[str, int] = summary[key]

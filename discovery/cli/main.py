@@ -17,6 +17,7 @@ from discovery.cli.learning import learned, learning
 from discovery.cli.mcp import MCP_COMMANDS
 from discovery.cli.quality import audit, eval_
 from discovery.cli.search import explain, search
+from discovery.cli.semantic import embed
 from discovery.cli.sessions import session, sessions
 from store.engine import ENV_VAR, default_url
 
@@ -63,6 +64,7 @@ for command in (
     audit,
     learning,
     learned,
+    embed,
 ):
     main.add_command(command)
 

@@ -157,11 +157,12 @@ def _why_off(session_id: str, settings: SessionSettings) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the breakdown as JSON.")
 @pass_app
 def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
-    """Break down NAME's score for QUERY by term, field and learned term.
+    """Break down NAME's score for QUERY by term, field and fused part.
 
     NAME is a tool's name or a label that names one tool (as search shows it). The score is
     the one a read-only search in MODE gives NAME, with the corpus statistics behind it; with
-    learning on, the learned field's terms follow the tool text's.
+    learning on, the learned field's terms follow the tool text's; with vectors, the last line
+    shows how the lexical and semantic parts were fused.
     """
     if not query.strip():
         raise EmptyQuery()
@@ -205,6 +206,16 @@ def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
                     )
                 )
             print_table(learned)
+    semantic = explanation.semantic
+    if semantic is not None:
+        lexical_part, semantic_part = semantic.parts(explanation.lexical_score)
+        echo(
+            f"fused with the semantic signal, weight {semantic.weight:g}: "
+            f"lexical {_six(explanation.lexical_score)} / best {_six(semantic.best_lexical)} "
+            f"× {1 - semantic.weight:g} = {_six(lexical_part)}; "
+            f"cosine {semantic.cosine:.6f} / best {semantic.best_cosine:.6f} × {semantic.weight:g} "
+            f"= {_six(semantic_part)}"
+        )
 
 
 def unknown_setting_names(index: ToolIndex, settings: dict[str, Any]) -> list[str]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from sqlalchemy import Connection
 
 from discovery.catalog.indexing import record_fields
 from discovery.diagnostics.statistics import corpus_statistics
@@ -19,7 +20,7 @@ from discovery.errors import ToolIndexError
 from discovery.index import ToolIndex
 from discovery.params import checked_query, has_terms, query_terms
 from discovery.ranking.bm25 import average_length, idf, length_norm, round6, term_score
-from discovery.ranking.corpus import read_only_corpus
+from discovery.ranking.corpus import Corpus, read_only_corpus
 from discovery.ranking.fields import FIELD_WEIGHTS, field_term_frequencies
 from store import ToolNotFound
 from store import learning as stored_learning
@@ -78,6 +79,25 @@ class LearnedExplanation:
 
 
 @dataclass(frozen=True, slots=True)
+class SemanticExplanation:
+    """The fused side of a score (``discovery.ranking.fusion``): the tool's cosine with the query,
+    the corpus' best lexical score and best cosine, and the weight of the semantic part."""
+
+    weight: float
+    cosine: float
+    best_cosine: float
+    best_lexical: float
+
+    def parts(self, lexical: float) -> tuple[float, float]:
+        """The lexical and semantic parts of the fused score, as the ranking computes them."""
+        lexical_part = (1.0 - self.weight) * (lexical / self.best_lexical) if self.best_lexical > 0 else 0.0
+        semantic_part = (
+            self.weight * (max(self.cosine, 0.0) / self.best_cosine) if self.best_cosine > 0 else 0.0
+        )
+        return lexical_part, semantic_part
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
     """A tool's score for a query in a read-only corpus, with the corpus statistics behind it.
 
@@ -99,9 +119,21 @@ class Explanation:
     """Corpus tools that learned anything: the learned field's ``N``."""
     learned_avgdl: float = 1.0
     learned: list[LearnedExplanation] = field(default_factory=list)
+    semantic: SemanticExplanation | None = None
+    """The fused side of the score, when the index has vectors (``None``: lexical only)."""
 
     @property
     def score(self) -> float:
+        """The score a search reports: the lexical one, or fused with the semantic part."""
+        lexical = self.lexical_score
+        if self.semantic is None:
+            return lexical
+        lexical_part, semantic_part = self.semantic.parts(lexical)
+        return lexical_part + semantic_part
+
+    @property
+    def lexical_score(self) -> float:
+        """BM25+ (and the learned field): the terms' contributions in query order."""
         total = 0.0
         for term in self.terms:
             if term.tf > 0:
@@ -134,6 +166,7 @@ class Explanation:
             "mode": self.mode,
             "score": self.score,
             "score6": round6(self.score),
+            "lexical_score": self.lexical_score,
             "n_docs": self.n_docs,
             "avgdl": self.avgdl,
             "doc_len": self.doc_len,
@@ -168,6 +201,18 @@ class Explanation:
                 }
                 for part in self.learned
             ],
+            "semantic": None if self.semantic is None else self._semantic_dict(self.semantic),
+        }
+
+    def _semantic_dict(self, semantic: SemanticExplanation) -> dict[str, Any]:
+        lexical_part, semantic_part = semantic.parts(self.lexical_score)
+        return {
+            "weight": semantic.weight,
+            "cosine": semantic.cosine,
+            "best_cosine": semantic.best_cosine,
+            "best_lexical": semantic.best_lexical,
+            "lexical_part": lexical_part,
+            "semantic_part": semantic_part,
         }
 
 
@@ -189,6 +234,7 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
         learning = index.ranker.learning_enabled(connection)
         learned_parts, population = index.ranker.learned(connection, counts, corpus)
         learned_len = stored_learning.lengths(connection, [name]).get(name, 0)
+        semantic = _semantic(index, connection, trimmed, counts, corpus, tool.id)
     n_docs, total_len, dfs = statistics
     avgdl = average_length(n_docs, total_len)
     own = {p.term: p for p in postings.get(tool.id, []) if p.term is not None}
@@ -226,7 +272,22 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
         learned_tools=population.count,
         learned_avgdl=population.avgdl,
         learned=learned,
+        semantic=semantic,
     )
+
+
+def _semantic(
+    index: ToolIndex, connection: Connection, query: str, counts: dict[str, int], corpus: Corpus, tool_id: int
+) -> SemanticExplanation | None:
+    found = index.ranker.semantic(connection, query, corpus)
+    if found is None:
+        return None
+    semantic, part = found
+    at = np.flatnonzero(part.tool_ids == tool_id)
+    cosine = float(part.cosines[at[0]]) if at.size else 0.0
+    lexical = index.ranker.rank(connection, counts, corpus, 1).hits
+    best_lexical = lexical[0].score if lexical else 0.0
+    return SemanticExplanation(semantic.weight, cosine, part.best, best_lexical)
 
 
 def _field_parts(term: str, per_field: dict[str, dict[str, int]], contribution: float) -> list[FieldPart]:

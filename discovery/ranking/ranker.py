@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import functools
 import threading
+import warnings
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 from sqlalchemy import Connection
 
+from discovery.errors import EmbeddingUnavailable, SemanticSignalOff
 from discovery.params import query_terms, stored_analyzer_named
 from discovery.ranking import pruning
 from discovery.ranking.bm25 import average_length, idf
 from discovery.ranking.cache import RowCache, TermCache
 from discovery.ranking.corpus import Corpus
+from discovery.ranking.fusion import SemanticPart, VectorSet, fused, semantic_part
 from discovery.ranking.learned import (
     LearnedPopulation,
     LearnedPostings,
@@ -37,8 +40,12 @@ from discovery.ranking.learned import (
 from discovery.ranking.postings import Contribution, TermPostings, norm_table
 from discovery.ranking.topk import RankedTool, candidates, kth_best, ordered, union
 from discovery.text.analyzers import REFERENCE, Analyzer
+
+if TYPE_CHECKING:
+    from discovery.semantic.model import EmbeddingModel
 from store import GroupStats, StoredTool, reads
 from store import learning as stored_learning
+from store import vectors as stored_vectors
 
 PRUNE_FROM = 300_000
 """Corpora this large are searched with pruning. In smaller ones every contribution of the
@@ -60,6 +67,15 @@ class Exclusion:
 class Ranking:
     total_tools: int
     hits: list[RankedTool]
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticQuery:
+    """What fusing a search needs: the catalog's vectors, the query's, the semantic weight."""
+
+    vectors: VectorSet
+    query: np.ndarray
+    weight: float
 
 
 Params = ParamSpec("Params")
@@ -125,6 +141,14 @@ class Ranker:
         self._scores = np.zeros(0)
         self._scores_zeroed = True
         self._scratch = np.zeros(0)
+        # The semantic signal: the index's embedding setting (read with each new generation),
+        # its current vectors (loaded on the first fused search) and the model's query vectors.
+        self._embedding = stored_vectors.EmbeddingState(None, None, 0, 0.0)
+        self._vectors: VectorSet | None = None
+        self._model: EmbeddingModel | None = None
+        self.semantic_problem: str | None = None
+        """Why an index with vectors is searched without them in this process (the model could
+        not be loaded), or ``None``."""
 
     @_serialized
     def rank(
@@ -133,11 +157,15 @@ class Ranker:
         query_terms: dict[str, int],
         corpus: Corpus,
         limit: int | None,
+        *,
+        query: str | None = None,
     ) -> Ranking:
         """The best ``limit`` documents (all when ``None``) by score, then name collation.
 
         Excluded documents are scored with the rest and dropped at the end; their effect on
         ``N``, the average length and each ``df`` is subtracted from the stored aggregates.
+        When the index has vectors and ``query`` (the text the terms came from) is given, the
+        scores are fused with its semantic similarity (``fusion``).
         """
         self._sync(connection)
         exclusion = self._exclusion(connection, corpus)
@@ -148,9 +176,16 @@ class Ranker:
         if limit is not None and limit < 1:
             return Ranking(total_tools=n_docs, hits=[])
         learned = self._learned_terms(connection, query_terms, corpus, exclusion)
-        # A query that reaches the learned field is ranked exhaustively: the pruning bounds
-        # cover the tool-text terms only, and exhaustive is exact by construction.
-        if not learned and limit is not None and self.prune_from is not None and n_docs >= self.prune_from:
+        semantic = self._semantic_query(connection, query) if query is not None else None
+        # A query that reaches the learned field or is fused is ranked exhaustively: the pruning
+        # bounds cover the tool-text terms only, and exhaustive is exact by construction.
+        if (
+            not learned
+            and semantic is None
+            and limit is not None
+            and self.prune_from is not None
+            and n_docs >= self.prune_from
+        ):
             pruned = self._pruned(connection, query_terms, corpus, exclusion, n_docs, avgdl, limit)
             if pruned is not None:
                 return Ranking(total_tools=n_docs, hits=pruned)
@@ -158,10 +193,10 @@ class Ranker:
         present = [entry for entry in entries.values() if entry is not None]
         # Needed only to compute a contribution that is not cached yet.
         norms = functools.cache(functools.partial(norm_table, present, avgdl))
-        if not present and not learned:
+        if not present and not learned and semantic is None:
             return Ranking(total_tools=n_docs, hits=[])
         highest = [entry.max_id for entry in present] + [part.max_id for part in learned]
-        scores = self._zeroed_scores(max(highest) + 1)
+        scores = self._zeroed_scores(max(highest, default=-1) + 1)
         scored: list[tuple[float, np.ndarray]] = []  # each term's weight and documents
         sparse = True
         for term, qtf in query_terms.items():
@@ -186,8 +221,11 @@ class Ranker:
         self._terms.evict()
         dropped = [doc.id for doc in excluded if doc.id < scores.size]
         scores[dropped] = 0.0
-        found = candidates(scores, self._scratch, limit, scored, sparse=sparse)
-        hits = ordered(scores, found, limit, functools.partial(self._names_of, connection))
+        if semantic is not None:
+            hits = self._fused_hits(connection, scores, semantic, corpus, exclusion, limit)
+        else:
+            found = candidates(scores, self._scratch, limit, scored, sparse=sparse)
+            hits = ordered(scores, found, limit, functools.partial(self._names_of, connection))
         # With sparse contributions only, the scores that are not 0 are all among the terms'
         # documents: the array is zeroed for the next search without walking all of it.
         if sparse:
@@ -197,6 +235,67 @@ class Ranker:
             scores.fill(0.0)
         self._scores_zeroed = True
         return Ranking(total_tools=n_docs, hits=hits)
+
+    def _fused_hits(
+        self,
+        connection: Connection,
+        lexical: np.ndarray,
+        semantic: SemanticQuery,
+        corpus: Corpus,
+        exclusion: Exclusion,
+        limit: int | None,
+    ) -> list[RankedTool]:
+        part = self._semantic_part(semantic, corpus, exclusion)
+        size = max(lexical.size, int(semantic.vectors.tool_ids[-1]) + 1 if part.tool_ids.size else 0)
+        scores = fused(lexical, part, semantic.weight, size)
+        found = np.flatnonzero(scores > 0)
+        if limit is not None and found.size > limit:
+            threshold = float(np.partition(scores[found], found.size - limit)[found.size - limit])
+            found = found[scores[found] >= threshold]
+        return ordered(scores, found, limit, functools.partial(self._names_of, connection))
+
+    def _semantic_part(self, semantic: SemanticQuery, corpus: Corpus, exclusion: Exclusion) -> SemanticPart:
+        dropped = np.array(sorted(doc.id for doc in exclusion.documents), dtype=np.int64)
+        return semantic_part(semantic.vectors, semantic.query, corpus.groups, dropped)
+
+    def _semantic_query(self, connection: Connection, query: str) -> SemanticQuery | None:
+        """What fusing ``query`` needs, or ``None`` when the index has no semantic signal (no
+        vectors, weight 0) or this process cannot run its model (``semantic_problem`` says why)."""
+        setting = self._embedding
+        if setting.model is None or setting.weight <= 0 or self.semantic_problem is not None:
+            return None
+        if self._model is None or self._model.spec != setting.model:
+            from discovery.semantic.model import load
+
+            try:
+                self._model = load(setting.model)
+            except EmbeddingUnavailable as error:
+                self.semantic_problem = str(error)
+                warnings.warn(
+                    f"searching without the semantic signal: {error}", SemanticSignalOff, stacklevel=4
+                )
+                return None
+        if self._vectors is None:
+            self._vectors = _vector_set(stored_vectors.current(connection, setting.dimensions))
+        return SemanticQuery(self._vectors, self._model.embed_query(query), setting.weight)
+
+    @_serialized
+    def semantic(
+        self, connection: Connection, query: str, corpus: Corpus
+    ) -> tuple[SemanticQuery, SemanticPart] | None:
+        """The semantic side of a search of ``corpus`` (``None`` when it is not fused): for
+        ``explain``."""
+        self._sync(connection)
+        semantic = self._semantic_query(connection, query)
+        if semantic is None:
+            return None
+        return semantic, self._semantic_part(semantic, corpus, self._exclusion(connection, corpus))
+
+    @_serialized
+    def embedding(self, connection: Connection) -> stored_vectors.EmbeddingState:
+        """The index's embedding setting, as the caller's transaction sees it."""
+        self._sync(connection)
+        return self._embedding
 
     def _pruned(
         self,
@@ -414,6 +513,11 @@ class Ranker:
             self._exclusions.clear()
             self._text_ids.clear()
             self._forget_learned()
+            embedding = stored_vectors.state(connection)
+            if embedding.model != self._embedding.model:
+                self.semantic_problem = None  # another model: try loading it
+            self._embedding = embedding
+            self._vectors = None
         if learning != self._learning:
             cached = self._learning
             if (
@@ -741,3 +845,7 @@ EXCLUSION_REUSE_WINDOW = 8
 """Corpora cached last that a new corpus's exclusion may start from (``_excluding_less``)."""
 EXCLUSION_REUSE_FROM = 64
 """Excluded names from which an exclusion is worth reusing rather than counting again."""
+
+
+def _vector_set(stored: stored_vectors.StoredVectors) -> VectorSet:
+    return VectorSet(stored.tool_ids, stored.groups, stored.rows, stored.scales)

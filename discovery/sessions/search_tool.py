@@ -125,7 +125,7 @@ class SearchTool:
         corpus = view.corpus
         # Selected tools are active, so outside the corpus; rank more only for any that are not.
         rankable_selected = len(selected - corpus.excluded)
-        ranking = ranker.rank(connection, terms, corpus, limit + rankable_selected)
+        ranking = ranker.rank(connection, terms, corpus, limit + rankable_selected, query=query)
         matches = [hit for hit in ranking.hits if hit.name not in selected][:limit]
         activated = activation_order([hit.name for hit in matches])
         active_selected = [*view.live_selected, *(n for n in activated if n not in view.live_selected)]

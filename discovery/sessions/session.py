@@ -361,7 +361,7 @@ class Session:
             terms = self.ranker.query_terms(connection, trimmed)
             selected = set(view.state.selected)
             extra = len(selected - view.corpus.excluded)
-            ranking = self.ranker.rank(connection, terms, view.corpus, limit + extra)
+            ranking = self.ranker.rank(connection, terms, view.corpus, limit + extra, query=trimmed)
         hits = [hit for hit in ranking.hits if hit.name not in selected][:limit]
         return [SearchHit(name=hit.name, score=hit.score) for hit in hits]
 

@@ -1,0 +1,132 @@
+"""Storing tool vectors: ``embed`` over the whole catalog, and the vectors of a catalog write.
+
+``embed`` works in steps of ``EMBED_STEP`` tools, each its own transaction, in name order and
+only over tools without a current vector: a run killed part-way keeps what it wrote, and the
+next run goes on from there. A catalog write embeds the tools it adds or changes in its own
+transaction when the index's model is at hand; otherwise those tools keep no current vector
+(stale) until ``embed`` runs, and the write says how many.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, Engine
+
+from discovery.errors import EmbeddingUnavailable
+from discovery.semantic.model import EmbeddingModel, load, stored_spec
+from discovery.semantic.vectors import quantized, tool_text
+from store import StoredTool, reads
+from store import vectors as stored_vectors
+from store.engine import read_transaction, write_transaction
+
+EMBED_STEP = 256
+"""Tools embedded per transaction: what a killed ``embed`` can lose, and how often it shows
+progress."""
+
+DEFAULT_WEIGHT = 0.5
+"""The semantic part's weight in a fused score, chosen on our own labelled requests over the
+real MCP catalog (``bench/semantic.py``; docs/semantic.md has the figures)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedReport:
+    """What ``embed`` did: the model as recorded, vectors written now, and current in total."""
+
+    model: str
+    embedded: int
+    current: int
+    tools: int
+
+
+def embed_catalog(
+    engine: Engine,
+    spec: str,
+    *,
+    weight: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> EmbedReport:
+    """Give every catalog tool a current vector made by the model ``spec`` names (downloaded
+    first when it is a hub name not yet cached). Another model than the index's replaces every
+    vector; ``weight`` sets the semantic part's weight. ``progress(done, total)`` is called
+    after each step."""
+    model = load(spec, download=True)
+    recorded = stored_spec(spec)
+    digest = model.files.digest()
+    with write_transaction(engine) as connection:
+        setting = stored_vectors.state(connection)
+        chosen = setting.weight if weight is None else weight
+        if setting.model_digest != digest or setting.dimensions != model.dimensions:
+            stored_vectors.clear(connection)
+        if (setting.model, setting.model_digest, setting.dimensions, setting.weight) != (
+            recorded,
+            digest,
+            model.dimensions,
+            chosen,
+        ):
+            stored_vectors.set_state(
+                connection, stored_vectors.EmbeddingState(recorded, digest, model.dimensions, chosen)
+            )
+        stored_vectors.drop_orphans(connection)
+    with read_transaction(engine) as connection:
+        total = stored_vectors.counts(connection).stale
+    done, after = 0, ""
+    if progress is not None:
+        progress(0, total)
+    while True:
+        with read_transaction(engine) as connection:
+            pending = stored_vectors.missing(connection, after, EMBED_STEP)
+            if not pending:
+                break
+            tools = reads.tools_by_names(connection, [name for name, _ in pending])
+        after = pending[-1][0]
+        rows = _vector_rows(model, [(name, digest) for name, digest in pending if name in tools], tools)
+        with write_transaction(engine) as connection:
+            # Written only where the tool is still the record that was embedded.
+            now = dict(stored_vectors.missing_of(connection, [row.tool_name for row in rows]))
+            stored_vectors.write(
+                connection, [row for row in rows if now.get(row.tool_name) == row.content_hash]
+            )
+        done += len(pending)
+        if progress is not None:
+            progress(min(done, total), total)
+    with read_transaction(engine) as connection:
+        counts = stored_vectors.counts(connection)
+    return EmbedReport(recorded, done, counts.current, counts.tools)
+
+
+def embedding_off(engine: Engine) -> int:
+    """Remove every vector and the model setting; how many vectors there were."""
+    with write_transaction(engine) as connection:
+        return stored_vectors.clear(connection)
+
+
+def embed_written(connection: Connection, names: Sequence[str]) -> int:
+    """Embed the tools ``names`` a catalog write just added or changed, in its transaction, when
+    the index has a model and this process can load it; how many were left stale (0 when the
+    index has no semantic signal)."""
+    setting = stored_vectors.state(connection)
+    if setting.model is None or not names:
+        return 0
+    try:
+        model = load(setting.model)
+    except EmbeddingUnavailable:
+        return len(names)
+    if model.dimensions != setting.dimensions:
+        return len(names)
+    pending = stored_vectors.missing_of(connection, names)
+    tools = reads.tools_by_names(connection, [name for name, _ in pending])
+    stored_vectors.write(connection, _vector_rows(model, pending, tools))
+    return 0
+
+
+def _vector_rows(
+    model: EmbeddingModel, pending: Sequence[tuple[str, str]], tools: dict[str, StoredTool]
+) -> list[stored_vectors.VectorRow]:
+    texts = [tool_text(tools[name].label, tools[name].description) for name, _ in pending]
+    rows, scales = quantized(model.embed(texts))
+    return [
+        stored_vectors.VectorRow(name, digest, float(scale), row.tobytes())
+        for (name, digest), row, scale in zip(pending, rows, scales, strict=True)
+    ]

@@ -1,0 +1,80 @@
+"""Fusing the lexical score with the semantic one: a convex combination of normalised scores.
+
+For a query with lexical scores ``L`` (BM25+, exact) and cosines ``c`` with the query's vector,
+a tool of the corpus scores ``(1 - w) * L / max L + w * max(c, 0) / max c``, both maxima over the
+corpus; a part whose maximum is 0 adds nothing. Only tools with a positive fused score place, so
+a query that neither matches a term nor resembles a tool finds nothing. Pure functions of arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SCAN_ROWS = 1024
+"""Vectors converted to float32 at a time, into one buffer: the int8 matrix is never widened
+whole (at a large catalog's size that would cost four times its memory on every search), and a
+block this size stays in the CPU's cache between its conversion and its product."""
+
+
+@dataclass(frozen=True, slots=True)
+class VectorSet:
+    """The current vectors of the catalog: tool ids (ascending), groups, int8 rows, scales."""
+
+    tool_ids: np.ndarray
+    groups: np.ndarray
+    rows: np.ndarray
+    scales: np.ndarray
+
+    @property
+    def dimensions(self) -> int:
+        return int(self.rows.shape[1])
+
+    def cosines(self, query: np.ndarray) -> np.ndarray:
+        """The cosine of every vector with ``query`` (L2-normalised float32)."""
+        out = np.empty(len(self.tool_ids), dtype=np.float32)
+        buffer = np.empty((min(SCAN_ROWS, len(out)), self.rows.shape[1]), dtype=np.float32)
+        for start in range(0, len(out), SCAN_ROWS):
+            block = self.rows[start : start + SCAN_ROWS]
+            widened = buffer[: len(block)]
+            np.copyto(widened, block, casting="unsafe")
+            np.matmul(widened, query, out=out[start : start + len(block)])
+        out *= self.scales
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticPart:
+    """The semantic side of a fused search: per tool id (of the corpus, with a vector) its cosine,
+    and the largest positive cosine of the corpus (0 when none is positive)."""
+
+    tool_ids: np.ndarray
+    cosines: np.ndarray
+    best: float
+
+
+def semantic_part(
+    vectors: VectorSet, query: np.ndarray, groups: tuple[int, ...], dropped: np.ndarray
+) -> SemanticPart:
+    """The cosines of the corpus' tools: those of ``groups`` not in ``dropped`` (sorted ids)."""
+    cosines = vectors.cosines(query)
+    inside = np.isin(vectors.groups, groups)
+    if dropped.size:
+        inside &= ~np.isin(vectors.tool_ids, dropped, assume_unique=True)
+    ids, values = vectors.tool_ids[inside], cosines[inside]
+    best = float(values.max()) if values.size else 0.0
+    return SemanticPart(ids, values, max(best, 0.0))
+
+
+def fused(lexical: np.ndarray, part: SemanticPart, weight: float, size: int) -> np.ndarray:
+    """The fused scores by tool id (an array of ``size``); ``lexical`` holds the corpus' BM25+
+    scores by tool id (0 for tools outside it)."""
+    scores = np.zeros(size)
+    top = float(lexical.max()) if lexical.size else 0.0
+    if top > 0:
+        scores[: lexical.size] = (1.0 - weight) * (lexical / top)
+    if part.best > 0:
+        positive = np.maximum(part.cosines, 0.0).astype(np.float64)
+        scores[part.tool_ids] += weight * (positive / part.best)
+    return scores

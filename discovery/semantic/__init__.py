@@ -1,0 +1,1 @@
+"""The semantic signal: an embedding model run locally, and what it makes of tools and queries."""

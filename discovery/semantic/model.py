@@ -1,0 +1,248 @@
+"""A sentence-embedding model run with ONNX Runtime: found on disk, never fetched at search time.
+
+A model is a directory holding an ONNX sentence-embedding model (``model.onnx`` or
+``onnx/model.onnx``, else its one ``.onnx`` file) and its Hugging Face ``tokenizer.json``; a
+sentence-transformers pooling config (``1_Pooling/config.json``) and
+``sentence_bert_config.json`` are read when present, else mean pooling over at most
+``DEFAULT_MAX_TOKENS`` tokens, as all-MiniLM-L6-v2 expects. Or it is a model name on the Hugging
+Face hub, which ``embed`` downloads once through ``huggingface_hub`` into its cache; searches and
+later writes only look in that cache.
+
+Vectors are L2-normalised float32: the cosine of two is their dot product.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from discovery.errors import EmbeddingUnavailable
+
+INSTALL_HINT = "install the semantic extra: pip install -e '.[semantic]' in a clone of tool-index"
+
+DEFAULT_MAX_TOKENS = 256
+"""all-MiniLM-L6-v2's sequence length (its ``sentence_bert_config.json``)."""
+
+HUB_FILES = (
+    "onnx/model.onnx",
+    "tokenizer.json",
+    "1_Pooling/config.json",
+    "sentence_bert_config.json",
+)
+"""What a hub model is downloaded with: the ONNX export and how to tokenize and pool."""
+
+BATCH = 32
+"""Texts run through the model at once: long enough to keep the cores busy, short enough that
+padding to the longest text of a batch stays cheap."""
+
+QUERY_VECTORS_CACHED = 1024
+"""Query vectors kept per model: a session's searches and an ``explain`` repeat queries."""
+
+POOLING_MODES = {
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFiles:
+    """Where a model's parts are, and how its token vectors become one."""
+
+    onnx: Path
+    tokenizer: Path
+    pooling: str
+    max_tokens: int
+
+    def digest(self) -> str:
+        """A sha256 of the model and tokenizer files: vectors made by other files are not mixed
+        with these."""
+        digest = hashlib.sha256()
+        for path in (self.onnx, self.tokenizer):
+            with path.open("rb") as file:
+                while chunk := file.read(1 << 20):
+                    digest.update(chunk)
+        digest.update(f"{self.pooling}/{self.max_tokens}".encode())
+        return digest.hexdigest()
+
+
+def model_files(directory: Path) -> ModelFiles:
+    """The parts of the model in ``directory``; ``EmbeddingUnavailable`` names what is missing."""
+    if not directory.is_dir():
+        raise EmbeddingUnavailable(f"{directory}: not a directory")
+    usual = [path for path in (directory / "model.onnx", directory / "onnx" / "model.onnx") if path.is_file()]
+    candidates = usual[:1] or sorted(directory.glob("*.onnx")) or sorted((directory / "onnx").glob("*.onnx"))
+    if len(candidates) != 1:
+        found = ", ".join(path.name for path in candidates) if candidates else "none"
+        raise EmbeddingUnavailable(
+            f"{directory}: expected one ONNX model (model.onnx, or one .onnx file), found {found}"
+        )
+    tokenizer = directory / "tokenizer.json"
+    if not tokenizer.is_file():
+        raise EmbeddingUnavailable(f"{directory}: no tokenizer.json (the model's Hugging Face tokenizer)")
+    return ModelFiles(candidates[0], tokenizer, _pooling(directory), _max_tokens(directory))
+
+
+def _json_of(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise EmbeddingUnavailable(f"{path}: not readable JSON ({error})") from None
+    if not isinstance(value, dict):
+        raise EmbeddingUnavailable(f"{path}: expected a JSON object")
+    return value
+
+
+def _pooling(directory: Path) -> str:
+    config = directory / "1_Pooling" / "config.json"
+    if not config.is_file():
+        return "mean"
+    settings = _json_of(config)
+    chosen = [mode for key, mode in POOLING_MODES.items() if settings.get(key)]
+    if len(chosen) != 1:
+        raise EmbeddingUnavailable(f"{config}: one pooling mode of mean, cls or max expected")
+    return chosen[0]
+
+
+def _max_tokens(directory: Path) -> int:
+    config = directory / "sentence_bert_config.json"
+    if not config.is_file():
+        return DEFAULT_MAX_TOKENS
+    value = _json_of(config).get("max_seq_length", DEFAULT_MAX_TOKENS)
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 8192:
+        raise EmbeddingUnavailable(f"{config}: max_seq_length must be a whole number from 1 to 8192")
+    return value
+
+
+def resolve(spec: str, *, download: bool) -> Path:
+    """The directory of the model ``spec`` names: a directory as given, or a hub model's files in
+    the local cache, downloaded first when ``download``."""
+    path = Path(spec).expanduser()
+    if path.is_dir() or spec.startswith((".", "/", "~")) or path.exists():
+        return path.resolve()
+    repo = spec if "/" in spec else f"sentence-transformers/{spec}"
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise EmbeddingUnavailable(f"model {spec!r} is not a directory; {INSTALL_HINT}") from None
+    try:
+        found = snapshot_download(repo, allow_patterns=list(HUB_FILES), local_files_only=not download)
+    except Exception as error:  # noqa: BLE001 - the hub client raises many kinds, each "not at hand"
+        how = (
+            "could not be downloaded"
+            if download
+            else "is not in the local model cache (run `tool-index embed`)"
+        )
+        raise EmbeddingUnavailable(f"model {repo!r} {how}: {error}") from None
+    return Path(found)
+
+
+class EmbeddingModel:
+    """One loaded model; thread-safe (ONNX Runtime sessions may be run from several threads,
+    the query cache is locked)."""
+
+    def __init__(self, spec: str, files: ModelFiles) -> None:
+        try:
+            import onnxruntime
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise EmbeddingUnavailable(
+                f"the semantic signal needs onnxruntime and tokenizers; {INSTALL_HINT}"
+            ) from None
+        self.spec = spec
+        self.files = files
+        try:
+            tokenizer = Tokenizer.from_file(str(files.tokenizer))
+            options = onnxruntime.SessionOptions()
+            options.log_severity_level = 3
+            session = onnxruntime.InferenceSession(
+                str(files.onnx), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as error:  # noqa: BLE001 - tokenizers raises bare Exception for a bad file
+            raise EmbeddingUnavailable(f"{files.onnx.parent}: cannot load the model ({error})") from None
+        tokenizer.enable_truncation(files.max_tokens)
+        tokenizer.enable_padding()
+        self._tokenizer = tokenizer
+        self._session = session
+        self._inputs = {node.name for node in session.get_inputs()}
+        if not {"input_ids", "attention_mask"} <= self._inputs:
+            raise EmbeddingUnavailable(
+                f"{files.onnx}: not a sentence-embedding model (needs input_ids and attention_mask inputs)"
+            )
+        outputs = [node.name for node in session.get_outputs()]
+        self._output = "sentence_embedding" if "sentence_embedding" in outputs else outputs[0]
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.dimensions = int(self.embed(["dimensions"]).shape[1])
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One L2-normalised float32 row per text."""
+        rows = [self._batch(texts[start : start + BATCH]) for start in range(0, len(texts), BATCH)]
+        return np.concatenate(rows) if rows else np.zeros((0, getattr(self, "dimensions", 0)), np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        with self._lock:
+            found = self._queries.get(text)
+            if found is not None:
+                self._queries.move_to_end(text)
+                return found
+        vector: np.ndarray = self.embed([text])[0]
+        vector.setflags(write=False)
+        with self._lock:
+            self._queries[text] = vector
+            if len(self._queries) > QUERY_VECTORS_CACHED:
+                self._queries.popitem(last=False)
+        return vector
+
+    def _batch(self, texts: Sequence[str]) -> np.ndarray:
+        encoded = self._tokenizer.encode_batch(list(texts))
+        ids = np.array([e.ids for e in encoded], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        (output,) = self._session.run([self._output], feed)
+        output = np.asarray(output, dtype=np.float32)
+        pooled = output if output.ndim == 2 else _pooled(output, mask, self.files.pooling)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        result: np.ndarray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return result
+
+
+def _pooled(tokens: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
+    """One vector per text from its tokens' (``tokens``: batch × tokens × dimensions)."""
+    if mode == "cls":
+        first: np.ndarray = tokens[:, 0]
+        return first
+    weights = mask[..., None].astype(np.float32)
+    if mode == "max":
+        largest: np.ndarray = np.where(weights > 0, tokens, -np.inf).max(axis=1)
+        return largest
+    summed: np.ndarray = (tokens * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+    return summed
+
+
+_loaded: dict[str, EmbeddingModel] = {}
+_loading = threading.Lock()
+
+
+def load(spec: str, *, download: bool = False) -> EmbeddingModel:
+    """The model ``spec`` names, loaded once per process."""
+    with _loading:
+        if spec not in _loaded:
+            _loaded[spec] = EmbeddingModel(spec, model_files(resolve(spec, download=download)))
+        return _loaded[spec]
+
+
+def stored_spec(spec: str) -> str:
+    """How a model is recorded in an index: a directory by its absolute path, a hub model by name."""
+    path = Path(spec).expanduser()
+    return str(path.resolve()) if path.is_dir() else spec

