@@ -1,6 +1,7 @@
 """Learning from use: what the learned field gains, measured on requests it never learned from.
 
     python -m bench.learning [--analyzers reference,enhanced] [--per-tool 5,20] [--weights 1.0]
+                             [--semantic MODEL]
 
 Two sets, each split so that no query tested was learned from:
 
@@ -185,11 +186,14 @@ def mcp_rows(template: Path, workdir: Path) -> list[tuple[str, Measured]]:
     return rows
 
 
-def template_of(catalog: Path, analyzer: str, workdir: Path) -> Path:
+def template_of(catalog: Path, analyzer: str, workdir: Path, model: str | None = None) -> Path:
+    """A fresh index of ``catalog``; with ``model``, its tools embedded (the semantic signal on)."""
     path = workdir / f"{catalog.parent.name}-{catalog.stem}-{analyzer}.db"
     if not path.exists():
         with ToolIndex.open(str(path), analyzer=analyzer) as index:
             index.upsert_tools(read_jsonl(catalog))
+            if model is not None:
+                index.embed(model)
     return path
 
 
@@ -201,6 +205,9 @@ def main() -> None:
     parser.add_argument("--per-tool", default="5,20")
     parser.add_argument("--weights", default=str(LEARNED_WEIGHT))
     parser.add_argument("--sets", default="metatool,mcp")
+    parser.add_argument(
+        "--semantic", metavar="MODEL", help="embed the catalogs with MODEL: both signals at once"
+    )
     args = parser.parse_args()
     analyzers = args.analyzers.split(",")
     weights = [float(w) for w in args.weights.split(",")]
@@ -217,11 +224,11 @@ def main() -> None:
                 setattr(learned_module, "LEARNED_WEIGHT", weight)  # noqa: B010
                 rows: list[tuple[str, Measured]] = []
                 if "metatool" in sets:
-                    template = template_of(METATOOL / "catalog.jsonl", analyzer, workdir)
+                    template = template_of(METATOOL / "catalog.jsonl", analyzer, workdir, args.semantic)
                     for split in metatool_splits(per_tool):
                         rows.append((split.name, measure(template, workdir, split.train, split.test)))
                 if "mcp" in sets:
-                    rows += mcp_rows(template_of(MCP_CATALOG, analyzer, workdir), workdir)
+                    rows += mcp_rows(template_of(MCP_CATALOG, analyzer, workdir, args.semantic), workdir)
                 for name, result in rows:
                     table.add_row(
                         name,
