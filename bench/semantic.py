@@ -1,6 +1,7 @@
 """The semantic signal: what it finds, what it costs, measured through the real index.
 
     python -m bench.semantic --model DIR [--parts quality,weights,speed,memory] [--size 100000]
+                             [--rounds 5] [--workdir DIR]
 
 - quality: Recall@1/5 and MRR@10 (``tool-index eval``'s measure) of lexical, semantic alone
   (weight 1) and fused (the shipped weight) on MetaTool (199 tools, 21,060 queries), the real
@@ -250,12 +251,14 @@ def main() -> None:
     parser.add_argument("--parts", default="quality,weights,speed,memory")
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--workdir", type=Path, help="keep the databases here between runs")
     args = parser.parse_args()
     parts = args.parts.split(",")
     console = Console(width=140)
     console.print(f"cores: {os.cpu_count()}")
     with tempfile.TemporaryDirectory(prefix="tool-index-semantic-") as directory:
-        workdir = Path(directory)
+        workdir = args.workdir or Path(directory)
+        workdir.mkdir(parents=True, exist_ok=True)
         if "quality" in parts:
             quality(args.model, workdir, console)
         if "weights" in parts:

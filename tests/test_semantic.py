@@ -299,6 +299,15 @@ def test_cli_embed_errors_and_output(sqlite_url: str, model_dir: Path, tmp_path:
     absent = cli(sqlite_url, "embed", "--model", str(tmp_path / "nothing"))
     assert absent.returncode == 1
     assert absent.stderr == f"Error: {tmp_path / 'nothing'}: not a directory\n"
+    hostile = cli(sqlite_url, "embed", "--model", str(tmp_path / "x\x1b[31m\nline"))
+    assert hostile.stderr == f"Error: {tmp_path}/x\\u001b[31m\\nline: not a directory\n"
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    (garbage / "model.onnx").write_bytes(b"\x00not a model\n")
+    (garbage / "tokenizer.json").symlink_to((model_dir / "tokenizer.json").resolve())
+    broken = cli(sqlite_url, "embed", "--model", str(garbage))
+    assert broken.returncode == 1 and broken.stderr.count("\n") == 1, broken.stderr
+    assert broken.stderr.startswith(f"Error: {garbage}: cannot load the model (")
     bad_weight = cli(sqlite_url, "embed", "--model", str(model_dir), "--weight", "nan")
     assert bad_weight.returncode == 2
     done = cli(sqlite_url, "embed", "--model", str(model_dir), "--weight", "0.4")

@@ -74,20 +74,27 @@ class ModelFiles:
         return digest.hexdigest()
 
 
+def _where(text: Path | str | BaseException) -> str:
+    """A path or a library's message for an error message, on one line whatever its characters."""
+    return json.dumps(str(text), ensure_ascii=False)[1:-1]
+
+
 def model_files(directory: Path) -> ModelFiles:
     """The parts of the model in ``directory``; ``EmbeddingUnavailable`` names what is missing."""
     if not directory.is_dir():
-        raise EmbeddingUnavailable(f"{directory}: not a directory")
+        raise EmbeddingUnavailable(f"{_where(directory)}: not a directory")
     usual = [path for path in (directory / "model.onnx", directory / "onnx" / "model.onnx") if path.is_file()]
     candidates = usual[:1] or sorted(directory.glob("*.onnx")) or sorted((directory / "onnx").glob("*.onnx"))
     if len(candidates) != 1:
-        found = ", ".join(path.name for path in candidates) if candidates else "none"
+        found = ", ".join(_where(path.name) for path in candidates) if candidates else "none"
         raise EmbeddingUnavailable(
-            f"{directory}: expected one ONNX model (model.onnx, or one .onnx file), found {found}"
+            f"{_where(directory)}: expected one ONNX model (model.onnx, or one .onnx file), found {found}"
         )
     tokenizer = directory / "tokenizer.json"
     if not tokenizer.is_file():
-        raise EmbeddingUnavailable(f"{directory}: no tokenizer.json (the model's Hugging Face tokenizer)")
+        raise EmbeddingUnavailable(
+            f"{_where(directory)}: no tokenizer.json (the model's Hugging Face tokenizer)"
+        )
     return ModelFiles(candidates[0], tokenizer, _pooling(directory), _max_tokens(directory))
 
 
@@ -95,9 +102,9 @@ def _json_of(path: Path) -> dict[str, Any]:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise EmbeddingUnavailable(f"{path}: not readable JSON ({error})") from None
+        raise EmbeddingUnavailable(f"{_where(path)}: not readable JSON ({_where(error)})") from None
     if not isinstance(value, dict):
-        raise EmbeddingUnavailable(f"{path}: expected a JSON object")
+        raise EmbeddingUnavailable(f"{_where(path)}: expected a JSON object")
     return value
 
 
@@ -108,7 +115,7 @@ def _pooling(directory: Path) -> str:
     settings = _json_of(config)
     chosen = [mode for key, mode in POOLING_MODES.items() if settings.get(key)]
     if len(chosen) != 1:
-        raise EmbeddingUnavailable(f"{config}: one pooling mode of mean, cls or max expected")
+        raise EmbeddingUnavailable(f"{_where(config)}: one pooling mode of mean, cls or max expected")
     return chosen[0]
 
 
@@ -118,7 +125,7 @@ def _max_tokens(directory: Path) -> int:
         return DEFAULT_MAX_TOKENS
     value = _json_of(config).get("max_seq_length", DEFAULT_MAX_TOKENS)
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 8192:
-        raise EmbeddingUnavailable(f"{config}: max_seq_length must be a whole number from 1 to 8192")
+        raise EmbeddingUnavailable(f"{_where(config)}: max_seq_length must be a whole number from 1 to 8192")
     return value
 
 
@@ -141,7 +148,7 @@ def resolve(spec: str, *, download: bool) -> Path:
             if download
             else "is not in the local model cache (run `tool-index embed`)"
         )
-        raise EmbeddingUnavailable(f"model {repo!r} {how}: {error}") from None
+        raise EmbeddingUnavailable(f"model {repo!r} {how}: {_where(error)}") from None
     return Path(found)
 
 
@@ -172,7 +179,9 @@ class EmbeddingModel:
                 str(files.onnx), options, providers=["CPUExecutionProvider"]
             )
         except Exception as error:  # noqa: BLE001 - tokenizers raises bare Exception for a bad file
-            raise EmbeddingUnavailable(f"{files.onnx.parent}: cannot load the model ({error})") from None
+            raise EmbeddingUnavailable(
+                f"{_where(files.onnx.parent)}: cannot load the model ({_where(error)})"
+            ) from None
         tokenizer.enable_truncation(files.max_tokens)
         tokenizer.enable_padding()
         self._tokenizer = tokenizer
@@ -180,7 +189,8 @@ class EmbeddingModel:
         self._inputs = {node.name for node in session.get_inputs()}
         if not {"input_ids", "attention_mask"} <= self._inputs:
             raise EmbeddingUnavailable(
-                f"{files.onnx}: not a sentence-embedding model (needs input_ids and attention_mask inputs)"
+                f"{_where(files.onnx)}: not a sentence-embedding model "
+                "(needs input_ids and attention_mask inputs)"
             )
         outputs = [node.name for node in session.get_outputs()]
         self._output = "sentence_embedding" if "sentence_embedding" in outputs else outputs[0]
