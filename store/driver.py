@@ -7,7 +7,7 @@ Statements are written with ``?`` markers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Connection
@@ -24,6 +24,19 @@ def fetch(connection: Connection, statement: str, params: Sequence[Any] = ()) ->
     try:
         cursor.execute(_sql(connection, statement), tuple(params))
         return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+def fetch_blocks(
+    connection: Connection, statement: str, params: Sequence[Any] = (), size: int = 4096
+) -> Iterator[list[Any]]:
+    """The rows of one query, ``size`` at a time: for results too large to hold as rows at once."""
+    cursor = connection.connection.cursor()
+    try:
+        cursor.execute(_sql(connection, statement), tuple(params))
+        while block := cursor.fetchmany(size):
+            yield list(block)
     finally:
         cursor.close()
 

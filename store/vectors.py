@@ -10,7 +10,8 @@ so other processes reload the vectors with their other catalog caches.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +35,8 @@ class EmbeddingState:
 
 @dataclass(frozen=True, slots=True)
 class StoredVectors:
-    """Every current vector of the catalog: tool ids and groups, int8 rows and their scales."""
+    """Every current vector of the catalog: tool ids and groups, int8 rows and their scales, in
+    the same order (not sorted by id)."""
 
     tool_ids: np.ndarray
     groups: np.ndarray
@@ -163,24 +165,48 @@ def counts(connection: Connection) -> VectorCounts:
 
 
 def current(connection: Connection, dimensions: int) -> StoredVectors:
-    """Every current vector, by tool id."""
-    rows = driver.fetch(
-        connection,
-        "SELECT t.id, t.grp, v.scale, v.vector FROM tool_vectors v JOIN tools t "
-        "ON t.name = v.tool_name AND t.content_hash = v.content_hash ORDER BY t.id",
-    )
-    matrix = np.zeros((len(rows), dimensions), dtype=np.int8)
-    for i, (_, _, _, vector) in enumerate(rows):
-        value = bytes(vector)
-        if len(value) != dimensions:
-            raise damaged(f"a stored vector has {len(value)} values, the index's model {dimensions}")
-        matrix[i] = np.frombuffer(value, dtype=np.int8)
-    return StoredVectors(
-        tool_ids=np.array([row[0] for row in rows], dtype=np.int64),
-        groups=np.array([row[1] for row in rows], dtype=np.int16),
-        rows=matrix,
-        scales=np.array([row[2] for row in rows], dtype=np.float32),
-    )
+    """Every current vector, in no particular order. Read in blocks straight into the arrays and, on SQLite,
+    through a small page cache: the table is read once per catalog generation, and its pages
+    (and the tools' rows the join visits) kept in the connection's large cache would cost a
+    serving process more memory than the vectors themselves."""
+    join = "FROM tool_vectors v JOIN tools t ON t.name = v.tool_name AND t.content_hash = v.content_hash"
+    with _small_page_cache(connection):
+        count = int(driver.fetch(connection, f"SELECT COUNT(*) {join}")[0][0])
+        tool_ids = np.zeros(count, dtype=np.int64)
+        groups = np.zeros(count, dtype=np.int16)
+        scales = np.zeros(count, dtype=np.float32)
+        matrix = np.zeros((count, dimensions), dtype=np.int8)
+        at = 0
+        for block in driver.fetch_blocks(connection, f"SELECT t.id, t.grp, v.scale, v.vector {join}"):
+            for tool_id, grp, scale, vector in block:
+                if at >= count:
+                    raise damaged("the tool vectors changed while they were read")
+                value = bytes(vector)
+                if len(value) != dimensions:
+                    raise damaged(f"a stored vector has {len(value)} values, the index's model {dimensions}")
+                matrix[at] = np.frombuffer(value, dtype=np.int8)
+                tool_ids[at], groups[at], scales[at] = tool_id, grp, scale
+                at += 1
+    if at != count:
+        raise damaged("the tool vectors changed while they were read")
+    return StoredVectors(tool_ids=tool_ids, groups=groups, rows=matrix, scales=scales)
+
+
+@contextmanager
+def _small_page_cache(connection: Connection) -> Iterator[None]:
+    if connection.dialect.name != "sqlite":
+        yield
+        return
+    before = driver.fetch(connection, "PRAGMA cache_size")[0][0]
+    driver.execute(connection, f"PRAGMA cache_size = -{READ_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        driver.execute(connection, f"PRAGMA cache_size = {int(before)}")
+
+
+READ_CACHE_KIB = 2048
+"""The page cache a read of every vector goes through."""
 
 
 def of_tools(connection: Connection, names: Sequence[str]) -> dict[str, tuple[str, float, bytes]]:

@@ -20,7 +20,8 @@ block this size stays in the CPU's cache between its conversion and its product.
 
 @dataclass(frozen=True, slots=True)
 class VectorSet:
-    """The current vectors of the catalog: tool ids (ascending), groups, int8 rows, scales."""
+    """The current vectors of the catalog: tool ids, groups, int8 rows, scales, in one order
+    (any: every use goes by tool id)."""
 
     tool_ids: np.ndarray
     groups: np.ndarray
@@ -30,6 +31,10 @@ class VectorSet:
     @property
     def dimensions(self) -> int:
         return int(self.rows.shape[1])
+
+    @property
+    def max_id(self) -> int:
+        return int(self.tool_ids.max()) if self.tool_ids.size else -1
 
     def cosines(self, query: np.ndarray) -> np.ndarray:
         """The cosine of every vector with ``query`` (L2-normalised float32)."""
@@ -57,11 +62,11 @@ class SemanticPart:
 def semantic_part(
     vectors: VectorSet, query: np.ndarray, groups: tuple[int, ...], dropped: np.ndarray
 ) -> SemanticPart:
-    """The cosines of the corpus' tools: those of ``groups`` not in ``dropped`` (sorted ids)."""
+    """The cosines of the corpus' tools: those of ``groups`` not in ``dropped``."""
     cosines = vectors.cosines(query)
     inside = np.isin(vectors.groups, groups)
     if dropped.size:
-        inside &= ~np.isin(vectors.tool_ids, dropped, assume_unique=True)
+        inside &= ~np.isin(vectors.tool_ids, dropped)
     ids, values = vectors.tool_ids[inside], cosines[inside]
     best = float(values.max()) if values.size else 0.0
     return SemanticPart(ids, values, max(best, 0.0))

@@ -246,7 +246,7 @@ class Ranker:
         limit: int | None,
     ) -> list[RankedTool]:
         part = self._semantic_part(semantic, corpus, exclusion)
-        size = max(lexical.size, int(semantic.vectors.tool_ids[-1]) + 1 if part.tool_ids.size else 0)
+        size = max(lexical.size, semantic.vectors.max_id + 1)
         scores = fused(lexical, part, semantic.weight, size)
         found = np.flatnonzero(scores > 0)
         if limit is not None and found.size > limit:
