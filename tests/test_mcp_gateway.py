@@ -399,7 +399,8 @@ def test_http_clients_that_name_no_session_get_one_each(tmp_path: Path) -> None:
 
         anyio.run(run)
     listed = json.loads(cli(db, "sessions", "--json").stdout)
-    assert sorted(entry["selected"] for entry in listed) == [0, 1]
+    # The second client only listed and was refused: its session never changed, so is not stored.
+    assert [entry["selected"] for entry in listed] == [1]
 
 
 def test_http_with_a_token_refuses_requests_without_it(tmp_path: Path) -> None:

@@ -241,6 +241,14 @@ async def _sync(
     help="HTTP: require 'Authorization: Bearer SECRET' (required for a --host other than loopback).",
 )
 @click.option(
+    "--tokens",
+    "tokens_path",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help='HTTP: a JSON file {"alice": "SECRET", ...}: each token is an identity, and a session '
+    "belongs to the identity that made it.",
+)
+@click.option(
     "--mode",
     type=click.Choice(["mcp-only", "all", "auto"]),
     default="mcp-only",
@@ -283,6 +291,7 @@ def serve(
     host: str,
     port: int,
     token: str | None,
+    tokens_path: str | None,
     mode: str,
     expose_active: bool,
     refresh: float | None,
@@ -305,10 +314,21 @@ def serve(
     """
     config = _config(config_path, allow, deny)
     from discovery.mcp.gateway import Gateway, GatewayOptions
-    from discovery.mcp.serve import check_bind, serve_http, serve_stdio
+    from discovery.mcp.serve import SINGLE_IDENTITY, check_bind, load_tokens, serve_http, serve_stdio
 
+    tokens = None
+    if tokens_path is not None:
+        if transport != "http":
+            raise click.UsageError("--tokens is for --transport http")
+        if token is not None and click.get_current_context().get_parameter_source("token") == (
+            click.core.ParameterSource.COMMANDLINE
+        ):
+            raise click.UsageError("give --token or --tokens, not both")
+        tokens = load_tokens(tokens_path)
+    elif token:
+        tokens = {SINGLE_IDENTITY: token}
     if transport == "http":
-        check_bind(host, token)
+        check_bind(host, "yes" if tokens else None)
         if session_id is not None:
             # A session of the process would be shared by every client that names none.
             raise click.UsageError(
@@ -323,13 +343,14 @@ def serve(
         max_starting=max_starting,
         max_result_bytes=max_result_bytes,
         per_client=transport == "http",
+        identities=tokens_path is not None,
     )
     with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
         gateway = Gateway(index, config, options, errlog=sys.stderr, upstream_errlog=errlog)
         if transport == "stdio":
             _anyio_run(serve_stdio, gateway)
         else:
-            _anyio_run(serve_http, gateway, host, port, token)
+            _anyio_run(serve_http, gateway, host, port, tokens)
 
 
 MCP_COMMANDS = (sync, serve, client)

@@ -14,7 +14,7 @@ import json
 import sys
 import time
 import weakref
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
@@ -22,7 +22,7 @@ from typing import Any, TextIO, TypeVar
 import anyio
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
-from mcp.server.session import ServerSession
+from mcp.server.connection import Connection
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types import INVALID_PARAMS
@@ -35,6 +35,7 @@ from discovery.mcp.scope import GatewayScope
 from discovery.mcp.sessions import (
     NEW_SESSION_MODE,
     GatewaySession,
+    NotYourSession,
     Pending,
     write_pending,
 )
@@ -54,6 +55,14 @@ from store import StoredTool
 from store.errors import StoreError
 
 T = TypeVar("T")
+
+DEFAULT_SESSION_CACHE = 256
+"""Sessions kept in memory, the most recently used; another is read again from the database
+when it is next used. Each holds its pins and a cached view: a client naming sessions at random
+must not grow the process without bound."""
+IDENTITY = "tool_index.identity"
+"""The key of the ASGI scope where ``serve --tokens`` puts the identity whose token a request
+carried (``discovery.mcp.serve``)."""
 
 CALL_TOOL_NAME = "call_tool"
 CALL_PARAMETERS: dict[str, Any] = {
@@ -92,6 +101,17 @@ class GatewayOptions:
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     per_client: bool = False
     """Over HTTP: no process session; a client that names none gets its own, by its connection."""
+    identities: bool = False
+    """Over HTTP with ``--tokens``: each session belongs to the identity that made it."""
+    session_cache: int = DEFAULT_SESSION_CACHE
+
+
+def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
+    """The client's connection a request came on (over HTTP, its ``Mcp-Session-Id``): the SDK
+    gives each request a ``ServerSession`` of its own, over the connection's one object, which
+    lives as long as the connection does and no longer."""
+    connection: Connection = ctx.session._connection
+    return connection
 
 
 def text_result(text: str, *, is_error: bool) -> types.CallToolResult:
@@ -124,13 +144,16 @@ class Gateway:
             max_starting=options.max_starting,
             max_result_bytes=options.max_result_bytes,
         )
-        self.sessions: dict[str, GatewaySession] = {}
+        self.sessions: OrderedDict[tuple[str | None, str], GatewaySession] = OrderedDict()
+        """The sessions in memory by (identity, id), least recently used first."""
         self.default_session: GatewaySession | None = None
-        self._by_connection: dict[str, GatewaySession] = {}
+        # Keyed by the connection's own object, so an entry goes when its connection does (the
+        # transport ends idle connections): nothing here outlives the clients.
+        self._by_connection: weakref.WeakKeyDictionary[Connection, str] = weakref.WeakKeyDictionary()
+        self._clients: weakref.WeakKeyDictionary[Connection, set[str]] = weakref.WeakKeyDictionary()
         self._opening = anyio.Lock()
         self._connecting = anyio.Lock()
-        self._clients: dict[str, weakref.WeakSet[ServerSession]] = {}
-        self._buses: dict[str, tuple[InMemorySubscriptionBus, ListenHandler]] = {}
+        self._buses: dict[str, tuple[InMemorySubscriptionBus, ListenHandler, int]] = {}
         self._backlog: deque[tuple[GatewaySession, Pending]] = deque()
         self._draining = False
         self.server: Server[Any] = _Server(
@@ -149,7 +172,7 @@ class Gateway:
         try:
             await self.library.run(self._say_what_is_served)
             if not self.options.per_client:
-                self.default_session = await self._open(self.options.session_id)
+                self.default_session = await self._open(self.options.session_id, announce=True)
         except BaseException:
             await self.upstreams.__aexit__(None, None, None)
             raise
@@ -191,39 +214,82 @@ class Gateway:
 
     # Sessions
 
-    async def _open(self, session_id: str | None) -> GatewaySession:
+    async def _open(
+        self, session_id: str | None, identity: str | None = None, *, announce: bool = False
+    ) -> GatewaySession:
+        """The session ``session_id`` of ``identity`` (``None``: no identities), from memory or
+        read from the database. One not stored yet is read again at each use, in case another
+        client or process has made it since. ``announce``: say a new session's id at once (the
+        process's own, which the user needs to resume it)."""
         async with self._opening:
-            if session_id is not None and session_id in self.sessions:
-                return self.sessions[session_id]
-            opened = await self.library.run(
-                GatewaySession.open, self.index, session_id, self.options.mode, self.scope
+            cached = None
+            if session_id is not None:
+                cached = self.sessions.get((identity, session_id))
+                if cached is not None:
+                    self.sessions.move_to_end((identity, session_id))
+                    if cached.stored:
+                        return cached
+            # Written first: a session evicted with entries still in the backlog reads them back.
+            opened: GatewaySession = await self.library.run(
+                self._written_first,
+                GatewaySession.open,
+                self.index,
+                session_id,
+                self.options.mode,
+                self.scope,
+                identity,
             )
-            self.sessions[opened.id] = opened
-            self.say(f"session {opened.id} ({'new' if opened.created else 'resumed'})")
+            if cached is not None and not opened.stored:
+                return cached
+            opened.on_created = self._created
+            self.sessions[(identity, opened.id)] = opened
+            while len(self.sessions) > self.options.session_cache:
+                self.sessions.popitem(last=False)
+            if opened.stored:
+                self.say(f"session {opened.id} (resumed)")
+            elif announce:
+                self.say(f"session {opened.id} (new)")
             return opened
+
+    def _created(self, gateway_session: GatewaySession) -> None:
+        if gateway_session is not self.default_session:
+            self.say(f"session {gateway_session.id} (new)")
+
+    def _identity(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        """The identity whose token the request carried, when sessions belong to identities."""
+        if not self.options.identities:
+            return None
+        scope = getattr(ctx.request, "scope", None) or {}
+        identity = scope.get(IDENTITY)
+        if not isinstance(identity, str):  # the token check sets it before any request gets here
+            raise MCPError(INVALID_PARAMS, "this request carries no identity")
+        return identity
 
     async def session_of(self, ctx: ServerRequestContext[Any, Any]) -> GatewaySession:
         """The session of a request: ``?session=`` on HTTP, else the process's own."""
         request = ctx.request
         query: Mapping[str, str] = getattr(request, "query_params", None) or {}
         wanted = query.get("session")
+        identity = self._identity(ctx)
         if wanted is None and self.options.per_client:
-            gateway_session = await self._connection_session(ctx)
+            gateway_session = await self._connection_session(ctx, identity)
         elif wanted is None:
             assert self.default_session is not None
             gateway_session = self.default_session
         else:
             try:
-                gateway_session = await self._open(wanted)
-            except StoreError:
-                raise  # the database failed, not the client's session id
+                gateway_session = await self._open(wanted, identity)
+            except (StoreError, NotYourSession):
+                raise  # the database failed, not the client's session id; or it is not theirs
             except ToolIndexError as exc:
                 raise MCPError(INVALID_PARAMS, f"session {wanted!r}: {exc}") from exc
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            self._clients.setdefault(gateway_session.id, weakref.WeakSet()).add(ctx.session)
+            self._clients.setdefault(connection_of(ctx), set()).add(gateway_session.id)
         return gateway_session
 
-    async def _connection_session(self, ctx: ServerRequestContext[Any, Any]) -> GatewaySession:
+    async def _connection_session(
+        self, ctx: ServerRequestContext[Any, Any], identity: str | None
+    ) -> GatewaySession:
         """A new session of its own for each HTTP connection that names none. A handshake-era
         client is its ``Mcp-Session-Id``: the transport makes it up, unguessable, and refuses a
         request whose id it did not give. A 2026-07-28 client has no connection at all, so it
@@ -237,16 +303,21 @@ class Gateway:
                 "session in the endpoint's query, as in /mcp?session=ID",
             )
         async with self._connecting:
-            if connection not in self._by_connection:
-                self._by_connection[connection] = await self._open(None)
-            return self._by_connection[connection]
+            # The transport refuses an Mcp-Session-Id it did not give, or gave to another token.
+            session_id = self._by_connection.get(connection_of(ctx))
+            gateway_session = await self._open(session_id, identity)
+            self._by_connection[connection_of(ctx)] = gateway_session.id
+            return gateway_session
 
     # tools/list
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        gateway_session = await self.session_of(ctx)
+        try:
+            gateway_session = await self.session_of(ctx)
+        except NotYourSession as exc:
+            raise MCPError(INVALID_PARAMS, str(exc)) from None
         tools = [
             types.Tool(
                 name=SEARCH_TOOL_NAME,
@@ -279,7 +350,10 @@ class Gateway:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        gateway_session = await self.session_of(ctx)
+        try:
+            gateway_session = await self.session_of(ctx)
+        except NotYourSession as exc:
+            return text_result(f"Refused: {exc}.", is_error=True)
         arguments = params.arguments
         if params.name == SEARCH_TOOL_NAME:
             return await self._search(ctx, gateway_session, arguments or {})
@@ -304,7 +378,10 @@ class Gateway:
     async def _search(
         self, ctx: ServerRequestContext[Any, Any], gateway_session: GatewaySession, arguments: dict[str, Any]
     ) -> types.CallToolResult:
-        outcome = await self.library.run(self._written_first, gateway_session.search, arguments)
+        try:
+            outcome = await self.library.run(self._written_first, gateway_session.search, arguments)
+        except NotYourSession as exc:
+            return text_result(f"Refused: {exc}.", is_error=True)
         if outcome.activated:
             self._later(gateway_session, gateway_session.pinning(outcome.activated))
             if self.options.expose_active:
@@ -331,6 +408,11 @@ class Gateway:
         if arguments is None:
             await self._log(gateway_session, name, server, started, False, "described")
             return text_result(_described(tool.description, tool.input_schema, name), is_error=False)
+        try:
+            # The call is logged, so the session is stored first (active at its start, in a new one).
+            await self.library.run(self._written_first, gateway_session.store)
+        except NotYourSession as exc:
+            return text_result(f"Refused: {exc}.", is_error=True)
         upstream = self.upstreams.upstream(located[0])
         try:
             result = await self.upstreams.call_upstream(upstream, located[1], arguments)
@@ -373,7 +455,10 @@ class Gateway:
             )
         if name not in gateway_session.pins:
             # Activated outside the gateway, or by a search whose pins are still in the backlog.
-            await self.library.run(self._written_first, self._pin_missing, gateway_session, name)
+            try:
+                await self.library.run(self._written_first, self._pin_missing, gateway_session, name)
+            except NotYourSession as exc:
+                return "not yours", f"Refused: {exc}."
         elif gateway_session.changed(name, tool):
             await self.library.run(self._written_first, gateway_session.unpin_changed, name)
             if self.options.expose_active:
@@ -403,7 +488,10 @@ class Gateway:
         """Write a log entry after the answer is sent. Entries wait in a backlog that the worker
         writes in one transaction, as soon as it is free, and always before any later write of
         the gateway (``_written_first``), so the log keeps the order of the calls; only a gateway
-        killed before the worker got to them loses them."""
+        killed before the worker got to them loses them. A session not stored yet has no log:
+        what it did was read-only (a listing, a description, a refusal), and is not kept."""
+        if not gateway_session.stored:
+            return
         self._backlog.append((gateway_session, pending))
         if not self._draining:
             self._draining = True
@@ -442,20 +530,34 @@ class Gateway:
     async def _listen(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
-        gateway_session = await self.session_of(ctx)
-        if gateway_session.id not in self._buses:
-            bus = InMemorySubscriptionBus()
-            self._buses[gateway_session.id] = (bus, ListenHandler(bus))
-        return await self._buses[gateway_session.id][1](ctx, params)
+        try:
+            gateway_session = await self.session_of(ctx)
+        except NotYourSession as exc:
+            raise MCPError(INVALID_PARAMS, str(exc)) from None
+        key = gateway_session.id
+        bus, handler, listening = self._buses.get(key) or (InMemorySubscriptionBus(), None, 0)
+        handler = handler or ListenHandler(bus)
+        self._buses[key] = (bus, handler, listening + 1)
+        try:
+            return await handler(ctx, params)
+        finally:
+            # A bus lives while someone listens on it: sessions named once leave nothing behind.
+            bus, handler, listening = self._buses[key]
+            if listening == 1:
+                del self._buses[key]
+            else:
+                self._buses[key] = (bus, handler, listening - 1)
 
     async def _notify(self, session_id: str) -> None:
         """Tell the session's clients that its tools/list changed: handshake-era clients by a
         notification on their connection, 2026-07-28 clients on their listen streams."""
-        for client in list(self._clients.get(session_id, ())):
+        for client, session_ids in list(self._clients.items()):
+            if session_id not in session_ids:
+                continue
             try:
                 await client.send_tool_list_changed()
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, MCPError, RuntimeError):
-                self._clients[session_id].discard(client)
+                self._clients.pop(client, None)
         if session_id in self._buses:
             await self._buses[session_id][0].publish(ToolsListChanged())
 
@@ -465,7 +567,8 @@ class Gateway:
         """An upstream said its tools changed: sync it, so searches and pins see the change."""
         self._report(await sync_server(self.library, self.upstreams, server))
         if self.options.expose_active:
-            for session_id in list(self.sessions):
+            notified = {session_id for ids in list(self._clients.values()) for session_id in ids}
+            for session_id in notified | set(self._buses):
                 await self._notify(session_id)
 
     async def _refresh_forever(self) -> None:
