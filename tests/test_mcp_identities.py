@@ -85,16 +85,22 @@ def test_a_session_belongs_to_the_identity_that_made_it(db_url: str, tmp_path: P
                 await search(alice, "echo a text back", limit=1)
                 echoed = await call(alice, "mcp__up__echo", {"text": "hi"})
                 assert (text_of(echoed), echoed.is_error) == ("echo: hi", False)
-            before = record(db_url, "work")
+
+            async def logged() -> dict[str, Any] | None:  # the call is logged after its answer
+                now = record(db_url, "work")
+                return now if now["calls"][-1]["kind"] == "tool_call" else None
+
+            before = await eventually(logged, "alice's call is logged")
             async with as_identity(f"{url}?session=work", BOB, mode=mode) as bob:
                 with pytest.raises(MCPError, match="belongs to another identity"):
                     await bob.list_tools()  # none of alice's tools, not even the search's counts
-                for name, arguments in [
+                attempts: list[tuple[str, dict[str, Any]]] = [
                     ("search_tool_bm25", {"query": "filler", "limit": 3}),
                     ("call_tool", {"name": "mcp__up__echo", "arguments": {"text": "bob"}}),
                     ("call_tool", {"name": "mcp__up__echo"}),
                     ("mcp__up__echo", {"text": "bob"}),
-                ]:
+                ]
+                for name, arguments in attempts:
                     refused = await bob.call_tool(name, arguments)
                     assert refused.is_error, name
                     assert text_of(refused).startswith("Refused: session 'work' belongs to another identity")

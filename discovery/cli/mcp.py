@@ -40,14 +40,23 @@ def _config(path: str, allow: tuple[str, ...] = (), deny: tuple[str, ...] = ()) 
         logging.getLogger(name).addHandler(logging.NullHandler())
         logging.getLogger(name).propagate = False
     try:
-        from discovery.mcp.config import load_config
+        from discovery.mcp.config import load_config  # noqa: F401 (fails without the extra)
     except ImportError as exc:
         raise click.ClickException(f"the MCP commands need the mcp extra: {EXTRA}") from exc
-    import dataclasses
-
-    config = load_config(path)
+    config = _read_config(path, allow, deny)
     for warning in config.warnings():
         click.echo(f"Warning: {escaped(warning)}", err=True)
+    return config
+
+
+def _read_config(path: str, allow: tuple[str, ...], deny: tuple[str, ...]) -> McpConfig:
+    """The config file with the command line's filters beside its own (``serve`` reads it again
+    whenever the file changes)."""
+    import dataclasses
+
+    from discovery.mcp.config import load_config
+
+    config = load_config(path)
     return dataclasses.replace(config, tool_filter=config.tool_filter.joined(allow, deny))
 
 
@@ -346,7 +355,14 @@ def serve(
         identities=tokens_path is not None,
     )
     with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
-        gateway = Gateway(index, config, options, errlog=sys.stderr, upstream_errlog=errlog)
+        gateway = Gateway(
+            index,
+            config,
+            options,
+            errlog=sys.stderr,
+            upstream_errlog=errlog,
+            reload_config=lambda: _read_config(config_path, allow, deny),
+        )
         if transport == "stdio":
             _anyio_run(serve_stdio, gateway)
         else:

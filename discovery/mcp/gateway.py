@@ -10,6 +10,7 @@ connected when a call needs them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -17,9 +18,11 @@ import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 import anyio
+import anyio.to_thread
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.connection import Connection
@@ -104,6 +107,24 @@ class GatewayOptions:
     identities: bool = False
     """Over HTTP with ``--tokens``: each session belongs to the identity that made it."""
     session_cache: int = DEFAULT_SESSION_CACHE
+    watch_interval: float = 1.0
+    """Seconds between two looks at the config file (when the gateway reloads it)."""
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size
+
+
+def _digest(path: Path) -> str | None:
+    """A digest of the file's bytes (``None``: unreadable now, as while an editor replaces it)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
@@ -129,9 +150,13 @@ class Gateway:
         *,
         errlog: TextIO | None = None,
         upstream_errlog: TextIO | None = None,
+        reload_config: Callable[[], McpConfig] | None = None,
     ) -> None:
         self.index = index
         self.config = config
+        self.reload_config = reload_config
+        """Reads the config file again (its filters joined with the command line's); with it, the
+        file is watched and a new version applied while the gateway runs."""
         self.options = options
         self.errlog = errlog if errlog is not None else sys.stderr
         self.library = Library(index)
@@ -170,7 +195,7 @@ class Gateway:
     async def __aenter__(self) -> Gateway:
         await self.upstreams.__aenter__()
         try:
-            await self.library.run(self._say_what_is_served)
+            unsynced = await self.library.run(self._say_what_is_served)
             if not self.options.per_client:
                 self.default_session = await self._open(self.options.session_id, announce=True)
         except BaseException:
@@ -178,6 +203,10 @@ class Gateway:
             raise
         if self.options.refresh:
             self.upstreams.start_soon(self._refresh_forever)
+        elif unsynced:
+            self.upstreams.start_soon(lambda: self._sync_in_background(unsynced))
+        if self.reload_config is not None:
+            self.upstreams.start_soon(self._watch_config)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -190,10 +219,13 @@ class Gateway:
     def initialization_options(self) -> Any:
         return self.server.create_initialization_options()
 
-    def _say_what_is_served(self) -> None:
+    def _say_what_is_served(self) -> list[str]:
         """In the worker: the database and how many tools in scope each server has, so that a
-        gateway in front of servers never synced says so instead of finding nothing."""
+        gateway in front of servers never synced says so instead of finding nothing. Returns
+        the servers the catalog has no tool of (never synced), which are synced in the
+        background while the gateway already answers."""
         self.say(f"database {self.index.url} (analyzer {self.index.analyzer})")
+        unsynced = [server for server in self.config.servers if not self.index.tools(server=server)]
         counts = {
             server: sum(
                 1
@@ -204,13 +236,14 @@ class Gateway:
         }
         shown = ", ".join(f"{server} {count} tools" for server, count in counts.items()) or "none"
         self.say(f"servers of {self.config.path}: {shown}")
-        if not any(counts.values()):
-            then = (
-                "syncing them now (--refresh)"
-                if self.options.refresh
-                else (f"run tool-index sync --config {self.config.path} first, or serve with --refresh")
+        if self.config.servers and not any(counts.values()):
+            self.say(
+                f"Warning: no server of {self.config.path} has tools in this database yet: syncing "
+                "them in the background; searches find their tools once each is synced"
             )
-            self.say(f"Warning: no server of {self.config.path} has tools in this database yet: {then}")
+        elif unsynced and not self.options.refresh:
+            self.say(f"syncing in the background, never synced before: {', '.join(unsynced)}")
+        return unsynced
 
     # Sessions
 
@@ -566,10 +599,81 @@ class Gateway:
     async def _server_changed(self, server: str) -> None:
         """An upstream said its tools changed: sync it, so searches and pins see the change."""
         self._report(await sync_server(self.library, self.upstreams, server))
+        await self._catalog_changed()
+
+    async def _sync_in_background(self, servers: list[str]) -> None:
+        """Sync ``servers`` while the gateway answers, each connection closed once its tools are
+        written (a call opens it again), then tell the sessions their tools may have changed."""
+        for result in await sync_servers(self.library, self.upstreams, servers, close=True):
+            self._report(result)
+        await self._catalog_changed()
+
+    async def _catalog_changed(self) -> None:
+        """After a sync or a new config: the search tool's description of each session in memory
+        says the new counts, and with ``expose_active`` its clients are told to list again."""
+        for gateway_session in list(self.sessions.values()):
+            try:
+                await self.library.run(gateway_session.describe)
+            except ToolIndexError as exc:  # a session deleted meanwhile keeps its description
+                self.say(f"session {gateway_session.id}: {exc}")
         if self.options.expose_active:
             notified = {session_id for ids in list(self._clients.values()) for session_id in ids}
             for session_id in notified | set(self._buses):
                 await self._notify(session_id)
+
+    # The config file, watched
+
+    async def _watch_config(self) -> None:
+        """Poll the config file (size and modification time, then a digest of what it holds) and
+        apply a new version without a restart; an unreadable or invalid one keeps the old."""
+        assert self.reload_config is not None
+        path = Path(self.config.path)
+        seen = _stat(path)
+        known = _digest(path)
+        while True:
+            await anyio.sleep(self.options.watch_interval)
+            now = _stat(path)
+            if now == seen:
+                continue
+            seen = now
+            digest = _digest(path)
+            if digest is None:
+                self.say(f"Warning: {path} cannot be read now; serving its previous version")
+                continue
+            if digest == known:
+                continue
+            known = digest
+            try:
+                config = await anyio.to_thread.run_sync(self.reload_config)
+            except ToolIndexError as exc:
+                self.say(f"Warning: {exc}; the config is unchanged (serving its previous version)")
+                continue
+            await self.apply_config(config)
+
+    async def apply_config(self, config: McpConfig) -> None:
+        """Serve ``config`` from now on: its new servers synced and callable, removed ones out of
+        scope (their tools leave searches and active lists), a changed entry's server restarted
+        and synced again. Sessions are kept: those in memory are read again under the new scope."""
+        for warning in config.warnings():
+            self.say(f"Warning: {warning}")
+        added, removed, changed = await self.upstreams.reconfigure(config)
+        self.config = config
+        self.scope = GatewayScope(frozenset(config.servers), config.tool_filter)
+        async with self._opening:
+            # Their handles hold the old scope and what it ruled out: read again when next used.
+            self.sessions.clear()
+        if self.default_session is not None:
+            self.default_session = await self._open(self.default_session.id)
+        parts = [
+            f"{what} {', '.join(names)}"
+            for what, names in (("added", added), ("removed", removed), ("changed", changed))
+            if names
+        ]
+        self.say(f"config {config.path} reloaded: {'; '.join(parts) or 'filters or nothing changed'}")
+        if added or changed:
+            await self._sync_in_background([*added, *changed])
+        else:
+            await self._catalog_changed()
 
     async def _refresh_forever(self) -> None:
         assert self.options.refresh

@@ -127,10 +127,15 @@ class GatewaySession:
         opened.stored = exists
         if exists:
             opened.load_pins()
-            opened.description = session.search_tool.description
-        else:
-            opened.description = render_description(*session.as_new(opened.settings())[1])
+        opened.describe()
         return opened
+
+    def describe(self) -> None:
+        """Render the search tool's description from the session's corpus as it is now."""
+        if self.stored:
+            self.description = self.session.search_tool.description
+        else:
+            self.description = render_description(*self.session.as_new(self.settings())[1])
 
     def settings(self) -> dict[str, Any]:
         return {"discovery_mode": self.mode}

@@ -368,21 +368,36 @@ class Upstreams:
         self.max_result_bytes = max_result_bytes
         self._errlog = errlog if errlog is not None else sys.stderr
         self._on_tools_changed = on_tools_changed
-        starting = anyio.Semaphore(max_starting)
-        self.servers = {
-            name: Upstream(
-                server,
-                timeout=timeout,
-                errlog=self._errlog,
-                on_tools_changed=self._tools_changed,
-                starting=starting,
-            )
-            for name, server in config.servers.items()
-        }
+        self._starting = anyio.Semaphore(max_starting)
+        self.servers = {name: self._upstream(server) for name, server in config.servers.items()}
         self._stack: AsyncExitStack | None = None
         self._group: anyio.abc.TaskGroup | None = None
         self._syncing: set[str] = set()
         self._queued: set[str] = set()
+
+    def _upstream(self, server: ServerConfig) -> Upstream:
+        return Upstream(
+            server,
+            timeout=self.timeout,
+            errlog=self._errlog,
+            on_tools_changed=self._tools_changed,
+            starting=self._starting,
+        )
+
+    async def reconfigure(self, config: McpConfig) -> tuple[list[str], list[str], list[str]]:
+        """Use ``config`` from now on: ``(added, removed, changed)`` server names. A removed or
+        changed server's connection is closed (its process ended); a changed one is started
+        anew, with its new entry, when next needed."""
+        old = self.config.servers
+        added = [name for name in config.servers if name not in old]
+        removed = [name for name in old if name not in config.servers]
+        changed = [name for name in config.servers if name in old and config.servers[name] != old[name]]
+        for name in [*removed, *changed]:
+            await self.servers.pop(name).close()
+        for name in [*added, *changed]:
+            self.servers[name] = self._upstream(config.servers[name])
+        self.config = config
+        return added, removed, changed
 
     @classmethod
     def from_config(cls, path: str | Path, **options: Any) -> Upstreams:
@@ -399,7 +414,9 @@ class Upstreams:
     ) -> None:
         for upstream in self.servers.values():
             await upstream.close()
-        assert self._stack is not None
+        assert self._stack is not None and self._group is not None
+        # What runs in the background (re-syncs, a config watch) ends with the pool, not after it.
+        self._group.cancel_scope.cancel()
         await self._stack.__aexit__(exc_type, exc, tb)
         self._stack = self._group = None
 
