@@ -648,7 +648,10 @@ class Gateway:
             except ToolIndexError as exc:
                 self.say(f"Warning: {exc}; the config is unchanged (serving its previous version)")
                 continue
-            await self.apply_config(config)
+            try:
+                await self.apply_config(config)
+            except ToolIndexError as exc:  # the database failed meanwhile: the next edit tries again
+                self.say(f"Warning: applying {path} failed: {exc}")
 
     async def apply_config(self, config: McpConfig) -> None:
         """Serve ``config`` from now on: its new servers synced and callable, removed ones out of
