@@ -456,7 +456,7 @@ def test_a_call_that_takes_too_long_is_an_error_and_its_server_is_restarted(tmp_
     config = write_config(tmp_path, {"up": upstream_entry("--live-dir", str(live))})
 
     async def run() -> None:
-        async with stdio_gateway(db, config, "--session", "s", "--timeout", "8") as client:
+        async with stdio_gateway(db, config, "--session", "s", "--call-timeout", "8") as client:
             await search(client, "wait a long time", limit=1)
             stalled = await call(client, "mcp__up__stall")
             assert stalled.is_error

@@ -96,7 +96,7 @@ def test_only_the_servers_never_synced_are_synced_at_start(tmp_path: Path) -> No
             async with stdio_gateway(db, config, "--session", "s", errlog=stream) as client:
 
                 async def later_synced() -> bool:
-                    return (await search(client, "filler", limit=1))["total_tools"] == 12
+                    return bool((await search(client, "filler", limit=1))["total_tools"] == 12)
 
                 await eventually(later_synced, "server later is synced")
 

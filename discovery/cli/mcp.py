@@ -82,8 +82,15 @@ timeout_option = click.option(
     default=30.0,
     show_default=True,
     metavar="SECONDS",
-    help="Longest wait for a server to start (from its own start), list its tools (every page), or "
-    "answer a call.",
+    help="Longest wait for a server to start (from its own start) or list its tools (every page).",
+)
+call_timeout_option = click.option(
+    "--call-timeout",
+    type=click.FloatRange(min=0.1),
+    default=300.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Longest wait for one tool call's answer; then its server is restarted on the next call.",
 )
 max_starting_option = click.option(
     "--max-starting",
@@ -278,6 +285,7 @@ async def _sync(
 @filter_options
 @analyzer_option
 @timeout_option
+@call_timeout_option
 @max_starting_option
 @click.option(
     "--max-result-bytes",
@@ -308,6 +316,7 @@ def serve(
     deny: tuple[str, ...],
     analyzer: str | None,
     timeout: float,
+    call_timeout: float,
     max_starting: int,
     max_result_bytes: int,
     upstream_log: str | None,
@@ -349,6 +358,7 @@ def serve(
         expose_active=expose_active,
         refresh=refresh,
         timeout=timeout,
+        call_timeout=call_timeout,
         max_starting=max_starting,
         max_result_bytes=max_result_bytes,
         per_client=transport == "http",

@@ -28,6 +28,7 @@ from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.connection import Connection
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.dispatcher import ProgressFnT
 from mcp_types import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -44,6 +45,7 @@ from discovery.mcp.sessions import (
 )
 from discovery.mcp.sync import Library, ServerSync, sync_server, sync_servers
 from discovery.mcp.upstreams import (
+    DEFAULT_CALL_TIMEOUT,
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_MAX_STARTING,
     DEFAULT_TIMEOUT,
@@ -100,6 +102,7 @@ class GatewayOptions:
     expose_active: bool = False
     refresh: float | None = None
     timeout: float = DEFAULT_TIMEOUT
+    call_timeout: float = DEFAULT_CALL_TIMEOUT
     max_starting: int = DEFAULT_MAX_STARTING
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     per_client: bool = False
@@ -125,6 +128,18 @@ def _digest(path: Path) -> str | None:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return None
+
+
+def _relay(ctx: ServerRequestContext[Any, Any]) -> ProgressFnT | None:
+    """When the client gave its call a progress token: what passes the upstream's progress on to
+    it (the upstream gets a token of its own from the gateway's client, which routes it back)."""
+    if not (ctx.meta or {}).get("progress_token"):
+        return None
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await ctx.session.report_progress(progress, total, message)
+
+    return relay
 
 
 def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
@@ -168,6 +183,7 @@ class Gateway:
             on_tools_changed=self._server_changed,
             max_starting=options.max_starting,
             max_result_bytes=options.max_result_bytes,
+            call_timeout=options.call_timeout,
         )
         self.sessions: OrderedDict[tuple[str | None, str], GatewaySession] = OrderedDict()
         """The sessions in memory by (identity, id), least recently used first."""
@@ -180,6 +196,9 @@ class Gateway:
         self._connecting = anyio.Lock()
         self._buses: dict[str, tuple[InMemorySubscriptionBus, ListenHandler, int]] = {}
         self._backlog: deque[tuple[GatewaySession, Pending]] = deque()
+        self._listed: dict[str, dict[str, types.Tool]] = {}
+        """Each server's tools as this gateway last listed them (a sync): what the catalog does
+        not keep (title, annotations, output schema, icons) for ``expose_active`` listings."""
         self._draining = False
         self.server: Server[Any] = _Server(
             NotificationOptions(tools_changed=options.expose_active),
@@ -364,16 +383,28 @@ class Gateway:
             for tool in await self.library.run(gateway_session.active_tools):
                 in_scope = self.scope.admits(tool.server_name, tool.mcp_tool_name)
                 if in_scope and route(tool, self.config.servers) is not None:
-                    schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
-                    tools.append(
-                        types.Tool(
-                            name=tool.name,
-                            title=tool.label,
-                            description=tool.description,
-                            input_schema={"type": "object", **schema},
-                        )
-                    )
+                    tools.append(self._listed_tool(tool))
         return types.ListToolsResult(tools=tools)
+
+    def _listed_tool(self, tool: StoredTool) -> types.Tool:
+        """An active tool as ``expose_active`` lists it: the record, with the fields only the
+        server's own listing has when this gateway listed that very version of the tool (same
+        description and input schema)."""
+        schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
+        listed = self._listed.get(tool.server_name or "", {}).get(tool.mcp_tool_name or "")
+        if listed is not None and (
+            (listed.description or "") != tool.description or listed.input_schema != schema
+        ):
+            listed = None  # another version than the catalog's: the record alone
+        return types.Tool(
+            name=tool.name,
+            title=(listed.title if listed else None) or tool.label,
+            description=tool.description,
+            input_schema={"type": "object", **schema},
+            output_schema=listed.output_schema if listed else None,
+            annotations=listed.annotations if listed else None,
+            icons=listed.icons if listed else None,
+        )
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
         return {SEARCH_TOOL_NAME: SEARCH_PARAMETERS, CALL_TOOL_NAME: CALL_PARAMETERS}.get(name)
@@ -399,9 +430,9 @@ class Gateway:
             inner = (arguments or {}).get("arguments")
             if inner is not None and not isinstance(inner, dict):
                 return text_result("call_tool: `arguments` must be an object ({} for none).", is_error=True)
-            return await self.forward(gateway_session, name, inner)
+            return await self.forward(gateway_session, name, inner, progress=_relay(ctx))
         if self.options.expose_active:
-            return await self.forward(gateway_session, params.name, arguments or {})
+            return await self.forward(gateway_session, params.name, arguments or {}, progress=_relay(ctx))
         return text_result(
             f"Unknown tool {params.name!r}: call search_tool_bm25 to find tools, then call_tool to call "
             "them.",
@@ -422,10 +453,16 @@ class Gateway:
         return text_result(outcome.text, is_error=outcome.is_error)
 
     async def forward(
-        self, gateway_session: GatewaySession, name: str, arguments: dict[str, Any] | None
+        self,
+        gateway_session: GatewaySession,
+        name: str,
+        arguments: dict[str, Any] | None,
+        *,
+        progress: ProgressFnT | None = None,
     ) -> types.CallToolResult:
         """Call the activated tool ``name`` on its server; every call is logged, never its
-        arguments or result. ``arguments`` ``None`` describes the tool instead of calling it."""
+        arguments or result. ``arguments`` ``None`` describes the tool instead of calling it.
+        ``progress`` gets the server's progress notifications (the caller asked for them)."""
         started = time.perf_counter()
         tool, active = await self.library.run(gateway_session.resolve, name)
         # The server and upstream name come from the record the model was shown (and its pin).
@@ -448,7 +485,7 @@ class Gateway:
             return text_result(f"Refused: {exc}.", is_error=True)
         upstream = self.upstreams.upstream(located[0])
         try:
-            result = await self.upstreams.call_upstream(upstream, located[1], arguments)
+            result = await self.upstreams.call_upstream(upstream, located[1], arguments, progress=progress)
         except UpstreamError as exc:
             await self._log(gateway_session, name, server, started, True, "server failed")
             return text_result(f"Calling {name} failed: {exc}.", is_error=True)
@@ -598,13 +635,15 @@ class Gateway:
 
     async def _server_changed(self, server: str) -> None:
         """An upstream said its tools changed: sync it, so searches and pins see the change."""
-        self._report(await sync_server(self.library, self.upstreams, server))
+        self._report(await sync_server(self.library, self.upstreams, server, listed_hook=self._remember))
         await self._catalog_changed()
 
     async def _sync_in_background(self, servers: list[str]) -> None:
         """Sync ``servers`` while the gateway answers, each connection closed once its tools are
         written (a call opens it again), then tell the sessions their tools may have changed."""
-        for result in await sync_servers(self.library, self.upstreams, servers, close=True):
+        for result in await sync_servers(
+            self.library, self.upstreams, servers, close=True, listed_hook=self._remember
+        ):
             self._report(result)
         await self._catalog_changed()
 
@@ -681,9 +720,14 @@ class Gateway:
     async def _refresh_forever(self) -> None:
         assert self.options.refresh
         while True:
-            for result in await sync_servers(self.library, self.upstreams, list(self.config.servers)):
+            for result in await sync_servers(
+                self.library, self.upstreams, list(self.config.servers), listed_hook=self._remember
+            ):
                 self._report(result)
             await anyio.sleep(self.options.refresh)
+
+    def _remember(self, server: str, tools: list[types.Tool]) -> None:
+        self._listed[server] = {tool.name: tool for tool in tools}
 
     def _report(self, result: ServerSync) -> None:
         if result.report is None:
