@@ -125,6 +125,8 @@ def test_a_session_belongs_to_the_identity_that_made_it(db_url: str, tmp_path: P
         for session_id in ("work", "mine", "made-locally")
     }
     assert owners == {"work": [{"identity": "alice"}], "mine": [{"identity": "bob"}], "made-locally": []}
+    shown = cli(db_url, "session", "show", "work").stdout
+    assert " owner alice\n" in shown
     if db_url.startswith("sqlite"):
         stored = b"".join(path.read_bytes() for path in tmp_path.glob("tools.db*"))
         assert ALICE.encode() not in stored and BOB.encode() not in stored
