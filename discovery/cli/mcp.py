@@ -328,7 +328,9 @@ def serve(
     session with the endpoint's query: http://127.0.0.1:8765/mcp?session=ID; one that names
     none gets a new session of its own for its connection (its Mcp-Session-Id).
     Searches find only tools of the config's servers that --allow, --deny and the config's
-    "toolIndex" filters allow, whatever else the database holds.
+    "toolIndex" filters allow, whatever else the database holds. Servers with no tools in the
+    database yet are synced in the background, and a changed config file is applied without a
+    restart. With --tokens, each session belongs to the identity that made it.
     """
     config = _config(config_path, allow, deny)
     from discovery.mcp.gateway import Gateway, GatewayOptions
