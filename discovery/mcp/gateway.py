@@ -478,11 +478,12 @@ class Gateway:
         if arguments is None:
             await self._log(gateway_session, name, server, started, False, "described")
             return text_result(_described(tool.description, tool.input_schema, name), is_error=False)
-        try:
-            # The call is logged, so the session is stored first (active at its start, in a new one).
-            await self.library.run(self._written_first, gateway_session.store)
-        except NotYourSession as exc:
-            return text_result(f"Refused: {exc}.", is_error=True)
+        if not gateway_session.stored:
+            try:
+                # The call is logged, so the session is stored first (active at the start of a new one).
+                await self.library.run(self._written_first, gateway_session.store)
+            except NotYourSession as exc:
+                return text_result(f"Refused: {exc}.", is_error=True)
         upstream = self.upstreams.upstream(located[0])
         try:
             result = await self.upstreams.call_upstream(upstream, located[1], arguments, progress=progress)
