@@ -196,3 +196,37 @@ def test_a_changed_config_is_applied_without_a_restart(tmp_path: Path) -> None:
         "mcp__extra__second_gadget",
     ]
     assert cli(db, "verify").returncode == 0
+
+
+def test_new_filters_in_the_config_apply_while_it_runs(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = tmp_path / "mcp.json"
+    servers = {"up": upstream_entry()}
+    config.write_text(
+        json.dumps({"mcpServers": servers, "toolIndex": {"deny": ["up/echo"]}}), encoding="utf-8"
+    )
+    errlog = tmp_path / "serve-stderr.txt"
+
+    async def run() -> None:
+        with errlog.open("w") as stream:
+            async with stdio_gateway(db, config, "--session", "s", errlog=stream) as client:
+
+                async def synced() -> bool:
+                    return any("sync up: added 5" in line for line in lines_of(errlog))
+
+                await eventually(synced, "the first start syncs up without echo")
+                assert (
+                    "mcp__up__echo"
+                    not in (await search(client, "echo a text back", limit=3))["activated_tools"]
+                )
+                config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")  # deny no more
+
+                async def found() -> list[str]:
+                    return list((await search(client, "echo a text back", limit=1))["activated_tools"])
+
+                assert await eventually(found, "echo is imported and found") == ["mcp__up__echo"]
+                echoed = await call(client, "mcp__up__echo", {"text": "now"})
+                assert (text_of(echoed), echoed.is_error) == ("echo: now", False)
+
+    anyio.run(run)
+    assert f"tool-index serve: config {config} reloaded: filters changed" in lines_of(errlog)

@@ -699,6 +699,8 @@ class Gateway:
         and synced again. Sessions are kept: those in memory are read again under the new scope."""
         for warning in config.warnings():
             self.say(f"Warning: {warning}")
+        # Tools the old filters left out were never imported: new filters sync every server again.
+        refiltered = config.tool_filter != self.config.tool_filter
         added, removed, changed = await self.upstreams.reconfigure(config)
         self.config = config
         self.scope = GatewayScope(frozenset(config.servers), config.tool_filter)
@@ -712,8 +714,12 @@ class Gateway:
             for what, names in (("added", added), ("removed", removed), ("changed", changed))
             if names
         ]
-        self.say(f"config {config.path} reloaded: {'; '.join(parts) or 'filters or nothing changed'}")
-        if added or changed:
+        if refiltered:
+            parts.append("filters changed")
+        self.say(f"config {config.path} reloaded: {'; '.join(parts) or 'nothing that serve uses changed'}")
+        if refiltered:
+            await self._sync_in_background(list(config.servers))
+        elif added or changed:
             await self._sync_in_background([*added, *changed])
         else:
             await self._catalog_changed()
