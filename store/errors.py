@@ -48,6 +48,8 @@ class ToolIndexError(Exception):
         ├── UnknownServer                   discovery.mcp.upstreams
         ├── UnsafeBind                      discovery.mcp.serve
         ├── CannotListen                    discovery.mcp.serve
+        ├── TokensError                     discovery.mcp.serve
+        ├── NotYourSession                  discovery.mcp.sessions
         └── AdapterError                    discovery.adapters.errors
             ├── TooManyTools
             └── WireNameCollision

@@ -160,6 +160,9 @@ _LOCK_POSTGRES = f"SELECT {_SESSION_COLUMNS} {_LOCKED}"
 _CALL_POSTGRES = f"SELECT {_SESSION_COLUMNS}, {_ANSWERED}, c.generation {_LOCKED}"
 _EVENT = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? AND seq = ?"
 _EVENTS = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? ORDER BY seq"
+_FIRST_OF_KIND = (
+    f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? AND kind = ? ORDER BY seq LIMIT 1"
+)
 
 
 def _state(row: Sequence[Any], codec: _Codec) -> SessionState:
@@ -387,6 +390,12 @@ def events(connection: Connection, session_id: str) -> list[LoggedEvent]:
     rows = driver.fetch(connection, _EVENTS, (session_id,))
     codec = _codec(connection)
     return [_logged(row, codec, session_id) for row in rows]
+
+
+def first_of_kind(connection: Connection, session_id: str, kind: str) -> LoggedEvent | None:
+    """The session's first logged event of ``kind`` (read along the session's own log only)."""
+    rows = driver.fetch(connection, _FIRST_OF_KIND, (session_id, kind))
+    return _logged(rows[0], _codec(connection), session_id) if rows else None
 
 
 def _logged(row: Sequence[Any], codec: _Codec, session_id: str) -> LoggedEvent:

@@ -12,7 +12,9 @@ the list long; each ``--tool NAME`` adds a tool of that name (a call answers ``N
 file in DIR while the process runs and, when it starts, appends to ``DIR/counts`` how many such
 files there are (itself included): how many servers ran at once. ``--start-delay S`` waits S
 seconds before serving. ``--bounds`` adds ``big`` (a text of ``size`` characters) and ``flood``
-(adds the tool ``flooded``, then says its list changed ``count`` times in a burst).
+(adds the tool ``flooded``, then says its list changed ``count`` times in a burst). ``--slow``
+adds ``slow`` (answers after ``steps`` seconds, reporting its progress after each, when the caller
+asked for it) and ``described`` (with a title, annotations, an output schema and icons).
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def main() -> None:
     parser.add_argument("--live-dir")
     parser.add_argument("--start-delay", type=float, default=0.0)
     parser.add_argument("--bounds", action="store_true")
+    parser.add_argument("--slow", action="store_true")
     options = parser.parse_args()
     if options.live_dir:
         marker = Path(options.live_dir) / f"{os.getpid()}.live"
@@ -105,6 +108,21 @@ def serve(options: argparse.Namespace) -> None:
                 name="flood",
                 description="Say the tool list changed many times in a burst",
                 input_schema=OBJECT,
+            ),
+        ]
+    if options.slow:
+        tools += [
+            types.Tool(
+                name="slow", description="Answer slowly, reporting progress at each step", input_schema=OBJECT
+            ),
+            types.Tool(
+                name="described",
+                title="A Described Tool",
+                description="A tool with every optional field a tool can have",
+                input_schema=OBJECT,
+                output_schema={"type": "object", "properties": {"ok": {"type": "boolean"}}},
+                annotations=types.ToolAnnotations(read_only_hint=True, title="Described"),
+                icons=[types.Icon(src="https://example.com/icon.png", mime_type="image/png")],
             ),
         ]
     bus = InMemorySubscriptionBus()
@@ -169,6 +187,16 @@ def serve(options: argparse.Namespace) -> None:
             for _ in range(int(arguments.get("count", 100))):
                 await changed()
             return types.CallToolResult(content=[types.TextContent(text="flooded")])
+        if params.name == "slow":
+            steps = int(arguments.get("steps", 3))
+            for step in range(1, steps + 1):
+                await anyio.sleep(1)
+                await ctx.session.report_progress(step, steps, f"step {step}")
+            return types.CallToolResult(content=[types.TextContent(text=f"slow: {steps} steps")])
+        if params.name == "described":
+            return types.CallToolResult(
+                content=[types.TextContent(text='{"ok": true}')], structured_content={"ok": True}
+            )
         if params.name == "big":
             return types.CallToolResult(content=[types.TextContent(text="x" * int(arguments.get("size", 0)))])
         if params.name == "stall":

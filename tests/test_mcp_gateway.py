@@ -399,7 +399,8 @@ def test_http_clients_that_name_no_session_get_one_each(tmp_path: Path) -> None:
 
         anyio.run(run)
     listed = json.loads(cli(db, "sessions", "--json").stdout)
-    assert sorted(entry["selected"] for entry in listed) == [0, 1]
+    # The second client only listed and was refused: its session never changed, so is not stored.
+    assert [entry["selected"] for entry in listed] == [1]
 
 
 def test_http_with_a_token_refuses_requests_without_it(tmp_path: Path) -> None:
@@ -455,7 +456,7 @@ def test_a_call_that_takes_too_long_is_an_error_and_its_server_is_restarted(tmp_
     config = write_config(tmp_path, {"up": upstream_entry("--live-dir", str(live))})
 
     async def run() -> None:
-        async with stdio_gateway(db, config, "--session", "s", "--timeout", "8") as client:
+        async with stdio_gateway(db, config, "--session", "s", "--call-timeout", "8") as client:
             await search(client, "wait a long time", limit=1)
             stalled = await call(client, "mcp__up__stall")
             assert stalled.is_error

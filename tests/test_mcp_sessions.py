@@ -54,7 +54,9 @@ def test_pins_survive_reopening_and_a_changed_tool_is_unpinned(db_url: str) -> N
     with ToolIndex.open(db_url) as index:
         index.upsert_tools(TOOLS)
         opened = GatewaySession.open(index, "g", "mcp-only")
-        assert opened.created and opened.session.settings.discovery_mode == "mcp-only"
+        assert opened.created and not opened.stored and index.sessions() == []
+        opened.store()  # a gateway stores it at its first change; the search below would too
+        assert opened.stored and opened.session.settings.discovery_mode == "mcp-only"
         outcome = opened.search({"query": "create issue", "limit": 1})
         assert (outcome.is_error, outcome.activated) == (False, ["mcp__gh__create_issue"])
         opened.pin(outcome.activated)
@@ -103,6 +105,7 @@ def test_a_backlog_of_entries_is_written_in_order_and_a_deleted_session_is_named
         index.upsert_tools(TOOLS)
         first = GatewaySession.open(index, "first", "mcp-only")
         second = GatewaySession.open(index, "second", "mcp-only")
+        second.store()
         first.search({"query": "create issue", "limit": 1})
         lists_before = (first.session.active, first.session.selected)
         write_pending(

@@ -65,6 +65,6 @@ def test_serve_says_which_database_and_how_many_tools_each_server_has(tmp_path: 
     assert lines[:3] == [
         f"tool-index serve: database {empty} (analyzer enhanced)",
         f"tool-index serve: servers of {config}: up 0 tools, later 0 tools",
-        f"tool-index serve: Warning: no server of {config} has tools in this database yet: run tool-index "
-        f"sync --config {config} first, or serve with --refresh",
+        f"tool-index serve: Warning: no server of {config} has tools in this database yet: syncing them "
+        "in the background; searches find their tools once each is synced",
     ]

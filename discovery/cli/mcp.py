@@ -40,14 +40,23 @@ def _config(path: str, allow: tuple[str, ...] = (), deny: tuple[str, ...] = ()) 
         logging.getLogger(name).addHandler(logging.NullHandler())
         logging.getLogger(name).propagate = False
     try:
-        from discovery.mcp.config import load_config
+        from discovery.mcp.config import load_config  # noqa: F401 (fails without the extra)
     except ImportError as exc:
         raise click.ClickException(f"the MCP commands need the mcp extra: {EXTRA}") from exc
-    import dataclasses
-
-    config = load_config(path)
+    config = _read_config(path, allow, deny)
     for warning in config.warnings():
         click.echo(f"Warning: {escaped(warning)}", err=True)
+    return config
+
+
+def _read_config(path: str, allow: tuple[str, ...], deny: tuple[str, ...]) -> McpConfig:
+    """The config file with the command line's filters beside its own (``serve`` reads it again
+    whenever the file changes)."""
+    import dataclasses
+
+    from discovery.mcp.config import load_config
+
+    config = load_config(path)
     return dataclasses.replace(config, tool_filter=config.tool_filter.joined(allow, deny))
 
 
@@ -73,8 +82,15 @@ timeout_option = click.option(
     default=30.0,
     show_default=True,
     metavar="SECONDS",
-    help="Longest wait for a server to start (from its own start), list its tools (every page), or "
-    "answer a call.",
+    help="Longest wait for a server to start (from its own start) or list its tools (every page).",
+)
+call_timeout_option = click.option(
+    "--call-timeout",
+    type=click.FloatRange(min=0.1),
+    default=300.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Longest wait for one tool call's answer; then its server is restarted on the next call.",
 )
 max_starting_option = click.option(
     "--max-starting",
@@ -241,6 +257,14 @@ async def _sync(
     help="HTTP: require 'Authorization: Bearer SECRET' (required for a --host other than loopback).",
 )
 @click.option(
+    "--tokens",
+    "tokens_path",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help='HTTP: a JSON file {"alice": "SECRET", ...}: each token is an identity, and a session '
+    "belongs to the identity that made it.",
+)
+@click.option(
     "--mode",
     type=click.Choice(["mcp-only", "all", "auto"]),
     default="mcp-only",
@@ -261,6 +285,7 @@ async def _sync(
 @filter_options
 @analyzer_option
 @timeout_option
+@call_timeout_option
 @max_starting_option
 @click.option(
     "--max-result-bytes",
@@ -283,6 +308,7 @@ def serve(
     host: str,
     port: int,
     token: str | None,
+    tokens_path: str | None,
     mode: str,
     expose_active: bool,
     refresh: float | None,
@@ -290,6 +316,7 @@ def serve(
     deny: tuple[str, ...],
     analyzer: str | None,
     timeout: float,
+    call_timeout: float,
     max_starting: int,
     max_result_bytes: int,
     upstream_log: str | None,
@@ -301,14 +328,27 @@ def serve(
     session with the endpoint's query: http://127.0.0.1:8765/mcp?session=ID; one that names
     none gets a new session of its own for its connection (its Mcp-Session-Id).
     Searches find only tools of the config's servers that --allow, --deny and the config's
-    "toolIndex" filters allow, whatever else the database holds.
+    "toolIndex" filters allow, whatever else the database holds. Servers with no tools in the
+    database yet are synced in the background, and a changed config file is applied without a
+    restart. With --tokens, each session belongs to the identity that made it.
     """
     config = _config(config_path, allow, deny)
     from discovery.mcp.gateway import Gateway, GatewayOptions
-    from discovery.mcp.serve import check_bind, serve_http, serve_stdio
+    from discovery.mcp.serve import SINGLE_IDENTITY, check_bind, load_tokens, serve_http, serve_stdio
 
+    tokens = None
+    if tokens_path is not None:
+        if transport != "http":
+            raise click.UsageError("--tokens is for --transport http")
+        if token is not None and click.get_current_context().get_parameter_source("token") == (
+            click.core.ParameterSource.COMMANDLINE
+        ):
+            raise click.UsageError("give --token or --tokens, not both")
+        tokens = load_tokens(tokens_path)
+    elif token:
+        tokens = {SINGLE_IDENTITY: token}
     if transport == "http":
-        check_bind(host, token)
+        check_bind(host, "yes" if tokens else None)
         if session_id is not None:
             # A session of the process would be shared by every client that names none.
             raise click.UsageError(
@@ -320,16 +360,25 @@ def serve(
         expose_active=expose_active,
         refresh=refresh,
         timeout=timeout,
+        call_timeout=call_timeout,
         max_starting=max_starting,
         max_result_bytes=max_result_bytes,
         per_client=transport == "http",
+        identities=tokens_path is not None,
     )
     with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
-        gateway = Gateway(index, config, options, errlog=sys.stderr, upstream_errlog=errlog)
+        gateway = Gateway(
+            index,
+            config,
+            options,
+            errlog=sys.stderr,
+            upstream_errlog=errlog,
+            reload_config=lambda: _read_config(config_path, allow, deny),
+        )
         if transport == "stdio":
             _anyio_run(serve_stdio, gateway)
         else:
-            _anyio_run(serve_http, gateway, host, port, token)
+            _anyio_run(serve_http, gateway, host, port, tokens)
 
 
 MCP_COMMANDS = (sync, serve, client)

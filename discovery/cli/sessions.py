@@ -104,6 +104,8 @@ def _event_line(call: dict[str, Any]) -> str:
         return f"{head} {params.get('tool')} ({server}) {params.get('duration_ms')} ms: {outcome}{forgotten}"
     if call["kind"] == "pin":
         return f"{head} {', '.join(params.get('tools') or {})}"
+    if call["kind"] == "owner":  # the identity of serve --tokens that made the session
+        return f"{head} {params.get('identity')}"
     if call["kind"] != "search":
         return head
     query = params.get("query")

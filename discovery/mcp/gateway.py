@@ -10,21 +10,25 @@ connected when a call needs them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
 import weakref
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 import anyio
+import anyio.to_thread
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
-from mcp.server.session import ServerSession
+from mcp.server.connection import Connection
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.dispatcher import ProgressFnT
 from mcp_types import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -35,11 +39,13 @@ from discovery.mcp.scope import GatewayScope
 from discovery.mcp.sessions import (
     NEW_SESSION_MODE,
     GatewaySession,
+    NotYourSession,
     Pending,
     write_pending,
 )
 from discovery.mcp.sync import Library, ServerSync, sync_server, sync_servers
 from discovery.mcp.upstreams import (
+    DEFAULT_CALL_TIMEOUT,
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_MAX_STARTING,
     DEFAULT_TIMEOUT,
@@ -54,6 +60,14 @@ from store import StoredTool
 from store.errors import StoreError
 
 T = TypeVar("T")
+
+DEFAULT_SESSION_CACHE = 256
+"""Sessions kept in memory, the most recently used; another is read again from the database
+when it is next used. Each holds its pins and a cached view: a client naming sessions at random
+must not grow the process without bound."""
+IDENTITY = "tool_index.identity"
+"""The key of the ASGI scope where ``serve --tokens`` puts the identity whose token a request
+carried (``discovery.mcp.serve``)."""
 
 CALL_TOOL_NAME = "call_tool"
 CALL_PARAMETERS: dict[str, Any] = {
@@ -88,10 +102,52 @@ class GatewayOptions:
     expose_active: bool = False
     refresh: float | None = None
     timeout: float = DEFAULT_TIMEOUT
+    call_timeout: float = DEFAULT_CALL_TIMEOUT
     max_starting: int = DEFAULT_MAX_STARTING
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     per_client: bool = False
     """Over HTTP: no process session; a client that names none gets its own, by its connection."""
+    identities: bool = False
+    """Over HTTP with ``--tokens``: each session belongs to the identity that made it."""
+    session_cache: int = DEFAULT_SESSION_CACHE
+    watch_interval: float = 1.0
+    """Seconds between two looks at the config file (when the gateway reloads it)."""
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size
+
+
+def _digest(path: Path) -> str | None:
+    """A digest of the file's bytes (``None``: unreadable now, as while an editor replaces it)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _relay(ctx: ServerRequestContext[Any, Any]) -> ProgressFnT | None:
+    """When the client gave its call a progress token: what passes the upstream's progress on to
+    it (the upstream gets a token of its own from the gateway's client, which routes it back)."""
+    if not (ctx.meta or {}).get("progress_token"):
+        return None
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await ctx.session.report_progress(progress, total, message)
+
+    return relay
+
+
+def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
+    """The client's connection a request came on (over HTTP, its ``Mcp-Session-Id``): the SDK
+    gives each request a ``ServerSession`` of its own, over the connection's one object, which
+    lives as long as the connection does and no longer."""
+    connection: Connection = ctx.session._connection
+    return connection
 
 
 def text_result(text: str, *, is_error: bool) -> types.CallToolResult:
@@ -109,9 +165,13 @@ class Gateway:
         *,
         errlog: TextIO | None = None,
         upstream_errlog: TextIO | None = None,
+        reload_config: Callable[[], McpConfig] | None = None,
     ) -> None:
         self.index = index
         self.config = config
+        self.reload_config = reload_config
+        """Reads the config file again (its filters joined with the command line's); with it, the
+        file is watched and a new version applied while the gateway runs."""
         self.options = options
         self.errlog = errlog if errlog is not None else sys.stderr
         self.library = Library(index)
@@ -123,15 +183,22 @@ class Gateway:
             on_tools_changed=self._server_changed,
             max_starting=options.max_starting,
             max_result_bytes=options.max_result_bytes,
+            call_timeout=options.call_timeout,
         )
-        self.sessions: dict[str, GatewaySession] = {}
+        self.sessions: OrderedDict[tuple[str | None, str], GatewaySession] = OrderedDict()
+        """The sessions in memory by (identity, id), least recently used first."""
         self.default_session: GatewaySession | None = None
-        self._by_connection: dict[str, GatewaySession] = {}
+        # Keyed by the connection's own object, so an entry goes when its connection does (the
+        # transport ends idle connections): nothing here outlives the clients.
+        self._by_connection: weakref.WeakKeyDictionary[Connection, str] = weakref.WeakKeyDictionary()
+        self._clients: weakref.WeakKeyDictionary[Connection, set[str]] = weakref.WeakKeyDictionary()
         self._opening = anyio.Lock()
         self._connecting = anyio.Lock()
-        self._clients: dict[str, weakref.WeakSet[ServerSession]] = {}
-        self._buses: dict[str, tuple[InMemorySubscriptionBus, ListenHandler]] = {}
+        self._buses: dict[str, tuple[InMemorySubscriptionBus, ListenHandler, int]] = {}
         self._backlog: deque[tuple[GatewaySession, Pending]] = deque()
+        self._listed: dict[str, dict[str, types.Tool]] = {}
+        """Each server's tools as this gateway last listed them (a sync): what the catalog does
+        not keep (title, annotations, output schema, icons) for ``expose_active`` listings."""
         self._draining = False
         self.server: Server[Any] = _Server(
             NotificationOptions(tools_changed=options.expose_active),
@@ -147,14 +214,18 @@ class Gateway:
     async def __aenter__(self) -> Gateway:
         await self.upstreams.__aenter__()
         try:
-            await self.library.run(self._say_what_is_served)
+            unsynced = await self.library.run(self._say_what_is_served)
             if not self.options.per_client:
-                self.default_session = await self._open(self.options.session_id)
+                self.default_session = await self._open(self.options.session_id, announce=True)
         except BaseException:
             await self.upstreams.__aexit__(None, None, None)
             raise
         if self.options.refresh:
             self.upstreams.start_soon(self._refresh_forever)
+        elif unsynced:
+            self.upstreams.start_soon(lambda: self._sync_in_background(unsynced))
+        if self.reload_config is not None:
+            self.upstreams.start_soon(self._watch_config)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -167,10 +238,13 @@ class Gateway:
     def initialization_options(self) -> Any:
         return self.server.create_initialization_options()
 
-    def _say_what_is_served(self) -> None:
+    def _say_what_is_served(self) -> list[str]:
         """In the worker: the database and how many tools in scope each server has, so that a
-        gateway in front of servers never synced says so instead of finding nothing."""
+        gateway in front of servers never synced says so instead of finding nothing. Returns
+        the servers the catalog has no tool of (never synced), which are synced in the
+        background while the gateway already answers."""
         self.say(f"database {self.index.url} (analyzer {self.index.analyzer})")
+        unsynced = [server for server in self.config.servers if not self.index.tools(server=server)]
         counts = {
             server: sum(
                 1
@@ -181,49 +255,93 @@ class Gateway:
         }
         shown = ", ".join(f"{server} {count} tools" for server, count in counts.items()) or "none"
         self.say(f"servers of {self.config.path}: {shown}")
-        if not any(counts.values()):
-            then = (
-                "syncing them now (--refresh)"
-                if self.options.refresh
-                else (f"run tool-index sync --config {self.config.path} first, or serve with --refresh")
+        if self.config.servers and not any(counts.values()):
+            self.say(
+                f"Warning: no server of {self.config.path} has tools in this database yet: syncing "
+                "them in the background; searches find their tools once each is synced"
             )
-            self.say(f"Warning: no server of {self.config.path} has tools in this database yet: {then}")
+        elif unsynced and not self.options.refresh:
+            self.say(f"syncing in the background, never synced before: {', '.join(unsynced)}")
+        return unsynced
 
     # Sessions
 
-    async def _open(self, session_id: str | None) -> GatewaySession:
+    async def _open(
+        self, session_id: str | None, identity: str | None = None, *, announce: bool = False
+    ) -> GatewaySession:
+        """The session ``session_id`` of ``identity`` (``None``: no identities), from memory or
+        read from the database. One not stored yet is read again at each use, in case another
+        client or process has made it since. ``announce``: say a new session's id at once (the
+        process's own, which the user needs to resume it)."""
         async with self._opening:
-            if session_id is not None and session_id in self.sessions:
-                return self.sessions[session_id]
-            opened = await self.library.run(
-                GatewaySession.open, self.index, session_id, self.options.mode, self.scope
+            cached = None
+            if session_id is not None:
+                cached = self.sessions.get((identity, session_id))
+                if cached is not None:
+                    self.sessions.move_to_end((identity, session_id))
+                    if cached.stored:
+                        return cached
+            # Written first: a session evicted with entries still in the backlog reads them back.
+            opened: GatewaySession = await self.library.run(
+                self._written_first,
+                GatewaySession.open,
+                self.index,
+                session_id,
+                self.options.mode,
+                self.scope,
+                identity,
             )
-            self.sessions[opened.id] = opened
-            self.say(f"session {opened.id} ({'new' if opened.created else 'resumed'})")
+            if cached is not None and not opened.stored:
+                return cached
+            opened.on_created = self._created
+            self.sessions[(identity, opened.id)] = opened
+            while len(self.sessions) > self.options.session_cache:
+                self.sessions.popitem(last=False)
+            if opened.stored:
+                self.say(f"session {opened.id} (resumed)")
+            elif announce:
+                self.say(f"session {opened.id} (new)")
             return opened
+
+    def _created(self, gateway_session: GatewaySession) -> None:
+        if gateway_session is not self.default_session:
+            self.say(f"session {gateway_session.id} (new)")
+
+    def _identity(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        """The identity whose token the request carried, when sessions belong to identities."""
+        if not self.options.identities:
+            return None
+        scope = getattr(ctx.request, "scope", None) or {}
+        identity = scope.get(IDENTITY)
+        if not isinstance(identity, str):  # the token check sets it before any request gets here
+            raise MCPError(INVALID_PARAMS, "this request carries no identity")
+        return identity
 
     async def session_of(self, ctx: ServerRequestContext[Any, Any]) -> GatewaySession:
         """The session of a request: ``?session=`` on HTTP, else the process's own."""
         request = ctx.request
         query: Mapping[str, str] = getattr(request, "query_params", None) or {}
         wanted = query.get("session")
+        identity = self._identity(ctx)
         if wanted is None and self.options.per_client:
-            gateway_session = await self._connection_session(ctx)
+            gateway_session = await self._connection_session(ctx, identity)
         elif wanted is None:
             assert self.default_session is not None
             gateway_session = self.default_session
         else:
             try:
-                gateway_session = await self._open(wanted)
-            except StoreError:
-                raise  # the database failed, not the client's session id
+                gateway_session = await self._open(wanted, identity)
+            except (StoreError, NotYourSession):
+                raise  # the database failed, not the client's session id; or it is not theirs
             except ToolIndexError as exc:
                 raise MCPError(INVALID_PARAMS, f"session {wanted!r}: {exc}") from exc
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            self._clients.setdefault(gateway_session.id, weakref.WeakSet()).add(ctx.session)
+            self._clients.setdefault(connection_of(ctx), set()).add(gateway_session.id)
         return gateway_session
 
-    async def _connection_session(self, ctx: ServerRequestContext[Any, Any]) -> GatewaySession:
+    async def _connection_session(
+        self, ctx: ServerRequestContext[Any, Any], identity: str | None
+    ) -> GatewaySession:
         """A new session of its own for each HTTP connection that names none. A handshake-era
         client is its ``Mcp-Session-Id``: the transport makes it up, unguessable, and refuses a
         request whose id it did not give. A 2026-07-28 client has no connection at all, so it
@@ -237,16 +355,21 @@ class Gateway:
                 "session in the endpoint's query, as in /mcp?session=ID",
             )
         async with self._connecting:
-            if connection not in self._by_connection:
-                self._by_connection[connection] = await self._open(None)
-            return self._by_connection[connection]
+            # The transport refuses an Mcp-Session-Id it did not give, or gave to another token.
+            session_id = self._by_connection.get(connection_of(ctx))
+            gateway_session = await self._open(session_id, identity)
+            self._by_connection[connection_of(ctx)] = gateway_session.id
+            return gateway_session
 
     # tools/list
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        gateway_session = await self.session_of(ctx)
+        try:
+            gateway_session = await self.session_of(ctx)
+        except NotYourSession as exc:
+            raise MCPError(INVALID_PARAMS, str(exc)) from None
         tools = [
             types.Tool(
                 name=SEARCH_TOOL_NAME,
@@ -260,16 +383,28 @@ class Gateway:
             for tool in await self.library.run(gateway_session.active_tools):
                 in_scope = self.scope.admits(tool.server_name, tool.mcp_tool_name)
                 if in_scope and route(tool, self.config.servers) is not None:
-                    schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
-                    tools.append(
-                        types.Tool(
-                            name=tool.name,
-                            title=tool.label,
-                            description=tool.description,
-                            input_schema={"type": "object", **schema},
-                        )
-                    )
+                    tools.append(self._listed_tool(tool))
         return types.ListToolsResult(tools=tools)
+
+    def _listed_tool(self, tool: StoredTool) -> types.Tool:
+        """An active tool as ``expose_active`` lists it: the record, with the fields only the
+        server's own listing has when this gateway listed that very version of the tool (same
+        description and input schema)."""
+        schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
+        listed = self._listed.get(tool.server_name or "", {}).get(tool.mcp_tool_name or "")
+        if listed is not None and (
+            (listed.description or "") != tool.description or listed.input_schema != schema
+        ):
+            listed = None  # another version than the catalog's: the record alone
+        return types.Tool(
+            name=tool.name,
+            title=(listed.title if listed else None) or tool.label,
+            description=tool.description,
+            input_schema={"type": "object", **schema},
+            output_schema=listed.output_schema if listed else None,
+            annotations=listed.annotations if listed else None,
+            icons=listed.icons if listed else None,
+        )
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
         return {SEARCH_TOOL_NAME: SEARCH_PARAMETERS, CALL_TOOL_NAME: CALL_PARAMETERS}.get(name)
@@ -279,7 +414,10 @@ class Gateway:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        gateway_session = await self.session_of(ctx)
+        try:
+            gateway_session = await self.session_of(ctx)
+        except NotYourSession as exc:
+            return text_result(f"Refused: {exc}.", is_error=True)
         arguments = params.arguments
         if params.name == SEARCH_TOOL_NAME:
             return await self._search(ctx, gateway_session, arguments or {})
@@ -292,9 +430,9 @@ class Gateway:
             inner = (arguments or {}).get("arguments")
             if inner is not None and not isinstance(inner, dict):
                 return text_result("call_tool: `arguments` must be an object ({} for none).", is_error=True)
-            return await self.forward(gateway_session, name, inner)
+            return await self.forward(gateway_session, name, inner, progress=_relay(ctx))
         if self.options.expose_active:
-            return await self.forward(gateway_session, params.name, arguments or {})
+            return await self.forward(gateway_session, params.name, arguments or {}, progress=_relay(ctx))
         return text_result(
             f"Unknown tool {params.name!r}: call search_tool_bm25 to find tools, then call_tool to call "
             "them.",
@@ -304,7 +442,10 @@ class Gateway:
     async def _search(
         self, ctx: ServerRequestContext[Any, Any], gateway_session: GatewaySession, arguments: dict[str, Any]
     ) -> types.CallToolResult:
-        outcome = await self.library.run(self._written_first, gateway_session.search, arguments)
+        try:
+            outcome = await self.library.run(self._written_first, gateway_session.search, arguments)
+        except NotYourSession as exc:
+            return text_result(f"Refused: {exc}.", is_error=True)
         if outcome.activated:
             self._later(gateway_session, gateway_session.pinning(outcome.activated))
             if self.options.expose_active:
@@ -312,10 +453,16 @@ class Gateway:
         return text_result(outcome.text, is_error=outcome.is_error)
 
     async def forward(
-        self, gateway_session: GatewaySession, name: str, arguments: dict[str, Any] | None
+        self,
+        gateway_session: GatewaySession,
+        name: str,
+        arguments: dict[str, Any] | None,
+        *,
+        progress: ProgressFnT | None = None,
     ) -> types.CallToolResult:
         """Call the activated tool ``name`` on its server; every call is logged, never its
-        arguments or result. ``arguments`` ``None`` describes the tool instead of calling it."""
+        arguments or result. ``arguments`` ``None`` describes the tool instead of calling it.
+        ``progress`` gets the server's progress notifications (the caller asked for them)."""
         started = time.perf_counter()
         tool, active = await self.library.run(gateway_session.resolve, name)
         # The server and upstream name come from the record the model was shown (and its pin).
@@ -331,9 +478,15 @@ class Gateway:
         if arguments is None:
             await self._log(gateway_session, name, server, started, False, "described")
             return text_result(_described(tool.description, tool.input_schema, name), is_error=False)
+        if not gateway_session.stored:
+            try:
+                # The call is logged, so the session is stored first (active at the start of a new one).
+                await self.library.run(self._written_first, gateway_session.store)
+            except NotYourSession as exc:
+                return text_result(f"Refused: {exc}.", is_error=True)
         upstream = self.upstreams.upstream(located[0])
         try:
-            result = await self.upstreams.call_upstream(upstream, located[1], arguments)
+            result = await self.upstreams.call_upstream(upstream, located[1], arguments, progress=progress)
         except UpstreamError as exc:
             await self._log(gateway_session, name, server, started, True, "server failed")
             return text_result(f"Calling {name} failed: {exc}.", is_error=True)
@@ -373,7 +526,10 @@ class Gateway:
             )
         if name not in gateway_session.pins:
             # Activated outside the gateway, or by a search whose pins are still in the backlog.
-            await self.library.run(self._written_first, self._pin_missing, gateway_session, name)
+            try:
+                await self.library.run(self._written_first, self._pin_missing, gateway_session, name)
+            except NotYourSession as exc:
+                return "not yours", f"Refused: {exc}."
         elif gateway_session.changed(name, tool):
             await self.library.run(self._written_first, gateway_session.unpin_changed, name)
             if self.options.expose_active:
@@ -403,7 +559,10 @@ class Gateway:
         """Write a log entry after the answer is sent. Entries wait in a backlog that the worker
         writes in one transaction, as soon as it is free, and always before any later write of
         the gateway (``_written_first``), so the log keeps the order of the calls; only a gateway
-        killed before the worker got to them loses them."""
+        killed before the worker got to them loses them. A session not stored yet has no log:
+        what it did was read-only (a listing, a description, a refusal), and is not kept."""
+        if not gateway_session.stored:
+            return
         self._backlog.append((gateway_session, pending))
         if not self._draining:
             self._draining = True
@@ -442,20 +601,34 @@ class Gateway:
     async def _listen(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
-        gateway_session = await self.session_of(ctx)
-        if gateway_session.id not in self._buses:
-            bus = InMemorySubscriptionBus()
-            self._buses[gateway_session.id] = (bus, ListenHandler(bus))
-        return await self._buses[gateway_session.id][1](ctx, params)
+        try:
+            gateway_session = await self.session_of(ctx)
+        except NotYourSession as exc:
+            raise MCPError(INVALID_PARAMS, str(exc)) from None
+        key = gateway_session.id
+        bus, handler, listening = self._buses.get(key) or (InMemorySubscriptionBus(), None, 0)
+        handler = handler or ListenHandler(bus)
+        self._buses[key] = (bus, handler, listening + 1)
+        try:
+            return await handler(ctx, params)
+        finally:
+            # A bus lives while someone listens on it: sessions named once leave nothing behind.
+            bus, handler, listening = self._buses[key]
+            if listening == 1:
+                del self._buses[key]
+            else:
+                self._buses[key] = (bus, handler, listening - 1)
 
     async def _notify(self, session_id: str) -> None:
         """Tell the session's clients that its tools/list changed: handshake-era clients by a
         notification on their connection, 2026-07-28 clients on their listen streams."""
-        for client in list(self._clients.get(session_id, ())):
+        for client, session_ids in list(self._clients.items()):
+            if session_id not in session_ids:
+                continue
             try:
                 await client.send_tool_list_changed()
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, MCPError, RuntimeError):
-                self._clients[session_id].discard(client)
+                self._clients.pop(client, None)
         if session_id in self._buses:
             await self._buses[session_id][0].publish(ToolsListChanged())
 
@@ -463,17 +636,105 @@ class Gateway:
 
     async def _server_changed(self, server: str) -> None:
         """An upstream said its tools changed: sync it, so searches and pins see the change."""
-        self._report(await sync_server(self.library, self.upstreams, server))
+        self._report(await sync_server(self.library, self.upstreams, server, listed_hook=self._remember))
+        await self._catalog_changed()
+
+    async def _sync_in_background(self, servers: list[str]) -> None:
+        """Sync ``servers`` while the gateway answers, each connection closed once its tools are
+        written (a call opens it again), then tell the sessions their tools may have changed."""
+        for result in await sync_servers(
+            self.library, self.upstreams, servers, close=True, listed_hook=self._remember
+        ):
+            self._report(result)
+        await self._catalog_changed()
+
+    async def _catalog_changed(self) -> None:
+        """After a sync or a new config: the search tool's description of each session in memory
+        says the new counts, and with ``expose_active`` its clients are told to list again."""
+        for gateway_session in list(self.sessions.values()):
+            try:
+                await self.library.run(gateway_session.describe)
+            except ToolIndexError as exc:  # a session deleted meanwhile keeps its description
+                self.say(f"session {gateway_session.id}: {exc}")
         if self.options.expose_active:
-            for session_id in list(self.sessions):
+            notified = {session_id for ids in list(self._clients.values()) for session_id in ids}
+            for session_id in notified | set(self._buses):
                 await self._notify(session_id)
+
+    # The config file, watched
+
+    async def _watch_config(self) -> None:
+        """Poll the config file (size and modification time, then a digest of what it holds) and
+        apply a new version without a restart; an unreadable or invalid one keeps the old."""
+        assert self.reload_config is not None
+        path = Path(self.config.path)
+        seen = _stat(path)
+        known = _digest(path)
+        while True:
+            await anyio.sleep(self.options.watch_interval)
+            now = _stat(path)
+            if now == seen:
+                continue
+            seen = now
+            digest = _digest(path)
+            if digest is None:
+                self.say(f"Warning: {path} cannot be read now; serving its previous version")
+                continue
+            if digest == known:
+                continue
+            known = digest
+            try:
+                config = await anyio.to_thread.run_sync(self.reload_config)
+            except ToolIndexError as exc:
+                self.say(f"Warning: {exc}; the config is unchanged (serving its previous version)")
+                continue
+            try:
+                await self.apply_config(config)
+            except ToolIndexError as exc:  # the database failed meanwhile: the next edit tries again
+                self.say(f"Warning: applying {path} failed: {exc}")
+
+    async def apply_config(self, config: McpConfig) -> None:
+        """Serve ``config`` from now on: its new servers synced and callable, removed ones out of
+        scope (their tools leave searches and active lists), a changed entry's server restarted
+        and synced again. Sessions are kept: those in memory are read again under the new scope."""
+        for warning in config.warnings():
+            self.say(f"Warning: {warning}")
+        # Tools the old filters left out were never imported: new filters sync every server again.
+        refiltered = config.tool_filter != self.config.tool_filter
+        added, removed, changed = await self.upstreams.reconfigure(config)
+        self.config = config
+        self.scope = GatewayScope(frozenset(config.servers), config.tool_filter)
+        async with self._opening:
+            # Their handles hold the old scope and what it ruled out: read again when next used.
+            self.sessions.clear()
+        if self.default_session is not None:
+            self.default_session = await self._open(self.default_session.id)
+        parts = [
+            f"{what} {', '.join(names)}"
+            for what, names in (("added", added), ("removed", removed), ("changed", changed))
+            if names
+        ]
+        if refiltered:
+            parts.append("filters changed")
+        self.say(f"config {config.path} reloaded: {'; '.join(parts) or 'nothing that serve uses changed'}")
+        if refiltered:
+            await self._sync_in_background(list(config.servers))
+        elif added or changed:
+            await self._sync_in_background([*added, *changed])
+        else:
+            await self._catalog_changed()
 
     async def _refresh_forever(self) -> None:
         assert self.options.refresh
         while True:
-            for result in await sync_servers(self.library, self.upstreams, list(self.config.servers)):
+            for result in await sync_servers(
+                self.library, self.upstreams, list(self.config.servers), listed_hook=self._remember
+            ):
                 self._report(result)
             await anyio.sleep(self.options.refresh)
+
+    def _remember(self, server: str, tools: list[types.Tool]) -> None:
+        self._listed[server] = {tool.name: tool for tool in tools}
 
     def _report(self, result: ServerSync) -> None:
         if result.report is None:

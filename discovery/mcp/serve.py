@@ -5,15 +5,21 @@ own for its connection)."""
 from __future__ import annotations
 
 import hmac
+import re
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from discovery.errors import ToolIndexError
-from discovery.mcp.gateway import Gateway
+from discovery.files import load_json, read_bounded
+from discovery.mcp.gateway import IDENTITY, Gateway
 
 PROTECTED_HOSTS = ("127.0.0.1", "localhost", "::1")
 """The hosts served without a token, spelled exactly so. Other spellings of loopback (127.0.0.2,
@@ -43,6 +49,41 @@ def check_bind(host: str, token: str | None) -> None:
         )
 
 
+class TokensError(ToolIndexError):
+    """A ``--tokens`` file that cannot be used; the message never quotes a secret."""
+
+
+IDENTITY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
+"""An identity's name is logged with the sessions it makes: short, printable, no spaces."""
+SINGLE_IDENTITY = "token"
+"""The one identity of ``--token SECRET``: everyone who has the token is the same user."""
+
+
+def load_tokens(path: str | Path) -> dict[str, str]:
+    """``{"identity": "secret", ...}`` from a JSON file, read within the input size limit."""
+    where, text = read_bounded(path, TokensError, what="tokens file")
+    document = load_json(text, where, TokensError)
+    if not isinstance(document, dict) or not document:
+        raise TokensError(
+            f'{where}: expected a JSON object of identities and their secrets: {{"alice": "..."}}'
+        )
+    seen: dict[str, str] = {}
+    for identity, secret in document.items():
+        if not IDENTITY_NAME.fullmatch(identity):
+            raise TokensError(
+                f"{where}: identity {identity[:64]!r}: a name is 1 to 64 letters, digits, '_', '.', '@' "
+                "and '-', starting with a letter or digit"
+            )
+        if not isinstance(secret, str) or not secret.strip() or not secret.isprintable():
+            raise TokensError(
+                f"{where}: identity {identity!r}: its secret must be a non-empty printable string"
+            )
+        if secret in seen:
+            raise TokensError(f"{where}: identities {seen[secret]!r} and {identity!r} have the same secret")
+        seen[secret] = identity
+    return dict(document)
+
+
 class CannotListen(ToolIndexError):
     """The HTTP server could not bind its host and port (in use, or not an address of this machine)."""
 
@@ -53,16 +94,30 @@ async def serve_stdio(gateway: Gateway) -> None:
 
 
 class BearerToken:
-    """Refuses every HTTP request without ``Authorization: Bearer <token>`` (compared in constant time)."""
+    """Refuses every HTTP request without ``Authorization: Bearer <token>`` of one of the
+    identities (each compared in constant time), and tells the app whose token it was: the
+    gateway (``IDENTITY``) and the SDK's transport, which then refuses a connection's
+    ``Mcp-Session-Id`` to any other identity."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, tokens: Mapping[str, str]) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.expected = [(identity, f"Bearer {secret}".encode()) for identity, secret in tokens.items()]
+
+    def identity(self, given: bytes) -> str | None:
+        found = None
+        for identity, expected in self.expected:  # every one compared, so the time says nothing
+            if hmac.compare_digest(given, expected):
+                found = identity
+        return found
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
+            identity = self.identity(given)
+            if identity is not None:
+                scope[IDENTITY] = identity
+                scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=identity, scopes=[]))
+            else:
                 await send(
                     {
                         "type": "http.response.start",
@@ -75,21 +130,21 @@ class BearerToken:
         await self.app(scope, receive, send)
 
 
-def http_app(gateway: Gateway, host: str, token: str | None) -> Any:
-    """The Starlette app of the gateway; without a token, it checks Host and Origin."""
-    check_bind(host, token)
+def http_app(gateway: Gateway, host: str, tokens: Mapping[str, str] | None) -> Any:
+    """The Starlette app of the gateway; without tokens, it checks Host and Origin."""
+    check_bind(host, "yes" if tokens else None)
     # Given explicitly, so the checks do not hang on the SDK's own list of hosts it protects.
-    guard = None if token else REBINDING_GUARD
+    guard = None if tokens else REBINDING_GUARD
     app: ASGIApp = gateway.server.streamable_http_app(
         streamable_http_path=MCP_PATH, host=host, transport_security=guard
     )
-    return BearerToken(app, token) if token else app
+    return BearerToken(app, tokens) if tokens else app
 
 
-async def serve_http(gateway: Gateway, host: str, port: int, token: str | None) -> None:
+async def serve_http(gateway: Gateway, host: str, port: int, tokens: Mapping[str, str] | None) -> None:
     import uvicorn
 
-    app = http_app(gateway, host, token)
+    app = http_app(gateway, host, tokens)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     unbound = False

@@ -15,10 +15,12 @@ from sqlalchemy import Connection
 
 from discovery.errors import ToolCallError, ToolIndexError
 from discovery.index import ToolIndex
+from discovery.params import checked_id
+from discovery.sessions.description import render_description
 from discovery.sessions.learning import CALL_EVENT, learn_from_calls, teaches
 from store import StoredTool, sessions
 from store.digests import json_digest
-from store.engine import write_transaction
+from store.engine import read_transaction, write_transaction
 from store.reads import tools_by_names
 
 if TYPE_CHECKING:
@@ -27,6 +29,29 @@ if TYPE_CHECKING:
 NEW_SESSION_MODE = "mcp-only"
 """A gateway fronts MCP tools only; ``auto`` would switch discovery off for a small catalog."""
 PIN_EVENT = "pin"
+OWNER_EVENT = "owner"
+"""Logged right after ``create`` by a gateway with identities: ``{"identity": NAME}``, never a secret."""
+
+
+def owner_of(connection: Connection, session_id: str) -> str | None:
+    """The identity a stored session belongs to (its ``owner`` entry), or ``None``."""
+    logged = sessions.first_of_kind(connection, session_id, OWNER_EVENT)
+    identity = (logged.event.params or {}).get("identity") if logged is not None else None
+    return identity if isinstance(identity, str) else None
+
+
+def refusal(session_id: str, owner: str | None) -> str:
+    """Why an identity may not use ``session_id``; it never names the identity that may."""
+    if owner is None:
+        return (
+            f"session {session_id!r} was made without an identity (over stdio, on the command line or "
+            "by a gateway without --tokens), and this gateway serves only the sessions of its "
+            "identities: name a session of your own (?session=NEW)"
+        )
+    return (
+        f"session {session_id!r} belongs to another identity of this gateway: it is not yours to read "
+        "or change; name a session of your own (?session=NEW)"
+    )
 
 
 def digest(tool: StoredTool) -> str:
@@ -44,15 +69,30 @@ class SearchOutcome:
     activated: list[str] = field(default_factory=list)
 
 
+class NotYourSession(ToolIndexError):
+    """A gateway with identities (``serve --tokens``) was asked for a session another identity
+    made, or one made without an identity: it is refused, never read or changed."""
+
+
 @dataclass
 class GatewaySession:
-    """A session of the store, with the digest each of its activated tools had when activated."""
+    """A session of the store, with the digest each of its activated tools had when activated.
+
+    A session named for the first time is not stored until it first changes (a search, or a call
+    that must be logged): until then its read-only requests are answered from what a new session
+    would be (``Session.as_new``), so a client naming sessions at random fills nothing."""
 
     index: ToolIndex
     session: Session
     created: bool
     pins: dict[str, str] = field(default_factory=dict)
     description: str = ""
+    owner: str | None = None
+    """The identity the session belongs to (``serve --tokens``); ``None``: every local client."""
+    stored: bool = True
+    mode: str = NEW_SESSION_MODE
+    on_created: Callable[[GatewaySession], None] | None = field(default=None, repr=False)
+    """Called (in the worker) once the gateway has stored the session it named."""
     _digests: dict[str, tuple[StoredTool, str]] = field(default_factory=dict, repr=False)
 
     @property
@@ -66,18 +106,69 @@ class GatewaySession:
         session_id: str | None,
         mode: str = NEW_SESSION_MODE,
         scope: Scope | None = None,
+        owner: str | None = None,
     ) -> GatewaySession:
-        """Resume ``session_id`` with its own settings, or create it (a new id when ``None``) in
-        ``mode``; the active tools are pinned as the log last saw them. With ``scope``, its
-        searches rank and activate only the tools ``scope`` admits."""
-        known = session_id is not None and any(summary.id == session_id for summary in index.sessions())
-        session = index.session(session_id) if known else index.session(session_id, discovery_mode=mode)
-        if scope is not None:
-            session = session.scoped(scope)
-        opened = cls(index, session, created=not known)
-        opened.load_pins()
-        opened.description = session.search_tool.description
+        """Resume ``session_id`` with its own settings, or prepare it (a new id when ``None``) in
+        ``mode``, stored when it first changes; the active tools are pinned as the log last saw
+        them. With ``scope``, its searches rank and activate only the tools ``scope`` admits.
+        With ``owner`` (the identity asking), a stored session must belong to that identity
+        (``NotYourSession``). Reads this session's row, never the others'."""
+        from discovery.sessions.session import Session
+
+        session_id = checked_id(session_id, "session id") if session_id is not None else uuid.uuid4().hex
+        with read_transaction(index.engine) as connection:
+            exists = sessions.load(connection, session_id) is not None
+            stored_owner = owner_of(connection, session_id) if exists else None
+        if exists and owner is not None and stored_owner != owner:
+            raise NotYourSession(refusal(session_id, stored_owner))
+        session = Session(index.engine, index.ranker, session_id, scope)
+        opened = cls(index, session, created=not exists, owner=stored_owner if exists else owner)
+        opened.mode = mode
+        opened.stored = exists
+        if exists:
+            opened.load_pins()
+        opened.describe()
         return opened
+
+    def describe(self) -> None:
+        """Render the search tool's description from the session's corpus as it is now."""
+        if self.stored:
+            self.description = self.session.search_tool.description
+        else:
+            self.description = render_description(*self.session.as_new(self.settings())[1])
+
+    def settings(self) -> dict[str, Any]:
+        return {"discovery_mode": self.mode}
+
+    def store(self) -> None:
+        """Store the session if it is not yet (in one transaction with its owner, so a session
+        never exists without the identity that made it); another caller may have made it just
+        before, and then it must be this identity's."""
+        if self.stored:
+            return
+        from discovery.sessions.session import opening_active
+        from discovery.sessions.settings import parsed_settings
+
+        settings = parsed_settings(self.settings())
+        with write_transaction(self.index.engine) as connection:
+            made = sessions.lock(connection, self.id) is None
+            if made:
+                active = opening_active(self.index.ranker, connection, settings)
+                stored = settings.model_dump(mode="json")
+                made = sessions.create(connection, self.id, stored, active) is not None
+                if made and self.owner is not None:
+                    owned = sessions.Event(kind=OWNER_EVENT, params={"identity": self.owner})
+                    sessions.append(connection, self.id, owned)
+            found_owner = None if made else owner_of(connection, self.id)
+        if not made:
+            if self.owner is not None and found_owner != self.owner:
+                raise NotYourSession(refusal(self.id, found_owner))
+            self.stored = True
+            self.load_pins()
+            return
+        self.stored = True
+        if self.on_created is not None:
+            self.on_created(self)
 
     def load_pins(self) -> None:
         """The pins of the log: a tool activated by a search that no gateway pinned (a search on
@@ -97,6 +188,7 @@ class GatewaySession:
 
     def pin(self, names: list[str]) -> None:
         """Pin the current digest of each of ``names`` (in the log, so a restart keeps it)."""
+        self.store()
         write_pending(self.index, [(self, self.pinning(names))])
 
     def pinning(self, names: list[str]) -> Pending:
@@ -114,7 +206,10 @@ class GatewaySession:
         return pin_event
 
     def search(self, arguments: dict[str, Any]) -> SearchOutcome:
-        """One ``search_tool_bm25`` call (contract §6); the caller pins what it activated."""
+        """One ``search_tool_bm25`` call (contract §6); the caller pins what it activated. Every
+        search is logged, so the session is stored first (``NotYourSession`` when another
+        identity made it meanwhile)."""
+        self.store()
         try:
             result = self.session.search_tool.execute(f"mcp-{uuid.uuid4().hex}", arguments)
         except ToolCallError as error:
@@ -125,6 +220,9 @@ class GatewaySession:
     def resolve(self, name: str) -> tuple[StoredTool | None, bool]:
         """The catalog record of ``name`` (``None`` when it is not there) and whether it is active,
         from one snapshot: every forwarded call starts here."""
+        if not self.stored:
+            found = self.session.tools_by_names([name])
+            return found.get(name), name in self.session.as_new(self.settings())[0]
         active, found = self.session.lookup([name])
         return found.get(name), name in active
 
@@ -143,10 +241,15 @@ class GatewaySession:
     def unpin_changed(self, name: str) -> None:
         """Deactivate a tool whose record changed since it was pinned: only a new search that finds
         it (and pins it again) makes it callable."""
+        self.store()
         self.pins.pop(name, None)
         self.session.set_active([active for active in self.session.active if active != name])
 
     def active_tools(self) -> list[StoredTool]:
+        if not self.stored:
+            active = self.session.as_new(self.settings())[0]
+            found = self.session.tools_by_names(active)
+            return [found[name] for name in active if name in found]
         return self.session.active_tools()
 
     def log_call(

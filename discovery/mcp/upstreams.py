@@ -26,6 +26,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.message import SessionMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -38,8 +39,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 30.0
-"""Seconds an upstream may take to start (counted from its own start), to list its tools (every
-page), or to answer one tool call."""
+"""Seconds an upstream may take to start (counted from its own start) or to list its tools (every
+page)."""
+DEFAULT_CALL_TIMEOUT = 300.0
+"""Seconds one tool call may take: tools that build, search or wait on a person take minutes,
+which says nothing about a server that does not start."""
 DEFAULT_MAX_STARTING = 8
 """stdio servers started at once: each is a process that loads its runtime, and a config of
 dozens started together would make them all slow enough to time out."""
@@ -169,6 +173,9 @@ class Upstream:
         self._ended = anyio.Event()
         self._ended.set()
         self.last_error: str | None = None
+        self.calls = 0
+        """Tool calls made on this server: a sync that opened the connection closes it after
+        itself only when no call has used it meanwhile (closing would fail the call)."""
 
     @property
     def connected(self) -> bool:
@@ -361,28 +368,45 @@ class Upstreams:
         on_tools_changed: Callable[[str], Coroutine[Any, Any, None]] | None = None,
         max_starting: int = DEFAULT_MAX_STARTING,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
     ) -> None:
         self.config = config
         self.timeout = timeout
+        self.call_timeout = call_timeout
         self.max_starting = max_starting
         self.max_result_bytes = max_result_bytes
         self._errlog = errlog if errlog is not None else sys.stderr
         self._on_tools_changed = on_tools_changed
-        starting = anyio.Semaphore(max_starting)
-        self.servers = {
-            name: Upstream(
-                server,
-                timeout=timeout,
-                errlog=self._errlog,
-                on_tools_changed=self._tools_changed,
-                starting=starting,
-            )
-            for name, server in config.servers.items()
-        }
+        self._starting = anyio.Semaphore(max_starting)
+        self.servers = {name: self._upstream(server) for name, server in config.servers.items()}
         self._stack: AsyncExitStack | None = None
         self._group: anyio.abc.TaskGroup | None = None
         self._syncing: set[str] = set()
         self._queued: set[str] = set()
+
+    def _upstream(self, server: ServerConfig) -> Upstream:
+        return Upstream(
+            server,
+            timeout=self.timeout,
+            errlog=self._errlog,
+            on_tools_changed=self._tools_changed,
+            starting=self._starting,
+        )
+
+    async def reconfigure(self, config: McpConfig) -> tuple[list[str], list[str], list[str]]:
+        """Use ``config`` from now on: ``(added, removed, changed)`` server names. A removed or
+        changed server's connection is closed (its process ended); a changed one is started
+        anew, with its new entry, when next needed."""
+        old = self.config.servers
+        added = [name for name in config.servers if name not in old]
+        removed = [name for name in old if name not in config.servers]
+        changed = [name for name in config.servers if name in old and config.servers[name] != old[name]]
+        for name in [*removed, *changed]:
+            await self.servers.pop(name).close()
+        for name in [*added, *changed]:
+            self.servers[name] = self._upstream(config.servers[name])
+        self.config = config
+        return added, removed, changed
 
     @classmethod
     def from_config(cls, path: str | Path, **options: Any) -> Upstreams:
@@ -399,7 +423,9 @@ class Upstreams:
     ) -> None:
         for upstream in self.servers.values():
             await upstream.close()
-        assert self._stack is not None
+        assert self._stack is not None and self._group is not None
+        # What runs in the background (re-syncs, a config watch) ends with the pool, not after it.
+        self._group.cancel_scope.cancel()
         await self._stack.__aexit__(exc_type, exc, tb)
         self._stack = self._group = None
 
@@ -474,25 +500,37 @@ class Upstreams:
             raise UpstreamError(server, f"tools/list failed: {_reason(exc)}") from exc
         raise UpstreamError(server, f"tools/list did not end after {MAX_PAGES} pages")
 
-    async def call(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None = None, *, progress: ProgressFnT | None = None
+    ) -> types.CallToolResult:
         """Call the tool that the catalog names ``name`` on its server, and return its result as
-        it came (an ``isError`` result included); a server that cannot answer, or answers more than
-        ``max_result_bytes``, is an ``UpstreamError``."""
+        it came (an ``isError`` result included); a server that cannot answer within
+        ``call_timeout``, or answers more than ``max_result_bytes``, is an ``UpstreamError``.
+        ``progress`` gets the server's progress notifications of the call."""
         upstream, tool = self.locate(name)
-        return await self.call_upstream(upstream, tool, arguments)
+        return await self.call_upstream(upstream, tool, arguments, progress=progress)
 
     async def call_upstream(
-        self, upstream: Upstream, tool: str, arguments: dict[str, Any] | None
+        self,
+        upstream: Upstream,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        *,
+        progress: ProgressFnT | None = None,
     ) -> types.CallToolResult:
+        upstream.calls += 1
         client = await self._client(upstream)
         try:
-            with anyio.fail_after(self.timeout):
-                result = await client.call_tool(tool, arguments)
+            with anyio.fail_after(self.call_timeout):
+                result = await client.call_tool(
+                    tool, arguments, read_timeout_seconds=self.call_timeout, progress_callback=progress
+                )
         except TimeoutError:
             upstream.reset(client)
             raise UpstreamError(
                 upstream.name,
-                f"{tool} did not answer within {self.timeout:g} s; the server is restarted on the next call",
+                f"{tool} did not answer within {self.call_timeout:g} s; the server is restarted on the "
+                "next call",
             ) from None
         except Exception as exc:
             upstream.mark_broken()

@@ -42,6 +42,7 @@ from store import sessions as stored_sessions
 from store.engine import read_transaction, write_transaction
 from store.reads import (
     all_tools,
+    generation,
     group_members,
     group_server_counts,
     opening_candidates,
@@ -170,6 +171,22 @@ class Session:
                 "resume it without settings or delete it first"
             )
         return cls(engine, ranker, session_id)
+
+    def as_new(self, settings: dict[str, Any] | None = None) -> tuple[list[str], CorpusOverview]:
+        """What this session would be if it were created now with ``settings``, nothing stored:
+        its active tools and the overview of its corpus (the search tool's description). A host
+        answers from it the read-only requests of a session it has not created yet."""
+        wanted = parsed_settings(settings or {})
+        with read_transaction(self.engine) as connection:
+            catalog = generation(connection)
+            self.ranker.sync(connection, catalog)
+            active = opening_active(self.ranker, connection, wanted)
+            stamp = stored_sessions.now()
+            state = stored_sessions.SessionState(
+                self.id, wanted.model_dump(mode="json"), active, [], 0, stamp, stamp
+            )
+            view = self.view_in(connection, state, catalog)
+            return view.live_active, corpus_overview(self.ranker, connection, view.corpus)
 
     def scoped(self, scope: Scope) -> Session:
         """A handle on the same session that searches and activates only what ``scope`` admits."""
@@ -381,9 +398,11 @@ class Session:
             return corpus_overview(self.ranker, connection, whole)
 
 
-def corpus_overview(
-    ranker: Ranker, connection: Connection, corpus: Corpus
-) -> tuple[list[tuple[str, int]], list[str], int]:
+CorpusOverview = tuple[list[tuple[str, int]], list[str], int]
+"""``(servers with counts, built-in names, corpus size)``: what the search tool's description says."""
+
+
+def corpus_overview(ranker: Ranker, connection: Connection, corpus: Corpus) -> CorpusOverview:
     if not corpus.groups:
         return [], [], 0
     excluded = corpus.excluded

@@ -1,0 +1,320 @@
+"""Identities and sessions over HTTP: ``serve --tokens`` makes each token an identity that owns
+the sessions it makes; a session is stored when it first changes; opening one reads only its
+rows; what the gateway keeps per session and per connection stays bounded.
+
+Real parts: ``tool-index serve`` processes (or, where the test must look at the gateway's memory,
+the gateway served over real HTTP in the test's process) driven by the SDK's ``Client``, upstream
+servers as processes, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import gc
+import io
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+import uvicorn
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+from discovery import ToolIndex
+from discovery.mcp.config import load_config
+from discovery.mcp.gateway import Gateway, GatewayOptions
+from discovery.mcp.serve import TokensError, http_app, load_tokens
+from discovery.mcp.sessions import GatewaySession
+from store import driver
+from tests.mcp_helpers import (
+    call,
+    cli,
+    eventually,
+    http_gateway,
+    search,
+    text_of,
+    upstream_entry,
+    write_config,
+)
+
+ALICE, BOB = "alice-secret-4f1e9a", "bob-secret-77c2d0"
+
+
+def synced_into(db: str, directory: Path) -> Path:
+    config = write_config(directory, {"up": upstream_entry()})
+    done = cli(db, "sync", "--config", str(config))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return config
+
+
+def tokens_file(directory: Path) -> Path:
+    path = directory / "tokens.json"
+    path.write_text(json.dumps({"alice": ALICE, "bob": BOB}), encoding="utf-8")
+    return path
+
+
+@asynccontextmanager
+async def as_identity(url: str, secret: str, *, mode: str = "auto") -> AsyncIterator[Client]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}"})
+    async with http, Client(streamable_http_client(url, http_client=http), cache=None, mode=mode) as client:
+        yield client
+
+
+def record(db: str, session_id: str) -> dict[str, Any]:
+    with ToolIndex.open(db, create=False) as index:
+        return index.session_record(session_id)
+
+
+def stored_ids(db: str) -> list[str]:
+    with ToolIndex.open(db, create=False) as index:
+        return sorted(summary.id for summary in index.sessions())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_session_belongs_to_the_identity_that_made_it(db_url: str, tmp_path: Path, mode: str) -> None:
+    config = synced_into(db_url, tmp_path)
+    assert cli(db_url, "search", "echo", "--session", "made-locally", "--mode", "mcp-only").returncode == 0
+    with http_gateway(db_url, config, "--tokens", str(tokens_file(tmp_path)), "--expose-active") as url:
+
+        async def run() -> None:
+            async with as_identity(f"{url}?session=work", ALICE, mode=mode) as alice:
+                await search(alice, "echo a text back", limit=1)
+                echoed = await call(alice, "mcp__up__echo", {"text": "hi"})
+                assert (text_of(echoed), echoed.is_error) == ("echo: hi", False)
+
+            async def logged() -> dict[str, Any] | None:  # the call is logged after its answer
+                now = record(db_url, "work")
+                return now if now["calls"][-1]["kind"] == "tool_call" else None
+
+            before = await eventually(logged, "alice's call is logged")
+            async with as_identity(f"{url}?session=work", BOB, mode=mode) as bob:
+                with pytest.raises(MCPError, match="belongs to another identity"):
+                    await bob.list_tools()  # none of alice's tools, not even the search's counts
+                attempts: list[tuple[str, dict[str, Any]]] = [
+                    ("search_tool_bm25", {"query": "filler", "limit": 3}),
+                    ("call_tool", {"name": "mcp__up__echo", "arguments": {"text": "bob"}}),
+                    ("call_tool", {"name": "mcp__up__echo"}),
+                    ("mcp__up__echo", {"text": "bob"}),
+                ]
+                for name, arguments in attempts:
+                    refused = await bob.call_tool(name, arguments)
+                    assert refused.is_error, name
+                    assert text_of(refused).startswith("Refused: session 'work' belongs to another identity")
+                    assert "alice" not in text_of(refused)
+            assert record(db_url, "work") == before  # bob changed nothing, not even the log
+            async with as_identity(f"{url}?session=mine", BOB, mode=mode) as bob:
+                assert (await search(bob, "echo a text back", limit=1))["activated_tools"] == [
+                    "mcp__up__echo"
+                ]
+            async with as_identity(f"{url}?session=mine", ALICE, mode=mode) as alice:
+                refused = await call(alice, "mcp__up__echo", {"text": "alice"})
+                assert refused.is_error and "belongs to another identity" in text_of(refused)
+            async with as_identity(f"{url}?session=made-locally", ALICE, mode=mode) as alice:
+                refused = await alice.call_tool("search_tool_bm25", {"query": "echo"})
+                assert refused.is_error and "was made without an identity" in text_of(refused)
+
+        anyio.run(run)
+    owners = {
+        session_id: [
+            entry["params"] for entry in record(db_url, session_id)["calls"] if entry["kind"] == "owner"
+        ]
+        for session_id in ("work", "mine", "made-locally")
+    }
+    assert owners == {"work": [{"identity": "alice"}], "mine": [{"identity": "bob"}], "made-locally": []}
+    shown = cli(db_url, "session", "show", "work").stdout
+    assert " owner alice\n" in shown
+    if db_url.startswith("sqlite"):
+        stored = b"".join(path.read_bytes() for path in tmp_path.glob("tools.db*"))
+        assert ALICE.encode() not in stored and BOB.encode() not in stored
+    assert cli(db_url, "verify").returncode == 0
+
+
+@pytest.mark.slow
+def test_a_connection_of_one_identity_is_refused_to_another(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = synced_into(db, tmp_path)
+    with http_gateway(db, config, "--tokens", str(tokens_file(tmp_path))) as url:
+
+        async def run() -> None:
+            headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+            initialize = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            }
+            async with httpx2.AsyncClient() as http:
+                opened = await http.post(
+                    url, json=initialize, headers={**headers, "Authorization": f"Bearer {ALICE}"}
+                )
+                assert opened.status_code == 200
+                connection = opened.headers["mcp-session-id"]
+                listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+                stolen = await http.post(
+                    url,
+                    json=listing,
+                    headers={**headers, "Authorization": f"Bearer {BOB}", "Mcp-Session-Id": connection},
+                )
+                assert stolen.status_code == 404  # as if alice's connection did not exist
+
+        anyio.run(run)
+
+
+@pytest.mark.slow
+def test_read_only_requests_store_no_session(db_url: str, tmp_path: Path) -> None:
+    config = synced_into(db_url, tmp_path)
+    with http_gateway(db_url, config, "--expose-active") as url:
+
+        async def run() -> None:
+            for mode in ("auto", "legacy"):
+                async with Client(f"{url}?session=ghost-{mode}", cache=None, mode=mode) as ghost:
+                    listed = await ghost.list_tools()
+                    assert [tool.name for tool in listed.tools] == ["search_tool_bm25", "call_tool"]
+                    assert "up (6 tools)" in (listed.tools[0].description or "")
+                    refused = await call(ghost, "mcp__up__echo", {"text": "x"})
+                    assert refused.is_error and "is not active in this session" in text_of(refused)
+                    unknown = await ghost.call_tool("call_tool", {"name": "mcp__up__nope"})
+                    assert unknown.is_error
+                    assert (await ghost.call_tool("nope", {})).is_error
+            assert stored_ids(db_url) == []
+            async with Client(f"{url}?session=real", cache=None) as real:
+                described = await real.call_tool("call_tool", {"name": "mcp__up__echo"})
+                assert described.is_error  # not active: a refusal, not stored
+                assert stored_ids(db_url) == []
+                await search(real, "echo a text back", limit=1)  # the first change stores it
+                assert stored_ids(db_url) == ["real"]
+                described = await real.call_tool("call_tool", {"name": "mcp__up__echo"})
+                assert not described.is_error
+
+        anyio.run(run)
+    kinds = [entry["kind"] for entry in record(db_url, "real")["calls"]]
+    assert kinds == ["create", "search", "pin", "tool_call"]
+    assert cli(db_url, "verify").returncode == 0
+
+
+def test_opening_a_session_reads_its_own_rows_only(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with ToolIndex.open(db_url) as index:
+        index.upsert_tools([{"name": "mcp__up__echo", "description": "Echo a text back"}])
+        for session_id in ("first", "wanted", "third"):
+            GatewaySession.open(index, session_id).store()
+        statements: list[tuple[str, tuple[Any, ...]]] = []
+        fetch = driver.fetch
+
+        def recorded(connection: Any, statement: str, params: Any = ()) -> list[Any]:
+            statements.append((statement, tuple(params)))
+            return fetch(connection, statement, params)
+
+        monkeypatch.setattr(driver, "fetch", recorded)
+        opened = GatewaySession.open(index, "wanted")
+        unknown = GatewaySession.open(index, "not-yet")
+        monkeypatch.undo()
+        assert opened.stored and not unknown.stored
+        about_sessions = [(text, params) for text, params in statements if "session" in text.lower()]
+        assert about_sessions
+        for text, params in about_sessions:  # each names the session it reads
+            assert "wanted" in params or "not-yet" in params, text
+        assert sorted(summary.id for summary in index.sessions()) == ["first", "third", "wanted"]
+
+
+def test_a_tokens_file_is_checked_and_never_quoted(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    cases = [
+        ("[]", "expected a JSON object"),
+        ("{}", "expected a JSON object"),
+        ('{"alice": "s3cr3t-one", "bob": "s3cr3t-one"}', "'alice' and 'bob' have the same secret"),
+        ('{"al ice": "s3cr3t-one"}', "identity 'al ice'"),
+        ('{"alice": ""}', "must be a non-empty printable string"),
+        ('{"alice": 12}', "must be a non-empty printable string"),
+        ('{"alice": "s3cr3t-one",}', "invalid JSON"),
+    ]
+    for text, message in cases:
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(TokensError, match=message) as caught:
+            load_tokens(path)
+        assert "s3cr3t" not in str(caught.value)
+    path.write_text('{"alice": "one-secret", "bob.b@x": "another"}', encoding="utf-8")
+    assert load_tokens(path) == {"alice": "one-secret", "bob.b@x": "another"}
+    config = write_config(tmp_path, {"up": upstream_entry()})
+    stdio = cli(f"sqlite:///{tmp_path / 'x.db'}", "serve", "--config", str(config), "--tokens", str(path))
+    assert stdio.returncode == 2 and "--tokens is for --transport http" in stdio.stderr
+
+
+@pytest.mark.slow
+def test_memory_per_session_and_connection_stays_bounded(db_url: str, tmp_path: Path) -> None:
+    """Clients naming sessions at random, or opening connection after connection, leave at most
+    the cache's sessions in memory and nothing per connection once connections end; a session
+    evicted from memory is read back with its activations when next used."""
+    config = write_config(tmp_path, {"up": upstream_entry()})
+    with ToolIndex.open(db_url) as index:
+        index.upsert_tools(
+            [
+                {
+                    "name": f"mcp__up__{name}",
+                    "description": description,
+                    "server_name": "up",
+                    "mcp_tool_name": name,
+                }
+                for name, description in [("echo", "Echo a text back"), ("fail", "Always fails")]
+            ]
+        )
+        options = GatewayOptions(per_client=True, expose_active=True, session_cache=3)
+        errlog = io.StringIO()
+        gateway = Gateway(index, load_config(config), options, errlog=errlog)
+
+        async def run() -> None:
+            server = uvicorn.Server(
+                uvicorn.Config(
+                    http_app(gateway, "127.0.0.1", None), port=0, log_level="warning", lifespan="on"
+                )
+            )
+            async with gateway, anyio.create_task_group() as group:
+                group.start_soon(server.serve)
+                while not server.started:
+                    await anyio.sleep(0.01)
+                url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}/mcp"
+                async with Client(f"{url}?session=kept", cache=None) as kept:
+                    await search(kept, "echo a text back", limit=1)
+                for number in range(8):  # named sessions, 2026-07-28 clients listening for changes
+                    async with (
+                        Client(f"{url}?session=named-{number}", cache=None) as client,
+                        client.listen(tools_list_changed=True),
+                    ):
+                        await search(client, "echo a text back", limit=1)
+                        assert gateway._buses
+                for _ in range(8):  # handshake-era clients, each a connection with a session of its own
+                    async with Client(url, cache=None, mode="legacy") as client:
+                        await client.list_tools()
+                        await search(client, "echo a text back", limit=1)
+                for number in range(50):  # invented names, read-only
+                    async with Client(
+                        f"{url}?session=invented-{number}", cache=None, mode="legacy"
+                    ) as client:
+                        await client.list_tools()
+                assert len(gateway.sessions) <= 3
+                assert "kept" not in {session_id for _, session_id in gateway.sessions}
+                async with Client(f"{url}?session=kept", cache=None) as kept:
+                    described = await kept.call_tool("call_tool", {"name": "mcp__up__echo"})
+                    assert not described.is_error, text_of(described)  # still active, read back
+                    listed = await kept.list_tools()
+                    assert [tool.name for tool in listed.tools][2:] == ["mcp__up__echo"]
+
+                async def released() -> bool:
+                    gc.collect()
+                    return not gateway._by_connection and not gateway._clients and not gateway._buses
+
+                await eventually(released, "every connection's entries are gone")
+                server.should_exit = True
+
+        anyio.run(run)
+    stored = stored_ids(db_url)
+    assert not [session_id for session_id in stored if session_id.startswith("invented-")]
+    assert {"kept", *(f"named-{number}" for number in range(8))} <= set(stored)
+    assert len(stored) == 1 + 8 + 8  # and one per handshake-era connection
