@@ -222,6 +222,11 @@ class EmbeddingModel:
                 self._queries.popitem(last=False)
         return vector
 
+    def forget_queries(self) -> None:
+        """Drop the cached query vectors (a benchmark timing what a new query costs)."""
+        with self._lock:
+            self._queries.clear()
+
     def _one(self, text: str) -> np.ndarray:
         encoded = self._tokenizer.encode(text)
         ids = np.array([encoded.ids], dtype=np.int64)
