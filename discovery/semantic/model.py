@@ -21,6 +21,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,6 +177,9 @@ class EmbeddingModel:
             options.enable_cpu_mem_arena = False
             # Threads that spin after a run burn a core a search at a time in a server process.
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            # One thread a run: a query is too small to share out, and ``embed`` runs texts on
+            # every core at once instead (one text per run, one run per core).
+            options.intra_op_num_threads = 1
             session = onnxruntime.InferenceSession(
                 str(runnable_onnx(files)), options, providers=["CPUExecutionProvider"]
             )
@@ -206,7 +210,11 @@ class EmbeddingModel:
         text has one vector wherever it is embedded, and no padding is computed."""
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        return np.stack([self._one(text) for text in texts])
+        if len(texts) == 1:
+            return self._one(texts[0])[None, :]
+        # ONNX Runtime releases the GIL while it runs, so threads keep every core busy.
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            return np.stack(list(pool.map(self._one, texts)))
 
     def embed_query(self, text: str) -> np.ndarray:
         with self._lock:
