@@ -17,7 +17,7 @@ The servers, one start of each per round so that a change of the machine's load 
 
 The database holds the real MCP catalog (../shared/data/mcp-catalog.jsonl) when present, plus the
 10 upstreams' tools. ``--importtime`` then starts the gateway once more under ``python -X
-importtime`` and lists the top-level imports by cumulative time. Prints the tables; ``--append``
+importtime`` and sums the import time by package. Prints the tables; ``--append``
 adds them to bench/results.md with the machine and commit.
 """
 
@@ -125,8 +125,10 @@ def prepare(directory: Path) -> dict[str, list[str]]:
     }
 
 
-def importtime(command: list[str], top: int) -> list[tuple[str, float]]:
-    """The top-level imports of one start of ``command`` (a Python program), by cumulative time."""
+def importtime(command: list[str], top: int) -> tuple[float, list[tuple[str, float]]]:
+    """One start of ``command`` (a Python program) under ``-X importtime``: the seconds spent in
+    imports, and the ``top`` packages by the time their own modules took (children excluded, so
+    the shares add up)."""
     environment = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
     process = subprocess.Popen(
         command,
@@ -137,14 +139,16 @@ def importtime(command: list[str], top: int) -> list[tuple[str, float]]:
         env=environment,
     )
     _, err = process.communicate(MESSAGES, timeout=120)
-    found: list[tuple[str, float]] = []
+    packages: dict[str, float] = {}
     for line in err.splitlines():
-        if not line.startswith("import time:") or "|" not in line:
+        if not line.startswith("import time:") or line.count("|") != 2:
             continue
-        _, cumulative, name = line.split("|", 2)
-        if cumulative.strip().isdigit() and not name.startswith("  "):  # one space: top level
-            found.append((name.strip(), int(cumulative) / 1e6))
-    return sorted(found, key=lambda item: -item[1])[:top]
+        own, _, name = line.removeprefix("import time:").split("|")
+        if own.strip().isdigit():
+            package = name.strip().split(".")[0]
+            packages[package] = packages.get(package, 0.0) + int(own) / 1e6
+    ranked = sorted(packages.items(), key=lambda item: -item[1])
+    return sum(packages.values()), ranked[:top]
 
 
 def markdown(title: str, header: list[str], rows: list[list[str]]) -> str:
@@ -172,7 +176,9 @@ def main() -> None:
         for _ in range(options.starts):
             for name, command in runs.items():
                 samples[name].append(first_answer(command))
-        imports = importtime(runs["tool-index serve, 10 upstreams"], 15) if options.importtime else []
+        imported, imports = (
+            importtime(runs["tool-index serve, 10 upstreams"], 12) if options.importtime else (0.0, [])
+        )
     rows = [
         [
             name,
@@ -193,9 +199,13 @@ def main() -> None:
     )
     if imports:
         tables += "\n" + markdown(
-            "One gateway start under -X importtime: top-level imports (cumulative ms)",
-            ["module", "ms"],
-            [[f"`{name}`", f"{seconds * 1000:.0f}"] for name, seconds in imports],
+            f"One gateway start under -X importtime: {imported * 1000:.0f} ms of imports; "
+            "the packages that took most (their own modules' time, ms)",
+            ["package", "ms", "share"],
+            [
+                [f"`{name}`", f"{seconds * 1000:.0f}", f"{seconds / imported:.0%}"]
+                for name, seconds in imports
+            ],
         )
     print(tables)
     print(verdict)
