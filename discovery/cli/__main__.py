@@ -10,20 +10,13 @@ still does). This is the program's choice for its own process, made here, in the
 that only the program runs: the library never touches the collector of the process importing it.
 """
 
-import gc
+from discovery.cli.collector import collector_paused
 
 
 def run() -> None:
     """Run the ``tool-index`` command line on ``sys.argv``."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         from discovery.cli.main import main
-    finally:
-        if collecting:
-            gc.freeze()
-            gc.unfreeze()
-            gc.enable()
     main(prog_name="tool-index")
 
 

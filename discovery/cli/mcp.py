@@ -333,8 +333,13 @@ def serve(
     restart. With --tokens, each session belongs to the identity that made it.
     """
     config = _config(config_path, allow, deny)
-    from discovery.mcp.gateway import Gateway, GatewayOptions
-    from discovery.mcp.serve import SINGLE_IDENTITY, check_bind, load_tokens, serve_http, serve_stdio
+    from discovery.cli.collector import collector_paused
+
+    # The SDK builds hundreds of models as it is imported: the same pause as the program's own
+    # imports (``discovery.cli.__main__``), for the same reason.
+    with collector_paused():
+        from discovery.mcp.gateway import Gateway, GatewayOptions
+        from discovery.mcp.serve import SINGLE_IDENTITY, check_bind, load_tokens, serve_http, serve_stdio
 
     tokens = None
     if tokens_path is not None:
