@@ -188,6 +188,8 @@ class EmbeddingModel:
                 f"{_where(files.onnx.parent)}: cannot load the model ({_where(error)})"
             ) from None
         tokenizer.enable_truncation(files.max_tokens)
+        # A tokenizer.json may pad every text to a fixed length; one text per run needs none.
+        tokenizer.no_padding()
         self._tokenizer = tokenizer
         self._session = session
         self._inputs = {node.name for node in session.get_inputs()}
