@@ -40,6 +40,7 @@ from bench.queries import query_set
 from discovery import ToolIndex
 from discovery.catalog.embedding import DEFAULT_WEIGHT
 from discovery.quality.evaluate import evaluate, read_queries
+from discovery.ranking.fusion import cosines
 from discovery.semantic.model import EmbeddingModel, load
 from discovery.semantic.vectors import quantized
 from store import vectors as stored_vectors
@@ -190,14 +191,11 @@ def speed(model: str, size: int, rounds: int, workdir: Path, console: Console) -
                 embedding.append((time.perf_counter() - started) * 1000)
             with read_transaction(index.engine) as connection:
                 vectors = stored_vectors.current(connection, loaded.dimensions)
-            from discovery.ranking.fusion import VectorSet
-
-            scan_set = VectorSet(vectors.tool_ids, vectors.groups, vectors.rows, vectors.scales)
             query_vector = loaded.embed_query(queries[0])
             scans = []
             for _ in range(50):
                 started = time.perf_counter()
-                scan_set.cosines(query_vector)
+                cosines(vectors, query_vector)
                 scans.append((time.perf_counter() - started) * 1000)
         lexical_copy = workdir / "lexical.db"
         for suffix in ("", "-wal", "-shm"):

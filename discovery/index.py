@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine
 
-from discovery.catalog.embedding import embed_written
 from discovery.errors import (
     AnalyzerMismatch,
     AnalyzerOutdated,
@@ -248,6 +247,7 @@ class ToolIndex:
         given, else every other tool of the catalog.
         """
         scope = ReplaceScope(server) if replace else None
+        from discovery.catalog.embedding import embed_written
         from discovery.catalog.workers import collector_paused, prepared
 
         # Read the caller's records before the write lock is taken: a slow iterable must not

@@ -43,6 +43,10 @@ class StoredVectors:
     rows: np.ndarray
     scales: np.ndarray
 
+    @property
+    def max_id(self) -> int:
+        return int(self.tool_ids.max()) if self.tool_ids.size else -1
+
 
 @dataclass(frozen=True, slots=True)
 class VectorRow:
@@ -101,11 +105,7 @@ def write(connection: Connection, rows: Sequence[VectorRow]) -> None:
     if not rows:
         return
     _bump(connection)
-    names = [row.tool_name for row in rows]
-    for part in chunks(names):
-        driver.execute(
-            connection, f"DELETE FROM tool_vectors WHERE tool_name IN ({', '.join('?' * len(part))})", part
-        )
+    drop(connection, [row.tool_name for row in rows])
     driver.execute_many(
         connection,
         "INSERT INTO tool_vectors (tool_name, content_hash, scale, vector) VALUES (?, ?, ?, ?)",

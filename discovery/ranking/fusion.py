@@ -12,41 +12,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from store.vectors import StoredVectors
+
 SCAN_ROWS = 1024
 """Vectors converted to float32 at a time, into one buffer: the int8 matrix is never widened
 whole (at a large catalog's size that would cost four times its memory on every search), and a
 block this size stays in the CPU's cache between its conversion and its product."""
 
 
-@dataclass(frozen=True, slots=True)
-class VectorSet:
-    """The current vectors of the catalog: tool ids, groups, int8 rows, scales, in one order
-    (any: every use goes by tool id)."""
-
-    tool_ids: np.ndarray
-    groups: np.ndarray
-    rows: np.ndarray
-    scales: np.ndarray
-
-    @property
-    def dimensions(self) -> int:
-        return int(self.rows.shape[1])
-
-    @property
-    def max_id(self) -> int:
-        return int(self.tool_ids.max()) if self.tool_ids.size else -1
-
-    def cosines(self, query: np.ndarray) -> np.ndarray:
-        """The cosine of every vector with ``query`` (L2-normalised float32)."""
-        out = np.empty(len(self.tool_ids), dtype=np.float32)
-        buffer = np.empty((min(SCAN_ROWS, len(out)), self.rows.shape[1]), dtype=np.float32)
-        for start in range(0, len(out), SCAN_ROWS):
-            block = self.rows[start : start + SCAN_ROWS]
-            widened = buffer[: len(block)]
-            np.copyto(widened, block, casting="unsafe")
-            np.matmul(widened, query, out=out[start : start + len(block)])
-        out *= self.scales
-        return out
+def cosines(vectors: StoredVectors, query: np.ndarray) -> np.ndarray:
+    """The cosine of every vector with ``query`` (L2-normalised float32), in the vectors' order."""
+    out = np.empty(len(vectors.tool_ids), dtype=np.float32)
+    buffer = np.empty((min(SCAN_ROWS, len(out)), vectors.rows.shape[1]), dtype=np.float32)
+    for start in range(0, len(out), SCAN_ROWS):
+        block = vectors.rows[start : start + SCAN_ROWS]
+        widened = buffer[: len(block)]
+        np.copyto(widened, block, casting="unsafe")
+        np.matmul(widened, query, out=out[start : start + len(block)])
+    out *= vectors.scales
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +44,14 @@ class SemanticPart:
 
 
 def semantic_part(
-    vectors: VectorSet, query: np.ndarray, groups: tuple[int, ...], dropped: np.ndarray
+    vectors: StoredVectors, query: np.ndarray, groups: tuple[int, ...], dropped: np.ndarray
 ) -> SemanticPart:
     """The cosines of the corpus' tools: those of ``groups`` not in ``dropped``."""
-    cosines = vectors.cosines(query)
+    every = cosines(vectors, query)
     inside = np.isin(vectors.groups, groups)
     if dropped.size:
         inside &= ~np.isin(vectors.tool_ids, dropped)
-    ids, values = vectors.tool_ids[inside], cosines[inside]
+    ids, values = vectors.tool_ids[inside], every[inside]
     best = float(values.max()) if values.size else 0.0
     return SemanticPart(ids, values, max(best, 0.0))
 

@@ -25,7 +25,7 @@ from discovery.ranking import pruning
 from discovery.ranking.bm25 import average_length, idf
 from discovery.ranking.cache import RowCache, TermCache
 from discovery.ranking.corpus import Corpus
-from discovery.ranking.fusion import SemanticPart, VectorSet, fused, semantic_part
+from discovery.ranking.fusion import SemanticPart, fused, semantic_part
 from discovery.ranking.learned import (
     LearnedPopulation,
     LearnedPostings,
@@ -73,7 +73,7 @@ class Ranking:
 class SemanticQuery:
     """What fusing a search needs: the catalog's vectors, the query's, the semantic weight."""
 
-    vectors: VectorSet
+    vectors: stored_vectors.StoredVectors
     query: np.ndarray
     weight: float
 
@@ -144,7 +144,7 @@ class Ranker:
         # The semantic signal: the index's embedding setting (read with each new generation),
         # its current vectors (loaded on the first fused search) and the model's query vectors.
         self._embedding = stored_vectors.EmbeddingState(None, None, 0, 0.0)
-        self._vectors: VectorSet | None = None
+        self._vectors: stored_vectors.StoredVectors | None = None
         self._model: EmbeddingModel | None = None
         self.semantic_problem: str | None = None
         """Why an index with vectors is searched without them in this process (the model could
@@ -276,7 +276,7 @@ class Ranker:
                 )
                 return None
         if self._vectors is None:
-            self._vectors = _vector_set(stored_vectors.current(connection, setting.dimensions))
+            self._vectors = stored_vectors.current(connection, setting.dimensions)
         return SemanticQuery(self._vectors, self._model.embed_query(query), setting.weight)
 
     @_serialized
@@ -290,12 +290,6 @@ class Ranker:
         if semantic is None:
             return None
         return semantic, self._semantic_part(semantic, corpus, self._exclusion(connection, corpus))
-
-    @_serialized
-    def embedding(self, connection: Connection) -> stored_vectors.EmbeddingState:
-        """The index's embedding setting, as the caller's transaction sees it."""
-        self._sync(connection)
-        return self._embedding
 
     def _pruned(
         self,
@@ -845,7 +839,3 @@ EXCLUSION_REUSE_WINDOW = 8
 """Corpora cached last that a new corpus's exclusion may start from (``_excluding_less``)."""
 EXCLUSION_REUSE_FROM = 64
 """Excluded names from which an exclusion is worth reusing rather than counting again."""
-
-
-def _vector_set(stored: stored_vectors.StoredVectors) -> VectorSet:
-    return VectorSet(stored.tool_ids, stored.groups, stored.rows, stored.scales)

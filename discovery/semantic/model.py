@@ -276,8 +276,8 @@ def runnable_onnx(files: ModelFiles) -> Path:
 
     A model exported with int8 weights that are cast to float at run time, or a float32 model,
     is held in memory as float32 (ONNX Runtime folds the casts); quantized for the integer kernels
-    it stays int8, about a third of the memory, and embeds faster, with cosines within a few
-    hundredths of the original's."""
+    it stays int8, smaller and faster, ranking as the original does (bench/results.md has the
+    figures)."""
     stat = files.onnx.stat()
     key = hashlib.sha256(f"{files.onnx.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()
     directory = Path(os.environ.get(CACHE_VAR) or user_cache_dir("tool-index", appauthor=False)) / "models"
