@@ -38,6 +38,23 @@ WORKED_EXAMPLE: list[dict[str, Any]] = [
     },
 ]
 
+ROUTE: dict[str, Any] = {
+    "name": "mcp__atlas__find_route",
+    "description": "Itinéraire le plus court — 最短経路 between two stops",
+    "server_name": "atlas",
+    "mcp_tool_name": "find_route",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "to": {"type": "string"},
+            "from": {"type": "string"},
+            "max_hops": {"type": "integer", "maximum": 1e16, "default": 3},
+        },
+        "required": ["from", "to"],
+    },
+}
+"""A record with accents, CJK and a float bound in its schema: its digests are pinned."""
+
 SERVERS = ["github", "slack", "jira", "notion", "postgres", "k8s", "stripe", "sentry"]
 VERBS = ["create", "list", "get", "update", "delete", "search", "merge", "sync", "close", "watch"]
 NOUNS = ["issue", "message", "page", "table", "pod", "invoice", "event", "branch", "user", "report"]

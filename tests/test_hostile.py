@@ -21,7 +21,7 @@ from discovery.text.tokenizer import tokenize
 from store import logged_json, sessions
 from store.digests import json_digest, record_digest
 from store.logged_json import column_json
-from tests.catalogs import WORKED_EXAMPLE
+from tests.catalogs import ROUTE, WORKED_EXAMPLE
 
 ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=60)
 SQLISH = st.sampled_from(["'", '"', ";", "--", "/*", "*/", "%", "_", "\\", "' OR 1=1 --", "\x00", "\ud800"])
@@ -235,21 +235,7 @@ def test_a_record_s_content_hash_does_not_change_between_versions() -> None:
     """A digest stored by this version must match in the next, or re-importing an unchanged
     catalog would rewrite every row; the digest before revision 0005 must stay computable for
     its downgrade."""
-    record = {
-        "name": "mcp__atlas__find_route",
-        "description": "Itinéraire le plus court — 最短経路 between two stops",
-        "server_name": "atlas",
-        "mcp_tool_name": "find_route",
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "to": {"type": "string"},
-                "from": {"type": "string"},
-                "max_hops": {"type": "integer", "maximum": 1e16, "default": 3},
-            },
-            "required": ["from", "to"],
-        },
-    }
+    record = ROUTE
     tool = ToolRecord.model_validate(record)
     assert content_hash(tool) == "eb6c2abb5cd73f3f23b1636fda611e067f58826423605dd2ff1b33d35c582dc8"
     assert (

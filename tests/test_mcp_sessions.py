@@ -11,6 +11,7 @@ from discovery import ToolIndex
 from discovery.diagnostics.verify import verify
 from discovery.errors import ToolIndexError
 from discovery.mcp.sessions import GatewaySession, digest, write_pending
+from tests.catalogs import ROUTE
 
 TOOLS: list[dict[str, Any]] = [
     {
@@ -21,23 +22,6 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "mcp__gh__list_issues", "description": "List the issues of a repository"},
     {"name": "mcp__slack__post", "description": "Post a message to a Slack channel"},
 ]
-
-
-ROUTE = {
-    "name": "mcp__atlas__find_route",
-    "description": "Itinéraire le plus court — 最短経路 between two stops",
-    "server_name": "atlas",
-    "mcp_tool_name": "find_route",
-    "input_schema": {
-        "type": "object",
-        "properties": {
-            "to": {"type": "string"},
-            "from": {"type": "string"},
-            "max_hops": {"type": "integer", "maximum": 1e16, "default": 3},
-        },
-        "required": ["from", "to"],
-    },
-}
 
 
 def test_a_stored_tool_s_pin_does_not_change_between_versions(db_url: str) -> None:
