@@ -55,7 +55,7 @@ def timed(index: ToolIndex, queries: list[str], rounds: int, *, after_calls: boo
     for _ in range(rounds):
         for query in queries:
             if after_calls:  # another session's call changed what was learned: reload it
-                with write_transaction(index.engine) as connection:
+                with write_transaction(index.store.engine) as connection:
                     connection.exec_driver_sql("UPDATE learning_state SET generation = generation + 1")
             started = time.perf_counter()
             index.search(query, LIMIT)
@@ -81,7 +81,7 @@ def main() -> None:
             index.upsert_tools(records)
             credits = learned_credits([r["name"] for r in records], args.taught, args.sessions, args.seed)
             index.set_learning(True)
-            with write_transaction(index.engine) as connection:
+            with write_transaction(index.store.engine) as connection:
                 stored_learning.replace_all(connection, credits)
             summary = index.stats()["learning"]
             results: dict[str, list[float]] = {"off": [], "on": [], "on, a call between searches": []}
@@ -91,7 +91,7 @@ def main() -> None:
                     # no logs), so on writes them again.
                     index.set_learning(state != "off")
                     if state != "off":
-                        with write_transaction(index.engine) as connection:
+                        with write_transaction(index.store.engine) as connection:
                             stored_learning.replace_all(connection, credits)
                     after_calls = state != "on" and state != "off"
                     results[state] += timed(index, queries, args.rounds // 2, after_calls=after_calls)

@@ -29,7 +29,7 @@ class MemoryPeer:
         from discovery.catalog.indexing import record_fields
         from discovery.ranking import bm25 as scoring
         from discovery.ranking import fields
-        from discovery.ranking.corpus import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES
+        from discovery.rules import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES
         from discovery.text.collation import collation_key
 
         self.scoring = scoring

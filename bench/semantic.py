@@ -148,7 +148,7 @@ def random_vectors(index: ToolIndex, model: str, dimensions: int, seed: int = 7)
     """A random unit vector for every tool, written straight into the table."""
     loaded = load(model)
     rng = np.random.default_rng(seed)
-    with write_transaction(index.engine) as connection:
+    with write_transaction(index.store.engine) as connection:
         stored_vectors.set_state(
             connection,
             stored_vectors.EmbeddingState(loaded.spec, loaded.files.digest(), dimensions, DEFAULT_WEIGHT),
@@ -189,7 +189,7 @@ def speed(model: str, size: int, rounds: int, workdir: Path, console: Console) -
                 started = time.perf_counter()
                 loaded.embed([query])
                 embedding.append((time.perf_counter() - started) * 1000)
-            with read_transaction(index.engine) as connection:
+            with read_transaction(index.store.engine) as connection:
                 vectors = stored_vectors.current(connection, loaded.dimensions)
             query_vector = loaded.embed_query(queries[0])
             scans = []

@@ -1,6 +1,6 @@
 """ToolIndex: the catalog in a database, searched with exact BM25+ — the library's façade.
 
-It opens the database, owns the engine and the per-process ranker, and hands both to what it
+It opens the database, owns its store and the per-process ranker, and hands both to what it
 creates (sessions, diagnostics); the layers below never call back into it.
 """
 
@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine
-
 from discovery.errors import (
     AnalyzerMismatch,
     AnalyzerOutdated,
@@ -22,26 +20,21 @@ from discovery.errors import (
     ToolIndexError,
 )
 from discovery.params import analyzer_named, checked_search
-from discovery.ranking.corpus import read_only_corpus
 from discovery.ranking.ranker import Ranker
 from discovery.results import SearchDetails, SearchHit, match_details
+from discovery.rules import read_only_corpus
 from discovery.text.analyzers import stored_version
 from store import (
+    Reader,
+    ReplaceScope,
+    Store,
     StoredTool,
     ToolNotFound,
     WriteReport,
-    display_url,
-    make_engine,
+    default_url,
     parse_url,
-    reads,
     sqlite_file,
 )
-from store import learning as stored_learning
-from store import vectors as stored_vectors
-from store.catalog import ReplaceScope, reindex_tools, stored_analyzer, write_tools
-from store.engine import default_url, read_transaction, translated_errors, write_transaction
-from store.migrate import ensure_schema, is_empty
-from store.reads import all_tools, catalog_summary, tools_by_names
 
 if TYPE_CHECKING:
     # Imported where used: opening an index and searching it never loads pydantic (the record
@@ -82,8 +75,8 @@ class ImportReport:
 class ToolIndex:
     """A persistent tool catalog and its search; open one per process and database."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, store: Store) -> None:
+        self.store = store
         self.ranker = Ranker()
 
     @classmethod
@@ -119,27 +112,27 @@ class ToolIndex:
             missing = sqlite_file(parsed)
             if missing is not None and not Path(missing).expanduser().exists():
                 raise DatabaseMissing(missing)
-        engine = make_engine(parsed)
+        store = Store.at(parsed)
         try:
-            with translated_errors(engine):
-                if not create and is_empty(engine):
-                    raise DatabaseMissing(display_url(engine.url))
-                ensure_schema(engine, upgrade_if_old=upgrade)
+            with store.translated_errors():
+                if not create and store.is_empty():
+                    raise DatabaseMissing(store.url)
+                store.ensure_schema(upgrade_if_old=upgrade)
                 if analyzer is not None:
-                    _choose_analyzer(engine, analyzer)
-            opened = cls(engine)
+                    _choose_analyzer(store, analyzer)
+            opened = cls(store)
             if learning is not None:
                 opened.set_learning(learning)
         except BaseException:
-            engine.dispose()
+            store.close()
             raise
         return opened
 
     @property
     def analyzer(self) -> str:
         """The name of the analyzer the catalog is indexed with (and searched with)."""
-        with read_transaction(self.engine) as connection:
-            return self.ranker.analyzer(connection).name
+        with self.store.reading() as reader:
+            return self.ranker.analyzer(reader).name
 
     def reindex(self, analyzer: str, *, progress: Progress | None = None) -> int:
         """Rebuild every posting and statistic with ``analyzer``, in one transaction, and make
@@ -148,22 +141,22 @@ class ToolIndex:
         stored = analyzer_named(analyzer).stored
         from discovery.catalog.workers import collector_paused, prepared
 
-        with collector_paused(), write_transaction(self.engine) as connection:
-            stored_analyzer(connection)  # the write lock, before the catalog is read
-            records = [tool.as_record() for tool in all_tools(connection)]
+        with collector_paused(), self.store.writing() as writer:
+            writer.catalog.lock()  # the write lock, before the catalog is read
+            records = [tool.as_record() for tool in writer.catalog.all_tools()]
             with closing(prepared(records, progress, analyzer)) as tools:
-                reindex_tools(connection, tools, stored)
+                writer.catalog.reindex(tools, stored)
             from discovery.sessions.learning import relearn_if_enabled
 
             # Learned terms are the analyzer's query terms: made again with the new one.
-            relearn_if_enabled(connection, analyzer_named(analyzer))
+            relearn_if_enabled(writer, analyzer_named(analyzer))
         return len(records)
 
     @property
     def learning(self) -> bool:
         """Whether the index ranks with what it learned from use (off for a new index)."""
-        with read_transaction(self.engine) as connection:
-            return self.ranker.learning_enabled(connection)
+        with self.store.reading() as reader:
+            return self.ranker.learning_enabled(reader)
 
     def set_learning(self, enabled: bool) -> bool:
         """Turn learning from use on or off; whether the setting changed.
@@ -173,24 +166,24 @@ class ToolIndex:
         dropped — the logs keep what it came from, so turning it on again restores it."""
         from discovery.sessions.learning import set_learning
 
-        with write_transaction(self.engine) as connection:
-            stored_analyzer(connection)  # the catalog's write lock: no reindex meanwhile
-            return set_learning(connection, self.ranker.analyzer(connection), enabled)
+        with self.store.writing() as writer:
+            writer.catalog.lock()  # the catalog's write lock: no reindex meanwhile
+            return set_learning(writer, self.ranker.analyzer(writer), enabled)
 
     def learned(self, name: str) -> LearnedSummary:
         """What tool ``name`` learned: its terms, each with the number of sessions that taught it."""
         from discovery.sessions.learning import LearnedSummary
 
-        with read_transaction(self.engine) as connection:
-            return LearnedSummary.read(connection, name)
+        with self.store.reading() as reader:
+            return LearnedSummary.read(reader, name)
 
     def forget_learning(self, names: Sequence[str] | None = None) -> int:
         """Forget what the tools ``names`` (every tool when ``None``) learned, for good: their
         logged calls never teach again. Returns how many credits were removed."""
         from discovery.sessions.learning import forget
 
-        with write_transaction(self.engine) as connection:
-            return forget(connection, None if names is None else list(dict.fromkeys(names)))
+        with self.store.writing() as writer:
+            return forget(writer, None if names is None else list(dict.fromkeys(names)))
 
     def embed(
         self,
@@ -210,22 +203,22 @@ class ToolIndex:
 
         if weight is not None and not (isinstance(weight, int | float) and 0 <= weight <= 1):
             raise ToolIndexError(f"weight must be a number from 0 to 1, not {weight!r}")
-        return embed_catalog(self.engine, model, weight=weight, progress=progress)
+        return embed_catalog(self.store, model, weight=weight, progress=progress)
 
     def embedding_off(self) -> int:
         """Remove every vector and the model setting: searches are lexical again, exactly as
         before ``embed``. Returns how many vectors were removed."""
         from discovery.catalog.embedding import embedding_off
 
-        return embedding_off(self.engine)
+        return embedding_off(self.store)
 
     @property
     def url(self) -> str:
         """The database URL with any password hidden."""
-        return display_url(self.engine.url)
+        return self.store.url
 
     def close(self) -> None:
-        self.engine.dispose()
+        self.store.close()
 
     def __enter__(self) -> ToolIndex:
         return self
@@ -258,17 +251,17 @@ class ToolIndex:
         with (
             collector_paused(),
             closing(prepared(records, progress, analyzer)) as tools,
-            write_transaction(self.engine) as connection,
+            self.store.writing() as writer,
         ):
-            now = stored_analyzer(connection)
+            now = writer.catalog.lock()
             # A reindex committed in between: these terms are the old kind.
             if now != analyzer_named(analyzer).stored:
                 raise AnalyzerMismatch(self.url, now, analyzer)
             if server is not None:
-                _check_owners(connection, records, server)
-            report = write_tools(connection, tools, replace=scope)
-            stored_vectors.drop(connection, report.removed)
-            stale = embed_written(connection, [*report.added, *report.updated])
+                _check_owners(writer, records, server)
+            report = writer.catalog.write_tools(tools, replace=scope)
+            writer.vectors.drop(report.removed)
+            stale = embed_written(writer, [*report.added, *report.updated])
         return ImportReport.of(report, stale)
 
     def remove_tools(self, names: Iterable[str], *, missing_ok: bool = True) -> list[str]:
@@ -278,31 +271,31 @@ class ToolIndex:
         (``ToolNotFound`` names the others), checked in the same transaction as the removal.
         """
         wanted = list(dict.fromkeys(names))
-        with write_transaction(self.engine) as connection:
+        with self.store.writing() as writer:
             if not missing_ok:
-                missing = [name for name in wanted if name not in tools_by_names(connection, wanted)]
+                missing = [name for name in wanted if name not in writer.catalog.tools_by_names(wanted)]
                 if missing:
                     listed = ", ".join(repr(name) for name in missing)
                     raise ToolNotFound(f"not in the catalog: {listed}; nothing removed")
-            removed = write_tools(connection, [], remove=wanted).removed
-            stored_vectors.drop(connection, removed)
+            removed = writer.catalog.write_tools([], remove=wanted).removed
+            writer.vectors.drop(removed)
             return removed
 
     def search(self, query: str, limit: int | None = None, *, mode: str = "all") -> list[SearchHit]:
         """Read-only search of the whole catalog in ``mode`` with nothing active."""
         trimmed, limit = checked_search(query, limit)
-        with read_transaction(self.engine) as connection:
-            terms = self.ranker.query_terms(connection, trimmed)
-            ranking = self.ranker.rank(connection, terms, read_only_corpus(mode), limit, query=trimmed)
+        with self.store.reading() as reader:
+            terms = self.ranker.query_terms(reader, trimmed)
+            ranking = self.ranker.rank(reader, terms, read_only_corpus(mode), limit, query=trimmed)
         return [SearchHit(name=hit.name, score=hit.score) for hit in ranking.hits]
 
     def search_details(self, query: str, limit: int | None = None, *, mode: str = "all") -> SearchDetails:
         """The contract §6 details of a read-only search: ``search`` with each match's tool row."""
         trimmed, limit = checked_search(query, limit)
-        with read_transaction(self.engine) as connection:
-            terms = self.ranker.query_terms(connection, trimmed)
-            ranking = self.ranker.rank(connection, terms, read_only_corpus(mode), limit, query=trimmed)
-            tools = self.ranker.tools(connection, [hit.tool_id for hit in ranking.hits])
+        with self.store.reading() as reader:
+            terms = self.ranker.query_terms(reader, trimmed)
+            ranking = self.ranker.rank(reader, terms, read_only_corpus(mode), limit, query=trimmed)
+            tools = self.ranker.tools(reader, [hit.tool_id for hit in ranking.hits])
         return {
             "query": trimmed,
             "limit": limit,
@@ -333,19 +326,19 @@ class ToolIndex:
         settings = {key: value for key, value in given.items() if value is not None}
         from discovery.sessions.session import Session
 
-        return Session.open(self.engine, self.ranker, session_id, settings or None)
+        return Session.open(self.store, self.ranker, session_id, settings or None)
 
     def sessions(self) -> list[SessionSummary]:
         """Every stored session with its sizes and number of search calls."""
         from discovery.sessions.listing import session_summaries
 
-        return session_summaries(self.engine)
+        return session_summaries(self.store)
 
     def session_record(self, session_id: str) -> dict[str, Any]:
         """``{"id", "settings", "active", "selected", "calls"}`` with every logged event."""
         from discovery.sessions.listing import session_record
 
-        return session_record(self.engine, session_id)
+        return session_record(self.store, session_id)
 
     def import_session_file(self, path: Path, session_id: str, **settings: Any) -> RestoredSelection:
         """Restore the selection in force in a host's JSONL session file into a session.
@@ -363,31 +356,31 @@ class ToolIndex:
     def delete_session(self, session_id: str) -> None:
         from discovery.sessions.listing import delete_session
 
-        delete_session(self.engine, session_id)
+        delete_session(self.store, session_id)
 
     def tool(self, name: str) -> StoredTool:
-        with read_transaction(self.engine) as connection:
-            found = tools_by_names(connection, [name])
+        with self.store.reading() as reader:
+            found = reader.catalog.tools_by_names([name])
         if name not in found:
             raise ToolNotFound(f"no tool named {name!r} in the catalog")
         return found[name]
 
     def tools(self, *, server: str | None = None, source: str | None = None) -> list[StoredTool]:
-        with read_transaction(self.engine) as connection:
-            return all_tools(connection, server=server, source=source)
+        with self.store.reading() as reader:
+            return reader.catalog.all_tools(server=server, source=source)
 
     def tools_by_names(self, names: Sequence[str]) -> dict[str, StoredTool]:
-        with read_transaction(self.engine) as connection:
-            return tools_by_names(connection, names)
+        with self.store.reading() as reader:
+            return reader.catalog.tools_by_names(names)
 
     def stats(self) -> dict[str, Any]:
         """Catalog size, terms, postings, average length, and counts per source and server."""
-        with read_transaction(self.engine) as connection:
-            summary = catalog_summary(connection)
-            tools, terms, sessions = stored_learning.summary(connection)
-            enabled = stored_learning.state(connection).enabled
-            embedding = stored_vectors.state(connection)
-            vectors = stored_vectors.counts(connection)
+        with self.store.reading() as reader:
+            summary = reader.catalog.summary()
+            tools, terms, sessions = reader.learning.summary()
+            enabled = reader.learning.state().enabled
+            embedding = reader.vectors.state()
+            vectors = reader.vectors.counts()
         summary["learning"] = {"enabled": enabled, "tools": tools, "terms": terms, "sessions": sessions}
         summary["semantic"] = {
             "model": embedding.model,
@@ -400,30 +393,30 @@ class ToolIndex:
         return summary
 
 
-def _choose_analyzer(engine: Engine, analyzer: str) -> None:
+def _choose_analyzer(store: Store, analyzer: str) -> None:
     """Give a catalog without tools ``analyzer``; refuse a catalog of tools indexed otherwise
     (with another analyzer, or another version of this one)."""
     wanted = analyzer_named(analyzer).stored
-    with read_transaction(engine) as connection:
-        if reads.analyzer(connection) == wanted:
+    with store.reading() as reader:
+        if reader.catalog.analyzer() == wanted:
             return
-    with write_transaction(engine) as connection:
-        stored = stored_analyzer(connection)
+    with store.writing() as writer:
+        stored = writer.catalog.lock()
         if stored == wanted:
             return
-        if any(stats.doc_count for stats in reads.group_stats(connection).values()):
+        if any(stats.doc_count for stats in writer.index.group_stats().values()):
             name, version = stored_version(stored)
             if name == analyzer:
                 raise AnalyzerOutdated(stored, name, version, analyzer_named(analyzer).version)
-            raise AnalyzerMismatch(display_url(engine.url), stored, analyzer)
-        reindex_tools(connection, [], wanted)
+            raise AnalyzerMismatch(store.url, stored, analyzer)
+        writer.catalog.reindex([], wanted)
 
 
-def _check_owners(connection: Connection, records: list[Mapping[str, Any] | ToolRecord], server: str) -> None:
+def _check_owners(reader: Reader, records: list[Mapping[str, Any] | ToolRecord], server: str) -> None:
     """A write of one server's tools never takes over a record of another server's: the catalog
     name ``mcp__a__b__c`` of server ``a``'s tool ``b__c`` is also that of server ``a__b``'s ``c``."""
     names = [name for record in records if isinstance(name := _name_of(record), str)]
-    for name, owner in tools_by_names(connection, names).items():
+    for name, owner in reader.catalog.tools_by_names(names).items():
         if owner.server_name is not None and owner.server_name != server:
             raise ServerNameCollision(name, owner.server_name, owner.mcp_tool_name, server)
 

@@ -23,8 +23,7 @@ from discovery.errors import (
 )
 from discovery.text.analyzers import ANALYZER_NAMES, REFERENCE, Analyzer, find_analyzer, stored_version
 from discovery.text.tokenizer import tokenize
-from store import MAX_KEY_BYTES
-from store.logged_json import storable
+from store import MAX_KEY_BYTES, storable
 
 DEFAULT_LIMIT = 8
 """Matches returned when a search names no limit [fixed]."""

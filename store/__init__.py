@@ -5,7 +5,10 @@ fields take: the corpus groups, the longest key), the errors, and the engine's e
 query modules (``catalog``, ``reads``, ``sessions``, ``learning``, ``audit``, ``migrate``) are
 imported by name; the transaction helpers and URL defaults come from ``store.engine``."""
 
-from store.engine import make_engine, sqlite_file
+from store.audit import AuditedTool, StoredPosting
+from store.catalog import ReplaceScope
+from store.digests import json_digest, record_digest
+from store.engine import ENV_VAR, default_url, sqlite_file
 from store.errors import (
     ConcurrentUpdate,
     CorruptIndex,
@@ -18,35 +21,60 @@ from store.errors import (
     StoreError,
     ToolNotFound,
 )
+from store.learning import Credit, LearnedTool, LearningState
+from store.logged_json import column_json, same_logged, storable
 from store.records import GroupStats, IndexedBatch, IndexedTool, StoredTool, TermStats, ToolRow, WriteReport
 from store.schema import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, GROUPS, MAX_KEY_BYTES
-from store.urls import display_url, parse_url
+from store.sessions import Event, LoggedEvent, SessionState
+from store.units import Reader, Store, Writer
+from store.urls import parse_url
+from store.vectors import EmbeddingState, StoredVectors, VectorRow
 
 __all__ = [
+    "ENV_VAR",
     "GROUPS",
     "GROUP_FIXED",
     "GROUP_LOCAL",
     "GROUP_MCP",
     "MAX_KEY_BYTES",
+    "AuditedTool",
     "ConcurrentUpdate",
     "CorruptIndex",
+    "Credit",
     "DatabaseUnavailable",
+    "EmbeddingState",
+    "Event",
     "GroupStats",
     "IndexedBatch",
     "IndexedTool",
+    "LearnedTool",
+    "LearningState",
+    "LoggedEvent",
     "ReadOnlyDatabase",
+    "Reader",
+    "ReplaceScope",
     "SchemaOutdated",
     "SchemaTooNew",
     "SessionNotFound",
+    "SessionState",
     "StorageFull",
+    "Store",
     "StoreError",
+    "StoredPosting",
     "StoredTool",
+    "StoredVectors",
     "TermStats",
     "ToolNotFound",
     "ToolRow",
+    "VectorRow",
     "WriteReport",
-    "display_url",
-    "make_engine",
+    "Writer",
+    "column_json",
+    "default_url",
+    "json_digest",
     "parse_url",
+    "record_digest",
+    "same_logged",
     "sqlite_file",
+    "storable",
 ]

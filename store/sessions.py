@@ -461,26 +461,6 @@ def remove(connection: Connection, session_id: str) -> bool:
     return bool(connection.execute(delete(sessions_table).where(sessions_table.c.id == session_id)).rowcount)
 
 
-def replay(logged: list[LoggedEvent]) -> tuple[list[str], list[str]]:
-    """The ``(active, selected)`` lists that a session's log produces, event by event."""
-    active: list[str] = []
-    selected: list[str] = []
-    for entry in logged:
-        event, params = entry.event, entry.event.params or {}
-        if event.kind in ("create", "reset"):
-            active, selected = list(params["active"]), []
-        elif event.kind == "search":
-            selected += [name for name in event.activated if name not in selected]
-            active += [name for name in event.activated if name not in active]
-        elif event.kind == "set_active":
-            active = list(params["active"])
-            selected = [name for name in selected if name in active]
-        elif event.kind == "restore":
-            active, selected = list(params["active"]), list(params["selected"])
-        # Any other kind ("tool_call", "pin", logged by ``append``) changes neither list.
-    return active, selected
-
-
 def events_before(
     connection: Connection, session_id: str, seq: int, count: int, kinds: Sequence[str]
 ) -> list[LoggedEvent]:

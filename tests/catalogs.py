@@ -7,9 +7,8 @@ from typing import Any
 
 from discovery import ToolIndex
 from discovery.params import query_terms
-from discovery.ranking.corpus import Corpus
 from discovery.ranking.ranker import Ranking
-from store.engine import read_transaction
+from discovery.rules import Corpus
 
 WORKED_EXAMPLE: list[dict[str, Any]] = [
     {
@@ -91,5 +90,5 @@ def generated_catalog(count: int, *, seed: int = 7, servers: list[str] | None = 
 
 def rank(index: ToolIndex, query: str, corpus: Corpus, limit: int | None) -> Ranking:
     """Rank any corpus of ``index`` for ``query`` in one read transaction, as a search does."""
-    with read_transaction(index.engine) as connection:
-        return index.ranker.rank(connection, query_terms(query), corpus, limit)
+    with index.store.reading() as reader:
+        return index.ranker.rank(reader, query_terms(query), corpus, limit)

@@ -37,7 +37,7 @@ def tool_count_of_main_file(database: Path, scratch: Path) -> int:
 
 
 def test_pool_connections_leave_checkpoints_to_the_thread(sqlite_url: str) -> None:
-    with ToolIndex.open(sqlite_url) as index, index.engine.connect() as connection:
+    with ToolIndex.open(sqlite_url) as index, index.store.engine.connect() as connection:
         assert connection.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar_one() == FALLBACK_PAGES
         assert FALLBACK_PAGES > 1_000  # above SQLite's default, so the thread gets there first
 
@@ -45,7 +45,7 @@ def test_pool_connections_leave_checkpoints_to_the_thread(sqlite_url: str) -> No
 def test_a_write_is_copied_into_the_database_file_in_the_background(sqlite_url: str, tmp_path: Path) -> None:
     database = Path(make_url(sqlite_url).database or "")
     with ToolIndex.open(sqlite_url) as index:
-        checkpointer = checkpointer_of(index.engine)
+        checkpointer = checkpointer_of(index.store.engine)
         assert isinstance(checkpointer, Checkpointer)
         assert not checkpointer.running, "reading and opening start no thread"
         index.search("anything")
@@ -64,7 +64,7 @@ def test_every_index_that_writes_has_its_own_thread_and_closing_stops_it(tmp_pat
     try:
         for index in indexes:
             index.upsert_tools(generated_catalog(20))
-        checkpointers = [checkpointer_of(index.engine) for index in indexes]
+        checkpointers = [checkpointer_of(index.store.engine) for index in indexes]
         assert all(c is not None and c.running for c in checkpointers)
         assert checkpointers[0] is not checkpointers[1]
     finally:
@@ -79,7 +79,7 @@ def test_a_forked_child_checkpoints_its_own_writes(sqlite_url: str, tmp_path: Pa
     database = Path(make_url(sqlite_url).database or "")
     with ToolIndex.open(sqlite_url) as index:
         index.upsert_tools(generated_catalog(20))
-        checkpointer = checkpointer_of(index.engine)
+        checkpointer = checkpointer_of(index.store.engine)
         assert checkpointer is not None and checkpointer.running
         pid = os.fork()
         if pid == 0:  # the child: every check is an exit status
@@ -105,7 +105,7 @@ def test_a_forked_child_checkpoints_its_own_writes(sqlite_url: str, tmp_path: Pa
 def test_other_databases_have_no_checkpointer(tmp_path: Path) -> None:
     with ToolIndex.open("sqlite://") as memory:
         memory.upsert_tools(generated_catalog(5))
-        assert checkpointer_of(memory.engine) is None
+        assert checkpointer_of(memory.store.engine) is None
 
 
 def test_closing_never_waits_forever_whenever_it_comes(tmp_path: Path) -> None:

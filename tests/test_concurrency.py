@@ -20,8 +20,8 @@ import pytest
 
 from discovery import ToolIndex
 from discovery.diagnostics.verify import verify
-from store import migrate, reads, sessions
-from store.engine import read_transaction
+from discovery.rules import replay
+from store import migrate, reads
 from tests.catalogs import SERVERS, generated_catalog
 
 pytestmark = pytest.mark.slow
@@ -78,8 +78,8 @@ def test_eight_processes_share_sessions_without_losing_anything(index: ToolIndex
         assert len(record["active"]) == len(set(record["active"]))
         logged = [name for call in calls for name in call["activated"]]
         assert record["selected"] == logged, "every activation is kept, in log order"
-        with index.engine.connect() as connection:
-            assert sessions.replay(sessions.events(connection, session_id)) == (
+        with index.store.reading() as reader:
+            assert replay(reader.sessions.events(session_id)) == (
                 record["active"],
                 record["selected"],
             )
@@ -112,8 +112,8 @@ def test_session_searches_run_while_the_catalog_changes_under_them(index: ToolIn
         record = index.session_record(session_id)
         calls = [call for call in record["calls"] if call["kind"] == "search"]
         assert len(calls) == 2 * 20
-        with index.engine.connect() as connection:
-            replayed = sessions.replay(sessions.events(connection, session_id))
+        with index.store.reading() as reader:
+            replayed = replay(reader.sessions.events(session_id))
         assert replayed == (record["active"], record["selected"])
     for number, server in enumerate(SERVERS[6:8]):
         expected: set[str] = set()
@@ -252,7 +252,7 @@ def test_processes_opening_an_empty_database_at_once_all_succeed(empty_db_url: s
     errors = [worker.communicate(timeout=120)[1] for worker in workers]
     assert [worker.returncode for worker in workers] == [0] * 4, errors
     with ToolIndex.open(empty_db_url) as index:
-        assert migrate.pending_model_changes(index.engine) == []
+        assert migrate.pending_model_changes(index.store.engine) == []
 
 
 def test_threads_share_one_index_while_the_catalog_changes(index: ToolIndex) -> None:
@@ -352,8 +352,8 @@ def test_a_thread_seeing_a_newer_catalog_waits_for_one_reading_the_caches(
     monkeypatch.setattr(reads, "tools_by_names", pausing_lookup)
     b = threading.Thread(target=remove_and_search)
     b.start()
-    with read_transaction(index.engine) as connection:
-        assert index.ranker.known_names(connection, names) == set(names)  # A's snapshot
+    with index.store.reading() as snapshot:
+        assert index.ranker.known_names(snapshot, names) == set(names)  # A's snapshot
     b.join()
-    with read_transaction(index.engine) as connection:
-        assert index.ranker.known_names(connection, names) == set(names[1:])
+    with index.store.reading() as snapshot:
+        assert index.ranker.known_names(snapshot, names) == set(names[1:])

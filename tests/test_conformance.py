@@ -15,8 +15,8 @@ import pytest
 from discovery import ToolCallError, ToolIndex
 from discovery.diagnostics.explain import explain
 from discovery.ranking.bm25 import round6
-from discovery.ranking.corpus import Corpus
 from discovery.ranking.ranker import PRUNE_FROM
+from discovery.rules import Corpus
 from store import GROUP_MCP
 from tests.catalogs import rank
 from tests.conftest import BACKENDS, CONFORMANCE, SHARED, scratch_database, shared_json

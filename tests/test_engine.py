@@ -24,7 +24,7 @@ import store.engine
 from discovery import ToolIndex
 from discovery.cli.main import main
 from discovery.diagnostics.verify import verify
-from store.engine import BUSY_TIMEOUT_MS
+from store.engine import BUSY_TIMEOUT_MS, make_engine
 from tests.catalogs import generated_catalog
 
 TOOL = {"name": "mcp__files__read_text", "server_name": "files", "description": "Read a text file"}
@@ -36,7 +36,7 @@ def database_path(sqlite_url: str) -> Path:
 
 
 def test_sqlite_runs_in_wal_mode_with_a_busy_timeout_and_foreign_keys(sqlite_url: str) -> None:
-    with ToolIndex.open(sqlite_url) as index, index.engine.connect() as connection:
+    with ToolIndex.open(sqlite_url) as index, index.store.engine.connect() as connection:
         pragma = connection.exec_driver_sql
         assert pragma("PRAGMA journal_mode").scalar_one() == "wal"
         assert pragma("PRAGMA busy_timeout").scalar_one() == BUSY_TIMEOUT_MS
@@ -185,7 +185,7 @@ def test_a_write_that_does_not_fit_is_refused_whole(
 
 
 def test_a_disk_error_is_one_clear_error(sqlite_url: str) -> None:
-    engine = store.make_engine(sqlite_url)
+    engine = make_engine(sqlite_url)
     try:
         with pytest.raises(store.DatabaseUnavailable) as caught, store.engine.translated_errors(engine):
             raise coded(sqlite3.OperationalError("disk I/O error"), "SQLITE_IOERR_READ")

@@ -46,12 +46,12 @@ def real(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 
 def scalar(index: ToolIndex, sql: str, **params: Any) -> Any:
-    with index.engine.connect() as connection:
+    with index.store.engine.connect() as connection:
         return connection.execute(text(sql), params).scalar_one()
 
 
 def execute(index: ToolIndex, sql: str, **params: Any) -> None:
-    with index.engine.begin() as connection:
+    with index.store.engine.begin() as connection:
         connection.execute(text(sql), params)
 
 
@@ -295,7 +295,9 @@ def test_a_torn_posting_block(real: ToolIndex) -> None:
     ):
         problems = verify(real).problems
         assert problems and all(f"posting block of term id {key['term']}, group 2" in p for p in problems)
-        fresh = ToolIndex.open(real.engine.url.render_as_string(hide_password=False))  # no cached postings
+        fresh = ToolIndex.open(
+            real.store.engine.url.render_as_string(hide_password=False)
+        )  # no cached postings
         try:
             with pytest.raises(CorruptIndex, match=f"posting block of term id {key['term']}, group 2"):
                 fresh.search("create an issue")
@@ -466,7 +468,7 @@ def test_postings_at_odds_with_their_tool_are_named(index: ToolIndex) -> None:
     tool = index.tools()[7]
     terms = indexed_tool(ToolRecord.model_validate(tool.as_record())).terms
     term, tf = sorted(terms.items())[0]
-    with index.engine.connect() as connection:
+    with index.store.engine.connect() as connection:
         others = connection.execute(text("SELECT id, text FROM terms ORDER BY id")).all()
     other_id, other = next((term_id, text) for term_id, text in others if text not in terms)
     place = {"grp": tool.grp, "tool": scalar(index, "SELECT id FROM tools WHERE name = :n", n=tool.name)}

@@ -18,8 +18,7 @@ from discovery.catalog.indexing import content_hash
 from discovery.catalog.models import MAX_SCHEMA_DEPTH, ToolRecord
 from discovery.errors import EmptyQuery, InvalidLimit, QueryWithoutTerms
 from discovery.text.tokenizer import tokenize
-from store import logged_json, sessions
-from store.digests import json_digest, record_digest
+from store import json_digest, logged_json, record_digest, sessions
 from store.logged_json import column_json
 from tests.catalogs import ROUTE, WORKED_EXAMPLE
 

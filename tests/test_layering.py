@@ -8,10 +8,9 @@ too; those under ``TYPE_CHECKING`` count for the layer order, not for cycles):
   each other; there is no import cycle between modules;
 - the sub-packages' ``__init__`` files import nothing (a search loads only what it uses);
 - ``discovery/cli/`` is the only place that imports ``click`` or ``rich``;
-- ``discovery`` never builds SQL: from ``sqlalchemy`` it imports only the types ``Connection``,
-  ``Engine`` and ``URL``; from ``store`` its exported names and its query modules (never
-  ``store.schema``, ``store.driver`` or ``store.sql``), from ``store.engine`` only the
-  transaction helpers and the URL defaults.
+- ``discovery`` reaches the database only through the ``Store`` and its units: of ``store`` it
+  imports the names the package exports (never a module) and the errors of ``store.errors``;
+  of ``sqlalchemy`` only the ``URL`` type, for annotations.
 """
 
 from __future__ import annotations
@@ -27,14 +26,7 @@ import store
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("store", "discovery", "migrations")
 OURS = {"store", "discovery", "migrations", "bench", "tests"}
-SQLALCHEMY_TYPES = {("sqlalchemy", "Connection"), ("sqlalchemy", "Engine"), ("sqlalchemy.engine", "URL")}
-STORE_ENGINE_HELPERS = {
-    "read_transaction",
-    "write_transaction",
-    "translated_errors",
-    "default_url",
-    "ENV_VAR",
-}
+SQLALCHEMY_TYPES = {("sqlalchemy.engine", "URL")}
 
 
 @dataclass(frozen=True)
@@ -92,6 +84,7 @@ LAYERS = {
     "discovery.text": 2,
     "discovery.semantic": 2,
     "discovery.params": 3,
+    "discovery.rules": 3,
     "discovery.ranking": 4,
     "discovery.results": 5,
     "discovery.catalog": 6,
@@ -106,20 +99,6 @@ LAYERS = {
     "discovery": 10,
 }
 """Each part of ``discovery`` and its height; a module may import its own part and lower ones."""
-
-QUERY_MODULES = {
-    "catalog",
-    "reads",
-    "sessions",
-    "learning",
-    "vectors",
-    "logged_json",
-    "digests",
-    "audit",
-    "migrate",
-}
-"""The store modules ``discovery`` may import by name: the queries, the log's JSON form and the
-record digest, never the schema or SQL helpers."""
 
 
 def part_of(module: str) -> str:
@@ -137,7 +116,7 @@ def height(module: str) -> int:
 def test_the_walker_sees_imports() -> None:
     ranker = imports_of(REPO / "discovery" / "ranking" / "ranker.py")
     assert Import("numpy") in ranker
-    assert any(imported.module == "store" and "reads" in imported.names for imported in ranker)
+    assert any(imported.module == "store" and "Reader" in imported.names for imported in ranker)
     assert Import("discovery.text.tokenizer", ("tokenize",)) in imports_of(REPO / "discovery" / "params.py")
 
 
@@ -272,14 +251,8 @@ def test_discovery_reaches_sql_only_through_store(path: Path) -> None:
             names = {(imported.module, name) for name in imported.names} or {(imported.module, "*")}
             wrong.extend(f"{module}.{name}" for module, name in sorted(names - SQLALCHEMY_TYPES))
         elif imported.module == "store":
-            wrong.extend(
-                f"store.{n}" for n in imported.names if n not in store.__all__ and n not in QUERY_MODULES
-            )
-        elif imported.module == "store.engine":
-            wrong.extend(f"store.engine.{n}" for n in imported.names if n not in STORE_ENGINE_HELPERS)
-        elif imported.module == "store.errors":
-            continue
-        elif imported.top == "store" and imported.module.removeprefix("store.") not in QUERY_MODULES:
+            wrong.extend(f"store.{n}" for n in imported.names if n not in store.__all__)
+        elif imported.top == "store" and imported.module != "store.errors":
             wrong.append(imported.module)
     assert wrong == []
 

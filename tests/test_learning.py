@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from discovery import ToolIndex
 from discovery.ranking.bm25 import js_log
-from discovery.ranking.corpus import Corpus
 from discovery.ranking.fields import LEARNED_WEIGHT
+from discovery.rules import Corpus
 from discovery.sessions.learning import credits_of_log
 from discovery.text.analyzers import REFERENCE
 from discovery.text.tokenizer import tokenize

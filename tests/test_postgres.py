@@ -19,6 +19,7 @@ import store
 from discovery import ToolIndex
 from discovery.errors import QueryWithoutTerms
 from store import migrate
+from store.urls import display_url
 from tests.conftest import PG_ENV, shared_path
 
 on_postgresql = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
@@ -99,14 +100,14 @@ def schema_shape(engine: Engine) -> dict[str, Any]:
 
 @pytest.mark.parametrize("url", SECRET_URLS)
 def test_display_url_hides_the_password(url: str) -> None:
-    shown = store.display_url(url)
+    shown = display_url(url)
     assert "secret" not in shown
     assert shown.startswith("postgresql+psycopg://user:***@db.example")
-    engine = store.make_engine(url)  # connects lazily: no server needed
+    opened = store.Store.at(url)  # connects lazily: no server needed
     try:
-        assert ToolIndex(engine).url == shown
+        assert ToolIndex(opened).url == shown
     finally:
-        engine.dispose()
+        opened.close()
 
 
 def test_an_unparsable_url_is_refused_without_its_password() -> None:
@@ -147,16 +148,16 @@ def test_migrations_build_the_same_schema_on_both_backends(sqlite_url: str, empt
     shapes = []
     for url in (sqlite_url, empty_db_url):
         with ToolIndex.open(url) as index:
-            with index.engine.connect() as connection:
+            with index.store.engine.connect() as connection:
                 assert migrate.current_revision(connection) == migrate.head_revision()
-            assert migrate.pending_model_changes(index.engine) == []
-            shapes.append(schema_shape(index.engine))
+            assert migrate.pending_model_changes(index.store.engine) == []
+            shapes.append(schema_shape(index.store.engine))
     assert shapes[0] == shapes[1]
 
 
 @on_postgresql
 def test_the_schema_lives_in_the_schema_the_url_names(index: ToolIndex) -> None:
-    with index.engine.connect() as connection:
+    with index.store.engine.connect() as connection:
         schema = connection.execute(text("SELECT current_schema()")).scalar_one()
         tables = set(inspect(connection).get_table_names(schema=schema))
     assert schema.startswith("t_")
@@ -165,12 +166,12 @@ def test_the_schema_lives_in_the_schema_the_url_names(index: ToolIndex) -> None:
 
 @on_postgresql
 def test_downgrade_to_base_and_upgrade_again(index: ToolIndex) -> None:
-    migrate.downgrade(index.engine, "base")
-    with index.engine.connect() as connection:
+    migrate.downgrade(index.store.engine, "base")
+    with index.store.engine.connect() as connection:
         assert set(inspect(connection).get_table_names()) <= {"alembic_version"}
         assert migrate.current_revision(connection) is None
-    migrate.upgrade(index.engine)
-    assert migrate.pending_model_changes(index.engine) == []
+    migrate.upgrade(index.store.engine)
+    assert migrate.pending_model_changes(index.store.engine) == []
 
 
 @on_postgresql

@@ -49,7 +49,7 @@ def expected_after(model: dict[Key, dict[int, Entry]], rows: list[tuple[int, int
 
 
 def stored(index: ToolIndex) -> dict[Key, dict[int, Entry]]:
-    with read_transaction(index.engine) as connection:
+    with read_transaction(index.store.engine) as connection:
         everything = postings.all_postings(connection)
         per_term = {term: postings.term_postings(connection, term) for term in range(1, 5)}
         blocks = postings.key_blocks(connection, [(t, g) for t in range(1, 5) for g in (1, 2)])
@@ -93,11 +93,11 @@ def test_any_changes_read_back_as_the_model(
     monkeypatch.setattr(postings, "SPLICED_OVERRIDES", spliced_overrides)
     model: dict[Key, dict[int, Entry]] = {}
     with ToolIndex.open(sqlite_db_url) as index:
-        with write_transaction(index.engine) as connection:  # hypothesis reuses the database
+        with write_transaction(index.store.engine) as connection:  # hypothesis reuses the database
             connection.exec_driver_sql("DELETE FROM posting_blocks")
             connection.exec_driver_sql("DELETE FROM posting_delta")
         for rows in writes:
-            with write_transaction(index.engine) as connection:
+            with write_transaction(index.store.engine) as connection:
                 postings.write(connection, as_changes(rows))
             expected_after(model, rows)
             assert stored(index) == {key: entries for key, entries in model.items() if entries}
@@ -105,7 +105,7 @@ def test_any_changes_read_back_as_the_model(
 
 def test_a_one_posting_change_to_a_big_block_becomes_an_override(sqlite_db_url: str) -> None:
     big = np.array([(1, 2, tool, 3, 10) for tool in range(1, 1001)], dtype=CHANGE_DTYPE)
-    with ToolIndex.open(sqlite_db_url) as index, write_transaction(index.engine) as connection:
+    with ToolIndex.open(sqlite_db_url) as index, write_transaction(index.store.engine) as connection:
         postings.write(connection, big)
         postings.write(connection, np.array([(1, 2, 500, 0, 10)], dtype=CHANGE_DTYPE))
         postings.write(connection, np.array([(1, 2, 5000, 7, 12)], dtype=CHANGE_DTYPE))
@@ -119,7 +119,7 @@ def test_a_one_posting_change_to_a_big_block_becomes_an_override(sqlite_db_url: 
 def test_overrides_are_merged_once_they_are_many(sqlite_db_url: str) -> None:
     big = np.array([(1, 2, tool, 3, 10) for tool in range(1, 1001)], dtype=CHANGE_DTYPE)
     limit = postings.MERGE_SLACK + 1000 // postings.MERGE_FRACTION
-    with ToolIndex.open(sqlite_db_url) as index, write_transaction(index.engine) as connection:
+    with ToolIndex.open(sqlite_db_url) as index, write_transaction(index.store.engine) as connection:
         postings.write(connection, big)
         for tool in range(2000, 2000 + limit + 1):
             postings.write(connection, np.array([(1, 2, tool, 1, 5)], dtype=CHANGE_DTYPE))
@@ -140,7 +140,7 @@ def test_each_array_of_a_block_is_stored_in_the_narrowest_width_that_holds_it(sq
         (3, [(7, 3, 65_536), (2**32, 1, 4)]),  # 8-byte ids, 4-byte lengths
     ]
     rows = [(term, 2, tool, tf, doc_len) for term, entries in blocks for tool, tf, doc_len in entries]
-    with ToolIndex.open(sqlite_db_url) as index, write_transaction(index.engine) as connection:
+    with ToolIndex.open(sqlite_db_url) as index, write_transaction(index.store.engine) as connection:
         postings.write(connection, np.array(rows, dtype=CHANGE_DTYPE))
         assert stored_widths(connection) == [411, 422, 814]
         lengths = connection.exec_driver_sql(
@@ -169,7 +169,7 @@ def test_an_override_wider_than_its_block_is_read_and_merged_exactly(
     sqlite_db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     big = np.array([(1, 2, tool, 3, 10) for tool in range(1, 1001)], dtype=CHANGE_DTYPE)
-    with ToolIndex.open(sqlite_db_url) as index, write_transaction(index.engine) as connection:
+    with ToolIndex.open(sqlite_db_url) as index, write_transaction(index.store.engine) as connection:
         postings.write(connection, big)
         assert stored_widths(connection) == [411]
         wide = np.array([(1, 2, 500, 70_000, 300), (1, 2, 2**33, 2, 10)], dtype=CHANGE_DTYPE)
@@ -189,24 +189,24 @@ def test_an_override_wider_than_its_block_is_read_and_merged_exactly(
 @pytest.mark.parametrize("widths", [0, 844 + 1, 148, 32767])
 def test_a_block_of_unknown_widths_is_a_corrupt_index(sqlite_db_url: str, widths: int) -> None:
     with ToolIndex.open(sqlite_db_url) as index:
-        with write_transaction(index.engine) as connection:
+        with write_transaction(index.store.engine) as connection:
             two = np.array([(1, 2, 7, 3, 10), (1, 2, 9, 1, 4)], dtype=CHANGE_DTYPE)
             postings.write(connection, two)
             connection.exec_driver_sql(f"UPDATE posting_blocks SET widths = {widths}")
         unknown = pytest.raises(CorruptIndex, match=f"term id 1, group 2: unknown widths {widths}")
-        with read_transaction(index.engine) as connection, unknown:
+        with read_transaction(index.store.engine) as connection, unknown:
             postings.term_postings(connection, 1)
 
 
 @pytest.mark.parametrize("column", ["tool_ids", "tfs", "doc_lens"])
 def test_a_torn_block_is_a_corrupt_index(sqlite_db_url: str, column: str) -> None:
     with ToolIndex.open(sqlite_db_url) as index:
-        with write_transaction(index.engine) as connection:
+        with write_transaction(index.store.engine) as connection:
             two = np.array([(1, 2, 7, 3, 10), (1, 2, 9, 1, 4)], dtype=CHANGE_DTYPE)
             postings.write(connection, two)
             connection.exec_driver_sql(f"UPDATE posting_blocks SET {column} = substr({column}, 2)")
         torn = pytest.raises(CorruptIndex, match="term id 1, group 2")
-        with read_transaction(index.engine) as connection, torn:
+        with read_transaction(index.store.engine) as connection, torn:
             postings.term_postings(connection, 1)
 
 

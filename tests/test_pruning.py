@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from discovery import ToolIndex
 from discovery.params import query_terms
 from discovery.ranking import ranker as ranker_module
-from discovery.ranking.corpus import Corpus
 from discovery.ranking.ranker import Ranker
+from discovery.rules import Corpus
 from store import GROUP_LOCAL, GROUP_MCP, CorruptIndex, reads
 from store.engine import read_transaction, write_transaction
 from tests.conftest import migrated_sqlite_url
@@ -70,8 +70,8 @@ def both(index: ToolIndex, query: str, corpus: Corpus, limit: int) -> tuple[list
     """``(pruned hits, exhaustive hits)`` as ``(name, score)`` pairs."""
     answers = []
     for ranker in (Ranker(prune_from=0), Ranker(prune_from=None)):
-        with read_transaction(index.engine) as connection:
-            ranking = ranker.rank(connection, query_terms(query), corpus, limit)
+        with index.store.reading() as reader:
+            ranking = ranker.rank(reader, query_terms(query), corpus, limit)
         answers.append([(hit.tool_id, hit.name, hit.score) for hit in ranking.hits])
     return answers[0], answers[1]
 
@@ -127,25 +127,25 @@ def test_a_torn_row_read_for_scoring_is_a_corrupt_index(indexes: dict[int, ToolI
     """The rows of documents scored in full are checked as they are read: one whose indexed
     terms are not whole entries, or not bytes at all, names its tool."""
     index = indexes[0]
-    with read_transaction(index.engine) as connection:
+    with read_transaction(index.store.engine) as connection:
         first, second = (
             row[0] for row in connection.exec_driver_sql("SELECT id FROM tools ORDER BY id LIMIT 2")
         )
         good = reads.forward_postings(connection, [first, second])
     assert set(good["tool_id"].tolist()) == {first, second}
-    with write_transaction(index.engine) as connection:
+    with write_transaction(index.store.engine) as connection:
         original = connection.exec_driver_sql(
             "SELECT indexed_terms FROM tools WHERE id = ?", (second,)
         ).scalar()
         connection.exec_driver_sql("UPDATE tools SET indexed_terms = ? WHERE id = ?", (torn, second))
     try:
         with (
-            read_transaction(index.engine) as connection,
+            read_transaction(index.store.engine) as connection,
             pytest.raises(CorruptIndex, match=f"tool id {second}"),
         ):
             reads.forward_postings(connection, [first, second])
     finally:
-        with write_transaction(index.engine) as connection:
+        with write_transaction(index.store.engine) as connection:
             connection.exec_driver_sql("UPDATE tools SET indexed_terms = ? WHERE id = ?", (original, second))
 
 

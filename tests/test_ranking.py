@@ -24,7 +24,7 @@ from discovery.ranking import cache as cache_module
 from discovery.ranking import postings as postings_module
 from discovery.ranking.bm25 import js_log
 from discovery.ranking.cache import CONTRIBUTIONS_KEPT
-from discovery.ranking.corpus import Corpus
+from discovery.rules import Corpus
 from discovery.text.tokenizer import tokenize
 from store import GROUP_LOCAL, GROUP_MCP, reads
 from tests.catalogs import rank

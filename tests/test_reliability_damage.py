@@ -33,7 +33,7 @@ def cli(db: str, *args: str) -> Result:
 
 def damaged(url: str, statement: str) -> None:
     assert cli(url, "import", str(DEMO)).exit_code == 0
-    with ToolIndex.open(url) as index, index.engine.begin() as connection:
+    with ToolIndex.open(url) as index, index.store.engine.begin() as connection:
         connection.execute(text(statement))
 
 
@@ -134,7 +134,7 @@ def with_session(url: str, statement: str) -> None:
     assert cli(url, "import", str(DEMO)).exit_code == 0
     for query in ("weather forecast", "open a pull request"):
         assert cli(url, "search", query, "--session", "s1", "--mode", "all").exit_code == 0
-    with ToolIndex.open(url) as index, index.engine.begin() as connection:
+    with ToolIndex.open(url) as index, index.store.engine.begin() as connection:
         assert connection.execute(text(statement)).rowcount >= 1
 
 
@@ -183,5 +183,9 @@ def test_postgresql_refuses_the_values_sqlite_can_hold(tmp_path: Path) -> None:
     with scratch_database("postgresql", tmp_path) as url:
         with_session(url, "SELECT 1 FROM sessions")
         for statement, _ in FOUND_ON_SQLITE.values():
-            with ToolIndex.open(url) as index, pytest.raises(DBAPIError), index.engine.begin() as connection:
+            with (
+                ToolIndex.open(url) as index,
+                pytest.raises(DBAPIError),
+                index.store.engine.begin() as connection,
+            ):
                 connection.execute(text(statement))

@@ -116,7 +116,7 @@ HOLD_LOCK_AND_FORK = textwrap.dedent(
     from store.engine import write_transaction
 
     index = ToolIndex.open(sys.argv[1])
-    with write_transaction(index.engine) as connection:
+    with write_transaction(index.store.engine) as connection:
         lock_catalog(connection)
         child = os.fork()
         if child == 0:
@@ -195,7 +195,7 @@ def test_postgres_connections_get_bounded_waits_unless_the_url_sets_them(db_url:
     postgres_only(db_url)
 
     def settings(url: str) -> tuple[str, str]:
-        with ToolIndex.open(url) as index, index.engine.connect() as connection:
+        with ToolIndex.open(url) as index, index.store.engine.connect() as connection:
             row = connection.execute(
                 text(
                     "SELECT current_setting('lock_timeout'), "
@@ -215,7 +215,7 @@ def test_postgres_ends_a_writer_left_idle_in_its_transaction(db_url: str) -> Non
     with ToolIndex.open(with_options(db_url, "idle_in_transaction_session_timeout=300")) as index:
         with (
             pytest.raises(ConcurrentUpdate, match="nothing was written"),
-            write_transaction(index.engine) as connection,
+            write_transaction(index.store.engine) as connection,
         ):
             connection.execute(text("UPDATE catalog_state SET generation = generation + 100"))
             time.sleep(1.0)

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from discovery import DatabaseUnavailable, ToolIndex
 from discovery.cli.main import main
-from store import display_url, parse_url
-from store.urls import hide_secrets
+from store import parse_url
+from store.urls import display_url, hide_secrets
 
 DEMO = Path(__file__).resolve().parent.parent / "discovery" / "examples" / "demo-catalog.jsonl"
 

@@ -151,7 +151,7 @@ def test_fusion_equals_the_reference_over_random_catalogs_and_vectors(
     rng = np.random.default_rng(seed)
     present = {record["name"] for record in catalog}
     with_vectors = sorted(data.draw(st.sets(st.sampled_from(sorted(present)))) if present else set())
-    with write_transaction(index.engine) as connection:
+    with write_transaction(index.store.engine) as connection:
         stored_vectors.clear(connection)
         spec = str(model_dir.resolve())
         stored_vectors.set_state(connection, stored_vectors.EmbeddingState(spec, "digest", 384, weight))
@@ -181,19 +181,19 @@ def test_fusion_equals_the_reference_over_random_catalogs_and_vectors(
 def test_writes_embed_changed_tools_and_vectors_follow_the_catalog(index: ToolIndex, model_dir: Path) -> None:
     index.upsert_tools(CLOCKS)
     index.embed(str(model_dir))
-    with read_transaction(index.engine) as connection:
+    with read_transaction(index.store.engine) as connection:
         before = stored_vectors.of_tools(connection, [record["name"] for record in CLOCKS])
     changed = {**CLOCKS[2], "description": "Daily weather: sunshine, rain and snow"}
     report = index.upsert_tools([changed, *WORKED_EXAMPLE, CLOCKS[0]])
     assert report.stale_vectors == 0
-    with read_transaction(index.engine) as connection:
+    with read_transaction(index.store.engine) as connection:
         after = stored_vectors.of_tools(connection, [record["name"] for record in CLOCKS + WORKED_EXAMPLE])
     assert after[CLOCKS[0]["name"]] == before[CLOCKS[0]["name"]]  # unchanged: not embedded again
     assert after[CLOCKS[2]["name"]] != before[CLOCKS[2]["name"]]
     assert all(record["name"] in after for record in WORKED_EXAMPLE)
     assert index.stats()["semantic"]["current"] == 6
     index.remove_tools([CLOCKS[1]["name"]])
-    with read_transaction(index.engine) as connection:
+    with read_transaction(index.store.engine) as connection:
         assert CLOCKS[1]["name"] not in stored_vectors.of_tools(connection, [CLOCKS[1]["name"]])
     assert index.stats()["semantic"] | {"model": None} == {
         "model": None,

@@ -12,8 +12,8 @@ from discovery import ToolIndex
 from discovery.catalog.formats import read_catalog
 from discovery.cli.catalog import EXAMPLE_CATALOG
 from discovery.mcp.scope import GatewayScope, ToolFilter
-from discovery.ranking.corpus import Corpus
 from discovery.ranking.ranker import Ranker
+from discovery.rules import Corpus
 
 SCOPE = GatewayScope(frozenset({"gitforge", "chatops", "absent"}), ToolFilter(deny=("gitforge/merge_*",)))
 QUERIES = ["create an issue", "post a message to a channel", "merge a pull request", "search", "list"]

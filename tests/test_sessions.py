@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from discovery import ToolCallError, ToolIndex, ToolIndexError, UnknownToolNames
 from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, QueryWithoutTerms
 from discovery.results import SearchDetails, compact_json, json_text
+from discovery.rules import replay
 from discovery.sessions.settings import SessionSettings, effective_mode
 from store import SessionNotFound, sessions
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
@@ -81,7 +82,7 @@ def test_tools_that_leave_are_skipped_and_come_back(example: ToolIndex) -> None:
     session.search_tool.execute("c1", {"query": "slack"})
     example.remove_tools(["mcp__slack_post_message"])
     assert session.selected == [] and session.active == ["search_tool_bm25"]
-    with example.engine.connect() as connection:
+    with example.store.engine.connect() as connection:
         stored = sessions.load(connection, "s")
     assert stored is not None and stored.selected == ["mcp__slack_post_message"]  # storage untouched
     example.upsert_tools([WORKED_EXAMPLE[2]])
@@ -107,9 +108,9 @@ def test_log_replays_to_the_stored_lists(example: ToolIndex) -> None:
     ]
     assert record["calls"][-1]["error"] == "Query is required and must not be empty."
     assert record["calls"][1]["tool"] == "search_tool_bm25"
-    with example.engine.connect() as connection:
-        logged = sessions.events(connection, "s")
-    assert sessions.replay(logged) == (record["active"], record["selected"])
+    with example.store.reading() as reader:
+        logged = reader.sessions.events("s")
+    assert replay(logged) == (record["active"], record["selected"])
     assert record["selected"] == ["mcp__github_create_issue", "mcp__slack_post_message"]
 
 
@@ -298,8 +299,8 @@ def test_session_search_matches_a_fresh_corpus(index: ToolIndex) -> None:
     details = session.search_tool.execute("c2", {"query": "repository channel", "limit": 5}).details
     remaining = [tool for tool in tools if tool["name"] not in active]
     with ToolIndex.open(
-        str(index.engine.url.set(database=f"{index.engine.url.database}-fresh"))
-        if index.engine.dialect.name == "sqlite"
+        str(index.store.engine.url.set(database=f"{index.store.engine.url.database}-fresh"))
+        if index.store.engine.dialect.name == "sqlite"
         else "sqlite://"
     ) as fresh:
         fresh.upsert_tools(remaining)
@@ -326,8 +327,8 @@ def test_import_session_file_restores_the_selection_in_force(example: ToolIndex,
     session = example.session("r")
     assert session.selected == ["mcp__github_create_issue"]
     assert session.active == ["search_tool_bm25", "mcp__github_create_issue"]
-    with example.engine.connect() as connection:
-        assert sessions.replay(sessions.events(connection, "r")) == (session.active, session.selected)
+    with example.store.reading() as reader:
+        assert replay(reader.sessions.events("r")) == (session.active, session.selected)
 
 
 def test_verify_replays_every_session_log(example: ToolIndex) -> None:
@@ -339,7 +340,7 @@ def test_verify_replays_every_session_log(example: ToolIndex) -> None:
     session.search_tool.execute("c1", {"query": "github", "limit": 1})
     report = verify(example)
     assert report.ok and report.checked["sessions"] == 1
-    with example.engine.begin() as connection:
+    with example.store.engine.begin() as connection:
         connection.execute(text("UPDATE sessions SET selected = '[]' WHERE id = 'v'"))
     problems = verify(example).problems
     assert len(problems) == 1 and problems[0].startswith("session 'v': its log replays to active")
@@ -363,7 +364,7 @@ def _lookup_steps(index: ToolIndex, session_id: str) -> int:
         steps += 1
         return 0
 
-    with index.engine.begin() as connection:
+    with index.store.engine.begin() as connection:
         raw = connection.connection.dbapi_connection
         assert raw is not None
         raw.set_progress_handler(count, 1)
@@ -378,11 +379,11 @@ def _lookup_steps(index: ToolIndex, session_id: str) -> int:
 def test_a_new_call_id_is_looked_up_without_reading_the_log(example: ToolIndex) -> None:
     """The answered-call lookup goes through the call-id index: its work does not grow with
     the log (walking the log made every call of a long session slower than the last)."""
-    if example.engine.url.get_backend_name() != "sqlite":
+    if example.store.engine.url.get_backend_name() != "sqlite":
         pytest.skip("counts SQLite VM steps")
     example.session("long", discovery_mode="mcp-only")
     short = _lookup_steps(example, "long")
-    with example.engine.begin() as connection:
+    with example.store.engine.begin() as connection:
         state = sessions.load(connection, "long")
         assert state is not None
         for number in range(3000):

@@ -34,7 +34,7 @@ from discovery.adapters.common import (
     wire_names,
 )
 from discovery.adapters.errors import TooManyTools
-from discovery.ranking.corpus import SEARCH_TOOL_NAME
+from discovery.rules import SEARCH_TOOL_NAME
 
 if TYPE_CHECKING:
     from discovery.sessions.session import Session

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from discovery.adapters.names import WireNames
 from discovery.errors import ToolCallError
-from discovery.ranking.corpus import SEARCH_TOOL_NAME
 from discovery.results import json_text
+from discovery.rules import SEARCH_TOOL_NAME
 
 if TYPE_CHECKING:
     from discovery.sessions.session import Session

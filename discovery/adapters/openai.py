@@ -28,7 +28,7 @@ from discovery.adapters.common import (
     run_host_tool,
     run_search,
 )
-from discovery.ranking.corpus import SEARCH_TOOL_NAME
+from discovery.rules import SEARCH_TOOL_NAME
 
 if TYPE_CHECKING:
     from discovery.sessions.session import Session

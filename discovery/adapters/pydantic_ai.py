@@ -25,7 +25,7 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
 from discovery.adapters.common import ToolSpec, exposed, listed, run_search
-from discovery.ranking.corpus import SEARCH_TOOL_NAME
+from discovery.rules import SEARCH_TOOL_NAME
 
 if TYPE_CHECKING:
     from discovery.aio import AsyncSession

@@ -12,14 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Engine
-
 from discovery.errors import EmbeddingUnavailable
 from discovery.semantic.model import EmbeddingModel, load, stored_spec
 from discovery.semantic.vectors import quantized, tool_text
-from store import StoredTool, reads
-from store import vectors as stored_vectors
-from store.engine import read_transaction, write_transaction
+from store import EmbeddingState, Store, StoredTool, VectorRow, Writer
 
 EMBED_STEP = 256
 """Tools embedded per transaction: what a killed ``embed`` can lose, and how often it shows
@@ -41,7 +37,7 @@ class EmbedReport:
 
 
 def embed_catalog(
-    engine: Engine,
+    store: Store,
     spec: str,
     *,
     weight: float | None = None,
@@ -54,59 +50,55 @@ def embed_catalog(
     model = load(spec, download=True)
     recorded = stored_spec(spec)
     digest = model.files.digest()
-    with write_transaction(engine) as connection:
-        setting = stored_vectors.state(connection)
+    with store.writing() as writer:
+        setting = writer.vectors.state()
         chosen = setting.weight if weight is None else weight
         if setting.model_digest != digest or setting.dimensions != model.dimensions:
-            stored_vectors.clear(connection)
+            writer.vectors.clear()
         if (setting.model, setting.model_digest, setting.dimensions, setting.weight) != (
             recorded,
             digest,
             model.dimensions,
             chosen,
         ):
-            stored_vectors.set_state(
-                connection, stored_vectors.EmbeddingState(recorded, digest, model.dimensions, chosen)
-            )
-        stored_vectors.drop_orphans(connection)
-    with read_transaction(engine) as connection:
-        total = stored_vectors.counts(connection).stale
+            writer.vectors.set_state(EmbeddingState(recorded, digest, model.dimensions, chosen))
+        writer.vectors.drop_orphans()
+    with store.reading() as reader:
+        total = reader.vectors.counts().stale
     done, after = 0, ""
     if progress is not None:
         progress(0, total)
     while True:
-        with read_transaction(engine) as connection:
-            pending = stored_vectors.missing(connection, after, EMBED_STEP)
+        with store.reading() as reader:
+            pending = reader.vectors.missing(after, EMBED_STEP)
             if not pending:
                 break
-            tools = reads.tools_by_names(connection, [name for name, _ in pending])
+            tools = reader.catalog.tools_by_names([name for name, _ in pending])
         after = pending[-1][0]
         rows = _vector_rows(model, [(name, digest) for name, digest in pending if name in tools], tools)
-        with write_transaction(engine) as connection:
+        with store.writing() as writer:
             # Written only where the tool is still the record that was embedded.
-            now = dict(stored_vectors.missing_of(connection, [row.tool_name for row in rows]))
-            stored_vectors.write(
-                connection, [row for row in rows if now.get(row.tool_name) == row.content_hash]
-            )
+            now = dict(writer.vectors.missing_of([row.tool_name for row in rows]))
+            writer.vectors.write([row for row in rows if now.get(row.tool_name) == row.content_hash])
         done += len(pending)
         if progress is not None:
             progress(min(done, total), total)
-    with read_transaction(engine) as connection:
-        counts = stored_vectors.counts(connection)
+    with store.reading() as reader:
+        counts = reader.vectors.counts()
     return EmbedReport(recorded, done, counts.current, counts.tools)
 
 
-def embedding_off(engine: Engine) -> int:
+def embedding_off(store: Store) -> int:
     """Remove every vector and the model setting; how many vectors there were."""
-    with write_transaction(engine) as connection:
-        return stored_vectors.clear(connection)
+    with store.writing() as writer:
+        return writer.vectors.clear()
 
 
-def embed_written(connection: Connection, names: Sequence[str]) -> int:
+def embed_written(writer: Writer, names: Sequence[str]) -> int:
     """Embed the tools ``names`` a catalog write just added or changed, in its transaction, when
     the index has a model and this process can load it; how many were left stale (0 when the
     index has no semantic signal)."""
-    setting = stored_vectors.state(connection)
+    setting = writer.vectors.state()
     if setting.model is None or not names:
         return 0
     try:
@@ -115,18 +107,18 @@ def embed_written(connection: Connection, names: Sequence[str]) -> int:
         return len(names)
     if model.dimensions != setting.dimensions:
         return len(names)
-    pending = stored_vectors.missing_of(connection, names)
-    tools = reads.tools_by_names(connection, [name for name, _ in pending])
-    stored_vectors.write(connection, _vector_rows(model, pending, tools))
+    pending = writer.vectors.missing_of(names)
+    tools = writer.catalog.tools_by_names([name for name, _ in pending])
+    writer.vectors.write(_vector_rows(model, pending, tools))
     return 0
 
 
 def _vector_rows(
     model: EmbeddingModel, pending: Sequence[tuple[str, str]], tools: dict[str, StoredTool]
-) -> list[stored_vectors.VectorRow]:
+) -> list[VectorRow]:
     texts = [tool_text(tools[name].label, tools[name].description) for name, _ in pending]
     rows, scales = quantized(model.embed(texts))
     return [
-        stored_vectors.VectorRow(name, digest, float(scale), row.tobytes())
+        VectorRow(name, digest, float(scale), row.tobytes())
         for (name, digest), row, scale in zip(pending, rows, scales, strict=True)
     ]

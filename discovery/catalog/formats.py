@@ -27,7 +27,7 @@ from discovery.files import (
     read_bounded,
     too_deep,
 )
-from discovery.ranking.corpus import MCP_PREFIX
+from discovery.rules import MCP_PREFIX
 
 NOT_A_CATALOG = (
     'expected a JSON array or JSON lines of tool records, or an MCP tools/list result {"tools": [...]}'

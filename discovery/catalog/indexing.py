@@ -6,12 +6,19 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from discovery.catalog.models import ToolRecord
-from discovery.ranking.corpus import INTERNAL_NAMES
 from discovery.ranking.fields import document_term_frequencies, field_texts
+from discovery.rules import INTERNAL_NAMES
 from discovery.text.analyzers import REFERENCE, Analyzer
-from store import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, IndexedBatch, IndexedTool, ToolRow
-from store.digests import record_digest
-from store.logged_json import column_json
+from store import (
+    GROUP_FIXED,
+    GROUP_LOCAL,
+    GROUP_MCP,
+    IndexedBatch,
+    IndexedTool,
+    ToolRow,
+    column_json,
+    record_digest,
+)
 
 
 class IndexedFields(Protocol):

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from discovery.params import too_long, utf8_size
-from discovery.ranking.corpus import MCP_PREFIX, SEARCH_TOOL_NAME
+from discovery.rules import MCP_PREFIX, SEARCH_TOOL_NAME
 from discovery.text.collation import utf16_sort_key
 from discovery.text.tokenizer import tokenize
 from store import MAX_KEY_BYTES

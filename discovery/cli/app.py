@@ -18,12 +18,10 @@ from discovery.cli.sanitize import escaped
 from discovery.errors import DatabaseMissing, ToolIndexError
 from discovery.index import ToolIndex
 from discovery.results import json_text
-from store import make_engine, parse_url, sqlite_file
-from store.engine import translated_errors
+from store import Store, parse_url, sqlite_file
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
-    from sqlalchemy import Engine
     from sqlalchemy.engine import URL
 
 PROGRESS_MIN_RECORDS = 500
@@ -89,18 +87,18 @@ class App:
             raise click.ClickException(no_database(exc.where)) from exc
 
     @contextmanager
-    def engine(self, *, must_exist: bool) -> Iterator[Engine]:
-        """A bare engine for the ``db`` commands: no schema is created or checked."""
+    def store(self, *, must_exist: bool) -> Iterator[Store]:
+        """The bare store for the ``db`` commands: no schema is created or checked."""
         url = parse_url(self.db)
         missing = missing_sqlite_file(url)
         if must_exist and missing:
             raise click.ClickException(no_database(missing))
-        engine = make_engine(url)
+        store = Store.at(url)
         try:
-            with translated_errors(engine):
-                yield engine
+            with store.translated_errors():
+                yield store
         finally:
-            engine.dispose()
+            store.close()
 
 
 pass_app = click.make_pass_decorator(App)

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import click
 from rich.text import Text
 
 from discovery.cli.app import App, ToolIndexGroup, echo, example, pass_app, stdout_console
 from discovery.cli.output import on_terminal
 from discovery.cli.render import one_line
-from store import migrate
-from store.engine import read_transaction
-
-if TYPE_CHECKING:
-    from sqlalchemy import Engine
+from store import Store
 
 
 @click.command(epilog=example("tool-index verify && echo index ok"))
@@ -53,10 +47,10 @@ def db() -> None:
 @pass_app
 def upgrade(app: App) -> None:
     """Create the schema, or upgrade it to the newest revision."""
-    with app.engine(must_exist=False) as engine:
-        before = _revision(engine)
-        migrate.ensure_schema(engine, upgrade_if_old=True)
-        after = _revision(engine)
+    with app.store(must_exist=False) as store:
+        before = store.schema_revision()
+        store.ensure_schema(upgrade_if_old=True)
+        after = store.schema_revision()
     if before == after:
         echo(f"already at head {after}")
     else:
@@ -67,14 +61,14 @@ def upgrade(app: App) -> None:
 @pass_app
 def current(app: App) -> None:
     """Print the schema revision and whether it is the newest."""
-    with app.engine(must_exist=True) as engine:
-        revision = _revision(engine)
-    head = migrate.head_revision()
+    with app.store(must_exist=True) as store:
+        revision = store.schema_revision()
+    head = Store.head_revision()
     if revision is None:
         echo(f"none (no tool-index schema; head is {head}: run `tool-index db upgrade`)")
     elif revision == head:
         echo(f"{revision} (head)")
-    elif revision in migrate.known_revisions():
+    elif revision in Store.known_revisions():
         echo(f"{revision} (behind head {head}: run `tool-index db upgrade`)")
     else:
         echo(f"{revision} (unknown: newer than this tool-index, whose head is {head})")
@@ -84,22 +78,17 @@ def current(app: App) -> None:
 @pass_app
 def check(app: App) -> None:
     """Fail unless the schema is at head and matches the models."""
-    with app.engine(must_exist=True) as engine:
-        revision = _revision(engine)
-        head = migrate.head_revision()
+    with app.store(must_exist=True) as store:
+        revision = store.schema_revision()
+        head = Store.head_revision()
         if revision != head:
             fix = "upgrade tool-index" if _is_newer(revision) else "run `tool-index db upgrade`"
             raise click.ClickException(f"the schema is at {revision or 'no revision'}, head is {head}: {fix}")
-        changes = migrate.pending_model_changes(engine)
+        changes = store.pending_model_changes()
     if changes:
         raise click.ClickException(f"the schema at {head} differs from the models: {'; '.join(changes)}")
     echo(f"ok: {head} (head), the schema matches the models")
 
 
-def _revision(engine: Engine) -> str | None:
-    with read_transaction(engine) as connection:
-        return migrate.current_revision(connection)
-
-
 def _is_newer(revision: str | None) -> bool:
-    return revision is not None and revision not in migrate.known_revisions()
+    return revision is not None and revision not in Store.known_revisions()

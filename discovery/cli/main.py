@@ -19,7 +19,7 @@ from discovery.cli.quality import audit, eval_
 from discovery.cli.search import explain, search
 from discovery.cli.semantic import embed
 from discovery.cli.sessions import session, sessions
-from store.engine import ENV_VAR, default_url
+from store import ENV_VAR, default_url
 
 
 @click.group(

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection
 
 from discovery.catalog.indexing import record_fields
 from discovery.diagnostics.statistics import corpus_statistics
@@ -20,13 +19,9 @@ from discovery.errors import ToolIndexError
 from discovery.index import ToolIndex
 from discovery.params import checked_query, has_terms, query_terms
 from discovery.ranking.bm25 import average_length, idf, length_norm, round6, term_score
-from discovery.ranking.corpus import Corpus, read_only_corpus
 from discovery.ranking.fields import FIELD_WEIGHTS, field_term_frequencies
-from store import ToolNotFound
-from store import learning as stored_learning
-from store.audit import postings_of_tools
-from store.engine import read_transaction
-from store.reads import tools_by_names
+from discovery.rules import Corpus, read_only_corpus
+from store import Reader, ToolNotFound
 
 
 class NotInCorpus(ToolIndexError):
@@ -221,20 +216,20 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
     trimmed = checked_query(query)
     has_terms(trimmed)
     corpus = read_only_corpus(mode)
-    with read_transaction(index.engine) as connection:
-        analyzer = index.ranker.analyzer(connection)
+    with index.store.reading() as reader:
+        analyzer = index.ranker.analyzer(reader)
         counts = query_terms(trimmed, analyzer)
-        tool = tools_by_names(connection, [name]).get(name)
+        tool = reader.catalog.tools_by_names([name]).get(name)
         if tool is None:
             raise ToolNotFound(f"no tool named {name!r} in the catalog")
         if tool.grp not in corpus.groups or name in corpus.excluded:
             raise NotInCorpus(f"{name!r} is never ranked in mode {mode!r}: it is not discoverable there")
-        statistics = corpus_statistics(connection, corpus, list(counts))
-        postings = postings_of_tools(connection, [tool.id])
-        learning = index.ranker.learning_enabled(connection)
-        learned_parts, population = index.ranker.learned(connection, counts, corpus)
-        learned_len = stored_learning.lengths(connection, [name]).get(name, 0)
-        semantic = _semantic(index, connection, trimmed, counts, corpus, tool.id)
+        statistics = corpus_statistics(reader, corpus, list(counts))
+        postings = reader.index.postings_of_tools([tool.id])
+        learning = index.ranker.learning_enabled(reader)
+        learned_parts, population = index.ranker.learned(reader, counts, corpus)
+        learned_len = reader.learning.lengths([name]).get(name, 0)
+        semantic = _semantic(index, reader, trimmed, counts, corpus, tool.id)
     n_docs, total_len, dfs = statistics
     avgdl = average_length(n_docs, total_len)
     own = {p.term: p for p in postings.get(tool.id, []) if p.term is not None}
@@ -277,15 +272,15 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
 
 
 def _semantic(
-    index: ToolIndex, connection: Connection, query: str, counts: dict[str, int], corpus: Corpus, tool_id: int
+    index: ToolIndex, reader: Reader, query: str, counts: dict[str, int], corpus: Corpus, tool_id: int
 ) -> SemanticExplanation | None:
-    found = index.ranker.semantic(connection, query, corpus)
+    found = index.ranker.semantic(reader, query, corpus)
     if found is None:
         return None
     semantic, part = found
     at = np.flatnonzero(part.tool_ids == tool_id)
     cosine = float(part.cosines[at[0]]) if at.size else 0.0
-    lexical = index.ranker.rank(connection, counts, corpus, 1).hits
+    lexical = index.ranker.rank(reader, counts, corpus, 1).hits
     best_lexical = lexical[0].score if lexical else 0.0
     return SemanticExplanation(semantic.weight, cosine, part.best, best_lexical)
 

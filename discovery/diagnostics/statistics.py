@@ -3,25 +3,19 @@ the corpus' excluded documents. Postings and aggregates only, no tool records.""
 
 from __future__ import annotations
 
-from sqlalchemy import Connection
-
-from discovery.ranking.corpus import Corpus
-from store import StoredTool
-from store.audit import StoredPosting, postings_of_tools
-from store.reads import group_stats, term_stats, tools_by_names
+from discovery.rules import Corpus
+from store import Reader, StoredPosting, StoredTool
 
 
-def corpus_statistics(
-    connection: Connection, corpus: Corpus, terms: list[str]
-) -> tuple[int, int, dict[str, int]]:
+def corpus_statistics(reader: Reader, corpus: Corpus, terms: list[str]) -> tuple[int, int, dict[str, int]]:
     """``(N, total length, df per term)`` of ``corpus``: the groups' aggregates less its excluded
     documents, as the ranking computes them."""
-    groups = group_stats(connection)
-    candidates = tools_by_names(connection, sorted(corpus.excluded)).values()
+    groups = reader.index.group_stats()
+    candidates = reader.catalog.tools_by_names(sorted(corpus.excluded)).values()
     excluded = [doc for doc in candidates if doc.grp in corpus.groups]
-    stats = term_stats(connection, terms)
+    stats = reader.index.term_stats(terms)
     excluded_df = _excluded_document_frequencies(
-        postings_of_tools(connection, [doc.id for doc in excluded]), excluded
+        reader.index.postings_of_tools([doc.id for doc in excluded]), excluded
     )
     n_docs = sum(groups[g].doc_count for g in corpus.groups) - len(excluded)
     total_len = sum(groups[g].total_len for g in corpus.groups) - sum(doc.doc_len for doc in excluded)

@@ -33,13 +33,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
-from sqlalchemy import Connection
 
 from discovery.catalog.indexing import indexed_tool
 from discovery.catalog.models import ToolRecord
 from discovery.errors import AnalyzerOutdated, UnknownAnalyzer, describe_validation_error
 from discovery.index import ToolIndex
 from discovery.params import stored_analyzer_named
+from discovery.rules import replay
 from discovery.sessions.learning import credits_from_logs
 from discovery.sessions.settings import stored_settings
 from discovery.text.analyzers import Analyzer
@@ -48,20 +48,18 @@ from store import (
     GROUP_LOCAL,
     GROUP_MCP,
     GROUPS,
+    AuditedTool,
     CorruptIndex,
     GroupStats,
+    Reader,
+    StoredPosting,
     StoredTool,
-    audit,
-    learning,
-    reads,
-    sessions,
 )
-from store.engine import read_transaction
 
 GROUP_NAMES = {GROUP_FIXED: "fixed", GROUP_LOCAL: "local", GROUP_MCP: "mcp"}
 MAX_PROBLEMS = 1000
 """Problems listed in a report; the rest are counted, so a wrecked index cannot exhaust memory."""
-BATCH_SIZE = audit.AUDIT_BATCH
+BATCH_SIZE = 1000
 """Tools re-indexed per batch."""
 
 
@@ -94,26 +92,26 @@ class VerifyReport:
         self.checked[what] = self.checked.get(what, 0) + number
 
 
-Check = Callable[[Connection, VerifyReport], None]
-"""One invariant: reads through the connection (the shared snapshot) and reports what breaks it."""
+Check = Callable[[Reader, VerifyReport], None]
+"""One invariant: reads through the reader (the shared snapshot) and reports what breaks it."""
 
 
 def verify(index: ToolIndex, *, checks: Sequence[Check] | None = None) -> VerifyReport:
     """Run ``checks`` (default: ``CHECKS``) on one snapshot of ``index``'s database."""
     report = VerifyReport()
-    with read_transaction(index.engine) as connection:
+    with index.store.reading() as reader:
         for check in CHECKS if checks is None else checks:
             try:
-                check(connection, report)
+                check(reader, report)
             except CorruptIndex as exc:  # data the check cannot even read: that is its finding
                 report.problem(f"{check.__name__} could not finish: {exc.what}")
     return report
 
 
-def check_postings(connection: Connection, report: VerifyReport) -> None:
+def check_postings(reader: Reader, report: VerifyReport) -> None:
     """Each tool's postings, length, group and content hash are those its record gives, both in
     its indexed terms and in the term index."""
-    name = reads.analyzer(connection)
+    name = reader.catalog.analyzer()
     try:
         analyzer = stored_analyzer_named(name)
     except UnknownAnalyzer:
@@ -122,10 +120,10 @@ def check_postings(connection: Connection, report: VerifyReport) -> None:
     except AnalyzerOutdated as exc:
         report.problem(f"catalog_state: {exc}")
         return
-    indexed = audit.catalog_postings(connection)
+    indexed = reader.audit.catalog_postings()
     seen = 0
     report.count("tools", 0)
-    for batch in audit.tool_batches(connection, batch_size=BATCH_SIZE, indexed=indexed):
+    for batch in reader.audit.tool_batches(batch_size=BATCH_SIZE, indexed=indexed):
         report.count("tools", len(batch))
         for tool in batch:
             seen += len(tool.held[0])
@@ -136,7 +134,7 @@ def check_postings(connection: Connection, report: VerifyReport) -> None:
         report.problem(f"{indexed.size - seen} postings belong to no catalog tool")
 
 
-def _tool_problems(audited: audit.AuditedTool, analyzer: Analyzer) -> Iterator[str]:
+def _tool_problems(audited: AuditedTool, analyzer: Analyzer) -> Iterator[str]:
     tool = audited.tool
     where = f"tool {tool.name!r}"
     try:
@@ -160,9 +158,9 @@ def _tool_problems(audited: audit.AuditedTool, analyzer: Analyzer) -> Iterator[s
 
 
 def _posting_problems(
-    where: str, tool: StoredTool, expected: Mapping[str, int], held: list[audit.StoredPosting]
+    where: str, tool: StoredTool, expected: Mapping[str, int], held: list[StoredPosting]
 ) -> Iterator[str]:
-    stored: dict[str, audit.StoredPosting] = {}
+    stored: dict[str, StoredPosting] = {}
     for posting in held:
         if posting.term is None:
             yield f"{where}: a posting refers to term id {posting.term_id}, which has no terms row"
@@ -185,22 +183,22 @@ def _posting_problems(
                 yield f"{where}, term {term!r}: posting group {have.grp}, the tool's is {tool.grp}"
 
 
-def check_catalog_state(connection: Connection, report: VerifyReport) -> None:
+def check_catalog_state(reader: Reader, report: VerifyReport) -> None:
     """The one ``catalog_state`` row, which every search reads first, is there."""
-    rows = audit.row_count(connection, "catalog_state")
+    rows = reader.audit.row_count("catalog_state")
     if rows != 1:
         report.problem(f"catalog_state holds {rows} rows; it must hold exactly one (id 1)")
 
 
-def check_stored_values(connection: Connection, report: VerifyReport) -> None:
+def check_stored_values(reader: Reader, report: VerifyReport) -> None:
     """Every stored JSON value and time reads back, and every session's settings are settings.
 
     PostgreSQL's column types refuse such values; SQLite keeps whatever text it is given."""
-    for message in audit.unreadable_tool_values(connection):
+    for message in reader.audit.unreadable_tool_values():
         report.problem(message)
-    for message in sessions.unreadable_sessions(connection):
+    for message in reader.sessions.unreadable():
         report.problem(message)
-    for session_id, settings in sessions.stored_settings(connection):
+    for session_id, settings in reader.sessions.stored_settings():
         if not isinstance(settings, dict):
             continue  # reported above as unreadable
         try:
@@ -209,21 +207,21 @@ def check_stored_values(connection: Connection, report: VerifyReport) -> None:
             report.problem(exc.what)
 
 
-def check_block_sizes(connection: Connection, report: VerifyReport) -> None:
+def check_block_sizes(reader: Reader, report: VerifyReport) -> None:
     """Each posting block's ``size`` is the number of postings it holds, and its ``widths`` a
     layout of ``store.postings.LAYOUTS``."""
-    for term_id, grp, size, held in audit.block_size_mismatches(connection, limit=MAX_PROBLEMS):
+    for term_id, grp, size, held in reader.audit.block_size_mismatches(limit=MAX_PROBLEMS):
         report.problem(
             f"posting block of term id {term_id}, group {grp}: size {size}, it holds {held} postings"
         )
-    for term_id, grp, widths in audit.unknown_block_layouts(connection, limit=MAX_PROBLEMS):
+    for term_id, grp, widths in reader.audit.unknown_block_layouts(limit=MAX_PROBLEMS):
         report.problem(f"posting block of term id {term_id}, group {grp}: unknown widths {widths}")
 
 
-def check_group_stats(connection: Connection, report: VerifyReport) -> None:
+def check_group_stats(reader: Reader, report: VerifyReport) -> None:
     """Per group, the stored document count and total length are those of the tool rows."""
-    actual = audit.group_totals(connection)
-    stored = audit.stored_group_stats(connection)
+    actual = reader.audit.group_totals()
+    stored = reader.audit.stored_group_stats()
     groups = sorted(set(GROUPS) | actual.keys() | stored.keys())
     report.count("groups", len(groups))
     for grp in groups:
@@ -240,11 +238,11 @@ def check_group_stats(connection: Connection, report: VerifyReport) -> None:
             )
 
 
-def check_term_stats(connection: Connection, report: VerifyReport) -> None:
+def check_term_stats(reader: Reader, report: VerifyReport) -> None:
     """Per term and group, the stored df and max_tf are those of the postings."""
-    report.count("term_stats", audit.row_count(connection, "term_stats"))
-    indexed = audit.catalog_postings(connection)
-    for mismatch in audit.term_stat_mismatches(connection, limit=MAX_PROBLEMS, indexed=indexed):
+    report.count("term_stats", reader.audit.row_count("term_stats"))
+    indexed = reader.audit.catalog_postings()
+    for mismatch in reader.audit.term_stat_mismatches(limit=MAX_PROBLEMS, indexed=indexed):
         term = repr(mismatch.term) if mismatch.term is not None else f"id {mismatch.term_id} (no terms row)"
         where = f"term {term} in group {mismatch.grp}"
         have, want = mismatch.stored, mismatch.actual
@@ -264,26 +262,26 @@ def check_term_stats(connection: Connection, report: VerifyReport) -> None:
                 report.problem(f"{where}: stored max_tf {have.max_tf}, its postings give {want.max_tf}")
 
 
-def check_orphan_terms(connection: Connection, report: VerifyReport) -> None:
+def check_orphan_terms(reader: Reader, report: VerifyReport) -> None:
     """Every term is used by a posting (writes drop the terms they leave unused)."""
-    report.count("terms", audit.row_count(connection, "terms"))
-    indexed = audit.catalog_postings(connection)
-    for term_id, text in audit.orphan_terms(connection, limit=MAX_PROBLEMS, indexed=indexed):
+    report.count("terms", reader.audit.row_count("terms"))
+    indexed = reader.audit.catalog_postings()
+    for term_id, text in reader.audit.orphan_terms(limit=MAX_PROBLEMS, indexed=indexed):
         report.problem(f"term {text!r} (id {term_id}) has no postings")
 
 
-def check_session_logs(connection: Connection, report: VerifyReport) -> None:
+def check_session_logs(reader: Reader, report: VerifyReport) -> None:
     """Replaying each session's log gives its stored active and selected lists, without repeats."""
-    states = sessions.all_sessions(connection, readable_only=True)
+    states = reader.sessions.all(readable_only=True)
     report.count("sessions", len(states))
     report.count("session events", 0)
     for state in states:
         try:
-            logged = sessions.events(connection, state.id)
+            logged = reader.sessions.events(state.id)
         except CorruptIndex:
             continue  # an entry that cannot be read: check_stored_values names it
         report.count("session events", len(logged))
-        active, selected = sessions.replay(logged)
+        active, selected = replay(logged)
         if (active, selected) != (state.active, state.selected):
             report.problem(
                 f"session {state.id!r}: its log replays to active {active}, selected {selected}; "
@@ -295,21 +293,21 @@ def check_session_logs(connection: Connection, report: VerifyReport) -> None:
             report.problem(f"session {state.id!r}: its log has gaps in its sequence numbers")
 
 
-def check_learned_field(connection: Connection, report: VerifyReport) -> None:
+def check_learned_field(reader: Reader, report: VerifyReport) -> None:
     """The learned field is what the session logs teach, summed (``discovery.sessions.learning``)."""
-    state = learning.state(connection)
-    stored = learning.credits(connection)
-    term_sums, lengths = learning.sums(connection)
+    state = reader.learning.state()
+    stored = reader.learning.credits()
+    term_sums, lengths = reader.learning.sums()
     report.count("learned credits", len(stored))
     if not state.enabled:
         if stored or term_sums or lengths:
             report.problem("learning is off, yet the learned field holds rows")
         return
     try:
-        analyzer = stored_analyzer_named(reads.analyzer(connection))
+        analyzer = stored_analyzer_named(reader.catalog.analyzer())
     except (UnknownAnalyzer, AnalyzerOutdated):
         return  # check_postings names it
-    expected = credits_from_logs(connection, analyzer)
+    expected = credits_from_logs(reader, analyzer)
     for credit in sorted(expected - stored)[:MAX_PROBLEMS]:
         report.problem(
             f"learned field: session {credit[0]!r} taught {credit[1]!r} to {credit[2]!r}, not stored"

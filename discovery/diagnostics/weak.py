@@ -10,11 +10,8 @@ from __future__ import annotations
 from discovery.diagnostics.statistics import corpus_statistics
 from discovery.index import ToolIndex
 from discovery.params import checked_query
-from discovery.ranking.corpus import read_only_corpus
+from discovery.rules import read_only_corpus
 from discovery.text.enhanced import STOP_WORDS
-from store.audit import postings_of_tools
-from store.engine import read_transaction
-from store.reads import tools_by_names
 
 COMMON_TERM_SHARE = 0.5
 """A term held by at least this share of the corpus' tools is a very common one (idf ≤ ln 2), as
@@ -27,13 +24,13 @@ def weak_matches(index: ToolIndex, query: str, names: list[str], *, mode: str = 
     analyzer) is a stop word or held by at least half of ``mode``'s read-only corpus; names that
     corpus does not rank are left out."""
     corpus = read_only_corpus(mode)
-    with read_transaction(index.engine) as connection:
-        counts = index.ranker.query_terms(connection, checked_query(query))
+    with index.store.reading() as reader:
+        counts = index.ranker.query_terms(reader, checked_query(query))
         terms = list(counts)
-        tools = tools_by_names(connection, names)
-        n_docs, _, df = corpus_statistics(connection, corpus, terms)
-        postings = postings_of_tools(connection, [tool.id for tool in tools.values()])
-        learned, _ = index.ranker.learned(connection, counts, corpus)
+        tools = reader.catalog.tools_by_names(names)
+        n_docs, _, df = corpus_statistics(reader, corpus, terms)
+        postings = reader.index.postings_of_tools([tool.id for tool in tools.values()])
+        learned, _ = index.ranker.learned(reader, counts, corpus)
     taught: dict[int, set[str]] = {}
     for part in learned:  # a term a tool learned is matched as well as one of its text
         for tool_id in part.ids.tolist():

@@ -54,7 +54,7 @@ from discovery.mcp.upstreams import (
     route,
     split_catalog_name,
 )
-from discovery.ranking.corpus import SEARCH_TOOL_NAME
+from discovery.rules import SEARCH_TOOL_NAME
 from discovery.sessions.search_tool import PARAMETERS as SEARCH_PARAMETERS
 from store import StoredTool
 from store.errors import StoreError

@@ -11,17 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection
-
 from discovery.errors import ToolCallError, ToolIndexError
 from discovery.index import ToolIndex
 from discovery.params import checked_id
 from discovery.sessions.description import render_description
 from discovery.sessions.learning import CALL_EVENT, learn_from_calls, teaches
-from store import StoredTool, sessions
-from store.digests import json_digest
-from store.engine import read_transaction, write_transaction
-from store.reads import tools_by_names
+from store import Event, Reader, StoredTool, json_digest
 
 if TYPE_CHECKING:
     from discovery.sessions.session import Scope, Session
@@ -33,9 +28,9 @@ OWNER_EVENT = "owner"
 """Logged right after ``create`` by a gateway with identities: ``{"identity": NAME}``, never a secret."""
 
 
-def owner_of(connection: Connection, session_id: str) -> str | None:
+def owner_of(reader: Reader, session_id: str) -> str | None:
     """The identity a stored session belongs to (its ``owner`` entry), or ``None``."""
-    logged = sessions.first_of_kind(connection, session_id, OWNER_EVENT)
+    logged = reader.sessions.first_of_kind(session_id, OWNER_EVENT)
     identity = (logged.event.params or {}).get("identity") if logged is not None else None
     return identity if isinstance(identity, str) else None
 
@@ -116,12 +111,12 @@ class GatewaySession:
         from discovery.sessions.session import Session
 
         session_id = checked_id(session_id, "session id") if session_id is not None else uuid.uuid4().hex
-        with read_transaction(index.engine) as connection:
-            exists = sessions.load(connection, session_id) is not None
-            stored_owner = owner_of(connection, session_id) if exists else None
+        with index.store.reading() as reader:
+            exists = reader.sessions.load(session_id) is not None
+            stored_owner = owner_of(reader, session_id) if exists else None
         if exists and owner is not None and stored_owner != owner:
             raise NotYourSession(refusal(session_id, stored_owner))
-        session = Session(index.engine, index.ranker, session_id, scope)
+        session = Session(index.store, index.ranker, session_id, scope)
         opened = cls(index, session, created=not exists, owner=stored_owner if exists else owner)
         opened.mode = mode
         opened.stored = exists
@@ -150,16 +145,16 @@ class GatewaySession:
         from discovery.sessions.settings import parsed_settings
 
         settings = parsed_settings(self.settings())
-        with write_transaction(self.index.engine) as connection:
-            made = sessions.lock(connection, self.id) is None
+        with self.index.store.writing() as writer:
+            made = writer.sessions.lock(self.id) is None
             if made:
-                active = opening_active(self.index.ranker, connection, settings)
+                active = opening_active(self.index.ranker, writer, settings)
                 stored = settings.model_dump(mode="json")
-                made = sessions.create(connection, self.id, stored, active) is not None
+                made = writer.sessions.create(self.id, stored, active) is not None
                 if made and self.owner is not None:
-                    owned = sessions.Event(kind=OWNER_EVENT, params={"identity": self.owner})
-                    sessions.append(connection, self.id, owned)
-            found_owner = None if made else owner_of(connection, self.id)
+                    owned = Event(kind=OWNER_EVENT, params={"identity": self.owner})
+                    writer.sessions.append(self.id, owned)
+            found_owner = None if made else owner_of(writer, self.id)
         if not made:
             if self.owner is not None and found_owner != self.owner:
                 raise NotYourSession(refusal(self.id, found_owner))
@@ -195,13 +190,13 @@ class GatewaySession:
         """``pin`` as a write of ``write_pending``: the digests are those the writer's
         transaction reads."""
 
-        def pin_event(connection: Connection) -> sessions.Event | None:
-            found = tools_by_names(connection, names)
+        def pin_event(reader: Reader) -> Event | None:
+            found = reader.catalog.tools_by_names(names)
             pinned = {name: digest(found[name]) for name in names if name in found}
             if not pinned:
                 return None
             self.pins.update(pinned)
-            return sessions.Event(kind=PIN_EVENT, params={"tools": pinned})
+            return Event(kind=PIN_EVENT, params={"tools": pinned})
 
         return pin_event
 
@@ -269,11 +264,11 @@ class GatewaySession:
             "is_error": is_error,
             "outcome": outcome,
         }
-        event = sessions.Event(kind=CALL_EVENT, tool_name=name, params=params)
-        return lambda connection: event
+        event = Event(kind=CALL_EVENT, tool_name=name, params=params)
+        return lambda reader: event
 
 
-Pending = Callable[[Connection], "sessions.Event | None"]
+Pending = Callable[[Reader], "Event | None"]
 """A log entry to write, made in the writer's transaction (``None``: nothing to write after all)."""
 
 
@@ -281,15 +276,15 @@ def write_pending(index: ToolIndex, writes: list[tuple[GatewaySession, Pending]]
     """Write log entries of gateway sessions, in order, in one transaction: a burst of calls
     costs one commit. A session deleted meanwhile is named in the error; the other sessions'
     entries are written."""
-    by_session: dict[str, list[sessions.Event]] = {}
+    by_session: dict[str, list[Event]] = {}
     gone: list[str] = []
-    with write_transaction(index.engine) as connection:
+    with index.store.writing() as writer:
         for gateway_session, pending in writes:
-            event = pending(connection)
+            event = pending(writer)
             if event is not None:
                 by_session.setdefault(gateway_session.id, []).append(event)
         for session_id, events in by_session.items():
-            if not sessions.append(connection, session_id, *events):
+            if not writer.sessions.append(session_id, *events):
                 gone.append(session_id)
                 continue
             taught = [
@@ -298,7 +293,7 @@ def write_pending(index: ToolIndex, writes: list[tuple[GatewaySession, Pending]]
                 if event.kind == CALL_EVENT and event.tool_name is not None and teaches(event)
             ]
             if taught:
-                learn_from_calls(connection, index.ranker.analyzer(connection), session_id, taught)
+                learn_from_calls(writer, index.ranker.analyzer(writer), session_id, taught)
     if gone:
         shown = ", ".join(repr(session_id) for session_id in gone)
         raise ToolIndexError(f"session {shown} was deleted while the gateway served it")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from discovery.params import analyzer_named
-from discovery.ranking.corpus import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES, MODE_GROUPS
+from discovery.rules import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES, MODE_GROUPS
 from discovery.text.analyzers import REFERENCE, Analyzer
 from discovery.text.tokenizer import tokenize
 

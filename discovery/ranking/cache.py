@@ -11,10 +11,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from sqlalchemy import Connection
 
 from discovery.ranking.postings import Contribution, TermPostings, load_postings
-from store import TermStats, reads
+from store import Reader, TermStats
 
 CACHED_POSTINGS_BYTES = 128_000_000
 """Memory for the postings kept per process, least recently used term first out: the bytes of
@@ -56,18 +55,18 @@ class TermCache:
         self.cached_bytes = 0
         self._stats.clear()
 
-    def stats(self, connection: Connection, terms: Sequence[str]) -> dict[str, KnownTerm | None]:
+    def stats(self, reader: Reader, terms: Sequence[str]) -> dict[str, KnownTerm | None]:
         """Each term's id and statistics per group (``None``: no tool has it)."""
         missing = [term for term in terms if term not in self._stats]
         if missing:
             if len(self._stats) + len(missing) > CACHED_TERM_STATS:
                 self._stats.clear()
-            found = reads.term_stats(connection, missing)
+            found = reader.index.term_stats(missing)
             for term in missing:
                 self._stats[term] = found.get(term)
         return {term: self._stats[term] for term in terms}
 
-    def postings(self, connection: Connection, terms: Sequence[str]) -> dict[str, TermPostings | None]:
+    def postings(self, reader: Reader, terms: Sequence[str]) -> dict[str, TermPostings | None]:
         """The postings of ``terms`` (``None`` for a term no tool has), from the cache or the store.
 
         The answer is collected as the terms are found, not read back from the cache: the terms
@@ -80,10 +79,10 @@ class TermCache:
                 found[term] = self.entries[term]
         missing = [term for term in terms if term not in found]
         if missing:
-            stats = self.stats(connection, missing)
+            stats = self.stats(reader, missing)
             for term in missing:
                 known = stats[term]
-                entry = None if known is None else load_postings(connection, *known)
+                entry = None if known is None else load_postings(reader, *known)
                 found[term] = entry
                 self.entries[term] = entry
                 self.cached_bytes += 0 if entry is None else entry.nbytes
@@ -141,7 +140,7 @@ class RowCache:
     def clear(self) -> None:
         self._by_tool.clear()
 
-    def postings(self, connection: Connection, ids: list[int]) -> np.ndarray:
+    def postings(self, reader: Reader, ids: list[int]) -> np.ndarray:
         """The postings documents ``ids`` hold (``reads.forward_postings``), as rows of
         ``FORWARD_COLUMNS`` in no particular order."""
         cache = self._by_tool
@@ -156,7 +155,7 @@ class RowCache:
         if missing:
             if len(cache) + len(missing) > CACHED_FORWARD_LIMIT:
                 cache.clear()
-            rows = reads.forward_postings(connection, missing)
+            rows = reader.index.forward_postings(missing)
             table = np.column_stack([rows[column].astype(np.int64) for column in FORWARD_COLUMNS])
             parts.append(table)
             tool_ids = rows["tool_id"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from store.vectors import StoredVectors
+from store import StoredVectors
 
 SCAN_ROWS = 1024
 """Vectors converted to float32 at a time, into one buffer: the int8 matrix is never widened

@@ -7,12 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from sqlalchemy import Connection
 
 from discovery.ranking.bm25 import contribution, length_norm, saturation_numerator
 from discovery.ranking.pruning import Held
-from store import TermStats
-from store.reads import posting_blocks
+from store import Reader, TermStats
 
 DENSE_SHARE = 6
 """A contribution is laid out densely by tool id when its postings are at least one in this
@@ -161,8 +159,8 @@ CONTRIBUTION_TABLE_LIMIT = 1 << 20
 """Most (tf, length) pairs a contribution table holds: its index stays well inside int32."""
 
 
-def load_postings(connection: Connection, term_id: int, stats: dict[int, TermStats]) -> TermPostings:
-    blocks = posting_blocks(connection, term_id)
+def load_postings(reader: Reader, term_id: int, stats: dict[int, TermStats]) -> TermPostings:
+    blocks = reader.index.posting_blocks(term_id)
     starts: dict[int, tuple[int, int]] = {}
     end = 0
     for grp, block in blocks:

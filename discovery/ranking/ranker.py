@@ -17,14 +17,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
-from sqlalchemy import Connection
 
 from discovery.errors import EmbeddingUnavailable, SemanticSignalOff
 from discovery.params import query_terms, stored_analyzer_named
 from discovery.ranking import pruning
 from discovery.ranking.bm25 import average_length, idf
 from discovery.ranking.cache import RowCache, TermCache
-from discovery.ranking.corpus import Corpus
 from discovery.ranking.fusion import SemanticPart, fused, semantic_part
 from discovery.ranking.learned import (
     LearnedPopulation,
@@ -39,13 +37,13 @@ from discovery.ranking.learned import (
 )
 from discovery.ranking.postings import Contribution, TermPostings, norm_table
 from discovery.ranking.topk import RankedTool, candidates, kth_best, ordered, union
+from discovery.rules import Corpus
 from discovery.text.analyzers import REFERENCE, Analyzer
+from store import EmbeddingState, LearnedTool, LearningState, Reader, StoredVectors
 
 if TYPE_CHECKING:
     from discovery.semantic.model import EmbeddingModel
-from store import GroupStats, StoredTool, reads
-from store import learning as stored_learning
-from store import vectors as stored_vectors
+from store import GroupStats, StoredTool
 
 PRUNE_FROM = 300_000
 """Corpora this large are searched with pruning. In smaller ones every contribution of the
@@ -73,7 +71,7 @@ class Ranking:
 class SemanticQuery:
     """What fusing a search needs: the catalog's vectors, the query's, the semantic weight."""
 
-    vectors: stored_vectors.StoredVectors
+    vectors: StoredVectors
     query: np.ndarray
     weight: float
 
@@ -117,13 +115,13 @@ class Ranker:
         self._tools: dict[int, StoredTool] = {}
         self._document_terms: dict[int, frozenset[int]] = {}
         self._rows = RowCache()
-        self._synced_on: Connection | None = None
+        self._synced_on: Reader | None = None
         self._exclusions: dict[Corpus, Exclusion] = {}
-        self._learning = stored_learning.LearningState(enabled=False, generation=-1)
+        self._learning = LearningState(enabled=False, generation=-1)
         self._learned: dict[str, LearnedPostings | None] = {}
         # The catalog tools that learned anything, and per group their count and total learned
         # length; kept current from the learned journal, loaded whole only after a reset.
-        self._learned_tools: dict[str, stored_learning.LearnedTool] | None = None
+        self._learned_tools: dict[str, LearnedTool] | None = None
         self._learned_stats: dict[int, tuple[int, int]] = {}
         self._learned_exclusions: dict[Corpus, tuple[np.ndarray, tuple[int, int]]] = {}
         # What each learned query term adds in a corpus, by (term, qtf, corpus), for the corpora
@@ -143,8 +141,8 @@ class Ranker:
         self._scratch = np.zeros(0)
         # The semantic signal: the index's embedding setting (read with each new generation),
         # its current vectors (loaded on the first fused search) and the model's query vectors.
-        self._embedding = stored_vectors.EmbeddingState(None, None, 0, 0.0)
-        self._vectors: stored_vectors.StoredVectors | None = None
+        self._embedding = EmbeddingState(None, None, 0, 0.0)
+        self._vectors: StoredVectors | None = None
         self._model: EmbeddingModel | None = None
         self.semantic_problem: str | None = None
         """Why an index with vectors is searched without them in this process (the model could
@@ -153,7 +151,7 @@ class Ranker:
     @_serialized
     def rank(
         self,
-        connection: Connection,
+        reader: Reader,
         query_terms: dict[str, int],
         corpus: Corpus,
         limit: int | None,
@@ -167,16 +165,16 @@ class Ranker:
         When the index has vectors and ``query`` (the text the terms came from) is given, the
         scores are fused with its semantic similarity (``fusion``).
         """
-        self._sync(connection)
-        exclusion = self._exclusion(connection, corpus)
+        self._sync(reader)
+        exclusion = self._exclusion(reader, corpus)
         excluded, excluded_df = exclusion.documents, exclusion.term_counts
         n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(excluded)
         total_len = sum(self._group_stats[g].total_len for g in corpus.groups) - exclusion.total_len
         avgdl = average_length(n_docs, total_len)
         if limit is not None and limit < 1:
             return Ranking(total_tools=n_docs, hits=[])
-        learned = self._learned_terms(connection, query_terms, corpus, exclusion)
-        semantic = self._semantic_query(connection, query) if query is not None else None
+        learned = self._learned_terms(reader, query_terms, corpus, exclusion)
+        semantic = self._semantic_query(reader, query) if query is not None else None
         # A query that reaches the learned field or is fused is ranked exhaustively: the pruning
         # bounds cover the tool-text terms only, and exhaustive is exact by construction.
         if (
@@ -186,10 +184,10 @@ class Ranker:
             and self.prune_from is not None
             and n_docs >= self.prune_from
         ):
-            pruned = self._pruned(connection, query_terms, corpus, exclusion, n_docs, avgdl, limit)
+            pruned = self._pruned(reader, query_terms, corpus, exclusion, n_docs, avgdl, limit)
             if pruned is not None:
                 return Ranking(total_tools=n_docs, hits=pruned)
-        entries = self._terms.postings(connection, list(query_terms))
+        entries = self._terms.postings(reader, list(query_terms))
         present = [entry for entry in entries.values() if entry is not None]
         # Needed only to compute a contribution that is not cached yet.
         norms = functools.cache(functools.partial(norm_table, present, avgdl))
@@ -222,10 +220,10 @@ class Ranker:
         dropped = [doc.id for doc in excluded if doc.id < scores.size]
         scores[dropped] = 0.0
         if semantic is not None:
-            hits = self._fused_hits(connection, scores, semantic, corpus, exclusion, limit)
+            hits = self._fused_hits(reader, scores, semantic, corpus, exclusion, limit)
         else:
             found = candidates(scores, self._scratch, limit, scored, sparse=sparse)
-            hits = ordered(scores, found, limit, functools.partial(self._names_of, connection))
+            hits = ordered(scores, found, limit, functools.partial(self._names_of, reader))
         # With sparse contributions only, the scores that are not 0 are all among the terms'
         # documents: the array is zeroed for the next search without walking all of it.
         if sparse:
@@ -238,7 +236,7 @@ class Ranker:
 
     def _fused_hits(
         self,
-        connection: Connection,
+        reader: Reader,
         lexical: np.ndarray,
         semantic: SemanticQuery,
         corpus: Corpus,
@@ -252,13 +250,13 @@ class Ranker:
         if limit is not None and found.size > limit:
             threshold = float(np.partition(scores[found], found.size - limit)[found.size - limit])
             found = found[scores[found] >= threshold]
-        return ordered(scores, found, limit, functools.partial(self._names_of, connection))
+        return ordered(scores, found, limit, functools.partial(self._names_of, reader))
 
     def _semantic_part(self, semantic: SemanticQuery, corpus: Corpus, exclusion: Exclusion) -> SemanticPart:
         dropped = np.array(sorted(doc.id for doc in exclusion.documents), dtype=np.int64)
         return semantic_part(semantic.vectors, semantic.query, corpus.groups, dropped)
 
-    def _semantic_query(self, connection: Connection, query: str) -> SemanticQuery | None:
+    def _semantic_query(self, reader: Reader, query: str) -> SemanticQuery | None:
         """What fusing ``query`` needs, or ``None`` when the index has no semantic signal (no
         vectors, weight 0) or this process cannot run its model (``semantic_problem`` says why)."""
         setting = self._embedding
@@ -276,24 +274,24 @@ class Ranker:
                 )
                 return None
         if self._vectors is None:
-            self._vectors = stored_vectors.current(connection, setting.dimensions)
+            self._vectors = reader.vectors.current(setting.dimensions)
         return SemanticQuery(self._vectors, self._model.embed_query(query), setting.weight)
 
     @_serialized
     def semantic(
-        self, connection: Connection, query: str, corpus: Corpus
+        self, reader: Reader, query: str, corpus: Corpus
     ) -> tuple[SemanticQuery, SemanticPart] | None:
         """The semantic side of a search of ``corpus`` (``None`` when it is not fused): for
         ``explain``."""
-        self._sync(connection)
-        semantic = self._semantic_query(connection, query)
+        self._sync(reader)
+        semantic = self._semantic_query(reader, query)
         if semantic is None:
             return None
-        return semantic, self._semantic_part(semantic, corpus, self._exclusion(connection, corpus))
+        return semantic, self._semantic_part(semantic, corpus, self._exclusion(reader, corpus))
 
     def _pruned(
         self,
-        connection: Connection,
+        reader: Reader,
         query_terms: dict[str, int],
         corpus: Corpus,
         exclusion: Exclusion,
@@ -309,7 +307,7 @@ class Ranker:
         inside them can; those few are scored in full from their own terms."""
         weights: dict[str, tuple[int, float]] = {}
         bounds: dict[str, float] = {}
-        known = self._terms.stats(connection, list(query_terms))
+        known = self._terms.stats(reader, list(query_terms))
         for term, qtf in query_terms.items():
             found = known[term]
             if found is None:
@@ -332,7 +330,7 @@ class Ranker:
         probe: np.ndarray | None = None
         try:
             for taken, term in enumerate(order, 1):
-                entry = self._terms.postings(connection, [term])[term]
+                entry = self._terms.postings(reader, [term])[term]
                 if entry is None:
                     return None
                 norms = functools.partial(norm_table, [entry], avgdl)
@@ -354,7 +352,7 @@ class Ranker:
                 placing = self._reaching(scores, kept, pruning.floor_of(floor - rest))
                 if placing.size > FORWARD_SCORED:
                     continue
-                return self._rescored(connection, placing, query_terms, weights, avgdl, limit, corpus.groups)
+                return self._rescored(reader, placing, query_terms, weights, avgdl, limit, corpus.groups)
             return None
         finally:
             self._terms.evict()
@@ -384,7 +382,7 @@ class Ranker:
 
     def _rescored(
         self,
-        connection: Connection,
+        reader: Reader,
         ids: np.ndarray,
         query_terms: dict[str, int],
         weights: dict[str, tuple[int, float]],
@@ -397,16 +395,16 @@ class Ranker:
         ``ids`` (``_postings_at_hand``), else from the rows."""
         in_order = [term for term in query_terms if term in weights]
         id_list: list[int] = ids.tolist()
-        entries = self._postings_at_hand(connection, in_order, id_list)
+        entries = self._postings_at_hand(reader, in_order, id_list)
         if entries is not None:
             parts = [(entries[term].held(ids, groups), weights[term][1]) for term in in_order]
         else:
-            held = pruning.held_in_forward(ids, self._rows.postings(connection, id_list))
+            held = pruning.held_in_forward(ids, self._rows.postings(reader, id_list))
             parts = [(held(weights[term][0]), weights[term][1]) for term in in_order]
         full = pruning.exact_scores(ids.size, parts, avgdl)
 
         def names_at(positions: list[int]) -> dict[int, str]:
-            names = self._names_of(connection, [id_list[p] for p in positions])
+            names = self._names_of(reader, [id_list[p] for p in positions])
             return {p: names[id_list[p]] for p in positions}
 
         # Ranked by position in ``ids``, then given back their tool ids.
@@ -414,7 +412,7 @@ class Ranker:
         return [RankedTool(id_list[hit.tool_id], hit.name, hit.score) for hit in hits]
 
     def _postings_at_hand(
-        self, connection: Connection, terms: list[str], ids: list[int]
+        self, reader: Reader, terms: list[str], ids: list[int]
     ) -> dict[str, TermPostings] | None:
         """The postings of ``terms``, or ``None`` when loading those not cached would cost more
         than reading the rows of ``ids`` not cached (``ROW_READ_POSTINGS``). A row is a seek to
@@ -423,11 +421,11 @@ class Ranker:
         missing = [term for term in terms if term not in self._terms]
         if missing:
             unread = sum(1 for i in ids if i not in self._rows)
-            known = self._terms.stats(connection, missing)
+            known = self._terms.stats(reader, missing)
             postings = sum(stats.df for found in known.values() if found for stats in found[1].values())
             if postings > unread * ROW_READ_POSTINGS:
                 return None
-        entries = self._terms.postings(connection, terms)
+        entries = self._terms.postings(reader, terms)
         present = {term: entry for term, entry in entries.items() if entry is not None}
         return present if len(present) == len(terms) else None
 
@@ -452,52 +450,52 @@ class Ranker:
         self._scores_zeroed = True
 
     @_serialized
-    def analyzer(self, connection: Connection) -> Analyzer:
+    def analyzer(self, reader: Reader) -> Analyzer:
         """The analyzer the catalog is indexed with, as the caller's transaction sees it."""
-        self._sync(connection)
+        self._sync(reader)
         return self._analyzer
 
     @_serialized
-    def query_terms(self, connection: Connection, query: str) -> dict[str, int]:
+    def query_terms(self, reader: Reader, query: str) -> dict[str, int]:
         """The terms of ``query`` under the catalog's analyzer (``params.query_terms``)."""
-        self._sync(connection)
+        self._sync(reader)
         return query_terms(query, self._analyzer)
 
     @_serialized
-    def corpus_size(self, connection: Connection, corpus: Corpus) -> int:
+    def corpus_size(self, reader: Reader, corpus: Corpus) -> int:
         """``N`` of a corpus, from the group aggregates less its excluded documents."""
-        self._sync(connection)
-        excluded = self._exclusion(connection, corpus).documents
+        self._sync(reader)
+        excluded = self._exclusion(reader, corpus).documents
         return sum(self._group_stats[g].doc_count for g in corpus.groups) - len(excluded)
 
     @_serialized
-    def excluded_documents(self, connection: Connection, corpus: Corpus) -> list[StoredTool]:
+    def excluded_documents(self, reader: Reader, corpus: Corpus) -> list[StoredTool]:
         """The catalog documents of ``corpus.groups`` that the corpus leaves out."""
-        self._sync(connection)
-        return self._exclusion(connection, corpus).documents
+        self._sync(reader)
+        return self._exclusion(reader, corpus).documents
 
     @_serialized
-    def sync(self, connection: Connection, generation: int) -> None:
+    def sync(self, reader: Reader, generation: int) -> None:
         """Take the generation the caller read in this transaction, saving the query."""
         self._synced_on = None
-        self._sync(connection, generation)
+        self._sync(reader, generation)
 
-    def _sync(self, connection: Connection, known: int | None = None) -> None:
+    def _sync(self, reader: Reader, known: int | None = None) -> None:
         """Drop the caches if the catalog changed; once per transaction (its snapshot is fixed)."""
-        if connection is self._synced_on:
+        if reader is self._synced_on:
             return
         if known is None:
-            current, learning = stored_learning.with_catalog_generation(connection)
+            current, learning = reader.learning.with_catalog_generation()
         else:
-            current, learning = known, stored_learning.state(connection)
+            current, learning = known, reader.learning.state()
         if current != self._generation:
             # Every change of analyzer bumps the generation (it rewrites every posting). Read
             # first: a catalog refused here stays refused on the next call, not searched with
             # what was cached before.
-            analyzer = stored_analyzer_named(reads.analyzer(connection))
+            analyzer = stored_analyzer_named(reader.catalog.analyzer())
             self._generation = current
             self._analyzer = analyzer
-            self._group_stats = reads.group_stats(connection)
+            self._group_stats = reader.index.group_stats()
             self._terms.clear()
             self._documents.clear()
             self._names.clear()
@@ -507,7 +505,7 @@ class Ranker:
             self._exclusions.clear()
             self._text_ids.clear()
             self._forget_learned()
-            embedding = stored_vectors.state(connection)
+            embedding = reader.vectors.state()
             if embedding.model != self._embedding.model:
                 self.semantic_problem = None  # another model: try loading it
             self._embedding = embedding
@@ -520,13 +518,11 @@ class Ranker:
                 and learning.generation > cached.generation
                 and learning.journaled_since(cached.generation)
             ):
-                self._learned_changed(
-                    connection, stored_learning.changes_since(connection, cached.generation)
-                )
+                self._learned_changed(reader, reader.learning.changes_since(cached.generation))
             else:
                 self._forget_learned()
             self._learning = learning
-        self._synced_on = connection
+        self._synced_on = reader
 
     def _forget_learned(self) -> None:
         self._learned.clear()
@@ -536,13 +532,13 @@ class Ranker:
         self._learned_exclusions.clear()
         self._learned_parts.clear()
 
-    def _learned_changed(self, connection: Connection, changes: list[tuple[str, str]]) -> None:
+    def _learned_changed(self, reader: Reader, changes: list[tuple[str, str]]) -> None:
         """Bring the learned caches up to date with the journaled ``changes`` (term, tool): the
         cached postings of those terms get the tools' new tf, every cached posting of a tool whose
         learned length moved its new length, and the group figures the tools' new lengths — all
         read for those terms and tools alone, not the whole field."""
         names = sorted({tool for _, tool in changes})
-        fresh = stored_learning.learned_tools(connection, names)
+        fresh = reader.learning.learned_tools(names)
         if self._learned_tools is not None:
             for name in names:
                 for info, sign in ((self._learned_tools.pop(name, None), -1), (fresh.get(name), 1)):
@@ -551,10 +547,10 @@ class Ranker:
                         self._learned_stats[info.grp] = (count + sign, total + sign * info.length)
                 if name in fresh:
                     self._learned_tools[name] = fresh[name]
-        ids = stored_learning.tool_ids(connection, names)
+        ids = reader.learning.tool_ids(names)
         lengths = {ids[name]: (fresh[name].length if name in fresh else 0) for name in names if name in ids}
         cached_pairs = [(term, tool) for term, tool in changes if term in self._learned and tool in ids]
-        counts = stored_learning.term_counts(connection, cached_pairs)
+        counts = reader.learning.term_counts(cached_pairs)
         per_term: dict[str, dict[int, tuple[int, int, int]]] = {}
         for term, tool in cached_pairs:
             info = fresh.get(tool)
@@ -577,25 +573,25 @@ class Ranker:
         self._learned_exclusions.clear()
 
     @_serialized
-    def learning_enabled(self, connection: Connection) -> bool:
+    def learning_enabled(self, reader: Reader) -> bool:
         """Whether the index ranks with its learned field, as the caller's transaction sees it."""
-        self._sync(connection)
+        self._sync(reader)
         return self._learning.enabled
 
     @_serialized
     def learned(
-        self, connection: Connection, query_terms: dict[str, int], corpus: Corpus
+        self, reader: Reader, query_terms: dict[str, int], corpus: Corpus
     ) -> tuple[list[LearnedTerm], LearnedPopulation]:
         """What the learned field adds to a search of ``corpus`` (nothing when learning is off),
         and the corpus tools that learned anything: what ``rank`` adds, for ``explain``."""
-        self._sync(connection)
-        exclusion = self._exclusion(connection, corpus)
-        found = self._learned_terms(connection, query_terms, corpus, exclusion)
-        return found, self._learned_population(connection, corpus, exclusion)
+        self._sync(reader)
+        exclusion = self._exclusion(reader, corpus)
+        found = self._learned_terms(reader, query_terms, corpus, exclusion)
+        return found, self._learned_population(reader, corpus, exclusion)
 
     def _learned_terms(
         self,
-        connection: Connection,
+        reader: Reader,
         query_terms: dict[str, int],
         corpus: Corpus,
         exclusion: Exclusion,
@@ -608,7 +604,7 @@ class Ranker:
                 self._learned.clear()
                 self._learned_members.clear()
                 missing = list(query_terms)
-            stored = stored_learning.postings(connection, missing)
+            stored = reader.learning.postings(missing)
             for term in missing:
                 rows = stored.get(term)
                 self._learned[term] = (
@@ -628,19 +624,19 @@ class Ranker:
             else:
                 held = self._learned[term]
                 assert held is not None
-                text = self._text_matches(connection, term, corpus, exclusion)
+                text = self._text_matches(reader, term, corpus, exclusion)
                 member_key = (term, corpus)
                 if member_key not in self._learned_members:
                     if len(self._learned_members) >= LEARNED_PARTS_CACHED:
                         self._learned_members.clear()
-                    excluded, _ = self._learned_exclusion(connection, corpus, exclusion)
+                    excluded, _ = self._learned_exclusion(reader, corpus, exclusion)
                     self._learned_members[member_key] = learned_membership(
                         held, corpus.groups, excluded, text
                     )
                 membership = self._learned_members[member_key]
                 part = None
                 if membership is not None:
-                    population = self._learned_population(connection, corpus, exclusion)
+                    population = self._learned_population(reader, corpus, exclusion)
                     part = learned_term(term, query_terms[term], held, membership, text.n_docs, population)
                 self._learned_parts[key] = part
                 if len(self._learned_parts) > LEARNED_PARTS_CACHED:
@@ -649,12 +645,10 @@ class Ranker:
                 found.append(part)
         return found
 
-    def _text_matches(
-        self, connection: Connection, term: str, corpus: Corpus, exclusion: Exclusion
-    ) -> TextMatches:
+    def _text_matches(self, reader: Reader, term: str, corpus: Corpus, exclusion: Exclusion) -> TextMatches:
         """The corpus' size, and which of its tools hold ``term`` in their text."""
         n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(exclusion.documents)
-        entry = self._terms.postings(connection, [term])[term]
+        entry = self._terms.postings(reader, [term])[term]
         if entry is None:
             return TextMatches(n_docs, 0, np.zeros(0, dtype=np.intp))
         df = sum(entry.stats[g].df for g in corpus.groups if g in entry.stats)
@@ -666,21 +660,19 @@ class Ranker:
             self._text_ids[key] = np.sort(entry.tool_ids[entry.span(corpus.groups)]).astype(np.intp)
         return TextMatches(n_docs, df, self._text_ids[key])
 
-    def _learned_population(
-        self, connection: Connection, corpus: Corpus, exclusion: Exclusion
-    ) -> LearnedPopulation:
+    def _learned_population(self, reader: Reader, corpus: Corpus, exclusion: Exclusion) -> LearnedPopulation:
         if self._learned_tools is None:
-            self._learned_tools = stored_learning.learned_tools(connection)
+            self._learned_tools = reader.learning.learned_tools()
             stats: dict[int, tuple[int, int]] = {}
             for info in self._learned_tools.values():
                 count, total = stats.get(info.grp, (0, 0))
                 stats[info.grp] = (count + 1, total + info.length)
             self._learned_stats = stats
-        _, share = self._learned_exclusion(connection, corpus, exclusion)
+        _, share = self._learned_exclusion(reader, corpus, exclusion)
         return learned_population(self._learned_stats, corpus.groups, share)
 
     def _learned_exclusion(
-        self, connection: Connection, corpus: Corpus, exclusion: Exclusion
+        self, reader: Reader, corpus: Corpus, exclusion: Exclusion
     ) -> tuple[np.ndarray, tuple[int, int]]:
         """The ids of the corpus' excluded tools, and how many of them learned anything and their
         total learned length (cached per corpus until what was learned changes)."""
@@ -688,13 +680,13 @@ class Ranker:
             if len(self._learned_exclusions) >= EXCLUSION_CACHE_SIZE:
                 self._learned_exclusions.clear()
             documents = exclusion.documents
-            lengths = stored_learning.lengths(connection, [doc.name for doc in documents])
+            lengths = reader.learning.lengths([doc.name for doc in documents])
             ids = np.array(sorted(doc.id for doc in documents), dtype=np.intp)
             self._learned_exclusions[corpus] = (ids, (len(lengths), sum(lengths.values())))
         return self._learned_exclusions[corpus]
 
-    def _excluded_documents(self, connection: Connection, corpus: Corpus) -> list[StoredTool]:
-        self._remember_documents(connection, list(corpus.excluded))
+    def _excluded_documents(self, reader: Reader, corpus: Corpus) -> list[StoredTool]:
+        self._remember_documents(reader, list(corpus.excluded))
         groups = set(corpus.groups)
         return [
             doc
@@ -703,37 +695,37 @@ class Ranker:
         ]
 
     @_serialized
-    def known_names(self, connection: Connection, names: Sequence[str]) -> set[str]:
+    def known_names(self, reader: Reader, names: Sequence[str]) -> set[str]:
         """Which of ``names`` are catalog tools (cached until the catalog changes)."""
-        self._sync(connection)
-        self._remember_documents(connection, names)
+        self._sync(reader)
+        self._remember_documents(reader, names)
         documents = self._documents
         return {name for name in names if documents[name] is not None}
 
     @_serialized
-    def documents(self, connection: Connection, names: Sequence[str]) -> dict[str, StoredTool]:
+    def documents(self, reader: Reader, names: Sequence[str]) -> dict[str, StoredTool]:
         """The catalog records of those of ``names`` that are catalog tools (cached until the
         catalog changes, as ``known_names``)."""
-        self._sync(connection)
-        self._remember_documents(connection, names)
+        self._sync(reader)
+        self._remember_documents(reader, names)
         documents = self._documents
         return {name: found for name in names if (found := documents[name]) is not None}
 
     @_serialized
-    def catalog_size(self, connection: Connection) -> int:
-        self._sync(connection)
+    def catalog_size(self, reader: Reader) -> int:
+        self._sync(reader)
         return sum(stats.doc_count for stats in self._group_stats.values())
 
-    def _remember_documents(self, connection: Connection, names: Sequence[str]) -> None:
+    def _remember_documents(self, reader: Reader, names: Sequence[str]) -> None:
         documents = self._documents
         missing = [name for name in names if name not in documents]
         if missing:
             missing = list(dict.fromkeys(missing))
-            found = reads.tools_by_names(connection, missing)
+            found = reader.catalog.tools_by_names(missing)
             for name in missing:
                 self._documents[name] = found.get(name)
 
-    def _exclusion(self, connection: Connection, corpus: Corpus) -> Exclusion:
+    def _exclusion(self, reader: Reader, corpus: Corpus) -> Exclusion:
         """The documents ``corpus`` leaves out of its groups, with their share of the statistics
         (cached per corpus until the catalog changes: a session's corpus recurs call after call)."""
         if corpus not in self._exclusions:
@@ -741,14 +733,14 @@ class Ranker:
                 self._exclusions.clear()
             base = self._excluding_less(corpus)
             if base is None:
-                documents = self._excluded_documents(connection, corpus)
-                self._exclusions[corpus] = self._excluding(connection, documents)
+                documents = self._excluded_documents(reader, corpus)
+                self._exclusions[corpus] = self._excluding(reader, documents)
             else:
                 # A session's corpus loses the tools each search activates: count only those,
                 # not again the many a gateway's scope leaves out.
                 fewer, known = base
                 added = Corpus(corpus.groups, corpus.excluded - fewer.excluded)
-                more = self._excluding(connection, self._excluded_documents(connection, added))
+                more = self._excluding(reader, self._excluded_documents(reader, added))
                 self._exclusions[corpus] = Exclusion(
                     documents=known.documents + more.documents,
                     total_len=known.total_len + more.total_len,
@@ -756,8 +748,8 @@ class Ranker:
                 )
         return self._exclusions[corpus]
 
-    def _excluding(self, connection: Connection, documents: list[StoredTool]) -> Exclusion:
-        terms = self._terms_of(connection, [doc.id for doc in documents])
+    def _excluding(self, reader: Reader, documents: list[StoredTool]) -> Exclusion:
+        terms = self._terms_of(reader, [doc.id for doc in documents])
         return Exclusion(
             documents=documents,
             total_len=sum(doc.doc_len for doc in documents),
@@ -776,10 +768,10 @@ class Ranker:
                 return cached, self._exclusions[cached]
         return None
 
-    def _terms_of(self, connection: Connection, tool_ids: list[int]) -> list[frozenset[int]]:
+    def _terms_of(self, reader: Reader, tool_ids: list[int]) -> list[frozenset[int]]:
         missing = [i for i in tool_ids if i not in self._document_terms]
         if missing:
-            self._document_terms.update(reads.term_ids_of_tools(connection, missing))
+            self._document_terms.update(reader.index.term_ids_of_tools(missing))
         return [self._document_terms[i] for i in tool_ids]
 
     def _zeroed_scores(self, size: int) -> np.ndarray:
@@ -794,21 +786,21 @@ class Ranker:
         return self._scores[:size]
 
     @_serialized
-    def tools(self, connection: Connection, ids: Sequence[int]) -> dict[int, StoredTool]:
+    def tools(self, reader: Reader, ids: Sequence[int]) -> dict[int, StoredTool]:
         """Tool rows by id (cached until the catalog changes: the hits of a session's searches
         recur, and a search call returns each hit's row)."""
-        self._sync(connection)
+        self._sync(reader)
         missing = [i for i in ids if i not in self._tools]
         if missing:
             if len(self._tools) + len(missing) > CACHED_TOOLS_LIMIT:
                 self._tools.clear()
-            self._tools.update(reads.tools_by_ids(connection, missing))
+            self._tools.update(reader.catalog.tools_by_ids(missing))
         return {i: self._tools[i] for i in ids if i in self._tools}
 
-    def _names_of(self, connection: Connection, ids: list[int]) -> dict[int, str]:
+    def _names_of(self, reader: Reader, ids: list[int]) -> dict[int, str]:
         missing = [i for i in ids if i not in self._names]
         if missing:
-            self._names.update(reads.names_by_ids(connection, missing))
+            self._names.update(reader.catalog.names_by_ids(missing))
         return {i: self._names[i] for i in ids}
 
 

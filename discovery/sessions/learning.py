@@ -19,13 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection
-
 from discovery.params import query_terms
 from discovery.text.analyzers import Analyzer
-from store import MAX_KEY_BYTES
-from store import learning as stored_learning
-from store import sessions as stored_sessions
+from store import MAX_KEY_BYTES, Credit, Event, LoggedEvent, Reader, Writer
 
 CALL_EVENT = "tool_call"
 """The log's kind for a call of a catalog tool (recorded by a host or forwarded by the gateway)."""
@@ -36,10 +32,10 @@ RUN_KINDS = (SEARCH_EVENT, CALL_EVENT)
 LOOKBACK_PAGE = 256
 """Log entries read at a time when looking back for the searches a call answers."""
 
-Credit = stored_learning.Credit
+Credit = Credit
 
 
-def teaches(event: stored_sessions.Event) -> bool:
+def teaches(event: Event) -> bool:
     """Whether a logged call teaches: it ran (a gateway's refusals and descriptions do not), did
     not fail, and its learning was not forgotten."""
     params = event.params or {}
@@ -51,7 +47,7 @@ def teaches(event: stored_sessions.Event) -> bool:
     )
 
 
-def searched_query(event: stored_sessions.Event) -> str | None:
+def searched_query(event: Event) -> str | None:
     """The query of a search that succeeded (as it was searched: trimmed), else ``None``."""
     if event.kind != SEARCH_EVENT or event.error is not None:
         return None
@@ -64,9 +60,7 @@ def request_terms(query: str, analyzer: Analyzer) -> set[str]:
     return {term for term in query_terms(query, analyzer) if len(term.encode("utf-8")) <= MAX_KEY_BYTES}
 
 
-def credits_of_log(
-    session_id: str, logged: Iterable[stored_sessions.LoggedEvent], analyzer: Analyzer
-) -> set[Credit]:
+def credits_of_log(session_id: str, logged: Iterable[LoggedEvent], analyzer: Analyzer) -> set[Credit]:
     """Every credit a session's log gives, by the rule (events in log order)."""
     found: set[Credit] = set()
     run: set[str] = set()
@@ -88,14 +82,14 @@ def credits_of_log(
     return found
 
 
-def last_search_run(connection: Connection, session_id: str, analyzer: Analyzer) -> set[str]:
+def last_search_run(reader: Reader, session_id: str, analyzer: Analyzer) -> set[str]:
     """The terms of the run of searches before the session's last run of calls (the run the
     calls just logged belong to), read back from the end of the log."""
     terms: set[str] = set()
     seen_search = False
     before = 1 << 62
     while True:
-        page = stored_sessions.events_before(connection, session_id, before, LOOKBACK_PAGE, RUN_KINDS)
+        page = reader.sessions.events_before(session_id, before, LOOKBACK_PAGE, RUN_KINDS)
         for entry in page:
             event = entry.event
             if event.kind == CALL_EVENT:
@@ -111,64 +105,56 @@ def last_search_run(connection: Connection, session_id: str, analyzer: Analyzer)
         before = page[-1].seq
 
 
-def learn_from_calls(
-    connection: Connection, analyzer: Analyzer, session_id: str, tool_names: Sequence[str]
-) -> int:
+def learn_from_calls(writer: Writer, analyzer: Analyzer, session_id: str, tool_names: Sequence[str]) -> int:
     """Credit the calls of ``tool_names`` just logged in a session (those that teach), when
     learning is on; how many credits were new."""
     if not tool_names:
         return 0
-    # Crediting bumps the learned generation: take the row for update from the start (two writers
-    # holding it shared could not both upgrade); only a writer that will not credit shares it.
-    # SQLite's writer already holds the database: one plain read is enough there.
-    enabled = stored_learning.state(connection).enabled
-    if connection.dialect.name != "sqlite":
-        enabled = stored_learning.state(connection, lock="update" if enabled else "share").enabled
-    if not enabled:
+    if not writer.learning.state_for_crediting().enabled:
         return 0
-    terms = last_search_run(connection, session_id, analyzer)
-    return stored_learning.add_credits(
-        connection, [(session_id, term, name) for name in dict.fromkeys(tool_names) for term in sorted(terms)]
+    terms = last_search_run(writer, session_id, analyzer)
+    return writer.learning.add_credits(
+        [(session_id, term, name) for name in dict.fromkeys(tool_names) for term in sorted(terms)]
     )
 
 
-def credits_from_logs(connection: Connection, analyzer: Analyzer) -> set[Credit]:
+def credits_from_logs(reader: Reader, analyzer: Analyzer) -> set[Credit]:
     """Every credit of every session's log, by the rule."""
     found: set[Credit] = set()
-    for session_id, logged in stored_sessions.events_of_kind(connection, RUN_KINDS).items():
+    for session_id, logged in reader.sessions.events_of_kind(RUN_KINDS).items():
         found |= credits_of_log(session_id, logged, analyzer)
     return found
 
 
-def relearn(connection: Connection, analyzer: Analyzer) -> int:
+def relearn(writer: Writer, analyzer: Analyzer) -> int:
     """Compute the learned field from the logs and store it whole; how many credits it holds."""
-    return stored_learning.replace_all(connection, credits_from_logs(connection, analyzer))
+    return writer.learning.replace_all(credits_from_logs(writer, analyzer))
 
 
-def relearn_if_enabled(connection: Connection, analyzer: Analyzer) -> None:
-    if stored_learning.state(connection, lock="update").enabled:
-        relearn(connection, analyzer)
+def relearn_if_enabled(writer: Writer, analyzer: Analyzer) -> None:
+    if writer.learning.locked_state().enabled:
+        relearn(writer, analyzer)
 
 
-def set_learning(connection: Connection, analyzer: Analyzer, enabled: bool) -> bool:
+def set_learning(writer: Writer, analyzer: Analyzer, enabled: bool) -> bool:
     """Turn learning on (computing the field from the logs) or off (dropping what was computed
     from them; the logs keep everything); whether the setting changed."""
-    if stored_learning.state(connection, lock="update").enabled == enabled:
+    if writer.learning.locked_state().enabled == enabled:
         return False
     if enabled:
-        relearn(connection, analyzer)
+        relearn(writer, analyzer)
     else:
-        stored_learning.remove_credits(connection)
-    stored_learning.set_enabled(connection, enabled)
+        writer.learning.remove_credits()
+    writer.learning.set_enabled(enabled)
     return True
 
 
-def forget(connection: Connection, tool_names: Sequence[str] | None) -> int:
+def forget(writer: Writer, tool_names: Sequence[str] | None) -> int:
     """Forget what ``tool_names`` (every tool when ``None``) learned: their logged calls are
     marked so that they never teach again, and their credits go; how many credits went."""
-    stored_learning.state(connection, lock="update")
-    stored_sessions.flag_calls(connection, tool_names, FORGOTTEN)
-    return stored_learning.remove_credits(connection, tool_names=tool_names)
+    writer.learning.locked_state()
+    writer.sessions.flag_calls(tool_names, FORGOTTEN)
+    return writer.learning.remove_credits(tool_names=tool_names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,13 +168,13 @@ class LearnedSummary:
     sessions: int
 
     @classmethod
-    def read(cls, connection: Connection, name: str) -> LearnedSummary:
-        learned = stored_learning.learned_of(connection, name)
+    def read(cls, reader: Reader, name: str) -> LearnedSummary:
+        learned = reader.learning.learned_of(name)
         return cls(
             name=name,
-            enabled=stored_learning.state(connection).enabled,
+            enabled=reader.learning.state().enabled,
             terms=[(item.term, item.sessions) for item in learned],
-            sessions=stored_learning.teaching_sessions(connection, name),
+            sessions=reader.learning.teaching_sessions(name),
         )
 
     def as_dict(self) -> dict[str, object]:

@@ -5,15 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine
-
 from discovery.params import checked_id
-from discovery.ranking.corpus import SEARCH_TOOL_NAME
-from store import SessionNotFound
-from store import learning as stored_learning
-from store import sessions as stored_sessions
-from store.engine import read_transaction, write_transaction
-from store.reads import tools_by_names
+from discovery.rules import SEARCH_TOOL_NAME
+from store import LoggedEvent, SessionNotFound, Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +31,7 @@ class SessionSummary:
     updated_at: str
 
 
-def event_record(entry: stored_sessions.LoggedEvent) -> dict[str, Any]:
+def event_record(entry: LoggedEvent) -> dict[str, Any]:
     """A logged event as JSON: searches under the tool's wire name, other changes by kind."""
     event = entry.event
     record: dict[str, Any] = {"seq": entry.seq, "kind": event.kind}
@@ -57,10 +51,10 @@ def event_record(entry: stored_sessions.LoggedEvent) -> dict[str, Any]:
     return record
 
 
-def session_summaries(engine: Engine) -> list[SessionSummary]:
+def session_summaries(store: Store) -> list[SessionSummary]:
     """Every stored session with its sizes and number of search calls."""
-    with read_transaction(engine) as connection:
-        counts = stored_sessions.search_counts(connection)
+    with store.reading() as reader:
+        counts = reader.sessions.search_counts()
         return [
             SessionSummary(
                 id=state.id,
@@ -71,21 +65,21 @@ def session_summaries(engine: Engine) -> list[SessionSummary]:
                 created_at=state.created_at.isoformat(),
                 updated_at=state.updated_at.isoformat(),
             )
-            for state in stored_sessions.all_sessions(connection)
+            for state in reader.sessions.all()
         ]
 
 
-def session_record(engine: Engine, session_id: str) -> dict[str, Any]:
+def session_record(store: Store, session_id: str) -> dict[str, Any]:
     """``{"id", "settings", "active", "selected", "calls", "not_in_catalog"}``: the stored lists,
     every logged event, and the stored names the catalog no longer has."""
     session_id = checked_id(session_id, "session id")
-    with read_transaction(engine) as connection:
-        state = stored_sessions.load(connection, session_id)
+    with store.reading() as reader:
+        state = reader.sessions.load(session_id)
         if state is None:
             raise SessionNotFound(f"no session {session_id!r} in the store")
-        logged = stored_sessions.events(connection, session_id)
+        logged = reader.sessions.events(session_id)
         listed = list(dict.fromkeys([*state.active, *state.selected]))
-        known = tools_by_names(connection, listed)
+        known = reader.catalog.tools_by_names(listed)
     return {
         "id": state.id,
         "settings": state.settings,
@@ -97,10 +91,10 @@ def session_record(engine: Engine, session_id: str) -> dict[str, Any]:
     }
 
 
-def delete_session(engine: Engine, session_id: str) -> None:
+def delete_session(store: Store, session_id: str) -> None:
     session_id = checked_id(session_id, "session id")
-    with write_transaction(engine) as connection:
-        if not stored_sessions.remove(connection, session_id):
+    with store.writing() as writer:
+        if not writer.sessions.remove(session_id):
             raise SessionNotFound(f"no session {session_id!r} in the store")
         # What a session taught is read from its log: with the log, it goes.
-        stored_learning.remove_credits(connection, session_id=session_id)
+        writer.learning.remove_credits(session_id=session_id)

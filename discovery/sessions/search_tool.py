@@ -7,18 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from sqlalchemy import Connection, Engine
-
 from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, ToolCallError
 from discovery.params import checked_id, checked_limit, checked_params, checked_query, has_terms
-from discovery.ranking.corpus import SEARCH_TOOL_NAME, is_mcp_name
 from discovery.ranking.ranker import Ranker
 from discovery.results import SearchDetails, compact_json, match_details
+from discovery.rules import SEARCH_TOOL_NAME, is_mcp_name
 from discovery.sessions.description import render_description
 from discovery.sessions.view import SessionView
-from store import sessions as stored_sessions
-from store.engine import write_transaction
-from store.logged_json import same_logged
+from store import Event, LoggedEvent, Reader, SessionState, Store, same_logged
 
 
 class SearchingSession(Protocol):
@@ -26,16 +22,14 @@ class SearchingSession(Protocol):
     calls it back, so it names the calls rather than importing the session's module."""
 
     @property
-    def engine(self) -> Engine: ...
+    def store(self) -> Store: ...
     @property
     def ranker(self) -> Ranker: ...
     @property
     def id(self) -> str: ...
     def describe_corpus(self) -> tuple[list[tuple[str, int]], list[str], int]: ...
     def describe_catalog(self) -> tuple[list[tuple[str, int]], list[str], int]: ...
-    def view_in(
-        self, connection: Connection, state: stored_sessions.SessionState, generation: int
-    ) -> SessionView: ...
+    def view_in(self, reader: Reader, state: SessionState, generation: int) -> SessionView: ...
 
 
 LABEL = "SearchTools"
@@ -94,24 +88,24 @@ class SearchTool:
         call_id = checked_id(call_id, "call id", blank=True)
         checked_params(params)
         outcome: ToolResult | ToolCallError
-        with write_transaction(session.engine) as connection:
-            state, generation, done = stored_sessions.lock_for_call(connection, session.id, call_id)
+        with session.store.writing() as writer:
+            state, generation, done = writer.sessions.lock_for_call(session.id, call_id)
             if state is None:
                 raise DiscoveryUnavailable()
             if done is not None:
                 return _replayed(done, params)
-            session.ranker.sync(connection, generation)
-            view = self.session.view_in(connection, state, generation)
+            session.ranker.sync(writer, generation)
+            view = self.session.view_in(writer, state, generation)
             try:
-                outcome = self._search(connection, view, params)
+                outcome = self._search(writer, view, params)
             except ToolCallError as error:
                 outcome = error
-            stored_sessions.record(connection, state, *_logged(view, call_id, params, outcome))
+            writer.sessions.record(state, *_logged(view, call_id, params, outcome))
         if isinstance(outcome, ToolCallError):
             raise outcome
         return outcome
 
-    def _search(self, connection: Connection, view: SessionView, params: Any) -> ToolResult:
+    def _search(self, reader: Reader, view: SessionView, params: Any) -> ToolResult:
         if view.mode == "off":
             raise DiscoveryDisabled()
         fields = params if isinstance(params, dict) else {}
@@ -120,16 +114,16 @@ class SearchTool:
         limit = checked_limit(fields.get("limit"))
         has_terms(query)
         ranker = self.session.ranker
-        terms = ranker.query_terms(connection, query)
+        terms = ranker.query_terms(reader, query)
         selected = set(view.state.selected)
         corpus = view.corpus
         # Selected tools are active, so outside the corpus; rank more only for any that are not.
         rankable_selected = len(selected - corpus.excluded)
-        ranking = ranker.rank(connection, terms, corpus, limit + rankable_selected, query=query)
+        ranking = ranker.rank(reader, terms, corpus, limit + rankable_selected, query=query)
         matches = [hit for hit in ranking.hits if hit.name not in selected][:limit]
         activated = activation_order([hit.name for hit in matches])
         active_selected = [*view.live_selected, *(n for n in activated if n not in view.live_selected)]
-        tools = ranker.tools(connection, [hit.tool_id for hit in matches])
+        tools = ranker.tools(reader, [hit.tool_id for hit in matches])
         content = compact_json(
             {
                 "query": query,
@@ -151,12 +145,12 @@ class SearchTool:
 
 def _logged(
     view: SessionView, call_id: str, params: Any, outcome: ToolResult | ToolCallError
-) -> tuple[stored_sessions.Event, list[str], list[str]]:
+) -> tuple[Event, list[str], list[str]]:
     """The log entry of a call and the lists it leaves behind."""
     state = view.state
     logged_params = params_logged(params)
     if isinstance(outcome, ToolCallError):
-        event = stored_sessions.Event(
+        event = Event(
             kind="search",
             tool_name=SEARCH_TOOL_NAME,
             call_id=call_id,
@@ -165,7 +159,7 @@ def _logged(
         )
         return event, state.active, state.selected
     activated = outcome.details["activated_tools"]
-    event = stored_sessions.Event(
+    event = Event(
         kind="search",
         tool_name=SEARCH_TOOL_NAME,
         call_id=call_id,
@@ -184,7 +178,7 @@ def params_logged(params: Any) -> dict[str, Any]:
     return params if isinstance(params, dict) else {"value": params}
 
 
-def _replayed(done: stored_sessions.LoggedEvent, params: Any) -> ToolResult:
+def _replayed(done: LoggedEvent, params: Any) -> ToolResult:
     # The log holds the params as the store could keep them; the retry is compared in that form.
     if not same_logged(done.event.params, params_logged(params)):
         raise ToolCallError(f"call id {done.event.call_id!r} was already used with other parameters")

@@ -2,7 +2,7 @@
 
 A session's state lives in the store; every method reads or changes it in one transaction, so
 any number of processes can hold the same session and see each other's changes. A session works
-on the index's engine and ranker directly: nothing here calls back up into ``ToolIndex``.
+on the index's store and ranker directly: nothing here calls back up into ``ToolIndex``.
 """
 
 from __future__ import annotations
@@ -11,21 +11,20 @@ import dataclasses
 import uuid
 import warnings
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any, Protocol
-
-from sqlalchemy import Connection, Engine
 
 from discovery.errors import DiscoveryDisabled, ToolIndexError, UnknownToolNames
 from discovery.params import checked_id, checked_search
-from discovery.ranking.corpus import (
+from discovery.ranking.ranker import Ranker
+from discovery.results import SearchHit
+from discovery.rules import (
     DEFAULT_ESSENTIAL_NAMES,
     INTERNAL_NAMES,
     SEARCH_TOOL_NAME,
     Corpus,
     is_mcp_name,
 )
-from discovery.ranking.ranker import Ranker
-from discovery.results import SearchHit
 from discovery.sessions.learning import CALL_EVENT, learn_from_calls
 from discovery.sessions.search_tool import SearchTool
 from discovery.sessions.settings import (
@@ -37,17 +36,17 @@ from discovery.sessions.settings import (
 )
 from discovery.sessions.view import SessionRules, SessionView
 from discovery.text.collation import collation_key, utf16_sort_key
-from store import GROUP_LOCAL, GROUP_MCP, SessionNotFound, StoredTool, ToolNotFound
-from store import sessions as stored_sessions
-from store.engine import read_transaction, write_transaction
-from store.reads import (
-    all_tools,
-    generation,
-    group_members,
-    group_server_counts,
-    opening_candidates,
-    tool_origins,
-    tools_by_names,
+from store import (
+    GROUP_LOCAL,
+    GROUP_MCP,
+    Event,
+    Reader,
+    SessionNotFound,
+    SessionState,
+    Store,
+    StoredTool,
+    ToolNotFound,
+    Writer,
 )
 
 
@@ -60,41 +59,39 @@ class Scope(Protocol):
     def admits(self, server: str | None, tool: str | None) -> bool: ...
 
 
-def essential_names(ranker: Ranker, connection: Connection, settings: SessionSettings) -> list[str]:
+def essential_names(ranker: Ranker, reader: Reader, settings: SessionSettings) -> list[str]:
     """The override (trimmed, blanks and unknown names dropped — possibly empty) or the default."""
     if not settings.essential_override:
         return list(DEFAULT_ESSENTIAL_NAMES)
     trimmed = [name.strip() for name in settings.essential_override]
-    known = ranker.known_names(connection, [name for name in trimmed if name])
+    known = ranker.known_names(reader, [name for name in trimmed if name])
     return list(dict.fromkeys(name for name in trimmed if name in known))
 
 
-def registered_tool_count(ranker: Ranker, connection: Connection) -> int:
+def registered_tool_count(ranker: Ranker, reader: Reader) -> int:
     """Catalog tools, not counting a catalog entry named like the search tool itself."""
-    return ranker.catalog_size(connection) - len(ranker.known_names(connection, [SEARCH_TOOL_NAME]))
+    return ranker.catalog_size(reader) - len(ranker.known_names(reader, [SEARCH_TOOL_NAME]))
 
 
 def rules_of(
     ranker: Ranker,
-    connection: Connection,
+    reader: Reader,
     session_id: str,
     stored: dict[str, Any],
     scope: Scope | None = None,
 ) -> SessionRules:
     settings = stored_settings(session_id, stored)
-    mode = effective_mode(settings, registered_tool_count(ranker, connection))
+    mode = effective_mode(settings, registered_tool_count(ranker, reader))
     out_of_scope: frozenset[str] = frozenset()
     if scope is not None:
         out_of_scope = frozenset(
-            name for name, server, tool in tool_origins(connection) if not scope.admits(server, tool)
+            name for name, server, tool in reader.catalog.tool_origins() if not scope.admits(server, tool)
         )
-    return SessionRules(settings, mode, essential_names(ranker, connection, settings), out_of_scope)
+    return SessionRules(settings, mode, essential_names(ranker, reader, settings), out_of_scope)
 
 
-def view_of(
-    ranker: Ranker, connection: Connection, state: stored_sessions.SessionState, rules: SessionRules
-) -> SessionView:
-    known = ranker.known_names(connection, [*state.active, *state.selected])
+def view_of(ranker: Ranker, reader: Reader, state: SessionState, rules: SessionRules) -> SessionView:
+    known = ranker.known_names(reader, [*state.active, *state.selected])
     live = known | {SEARCH_TOOL_NAME}
     return SessionView(
         state=state,
@@ -107,17 +104,17 @@ def view_of(
     )
 
 
-def opening_active(ranker: Ranker, connection: Connection, settings: SessionSettings) -> list[str]:
+def opening_active(ranker: Ranker, reader: Reader, settings: SessionSettings) -> list[str]:
     """The active list of a new (or reset) session, in catalog order (contract §5)."""
-    mode = effective_mode(settings, registered_tool_count(ranker, connection))
+    mode = effective_mode(settings, registered_tool_count(ranker, reader))
     if mode == "off":
-        candidates = opening_candidates(connection, everything=True, servers=(), names=())
+        candidates = reader.catalog.opening_candidates(everything=True, servers=(), names=())
         return [name for name, _, _ in candidates]
     requested = set(settings.requested)
-    candidates = opening_candidates(
-        connection, everything=False, servers=settings.default_servers, names=settings.requested
+    candidates = reader.catalog.opening_candidates(
+        everything=False, servers=settings.default_servers, names=settings.requested
     )
-    essentials = set(essential_names(ranker, connection, settings))
+    essentials = set(essential_names(ranker, reader, settings))
     active = []
     for name, _grp, load_mode in candidates:
         if is_mcp_name(name) or not (
@@ -128,10 +125,10 @@ def opening_active(ranker: Ranker, connection: Connection, settings: SessionSett
 
 
 class Session:
-    """A handle on one stored session. Cheap: it holds only the id, the engine and the ranker."""
+    """A handle on one stored session. Cheap: it holds only the id, the store and the ranker."""
 
-    def __init__(self, engine: Engine, ranker: Ranker, session_id: str, scope: Scope | None = None) -> None:
-        self.engine = engine
+    def __init__(self, store: Store, ranker: Ranker, session_id: str, scope: Scope | None = None) -> None:
+        self.store = store
         self.ranker = ranker
         self.id = session_id
         self.scope = scope
@@ -140,24 +137,24 @@ class Session:
 
     @classmethod
     def open(
-        cls, engine: Engine, ranker: Ranker, session_id: str | None, settings: dict[str, Any] | None
+        cls, store: Store, ranker: Ranker, session_id: str | None, settings: dict[str, Any] | None
     ) -> Session:
         """Create the session, or resume it (settings, when given, must match the stored ones)."""
         session_id = checked_id(session_id, "session id") if session_id is not None else uuid.uuid4().hex
         wanted = parsed_settings(settings or {})
         # Resuming only reads, so it does not wait for another process's write (a long import).
-        with read_transaction(engine) as connection:
-            state = stored_sessions.load(connection, session_id)
+        with store.reading() as reader:
+            state = reader.sessions.load(session_id)
         if state is None:
-            with write_transaction(engine) as connection:
-                state = stored_sessions.lock(connection, session_id)  # made meanwhile by another caller?
+            with store.writing() as writer:
+                state = writer.sessions.lock(session_id)  # made meanwhile by another caller?
                 if state is None:
                     stored = wanted.model_dump(mode="json")
-                    active = opening_active(ranker, connection, wanted)
-                    if stored_sessions.create(connection, session_id, stored, active) is not None:
-                        return cls(engine, ranker, session_id)
+                    active = opening_active(ranker, writer, wanted)
+                    if writer.sessions.create(session_id, stored, active) is not None:
+                        return cls(store, ranker, session_id)
                     # Made at this very moment by another caller, now committed: resume it.
-                    state = stored_sessions.lock(connection, session_id)
+                    state = writer.sessions.lock(session_id)
                     assert state is not None
         kept = stored_settings(state.id, state.settings)
         if settings is not None and kept != wanted:
@@ -170,63 +167,59 @@ class Session:
                 f"session {session_id!r} exists with other settings ({'; '.join(differ)}); "
                 "resume it without settings or delete it first"
             )
-        return cls(engine, ranker, session_id)
+        return cls(store, ranker, session_id)
 
     def as_new(self, settings: dict[str, Any] | None = None) -> tuple[list[str], CorpusOverview]:
         """What this session would be if it were created now with ``settings``, nothing stored:
         its active tools and the overview of its corpus (the search tool's description). A host
         answers from it the read-only requests of a session it has not created yet."""
         wanted = parsed_settings(settings or {})
-        with read_transaction(self.engine) as connection:
-            catalog = generation(connection)
-            self.ranker.sync(connection, catalog)
-            active = opening_active(self.ranker, connection, wanted)
-            stamp = stored_sessions.now()
-            state = stored_sessions.SessionState(
-                self.id, wanted.model_dump(mode="json"), active, [], 0, stamp, stamp
-            )
-            view = self.view_in(connection, state, catalog)
-            return view.live_active, corpus_overview(self.ranker, connection, view.corpus)
+        with self.store.reading() as reader:
+            catalog = reader.catalog.generation()
+            self.ranker.sync(reader, catalog)
+            active = opening_active(self.ranker, reader, wanted)
+            stamp = datetime.now(UTC)
+            state = SessionState(self.id, wanted.model_dump(mode="json"), active, [], 0, stamp, stamp)
+            view = self.view_in(reader, state, catalog)
+            return view.live_active, corpus_overview(self.ranker, reader, view.corpus)
 
     def scoped(self, scope: Scope) -> Session:
         """A handle on the same session that searches and activates only what ``scope`` admits."""
-        return Session(self.engine, self.ranker, self.id, scope)
+        return Session(self.store, self.ranker, self.id, scope)
 
     def view(self) -> SessionView:
-        with read_transaction(self.engine) as connection:
-            return self._view(connection)
+        with self.store.reading() as reader:
+            return self._view(reader)
 
-    def _view(self, connection: Connection) -> SessionView:
-        state, generation = stored_sessions.load_with_generation(connection, self.id)
+    def _view(self, reader: Reader) -> SessionView:
+        state, generation = reader.sessions.load_with_generation(self.id)
         if state is None or generation is None:
             raise SessionNotFound(f"no session {self.id!r} in the store")
-        self.ranker.sync(connection, generation)
+        self.ranker.sync(reader, generation)
         # The view depends only on the lists, the settings and the catalog: reuse it while none
         # of them moved. A logged event that changes no list (a tool call a gateway forwarded)
         # moves only the event count, so the log can grow without the view being made again.
         key = (generation, state.settings, state.active, state.selected)
         cached = self._cached_view  # one read: another thread may replace it meanwhile
         if cached is None or cached[0] != key:
-            cached = (key, self.view_in(connection, state, generation))
+            cached = (key, self.view_in(reader, state, generation))
             self._cached_view = cached
         elif cached[1].state != state:
             cached = (key, dataclasses.replace(cached[1], state=state))
             self._cached_view = cached
         return cached[1]
 
-    def view_in(
-        self, connection: Connection, state: stored_sessions.SessionState, generation: int
-    ) -> SessionView:
+    def view_in(self, reader: Reader, state: SessionState, generation: int) -> SessionView:
         """``state`` as seen in the caller's transaction, synced to catalog ``generation``.
 
         A session's settings rarely change (only when it is deleted and made anew), so what
         they amount to is kept until they or the catalog do; every search call starts here."""
         cached = self._cached_rules
         if cached is None or cached[0] != generation or cached[1] != state.settings:
-            rules = rules_of(self.ranker, connection, state.id, state.settings, self.scope)
+            rules = rules_of(self.ranker, reader, state.id, state.settings, self.scope)
             cached = (generation, state.settings, rules)
             self._cached_rules = cached
-        return view_of(self.ranker, connection, state, cached[2])
+        return view_of(self.ranker, reader, state, cached[2])
 
     @property
     def settings(self) -> SessionSettings:
@@ -249,9 +242,9 @@ class Session:
     @property
     def total_tools(self) -> int:
         """The size of the corpus a search would rank now."""
-        with read_transaction(self.engine) as connection:
-            view = self._view(connection)
-            return self.ranker.corpus_size(connection, view.corpus) if view.corpus.groups else 0
+        with self.store.reading() as reader:
+            view = self._view(reader)
+            return self.ranker.corpus_size(reader, view.corpus) if view.corpus.groups else 0
 
     @property
     def search_tool(self) -> SearchTool:
@@ -260,31 +253,31 @@ class Session:
     def lookup(self, names: Sequence[str]) -> tuple[list[str], dict[str, StoredTool]]:
         """The active list and the catalog records of those of ``names`` that are catalog tools,
         from one snapshot: what a host checks before it calls a tool, in one read."""
-        with read_transaction(self.engine) as connection:
-            view = self._view(connection)
-            return view.live_active, self.ranker.documents(connection, names)
+        with self.store.reading() as reader:
+            view = self._view(reader)
+            return view.live_active, self.ranker.documents(reader, names)
 
     def active_tools(self) -> list[StoredTool]:
         """Full records of the active catalog tools, in active order, input schemas included."""
-        with read_transaction(self.engine) as connection:
-            view = self._view(connection)
-            found = tools_by_names(connection, view.live_active)
+        with self.store.reading() as reader:
+            view = self._view(reader)
+            found = reader.catalog.tools_by_names(view.live_active)
         return [found[name] for name in view.live_active if name in found]
 
     def tools_by_names(self, names: Sequence[str]) -> dict[str, StoredTool]:
         """Full records of the catalog tools among ``names``, by name."""
-        with read_transaction(self.engine) as connection:
-            return tools_by_names(connection, names)
+        with self.store.reading() as reader:
+            return reader.catalog.tools_by_names(names)
 
     def corpus_tools(self) -> list[StoredTool]:
         """Full records of every tool a search could activate now (the corpus), in catalog order."""
-        with read_transaction(self.engine) as connection:
-            corpus = self._view(connection).corpus
+        with self.store.reading() as reader:
+            corpus = self._view(reader).corpus
             if not corpus.groups:
                 return []
             return [
                 tool
-                for tool in all_tools(connection)
+                for tool in reader.catalog.all_tools()
                 if tool.grp in corpus.groups and tool.name not in corpus.excluded
             ]
 
@@ -295,13 +288,13 @@ class Session:
         reported by an ``UnknownToolNames`` warning naming them.
         """
         requested = list(names)
-        with write_transaction(self.engine) as connection:
-            state = self._lock(connection)
-            known = self.ranker.known_names(connection, requested) | {SEARCH_TOOL_NAME}
+        with self.store.writing() as writer:
+            state = self._lock(writer)
+            known = self.ranker.known_names(writer, requested) | {SEARCH_TOOL_NAME}
             active = [name for name in dict.fromkeys(requested) if name in known]
             selected = [name for name in state.selected if name in active]
-            event = stored_sessions.Event(kind="set_active", params={"names": requested, "active": active})
-            stored_sessions.record(connection, state, event, active, selected)
+            event = Event(kind="set_active", params={"names": requested, "active": active})
+            writer.sessions.record(state, event, active, selected)
         unknown = [name for name in dict.fromkeys(requested) if name not in known]
         if unknown:
             warnings.warn(UnknownToolNames(unknown), stacklevel=2)
@@ -309,12 +302,10 @@ class Session:
 
     def reset(self) -> list[str]:
         """Back to a new session's state with the same settings; the selection is emptied."""
-        with write_transaction(self.engine) as connection:
-            state = self._lock(connection)
-            active = opening_active(self.ranker, connection, stored_settings(state.id, state.settings))
-            stored_sessions.record(
-                connection, state, stored_sessions.Event(kind="reset", params={"active": active}), active, []
-            )
+        with self.store.writing() as writer:
+            state = self._lock(writer)
+            active = opening_active(self.ranker, writer, stored_settings(state.id, state.settings))
+            writer.sessions.record(state, Event(kind="reset", params={"active": active}), active, [])
         return active
 
     def restore_selection(self, names: Sequence[str], *, source: str) -> tuple[list[str], list[str]]:
@@ -322,19 +313,19 @@ class Session:
 
         Returns ``(restored, missing)``: names not in the catalog are reported and skipped.
         """
-        with write_transaction(self.engine) as connection:
-            state = self._lock(connection)
-            known = self.ranker.known_names(connection, list(names))
+        with self.store.writing() as writer:
+            state = self._lock(writer)
+            known = self.ranker.known_names(writer, list(names))
             restored = [name for name in dict.fromkeys(names) if name in known]
             missing = [name for name in dict.fromkeys(names) if name not in known]
             settings = stored_settings(state.id, state.settings)
-            opening = opening_active(self.ranker, connection, settings)
+            opening = opening_active(self.ranker, writer, settings)
             active = [*opening, *(name for name in restored if name not in opening)]
-            event = stored_sessions.Event(
+            event = Event(
                 kind="restore",
                 params={"source": source, "names": list(names), "active": active, "selected": restored},
             )
-            stored_sessions.record(connection, state, event, active, restored)
+            writer.sessions.record(state, event, active, restored)
         return restored, missing
 
     def record_call(self, name: str, *, ok: bool = True) -> None:
@@ -346,19 +337,17 @@ class Session:
             raise ToolIndexError(f"a tool name is text, not {type(name).__name__}")
         if not isinstance(ok, bool):
             raise ToolIndexError(f"ok is true or false, not {ok!r}")
-        with write_transaction(self.engine) as connection:
-            if not self.ranker.known_names(connection, [name]):
+        with self.store.writing() as writer:
+            if not self.ranker.known_names(writer, [name]):
                 raise ToolNotFound(f"no tool named {name!r} in the catalog")
-            event = stored_sessions.Event(
-                kind=CALL_EVENT, tool_name=name, params={"tool": name, "is_error": not ok}
-            )
-            if not stored_sessions.append(connection, self.id, event):
+            event = Event(kind=CALL_EVENT, tool_name=name, params={"tool": name, "is_error": not ok})
+            if not writer.sessions.append(self.id, event):
                 raise SessionNotFound(f"no session {self.id!r} in the store")
             if ok:
-                learn_from_calls(connection, self.ranker.analyzer(connection), self.id, [name])
+                learn_from_calls(writer, self.ranker.analyzer(writer), self.id, [name])
 
-    def _lock(self, connection: Connection) -> stored_sessions.SessionState:
-        state = stored_sessions.lock(connection, self.id)
+    def _lock(self, writer: Writer) -> SessionState:
+        state = writer.sessions.lock(self.id)
         if state is None:
             raise SessionNotFound(f"no session {self.id!r} in the store")
         return state
@@ -371,38 +360,38 @@ class Session:
         search call checks them.
         """
         trimmed, limit = checked_search(query, limit)
-        with read_transaction(self.engine) as connection:
-            view = self._view(connection)
+        with self.store.reading() as reader:
+            view = self._view(reader)
             if not view.corpus.groups:
                 raise DiscoveryDisabled()
-            terms = self.ranker.query_terms(connection, trimmed)
+            terms = self.ranker.query_terms(reader, trimmed)
             selected = set(view.state.selected)
             extra = len(selected - view.corpus.excluded)
-            ranking = self.ranker.rank(connection, terms, view.corpus, limit + extra, query=trimmed)
+            ranking = self.ranker.rank(reader, terms, view.corpus, limit + extra, query=trimmed)
         hits = [hit for hit in ranking.hits if hit.name not in selected][:limit]
         return [SearchHit(name=hit.name, score=hit.score) for hit in hits]
 
     def describe_corpus(self) -> tuple[list[tuple[str, int]], list[str], int]:
         """``(servers with counts, built-in names, corpus size)`` for the tool description."""
-        with read_transaction(self.engine) as connection:
-            view = self._view(connection)
-            return corpus_overview(self.ranker, connection, view.corpus)
+        with self.store.reading() as reader:
+            view = self._view(reader)
+            return corpus_overview(self.ranker, reader, view.corpus)
 
     def describe_catalog(self) -> tuple[list[tuple[str, int]], list[str], int]:
         """As ``describe_corpus``, for the whole catalog of the session's mode: what no search
         changes (only the essential and internal tools are left out), for a stable description."""
-        with read_transaction(self.engine) as connection:
-            view = self._view(connection)
+        with self.store.reading() as reader:
+            view = self._view(reader)
             left_out = INTERNAL_NAMES | frozenset(view.essentials) | view.out_of_scope
             whole = Corpus(view.corpus.groups, left_out)
-            return corpus_overview(self.ranker, connection, whole)
+            return corpus_overview(self.ranker, reader, whole)
 
 
 CorpusOverview = tuple[list[tuple[str, int]], list[str], int]
 """``(servers with counts, built-in names, corpus size)``: what the search tool's description says."""
 
 
-def corpus_overview(ranker: Ranker, connection: Connection, corpus: Corpus) -> CorpusOverview:
+def corpus_overview(ranker: Ranker, reader: Reader, corpus: Corpus) -> CorpusOverview:
     if not corpus.groups:
         return [], [], 0
     excluded = corpus.excluded
@@ -410,13 +399,13 @@ def corpus_overview(ranker: Ranker, connection: Connection, corpus: Corpus) -> C
     builtins: list[str] = []
     total = 0
     if GROUP_MCP in corpus.groups:
-        counts = group_server_counts(connection, GROUP_MCP)
-        for doc in ranker.excluded_documents(connection, Corpus((GROUP_MCP,), excluded)):
+        counts = reader.catalog.group_server_counts(GROUP_MCP)
+        for doc in ranker.excluded_documents(reader, Corpus((GROUP_MCP,), excluded)):
             counts[doc.server_name] -= 1
         total += sum(counts.values())
         servers = {server: n for server, n in counts.items() if server is not None and n > 0}
     if GROUP_LOCAL in corpus.groups:
-        builtins = [name for name, _ in group_members(connection, GROUP_LOCAL) if name not in excluded]
+        builtins = [name for name, _ in reader.catalog.group_members(GROUP_LOCAL) if name not in excluded]
         total += len(builtins)
     ordered_servers = sorted(servers.items(), key=lambda item: (collation_key(item[0]), item[0]))
     return ordered_servers, sorted(builtins, key=utf16_sort_key), total

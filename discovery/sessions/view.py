@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from discovery.ranking.corpus import INTERNAL_NAMES, MODE_GROUPS, Corpus
+from discovery.rules import INTERNAL_NAMES, MODE_GROUPS, Corpus
 from discovery.sessions.settings import EffectiveMode, SessionSettings
-from store import sessions as stored_sessions
+from store import SessionState
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +25,7 @@ class SessionRules:
 class SessionView:
     """A session as one transaction sees it: the rules of contract §5 applied to the live catalog."""
 
-    state: stored_sessions.SessionState
+    state: SessionState
     settings: SessionSettings
     mode: EffectiveMode
     essentials: list[str]

@@ -1,11 +1,15 @@
-"""Which tools a search can rank (contract §5): corpus groups, and the names with special roles."""
+"""The session rules of contract §5 in one place: the names with special roles, which tools a
+search can rank (the corpus), and the lists a session's log produces (replay).
+
+Everything here is pure: sessions, the gateway, verify and explain apply these rules to what
+they read from the store."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from discovery.errors import ToolIndexError
-from store import GROUP_LOCAL, GROUP_MCP
+from store import GROUP_LOCAL, GROUP_MCP, LoggedEvent
 
 MCP_PREFIX = "mcp__"
 
@@ -41,3 +45,23 @@ def read_only_corpus(mode: str) -> Corpus:
     if mode not in MODE_GROUPS:
         raise ToolIndexError(f"unknown search mode {mode!r}: use 'all' or 'mcp-only'")
     return Corpus(MODE_GROUPS[mode], frozenset(DEFAULT_ESSENTIAL_NAMES) | INTERNAL_NAMES)
+
+
+def replay(logged: list[LoggedEvent]) -> tuple[list[str], list[str]]:
+    """The ``(active, selected)`` lists that a session's log produces, event by event."""
+    active: list[str] = []
+    selected: list[str] = []
+    for entry in logged:
+        event, params = entry.event, entry.event.params or {}
+        if event.kind in ("create", "reset"):
+            active, selected = list(params["active"]), []
+        elif event.kind == "search":
+            selected += [name for name in event.activated if name not in selected]
+            active += [name for name in event.activated if name not in active]
+        elif event.kind == "set_active":
+            active = list(params["active"])
+            selected = [name for name in selected if name in active]
+        elif event.kind == "restore":
+            active, selected = list(params["active"]), list(params["selected"])
+        # Any other kind ("tool_call", "pin", logged by ``append``) changes neither list.
+    return active, selected
