@@ -25,9 +25,9 @@ from discovery.params import DEFAULT_LIMIT
 if TYPE_CHECKING:
     from discovery.catalog.models import ToolRecord
     from discovery.results import SearchDetails, SearchHit
+    from discovery.rules import EffectiveMode
     from discovery.sessions.search_tool import ToolResult
     from discovery.sessions.session import Session
-    from discovery.sessions.settings import EffectiveMode
     from store import StoredTool
 
 __all__ = ["AsyncSession", "AsyncToolIndex"]

@@ -1,12 +1,15 @@
-"""The session rules of contract §5 in one place: the names with special roles, which tools a
-search can rank (the corpus), and the lists a session's log produces (replay).
+"""The session rules of contract §5 in one place: the names with special roles, the discovery
+mode a session's settings amount to, its essential tools, the active list it starts with, which
+tools a search can rank (the corpus), and the lists a session's log produces (replay).
 
 Everything here is pure: sessions, the gateway, verify and explain apply these rules to what
 they read from the store."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal, Protocol
 
 from discovery.errors import ToolIndexError
 from store import GROUP_LOCAL, GROUP_MCP, LoggedEvent
@@ -20,6 +23,12 @@ INTERNAL_NAMES = frozenset({SEARCH_TOOL_NAME, "resolve", "yield", "report_findin
 """Never enter a corpus, whatever their record says [fixed]."""
 DEFAULT_ESSENTIAL_NAMES = ("read", "bash", "edit", "write", "glob", "eval")
 """Always active unless a session overrides the list [fixed]."""
+
+AUTO_THRESHOLD = 40
+"""``auto`` turns discovery on when a session registers more tools than this [fixed]."""
+
+DiscoveryMode = Literal["auto", "off", "mcp-only", "all"]
+EffectiveMode = Literal["off", "mcp-only", "all"]
 
 MODE_GROUPS: dict[str, tuple[int, ...]] = {
     "mcp-only": (GROUP_MCP,),
@@ -36,15 +45,84 @@ class Corpus:
     excluded: frozenset[str] = frozenset()
 
 
+class ModeSettings(Protocol):
+    """The settings the discovery mode depends on (``SessionSettings`` has them)."""
+
+    @property
+    def discovery_mode(self) -> DiscoveryMode: ...
+
+    @property
+    def mcp_discovery(self) -> bool: ...
+
+
 def is_mcp_name(name: str) -> bool:
     return name.startswith(MCP_PREFIX)
+
+
+def effective_mode(settings: ModeSettings, registered_tools: int) -> EffectiveMode:
+    """``all``/``mcp-only`` as set win; the legacy flag means ``mcp-only``; ``auto`` is
+    ``mcp-only`` above the threshold; everything else is ``off``."""
+    if settings.discovery_mode in ("all", "mcp-only"):
+        return settings.discovery_mode
+    if settings.mcp_discovery:
+        return "mcp-only"
+    if settings.discovery_mode == "auto" and registered_tools > AUTO_THRESHOLD:
+        return "mcp-only"
+    return "off"
+
+
+def registered_tools(catalog_size: int, holds_search_tool_entry: bool) -> int:
+    """The tools a session registers: the catalog, less an entry named like the search tool."""
+    return catalog_size - int(holds_search_tool_entry)
+
+
+def essential_names(override: Sequence[str], known: Callable[[list[str]], Collection[str]]) -> list[str]:
+    """The override (trimmed, blanks and names ``known`` does not find dropped — possibly empty),
+    or the default list when there is none."""
+    if not override:
+        return list(DEFAULT_ESSENTIAL_NAMES)
+    trimmed = [name.strip() for name in override]
+    found = known([name for name in trimmed if name])
+    return list(dict.fromkeys(name for name in trimmed if name in found))
+
+
+def starting_active(
+    mode: EffectiveMode,
+    candidates: Iterable[tuple[str, int, str]],
+    essentials: Collection[str],
+    requested: Collection[str],
+) -> list[str]:
+    """The active list of a new (or reset) session from its ``(name, group, load mode)``
+    candidates in catalog order: with discovery off, every candidate; otherwise MCP tools and
+    built-ins that discovery would not find (``all`` leaves discoverable built-ins to it unless
+    essential or requested), then the search tool, last."""
+    if mode == "off":
+        return [name for name, _, _ in candidates]
+    active = [
+        name
+        for name, _grp, load_mode in candidates
+        if is_mcp_name(name)
+        or not (
+            mode == "all" and load_mode == "discoverable" and name not in essentials and name not in requested
+        )
+    ]
+    return [*dict.fromkeys(name for name in active if name != SEARCH_TOOL_NAME), SEARCH_TOOL_NAME]
+
+
+def session_corpus(
+    mode: str, active: Iterable[str], essentials: Iterable[str], out_of_scope: frozenset[str]
+) -> Corpus:
+    """What a session's search ranks: its mode's groups, less its active and essential tools,
+    the internal names and what its scope leaves out."""
+    excluded = frozenset(active) | frozenset(essentials) | INTERNAL_NAMES
+    return Corpus(MODE_GROUPS.get(mode, ()), excluded | out_of_scope)
 
 
 def read_only_corpus(mode: str) -> Corpus:
     """What a fresh session with default settings and nothing requested would search in ``mode``."""
     if mode not in MODE_GROUPS:
         raise ToolIndexError(f"unknown search mode {mode!r}: use 'all' or 'mcp-only'")
-    return Corpus(MODE_GROUPS[mode], frozenset(DEFAULT_ESSENTIAL_NAMES) | INTERNAL_NAMES)
+    return session_corpus(mode, (), DEFAULT_ESSENTIAL_NAMES, frozenset())
 
 
 def replay(logged: list[LoggedEvent]) -> tuple[list[str], list[str]]:

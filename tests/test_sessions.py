@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from discovery import ToolCallError, ToolIndex, ToolIndexError, UnknownToolNames
 from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, QueryWithoutTerms
 from discovery.results import SearchDetails, compact_json, json_text
-from discovery.rules import replay
-from discovery.sessions.settings import SessionSettings, effective_mode
+from discovery.rules import effective_mode, replay
+from discovery.sessions.settings import SessionSettings
 from store import SessionNotFound, sessions
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
 

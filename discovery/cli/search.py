@@ -134,7 +134,7 @@ def _session_search(
 
 def _why_off(session_id: str, settings: SessionSettings) -> str:
     """What turned discovery off in this session and what to do instead (contract §5's mode rule)."""
-    from discovery.sessions.settings import AUTO_THRESHOLD
+    from discovery.rules import AUTO_THRESHOLD
 
     mode = settings.discovery_mode
     reason = f"with at most {AUTO_THRESHOLD} registered tools" if mode == "auto" else "as its settings say"

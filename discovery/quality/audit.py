@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from discovery.params import analyzer_named
-from discovery.rules import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES, MODE_GROUPS
+from discovery.rules import read_only_corpus
 from discovery.text.analyzers import REFERENCE, Analyzer
 from discovery.text.tokenizer import tokenize
 
@@ -99,10 +99,8 @@ class AuditReport:
 
 def searchable(tools: Iterable[StoredTool], mode: str) -> list[StoredTool]:
     """The tools a read-only search in ``mode`` ranks (contract §5: no essential or internal names)."""
-    if mode not in MODE_GROUPS:
-        raise ValueError(f"unknown mode {mode!r}")
-    excluded = frozenset(DEFAULT_ESSENTIAL_NAMES) | INTERNAL_NAMES
-    return [tool for tool in tools if tool.grp in MODE_GROUPS[mode] and tool.name not in excluded]
+    corpus = read_only_corpus(mode)
+    return [tool for tool in tools if tool.grp in corpus.groups and tool.name not in corpus.excluded]
 
 
 def probes_of(tool: StoredTool) -> list[Probe]:

@@ -19,21 +19,18 @@ from discovery.params import checked_id, checked_search
 from discovery.ranking.ranker import Ranker
 from discovery.results import SearchHit
 from discovery.rules import (
-    DEFAULT_ESSENTIAL_NAMES,
-    INTERNAL_NAMES,
     SEARCH_TOOL_NAME,
     Corpus,
-    is_mcp_name,
+    EffectiveMode,
+    effective_mode,
+    essential_names,
+    registered_tools,
+    session_corpus,
+    starting_active,
 )
 from discovery.sessions.learning import CALL_EVENT, learn_from_calls
 from discovery.sessions.search_tool import SearchTool
-from discovery.sessions.settings import (
-    EffectiveMode,
-    SessionSettings,
-    effective_mode,
-    parsed_settings,
-    stored_settings,
-)
+from discovery.sessions.settings import SessionSettings, parsed_settings, stored_settings
 from discovery.sessions.view import SessionRules, SessionView
 from discovery.text.collation import collation_key, utf16_sort_key
 from store import (
@@ -59,18 +56,13 @@ class Scope(Protocol):
     def admits(self, server: str | None, tool: str | None) -> bool: ...
 
 
-def essential_names(ranker: Ranker, reader: Reader, settings: SessionSettings) -> list[str]:
-    """The override (trimmed, blanks and unknown names dropped — possibly empty) or the default."""
-    if not settings.essential_override:
-        return list(DEFAULT_ESSENTIAL_NAMES)
-    trimmed = [name.strip() for name in settings.essential_override]
-    known = ranker.known_names(reader, [name for name in trimmed if name])
-    return list(dict.fromkeys(name for name in trimmed if name in known))
+def essentials_of(ranker: Ranker, reader: Reader, settings: SessionSettings) -> list[str]:
+    return essential_names(settings.essential_override, lambda names: ranker.known_names(reader, names))
 
 
-def registered_tool_count(ranker: Ranker, reader: Reader) -> int:
-    """Catalog tools, not counting a catalog entry named like the search tool itself."""
-    return ranker.catalog_size(reader) - len(ranker.known_names(reader, [SEARCH_TOOL_NAME]))
+def mode_of(ranker: Ranker, reader: Reader, settings: SessionSettings) -> EffectiveMode:
+    holds_search_tool = bool(ranker.known_names(reader, [SEARCH_TOOL_NAME]))
+    return effective_mode(settings, registered_tools(ranker.catalog_size(reader), holds_search_tool))
 
 
 def rules_of(
@@ -81,13 +73,13 @@ def rules_of(
     scope: Scope | None = None,
 ) -> SessionRules:
     settings = stored_settings(session_id, stored)
-    mode = effective_mode(settings, registered_tool_count(ranker, reader))
+    mode = mode_of(ranker, reader, settings)
     out_of_scope: frozenset[str] = frozenset()
     if scope is not None:
         out_of_scope = frozenset(
             name for name, server, tool in reader.catalog.tool_origins() if not scope.admits(server, tool)
         )
-    return SessionRules(settings, mode, essential_names(ranker, reader, settings), out_of_scope)
+    return SessionRules(settings, mode, essentials_of(ranker, reader, settings), out_of_scope)
 
 
 def view_of(ranker: Ranker, reader: Reader, state: SessionState, rules: SessionRules) -> SessionView:
@@ -106,22 +98,15 @@ def view_of(ranker: Ranker, reader: Reader, state: SessionState, rules: SessionR
 
 def opening_active(ranker: Ranker, reader: Reader, settings: SessionSettings) -> list[str]:
     """The active list of a new (or reset) session, in catalog order (contract §5)."""
-    mode = effective_mode(settings, registered_tool_count(ranker, reader))
+    mode = mode_of(ranker, reader, settings)
     if mode == "off":
         candidates = reader.catalog.opening_candidates(everything=True, servers=(), names=())
-        return [name for name, _, _ in candidates]
-    requested = set(settings.requested)
+        return starting_active(mode, candidates, (), ())
     candidates = reader.catalog.opening_candidates(
         everything=False, servers=settings.default_servers, names=settings.requested
     )
-    essentials = set(essential_names(ranker, reader, settings))
-    active = []
-    for name, _grp, load_mode in candidates:
-        if is_mcp_name(name) or not (
-            mode == "all" and load_mode == "discoverable" and name not in essentials and name not in requested
-        ):
-            active.append(name)
-    return [*dict.fromkeys(name for name in active if name != SEARCH_TOOL_NAME), SEARCH_TOOL_NAME]
+    essentials = set(essentials_of(ranker, reader, settings))
+    return starting_active(mode, candidates, essentials, set(settings.requested))
 
 
 class Session:
@@ -382,8 +367,7 @@ class Session:
         changes (only the essential and internal tools are left out), for a stable description."""
         with self.store.reading() as reader:
             view = self._view(reader)
-            left_out = INTERNAL_NAMES | frozenset(view.essentials) | view.out_of_scope
-            whole = Corpus(view.corpus.groups, left_out)
+            whole = session_corpus(view.mode, (), view.essentials, view.out_of_scope)
             return corpus_overview(self.ranker, reader, whole)
 
 

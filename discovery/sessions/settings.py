@@ -1,19 +1,14 @@
-"""Session settings (contract §5) and the discovery mode they amount to."""
+"""Session settings (contract §5): the model, checked when given and when read back."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from discovery.errors import ToolIndexError, describe_validation_error
+from discovery.rules import DiscoveryMode
 from store.errors import damaged
-
-AUTO_THRESHOLD = 40
-"""``auto`` turns discovery on when a session registers more tools than this [fixed]."""
-
-DiscoveryMode = Literal["auto", "off", "mcp-only", "all"]
-EffectiveMode = Literal["off", "mcp-only", "all"]
 
 
 class SessionSettings(BaseModel):
@@ -33,18 +28,6 @@ class SessionSettings(BaseModel):
         if isinstance(value, str):
             raise ValueError("must be a list of names, not a single string")
         return value
-
-
-def effective_mode(settings: SessionSettings, registered_tools: int) -> EffectiveMode:
-    """``all``/``mcp-only`` as set win; the legacy flag means ``mcp-only``; ``auto`` is
-    ``mcp-only`` above the threshold; everything else is ``off``."""
-    if settings.discovery_mode in ("all", "mcp-only"):
-        return settings.discovery_mode
-    if settings.mcp_discovery:
-        return "mcp-only"
-    if settings.discovery_mode == "auto" and registered_tools > AUTO_THRESHOLD:
-        return "mcp-only"
-    return "off"
 
 
 def parsed_settings(values: dict[str, Any]) -> SessionSettings:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from discovery.rules import INTERNAL_NAMES, MODE_GROUPS, Corpus
-from discovery.sessions.settings import EffectiveMode, SessionSettings
+from discovery.rules import Corpus, EffectiveMode, session_corpus
+from discovery.sessions.settings import SessionSettings
 from store import SessionState
 
 
@@ -35,6 +35,4 @@ class SessionView:
 
     @cached_property
     def corpus(self) -> Corpus:
-        groups = MODE_GROUPS.get(self.mode, ())
-        excluded = frozenset(self.state.active) | frozenset(self.essentials) | INTERNAL_NAMES
-        return Corpus(groups, excluded | self.out_of_scope)
+        return session_corpus(self.mode, self.state.active, self.essentials, self.out_of_scope)
