@@ -125,6 +125,28 @@ def read_only_corpus(mode: str) -> Corpus:
     return session_corpus(mode, (), DEFAULT_ESSENTIAL_NAMES, frozenset())
 
 
+def activation_order(names: Sequence[str]) -> list[str]:
+    """MCP names first, then the others, each once, rank order kept within each part."""
+    unique = list(dict.fromkeys(names))
+    return [name for name in unique if is_mcp_name(name)] + [name for name in unique if not is_mcp_name(name)]
+
+
+def after_search(
+    active: list[str], selected: list[str], activated: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """The ``(active, selected)`` lists once a search activated ``activated``: each name is
+    appended to each list that does not hold it yet."""
+    return (
+        [*active, *(name for name in activated if name not in active)],
+        [*selected, *(name for name in activated if name not in selected)],
+    )
+
+
+def kept_selection(selected: Sequence[str], active: Collection[str]) -> list[str]:
+    """The selection once the active list is replaced: selected tools left out are unselected."""
+    return [name for name in selected if name in active]
+
+
 def replay(logged: list[LoggedEvent]) -> tuple[list[str], list[str]]:
     """The ``(active, selected)`` lists that a session's log produces, event by event."""
     active: list[str] = []
@@ -134,11 +156,10 @@ def replay(logged: list[LoggedEvent]) -> tuple[list[str], list[str]]:
         if event.kind in ("create", "reset"):
             active, selected = list(params["active"]), []
         elif event.kind == "search":
-            selected += [name for name in event.activated if name not in selected]
-            active += [name for name in event.activated if name not in active]
+            active, selected = after_search(active, selected, event.activated)
         elif event.kind == "set_active":
             active = list(params["active"])
-            selected = [name for name in selected if name in active]
+            selected = kept_selection(selected, active)
         elif event.kind == "restore":
             active, selected = list(params["active"]), list(params["selected"])
         # Any other kind ("tool_call", "pin", logged by ``append``) changes neither list.

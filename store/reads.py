@@ -190,6 +190,14 @@ def tool_origins(connection: Connection) -> list[tuple[str, str | None, str | No
     return [(name, server, tool) for name, server, tool in rows]
 
 
+def server_names(connection: Connection) -> set[str]:
+    """The servers the catalog holds tools of."""
+    rows = connection.execute(
+        select(tools_table.c.server_name).where(tools_table.c.server_name.is_not(None)).distinct()
+    )
+    return {server for (server,) in rows}
+
+
 def group_server_counts(connection: Connection, grp: int) -> dict[str | None, int]:
     rows = connection.execute(
         select(tools_table.c.server_name, func.count())

@@ -154,6 +154,10 @@ class CatalogReads:
         """``(name, server, tool name on that server)`` of every tool."""
         return _reads.tool_origins(self._connection)
 
+    def servers(self) -> set[str]:
+        """The servers the catalog holds tools of."""
+        return _reads.server_names(self._connection)
+
     def group_server_counts(self, grp: int) -> dict[str | None, int]:
         return _reads.group_server_counts(self._connection, grp)
 

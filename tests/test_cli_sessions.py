@@ -6,7 +6,12 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, event
 
 from tests.test_cli import DEMO, REPO, fails, ok, run
 
@@ -26,6 +31,41 @@ def test_search_in_a_session_activates_and_persists(db_url: str) -> None:
     searches = [call for call in shown["calls"] if call["kind"] == "search"]
     assert [call["tool"] for call in searches] == ["search_tool_bm25", "search_tool_bm25"]
     assert [call["params"]["query"] for call in searches] == ["create an issue", "create an issue"]
+
+
+@contextmanager
+def transactions() -> Iterator[list[str]]:
+    """The kinds of the transactions begun in the block, in order: ``read`` or ``write``."""
+    begun: list[str] = []
+
+    def on_begin(connection: Any) -> None:
+        options = connection.get_execution_options()
+        reading = (
+            options.get("sqlite_begin") == "DEFERRED" or options.get("isolation_level") == "REPEATABLE READ"
+        )
+        begun.append("read" if reading else "write")
+
+    event.listen(Engine, "begin", on_begin)
+    try:
+        yield begun
+    finally:
+        event.remove(Engine, "begin", on_begin)
+
+
+def test_a_session_search_is_one_write_and_one_read_after_opening(db_url: str) -> None:
+    """Creating the session, searching and logging the call is one write; what the output shows
+    beside the result (unknown names in the settings, weak matches) one read. Opening the index
+    checks its schema first, in a read of its own."""
+    ok(db_url, "import", str(DEMO))
+    with transactions() as begun:
+        created = run(
+            db_url, "search", "create an issue", "--session", "s1", "--mode", "all", "--request", "x"
+        )
+    assert created.exit_code == 0 and "--request 'x' is not in the catalog" in created.stderr
+    assert begun == ["read", "write", "read"]
+    with transactions() as begun:
+        ok(db_url, "search", "send a message", "--session", "s1")
+    assert begun == ["read", "write", "read"]
 
 
 def test_other_settings_for_an_existing_session_are_an_error(db_url: str) -> None:

@@ -12,11 +12,12 @@ from discovery.cli.catalog import EMPTY_CATALOG
 from discovery.cli.names import resolved_name
 from discovery.cli.output import print_table
 from discovery.cli.render import one_line, render_result
-from discovery.errors import DiscoveryDisabled, EmptyQuery
+from discovery.errors import DiscoveryDisabled, EmptyQuery, ToolCallError
 from discovery.index import ToolIndex
 from discovery.params import DEFAULT_LIMIT
 from discovery.ranking.bm25 import round6
 from discovery.results import SearchDetails
+from store import Reader
 
 if TYPE_CHECKING:
     from discovery.sessions.settings import SessionSettings
@@ -118,18 +119,31 @@ def _session_search(
     app: App, session_id: str, query: str, limit: int, settings: dict[str, Any], *, flag_weak: bool
 ) -> tuple[SearchDetails, set[str]]:
     """One search_tool_bm25 call; the session is created with ``settings`` when it is new."""
+    from discovery.diagnostics.weak import weak_matches_in
+    from discovery.sessions.session import search_once
+
     given = {key: value for key, value in settings.items() if value is not None}
+    call_id = f"cli-{uuid.uuid4().hex[:12]}"
     with app.index(create=True) as index:
-        for warning in unknown_setting_names(index, given):
-            echo(f"Warning: {warning}", err=True)
-        # Settings given for an existing session must match its own (else a clear error).
-        session = index.session(session_id, **given)
-        call_id = f"cli-{uuid.uuid4().hex[:12]}"
-        try:
-            details = session.search_tool.execute(call_id, {"query": query, "limit": limit}).details
-        except DiscoveryDisabled as exc:
-            raise click.ClickException(f"{exc} {_why_off(session_id, session.settings)}") from exc
-        return details, _weak(index, details, session.effective_mode) if flag_weak else set()
+        # One write: the session is created when new (settings given for an existing session
+        # must match its own, else a clear error), searched, and the call logged.
+        done = search_once(
+            index.store, index.ranker, session_id, given or None, call_id, {"query": query, "limit": limit}
+        )
+        outcome, view = done.outcome, done.view
+        with index.store.reading() as reader:  # and one read for what is shown beside the result
+            for warning in unknown_setting_names(reader, given):
+                echo(f"Warning: {warning}", err=True)
+            if isinstance(outcome, DiscoveryDisabled) and view is not None:
+                raise click.ClickException(f"{outcome} {_why_off(session_id, view.settings)}") from outcome
+            if isinstance(outcome, ToolCallError):
+                raise outcome
+            if not flag_weak or view is None:
+                return outcome.details, set()
+            names = [match["name"] for match in outcome.details["tools"]]
+            return outcome.details, weak_matches_in(
+                reader, index.ranker, outcome.details["query"], names, mode=view.mode
+            )
 
 
 def _why_off(session_id: str, settings: SessionSettings) -> str:
@@ -218,18 +232,18 @@ def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
         )
 
 
-def unknown_setting_names(index: ToolIndex, settings: dict[str, Any]) -> list[str]:
+def unknown_setting_names(reader: Reader, settings: dict[str, Any]) -> list[str]:
     """What a new session's settings name that the catalog lacks (contract §5 ignores such names)."""
     options = {"requested": "--request", "essential_override": "--essential"}
     warnings = []
     for key, option in options.items():
         names = settings.get(key) or []
-        known = index.tools_by_names(names)
+        known = reader.catalog.tools_by_names(names) if names else {}
         warnings += [
             f"{option} {name!r} is not in the catalog; ignored" for name in names if name not in known
         ]
     servers = settings.get("default_servers") or []
-    present = index.stats()["servers"]
+    present = reader.catalog.servers() if servers else set()
     warnings += [
         f"--default-server {server!r} has no tools in the catalog; ignored"
         for server in servers

@@ -10,8 +10,10 @@ from __future__ import annotations
 from discovery.diagnostics.statistics import corpus_statistics
 from discovery.index import ToolIndex
 from discovery.params import checked_query
+from discovery.ranking.ranker import Ranker
 from discovery.rules import read_only_corpus
 from discovery.text.enhanced import STOP_WORDS
+from store import Reader
 
 COMMON_TERM_SHARE = 0.5
 """A term held by at least this share of the corpus' tools is a very common one (idf ≤ ln 2), as
@@ -23,14 +25,19 @@ def weak_matches(index: ToolIndex, query: str, names: list[str], *, mode: str = 
     """The tools among ``names`` whose every matched term of ``query`` (under the catalog's
     analyzer) is a stop word or held by at least half of ``mode``'s read-only corpus; names that
     corpus does not rank are left out."""
-    corpus = read_only_corpus(mode)
     with index.store.reading() as reader:
-        counts = index.ranker.query_terms(reader, checked_query(query))
-        terms = list(counts)
-        tools = reader.catalog.tools_by_names(names)
-        n_docs, _, df = corpus_statistics(reader, corpus, terms)
-        postings = reader.index.postings_of_tools([tool.id for tool in tools.values()])
-        learned, _ = index.ranker.learned(reader, counts, corpus)
+        return weak_matches_in(reader, index.ranker, query, names, mode=mode)
+
+
+def weak_matches_in(reader: Reader, ranker: Ranker, query: str, names: list[str], *, mode: str) -> set[str]:
+    """``weak_matches`` in the caller's transaction."""
+    corpus = read_only_corpus(mode)
+    counts = ranker.query_terms(reader, checked_query(query))
+    terms = list(counts)
+    tools = reader.catalog.tools_by_names(names)
+    n_docs, _, df = corpus_statistics(reader, corpus, terms)
+    postings = reader.index.postings_of_tools([tool.id for tool in tools.values()])
+    learned, _ = ranker.learned(reader, counts, corpus)
     taught: dict[int, set[str]] = {}
     for part in learned:  # a term a tool learned is matched as well as one of its text
         for tool_id in part.ids.tolist():

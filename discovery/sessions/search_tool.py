@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -11,10 +10,10 @@ from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, ToolCallEr
 from discovery.params import checked_id, checked_limit, checked_params, checked_query, has_terms
 from discovery.ranking.ranker import Ranker
 from discovery.results import SearchDetails, compact_json, match_details
-from discovery.rules import SEARCH_TOOL_NAME, is_mcp_name
+from discovery.rules import SEARCH_TOOL_NAME, activation_order, after_search
 from discovery.sessions.description import render_description
 from discovery.sessions.view import SessionView
-from store import Event, LoggedEvent, Reader, SessionState, Store, same_logged
+from store import Event, LoggedEvent, Reader, SessionState, Store, Writer, same_logged
 
 
 class SearchingSession(Protocol):
@@ -84,26 +83,43 @@ class SearchTool:
         too. A call id the session has already answered returns the logged answer; an empty
         one is never matched. A call id the store cannot keep is a ``ToolIndexError``.
         """
-        session = self.session
-        call_id = checked_id(call_id, "call id", blank=True)
-        checked_params(params)
-        outcome: ToolResult | ToolCallError
-        with session.store.writing() as writer:
-            state, generation, done = writer.sessions.lock_for_call(session.id, call_id)
-            if state is None:
-                raise DiscoveryUnavailable()
-            if done is not None:
-                return _replayed(done, params)
-            session.ranker.sync(writer, generation)
-            view = self.session.view_in(writer, state, generation)
-            try:
-                outcome = self._search(writer, view, params)
-            except ToolCallError as error:
-                outcome = error
-            writer.sessions.record(state, *_logged(view, call_id, params, outcome))
+        call_id, params = self.checked(call_id, params)
+        with self.session.store.writing() as writer:
+            outcome, _ = self.execute_in(writer, call_id, params)
         if isinstance(outcome, ToolCallError):
             raise outcome
         return outcome
+
+    def checked(self, call_id: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """What ``execute`` checks before anything is read: a call id and params the store can keep."""
+        call_id = checked_id(call_id, "call id", blank=True)
+        checked_params(params)
+        return call_id, params
+
+    def execute_in(
+        self, writer: Writer, call_id: str, params: dict[str, Any]
+    ) -> tuple[ToolResult | ToolCallError, SessionView | None]:
+        """``execute`` in the caller's write transaction: the outcome (a failed call's error is
+        logged, then returned) and the session as the call saw it (``None`` for a call id
+        answered before)."""
+        session = self.session
+        state, generation, done = writer.sessions.lock_for_call(session.id, call_id)
+        if state is None:
+            raise DiscoveryUnavailable()
+        if done is not None:
+            try:
+                return _replayed(done, params), None
+            except ToolCallError as error:
+                return error, None
+        session.ranker.sync(writer, generation)
+        view = session.view_in(writer, state, generation)
+        outcome: ToolResult | ToolCallError
+        try:
+            outcome = self._search(writer, view, params)
+        except ToolCallError as error:
+            outcome = error
+        writer.sessions.record(state, *_logged(view, call_id, params, outcome))
+        return outcome, view
 
     def _search(self, reader: Reader, view: SessionView, params: Any) -> ToolResult:
         if view.mode == "off":
@@ -168,8 +184,7 @@ def _logged(
         details=outcome.details,
         activated=tuple(activated),
     )
-    selected = [*state.selected, *(name for name in activated if name not in state.selected)]
-    active = [*state.active, *(name for name in activated if name not in state.active)]
+    active, selected = after_search(state.active, state.selected, activated)
     return event, active, selected
 
 
@@ -195,9 +210,3 @@ def checked_types(fields: dict[Any, Any]) -> None:
     if extra:
         listed = ", ".join(json.dumps(key) if isinstance(key, str) else repr(key) for key in extra)
         raise ToolCallError(f"Unknown parameter {listed}: search_tool_bm25 takes only query and limit.")
-
-
-def activation_order(names: Sequence[str]) -> list[str]:
-    """MCP names first, then the others, each once, rank order kept within each part (contract §5)."""
-    unique = list(dict.fromkeys(names))
-    return [name for name in unique if is_mcp_name(name)] + [name for name in unique if not is_mcp_name(name)]

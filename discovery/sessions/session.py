@@ -11,10 +11,11 @@ import dataclasses
 import uuid
 import warnings
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from discovery.errors import DiscoveryDisabled, ToolIndexError, UnknownToolNames
+from discovery.errors import DiscoveryDisabled, ToolCallError, ToolIndexError, UnknownToolNames
 from discovery.params import checked_id, checked_search
 from discovery.ranking.ranker import Ranker
 from discovery.results import SearchHit
@@ -24,12 +25,13 @@ from discovery.rules import (
     EffectiveMode,
     effective_mode,
     essential_names,
+    kept_selection,
     registered_tools,
     session_corpus,
     starting_active,
 )
 from discovery.sessions.learning import CALL_EVENT, learn_from_calls
-from discovery.sessions.search_tool import SearchTool
+from discovery.sessions.search_tool import SearchTool, ToolResult
 from discovery.sessions.settings import SessionSettings, parsed_settings, stored_settings
 from discovery.sessions.view import SessionRules, SessionView
 from discovery.text.collation import collation_key, utf16_sort_key
@@ -132,26 +134,9 @@ class Session:
             state = reader.sessions.load(session_id)
         if state is None:
             with store.writing() as writer:
-                state = writer.sessions.lock(session_id)  # made meanwhile by another caller?
-                if state is None:
-                    stored = wanted.model_dump(mode="json")
-                    active = opening_active(ranker, writer, wanted)
-                    if writer.sessions.create(session_id, stored, active) is not None:
-                        return cls(store, ranker, session_id)
-                    # Made at this very moment by another caller, now committed: resume it.
-                    state = writer.sessions.lock(session_id)
-                    assert state is not None
-        kept = stored_settings(state.id, state.settings)
-        if settings is not None and kept != wanted:
-            differ = [
-                f"{key} is {getattr(kept, key)!r}, not {getattr(wanted, key)!r}"
-                for key in SessionSettings.model_fields
-                if getattr(kept, key) != getattr(wanted, key)
-            ]
-            raise ToolIndexError(
-                f"session {session_id!r} exists with other settings ({'; '.join(differ)}); "
-                "resume it without settings or delete it first"
-            )
+                state, _ = created_or_locked(writer, ranker, session_id, wanted)
+        if settings is not None:
+            check_settings(state, wanted)
         return cls(store, ranker, session_id)
 
     def as_new(self, settings: dict[str, Any] | None = None) -> tuple[list[str], CorpusOverview]:
@@ -277,7 +262,7 @@ class Session:
             state = self._lock(writer)
             known = self.ranker.known_names(writer, requested) | {SEARCH_TOOL_NAME}
             active = [name for name in dict.fromkeys(requested) if name in known]
-            selected = [name for name in state.selected if name in active]
+            selected = kept_selection(state.selected, active)
             event = Event(kind="set_active", params={"names": requested, "active": active})
             writer.sessions.record(state, event, active, selected)
         unknown = [name for name in dict.fromkeys(requested) if name not in known]
@@ -369,6 +354,75 @@ class Session:
             view = self._view(reader)
             whole = session_corpus(view.mode, (), view.essentials, view.out_of_scope)
             return corpus_overview(self.ranker, reader, whole)
+
+
+def created_or_locked(
+    writer: Writer, ranker: Ranker, session_id: str, wanted: SessionSettings
+) -> tuple[SessionState, bool]:
+    """The session, locked, and whether this call created it (with ``wanted``)."""
+    state = writer.sessions.lock(session_id)  # made meanwhile by another caller?
+    if state is not None:
+        return state, False
+    created = writer.sessions.create(
+        session_id, wanted.model_dump(mode="json"), opening_active(ranker, writer, wanted)
+    )
+    if created is not None:
+        return created, True
+    # Made at this very moment by another caller, now committed: resume it.
+    state = writer.sessions.lock(session_id)
+    assert state is not None
+    return state, False
+
+
+def check_settings(state: SessionState, wanted: SessionSettings) -> None:
+    """Settings given for an existing session must be its own."""
+    kept = stored_settings(state.id, state.settings)
+    if kept == wanted:
+        return
+    differ = [
+        f"{key} is {getattr(kept, key)!r}, not {getattr(wanted, key)!r}"
+        for key in SessionSettings.model_fields
+        if getattr(kept, key) != getattr(wanted, key)
+    ]
+    raise ToolIndexError(
+        f"session {state.id!r} exists with other settings ({'; '.join(differ)}); "
+        "resume it without settings or delete it first"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OneSearch:
+    """A search call made by ``search_once``: its outcome, the session as the call saw it, and
+    whether the call created the session."""
+
+    outcome: ToolResult | ToolCallError
+    view: SessionView | None
+    """``None`` when the call id was answered before (the logged answer is returned)."""
+    created: bool
+
+
+def search_once(
+    store: Store,
+    ranker: Ranker,
+    session_id: str,
+    settings: dict[str, Any] | None,
+    call_id: str,
+    params: dict[str, Any],
+) -> OneSearch:
+    """One search call of a host that holds no session handle between calls (the command line):
+    the session is created with ``settings`` when new (checked against them when not), and the
+    search runs, activates and is logged — all in one write transaction."""
+    session_id = checked_id(session_id, "session id")
+    wanted = parsed_settings(settings or {})
+    session = Session(store, ranker, session_id)
+    tool = session.search_tool
+    call_id, params = tool.checked(call_id, params)
+    with store.writing() as writer:
+        state, created = created_or_locked(writer, ranker, session_id, wanted)
+        if settings is not None and not created:
+            check_settings(state, wanted)
+        outcome, view = tool.execute_in(writer, call_id, params)
+    return OneSearch(outcome, view, created)
 
 
 CorpusOverview = tuple[list[tuple[str, int]], list[str], int]
