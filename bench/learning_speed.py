@@ -27,8 +27,8 @@ from rich.table import Table
 from bench.generate import generate_catalog, vocabulary, word_weights
 from bench.queries import query_set
 from discovery import ToolIndex
-from store import learning as stored_learning
-from store.engine import write_transaction
+from store import _learning as stored_learning
+from store._engine import write_transaction
 
 LIMIT = 8
 

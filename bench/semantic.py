@@ -43,8 +43,8 @@ from discovery.quality.evaluate import evaluate, read_queries
 from discovery.ranking.fusion import cosines
 from discovery.semantic.model import EmbeddingModel, load
 from discovery.semantic.vectors import quantized
-from store import vectors as stored_vectors
-from store.engine import read_transaction, write_transaction
+from store import _vectors as stored_vectors
+from store._engine import read_transaction, write_transaction
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / ".." / "shared" / "data"

@@ -1,14 +1,14 @@
-"""Alembic environment: runs on the connection that ``store.migrate`` hands it."""
+"""Alembic environment: runs on the connection that ``store._migrate`` hands it."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from store.schema import metadata
+from store._schema import metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:
-    raise RuntimeError("run migrations through store.migrate (tool-index db upgrade)")
+    raise RuntimeError("run migrations through store._migrate (tool-index db upgrade)")
 
 context.configure(
     connection=connection,

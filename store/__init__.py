@@ -1,14 +1,26 @@
-"""Everything that touches SQL: schema, engines, migrations, catalog and session storage.
+"""Everything that touches SQL, behind one interface: a ``Store`` and its read and write units.
 
-The package exports what ``discovery`` uses of it by name: the row types (and the values their
-fields take: the corpus groups, the longest key), the errors, and the engine's entry points. The
-query modules (``catalog``, ``reads``, ``sessions``, ``learning``, ``audit``, ``migrate``) are
-imported by name; the transaction helpers and URL defaults come from ``store.engine``."""
+``Store.at(url)`` (or ``Store(engine)``) is one database; ``with store.reading() as reader:`` and
+``with store.writing() as writer:`` are its transactions, and the views of a unit (``catalog``,
+``index``, ``sessions``, ``learning``, ``vectors``, ``audit``) are all that ``discovery`` reads and
+writes through. Besides them the package exports the row types those views take and return
+(with the values their fields take: the corpus groups, the longest key), the fixed encodings of
+what is stored (a record's digests, the logged JSON form), the database URL's defaults, and
+the errors (``store.errors``, whose root is ``ToolIndexError``). Every other module of the package
+is private (its name starts with ``_``)."""
 
-from store.audit import AuditedTool, StoredPosting
-from store.catalog import ReplaceScope
-from store.digests import json_digest, record_digest
-from store.engine import ENV_VAR, default_url, sqlite_file
+from store._audit import AuditedTool, StoredPosting
+from store._catalog import ReplaceScope
+from store._digests import json_digest, record_digest
+from store._engine import ENV_VAR, default_url, sqlite_file
+from store._learning import Credit, LearnedTool, LearningState
+from store._logged_json import column_json, same_logged, storable
+from store._records import GroupStats, IndexedBatch, IndexedTool, StoredTool, TermStats, ToolRow, WriteReport
+from store._schema import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, GROUPS, MAX_KEY_BYTES
+from store._sessions import Event, LoggedEvent, SessionState
+from store._units import Reader, Store, Writer
+from store._urls import parse_url
+from store._vectors import EmbeddingState, StoredVectors, VectorRow
 from store.errors import (
     ConcurrentUpdate,
     CorruptIndex,
@@ -21,14 +33,6 @@ from store.errors import (
     StoreError,
     ToolNotFound,
 )
-from store.learning import Credit, LearnedTool, LearningState
-from store.logged_json import column_json, same_logged, storable
-from store.records import GroupStats, IndexedBatch, IndexedTool, StoredTool, TermStats, ToolRow, WriteReport
-from store.schema import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, GROUPS, MAX_KEY_BYTES
-from store.sessions import Event, LoggedEvent, SessionState
-from store.units import Reader, Store, Writer
-from store.urls import parse_url
-from store.vectors import EmbeddingState, StoredVectors, VectorRow
 
 __all__ = [
     "ENV_VAR",

@@ -26,7 +26,7 @@ from discovery.diagnostics.explain import explain
 from discovery.diagnostics.verify import verify
 from discovery.errors import AnalyzerMismatch, UnknownAnalyzer
 from discovery.text import enhanced
-from store import migrate
+from store import _migrate as migrate
 from tests.catalogs import generated_catalog
 from tests.test_ranking import Hit, reference_ranking
 
@@ -260,13 +260,13 @@ def test_databases_before_the_analyzer_column_are_reference(empty_db_url: str) -
 KILLED_REINDEX = textwrap.dedent(
     """
     import os, sys
-    import store.catalog
+    import store._catalog
     from discovery import ToolIndex
 
     def die(*_args, **_kwargs):  # every posting is written by now; the aggregates are next
         os._exit(9)
 
-    store.catalog.apply_aggregates = die
+    store._catalog.apply_aggregates = die
     ToolIndex.open(sys.argv[1]).reindex("enhanced")
     """
 )

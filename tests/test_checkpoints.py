@@ -13,8 +13,8 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from discovery import ToolIndex
-from store.checkpoints import FALLBACK_PAGES, Checkpointer
-from store.engine import checkpointer_of
+from store._checkpoints import FALLBACK_PAGES, Checkpointer
+from store._engine import checkpointer_of
 from tests.catalogs import generated_catalog
 
 

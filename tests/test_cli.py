@@ -24,8 +24,9 @@ import discovery.cli.main
 from discovery import ToolIndex
 from discovery.cli.main import main
 from discovery.cli.render import render_to_text
-from store import migrate, parse_url
-from store.urls import display_url
+from store import _migrate as migrate
+from store import parse_url
+from store._urls import display_url
 from tests.catalogs import generated_catalog
 from tests.conftest import shared_path
 

@@ -21,7 +21,8 @@ import pytest
 from discovery import ToolIndex
 from discovery.diagnostics.verify import verify
 from discovery.rules import replay
-from store import migrate, reads
+from store import _migrate as migrate
+from store import _reads as reads
 from tests.catalogs import SERVERS, generated_catalog
 
 pytestmark = pytest.mark.slow

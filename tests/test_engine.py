@@ -20,11 +20,11 @@ from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
 
 import store
-import store.engine
+import store._engine
 from discovery import ToolIndex
 from discovery.cli.main import main
 from discovery.diagnostics.verify import verify
-from store.engine import BUSY_TIMEOUT_MS, make_engine
+from store._engine import BUSY_TIMEOUT_MS, make_engine
 from tests.catalogs import generated_catalog
 
 TOOL = {"name": "mcp__files__read_text", "server_name": "files", "description": "Read a text file"}
@@ -125,7 +125,7 @@ def test_a_writer_that_keeps_the_lock_past_the_busy_timeout(filled: Path, tmp_pa
             started = time.monotonic()
             with pytest.raises(store.ConcurrentUpdate) as caught:
                 index.upsert_tools([OTHER])
-            assert time.monotonic() - started < store.engine.BUSY_TIMEOUT_MS / 1000 / 2  # the URL's wait
+            assert time.monotonic() - started < store._engine.BUSY_TIMEOUT_MS / 1000 / 2  # the URL's wait
             assert str(caught.value) == message
             with pytest.raises(store.ConcurrentUpdate):
                 index.session("chat-2")
@@ -187,7 +187,7 @@ def test_a_write_that_does_not_fit_is_refused_whole(
 def test_a_disk_error_is_one_clear_error(sqlite_url: str) -> None:
     engine = make_engine(sqlite_url)
     try:
-        with pytest.raises(store.DatabaseUnavailable) as caught, store.engine.translated_errors(engine):
+        with pytest.raises(store.DatabaseUnavailable) as caught, store._engine.translated_errors(engine):
             raise coded(sqlite3.OperationalError("disk I/O error"), "SQLITE_IOERR_READ")
         assert str(caught.value) == (
             f"{sqlite_url} could not be read or written (disk I/O error); check the disk and the file system"
@@ -198,7 +198,7 @@ def test_a_disk_error_is_one_clear_error(sqlite_url: str) -> None:
 
 def test_default_url_is_tool_index_db_when_set(monkeypatch: pytest.MonkeyPatch, sqlite_url: str) -> None:
     monkeypatch.setenv("TOOL_INDEX_DB", sqlite_url)
-    assert store.engine.default_url() == sqlite_url
+    assert store._engine.default_url() == sqlite_url
     with ToolIndex.open() as index:
         assert index.url == sqlite_url
     assert database_path(sqlite_url).exists()
@@ -207,7 +207,7 @@ def test_default_url_is_tool_index_db_when_set(monkeypatch: pytest.MonkeyPatch, 
 def test_default_url_is_a_file_in_the_user_data_directory(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TOOL_INDEX_DB", raising=False)
     expected = Path(user_data_dir("tool-index", appauthor=False)) / "tool-index.db"
-    assert store.engine.default_url() == f"sqlite:///{expected}"
+    assert store._engine.default_url() == f"sqlite:///{expected}"
 
 
 @pytest.mark.parametrize(
@@ -258,8 +258,8 @@ def coded(error: sqlite3.Error, name: str) -> sqlite3.Error:
     ],
 )
 def test_sqlite_errors_are_told_apart_by_their_code_not_their_words(name: str, kind: str | None) -> None:
-    assert store.engine.error_kind(coded(sqlite3.OperationalError("connection locked busy"), name)) == kind
+    assert store._engine.error_kind(coded(sqlite3.OperationalError("connection locked busy"), name)) == kind
 
 
 def test_an_uncoded_error_is_left_alone_whatever_it_says() -> None:
-    assert store.engine.error_kind(sqlite3.OperationalError("database is locked; no connection")) is None
+    assert store._engine.error_kind(sqlite3.OperationalError("database is locked; no connection")) is None

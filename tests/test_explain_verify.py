@@ -25,7 +25,8 @@ from discovery.errors import QueryWithoutTerms
 from discovery.ranking.bm25 import round6
 from discovery.ranking.fields import FIELD_WEIGHTS
 from discovery.text.enhanced import STOP_WORDS
-from store import CorruptIndex, StoredTool, ToolNotFound, audit
+from store import CorruptIndex, StoredTool, ToolNotFound
+from store import _audit as audit
 from tests.catalogs import generated_catalog
 from tests.conftest import BACKENDS, scratch_database, shared_path
 

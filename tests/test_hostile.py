@@ -18,8 +18,10 @@ from discovery.catalog.indexing import content_hash
 from discovery.catalog.models import MAX_SCHEMA_DEPTH, ToolRecord
 from discovery.errors import EmptyQuery, InvalidLimit, QueryWithoutTerms
 from discovery.text.tokenizer import tokenize
-from store import json_digest, logged_json, record_digest, sessions
-from store.logged_json import column_json
+from store import _logged_json as logged_json
+from store import _sessions as sessions
+from store import json_digest, record_digest
+from store._logged_json import column_json
 from tests.catalogs import ROUTE, WORKED_EXAMPLE
 
 ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=60)

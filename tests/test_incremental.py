@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from discovery import ToolIndex
 from discovery.diagnostics.verify import verify
 from discovery.errors import ServerNameCollision
-from store import catalog, postings
+from store import _catalog as catalog
+from store import _postings as postings
 from tests.conftest import BACKENDS, PG_ENV, scratch_database
 from tests.test_ranking import MCP_NAMES, PLAIN_NAMES, WORDS, tool_records
 
@@ -139,7 +140,7 @@ LAYOUTS: dict[str, dict[tuple[Any, str], int]] = {
 
 @pytest.fixture(params=list(LAYOUTS))
 def layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """How writes split between posting blocks and overrides (``store.postings``' thresholds),
+    """How writes split between posting blocks and overrides (``store._postings``' thresholds),
     and how many tools a write takes at a time."""
     for (module, name), value in LAYOUTS[request.param].items():
         monkeypatch.setattr(module, name, value)

@@ -1,7 +1,7 @@
 """The layering of STYLE.md, read from the source with ``ast`` (imports inside functions count
 too; those under ``TYPE_CHECKING`` count for the layer order, not for cycles):
 
-- ``store`` never imports ``discovery``; ``migrations`` imports only ``store.schema``;
+- ``store`` never imports ``discovery``; ``migrations`` imports only ``store._schema``;
 - inside ``discovery`` the layers go bottom to top ``errors``, ``files`` ← ``text`` ← ``params`` ←
   ``ranking`` ← ``results`` ← ``catalog`` | ``sessions`` ← ``index`` ← ``diagnostics``, ``mcp``,
   ``adapters`` ← ``cli``, and nothing imports upward; ``catalog`` and ``sessions`` never import
@@ -265,11 +265,11 @@ def test_store_exports_functions_and_types_not_modules() -> None:
 
 def test_migrations_use_only_the_store_schema() -> None:
     """Migrations run against databases of any age, so they use only what is fixed: the schema,
-    and the digest encodings a revision converts between (``store.digests``)."""
+    and the digest encodings a revision converts between (``store._digests``)."""
     ours = {
         i.module for path in sources("migrations") for i in imports_of(path) if i.top in OURS - {"migrations"}
     }
-    assert ours <= {"store.schema", "store.digests"}
+    assert ours <= {"store._schema", "store._digests"}
 
 
 def worked_example_db(directory: Path) -> str:

@@ -24,7 +24,7 @@ from discovery.sessions.learning import credits_of_log
 from discovery.text.analyzers import REFERENCE
 from discovery.text.tokenizer import tokenize
 from store import ToolNotFound
-from store.sessions import Event, LoggedEvent
+from store._sessions import Event, LoggedEvent
 from tests.catalogs import rank
 from tests.test_cli import DEMO, REPO, fails, ok
 from tests.test_ranking import (

@@ -28,7 +28,7 @@ from discovery.mcp.config import load_config
 from discovery.mcp.gateway import Gateway, GatewayOptions
 from discovery.mcp.serve import TokensError, http_app, load_tokens
 from discovery.mcp.sessions import GatewaySession
-from store import driver
+from store import _driver as driver
 from tests.mcp_helpers import (
     call,
     cli,

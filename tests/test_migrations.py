@@ -21,10 +21,11 @@ from discovery import ToolIndex
 from discovery.catalog.indexing import content_hash, indexed_tool
 from discovery.catalog.models import ToolRecord
 from discovery.diagnostics.verify import verify
-from store import DatabaseUnavailable, SchemaOutdated, SchemaTooNew, json_digest, migrate
-from store import postings as packed_postings
-from store.engine import make_engine
-from store.schema import metadata
+from store import DatabaseUnavailable, SchemaOutdated, SchemaTooNew, json_digest
+from store import _migrate as migrate
+from store import _postings as packed_postings
+from store._engine import make_engine
+from store._schema import metadata
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
 from tests.conftest import REPO
 

@@ -18,8 +18,8 @@ from sqlalchemy import Engine, inspect, make_url, text
 import store
 from discovery import ToolIndex
 from discovery.errors import QueryWithoutTerms
-from store import migrate
-from store.urls import display_url
+from store import _migrate as migrate
+from store._urls import display_url
 from tests.conftest import PG_ENV, shared_path
 
 on_postgresql = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)

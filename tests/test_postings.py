@@ -1,5 +1,5 @@
 """The packed posting layout against a plain dict: any sequence of changes, split any way between
-blocks and overrides, reads back as the postings the changes leave (``store.postings``)."""
+blocks and overrides, reads back as the postings the changes leave (``store._postings``)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from hypothesis import strategies as st
 from sqlalchemy import Connection
 
 from discovery import ToolIndex
-from store import CorruptIndex, postings
-from store import changes as change_order
-from store.changes import CHANGE_DTYPE, in_key_order, stable_order
-from store.engine import read_transaction, write_transaction
+from store import CorruptIndex
+from store import _changes as change_order
+from store import _postings as postings
+from store._changes import CHANGE_DTYPE, in_key_order, stable_order
+from store._engine import read_transaction, write_transaction
 
 Key = tuple[int, int]
 Entry = tuple[int, int]  # (tf, doc_len)

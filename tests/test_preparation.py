@@ -17,7 +17,7 @@ from discovery.catalog import workers as preparation
 from discovery.catalog.indexing import content_hash, corpus_group, indexed_tool
 from discovery.catalog.models import ToolRecord
 from discovery.diagnostics.verify import verify
-from store.logged_json import column_json
+from store._logged_json import column_json
 from tests.catalogs import generated_catalog
 from tests.conftest import migrated_sqlite_url
 

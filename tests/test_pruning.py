@@ -22,8 +22,9 @@ from discovery.params import query_terms
 from discovery.ranking import ranker as ranker_module
 from discovery.ranking.ranker import Ranker
 from discovery.rules import Corpus
-from store import GROUP_LOCAL, GROUP_MCP, CorruptIndex, reads
-from store.engine import read_transaction, write_transaction
+from store import GROUP_LOCAL, GROUP_MCP, CorruptIndex
+from store import _reads as reads
+from store._engine import read_transaction, write_transaction
 from tests.conftest import migrated_sqlite_url
 
 VOCABULARY = [f"w{i}" for i in range(40)]

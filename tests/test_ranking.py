@@ -26,7 +26,8 @@ from discovery.ranking.bm25 import js_log
 from discovery.ranking.cache import CONTRIBUTIONS_KEPT
 from discovery.rules import Corpus
 from discovery.text.tokenizer import tokenize
-from store import GROUP_LOCAL, GROUP_MCP, reads
+from store import GROUP_LOCAL, GROUP_MCP
+from store import _reads as reads
 from tests.catalogs import rank
 from tests.conftest import shared_path
 

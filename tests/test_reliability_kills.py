@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, text
 
 from discovery import ConcurrentUpdate, ToolIndex
 from discovery.catalog.workers import PARALLEL_MIN
-from store.engine import BUSY_TIMEOUT_MS, IDLE_IN_TRANSACTION_MS, write_transaction
+from store._engine import BUSY_TIMEOUT_MS, IDLE_IN_TRANSACTION_MS, write_transaction
 from tests.catalogs import generated_catalog
 
 REPO = Path(__file__).resolve().parent.parent
@@ -112,8 +112,8 @@ HOLD_LOCK_AND_FORK = textwrap.dedent(
     """
     import os, sys, time
     from discovery import ToolIndex
-    from store.catalog import lock_catalog
-    from store.engine import write_transaction
+    from store._catalog import lock_catalog
+    from store._engine import write_transaction
 
     index = ToolIndex.open(sys.argv[1])
     with write_transaction(index.store.engine) as connection:

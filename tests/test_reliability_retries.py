@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from discovery import ToolCallError, ToolIndex
 from discovery.sessions.session import Session
-from store.logged_json import logged_value
+from store._logged_json import logged_value
 
 DEMO = Path(__file__).resolve().parent.parent / "discovery" / "examples" / "demo-catalog.jsonl"
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from discovery import DatabaseUnavailable, ToolIndex
 from discovery.cli.main import main
 from store import parse_url
-from store.urls import display_url, hide_secrets
+from store._urls import display_url, hide_secrets
 
 DEMO = Path(__file__).resolve().parent.parent / "discovery" / "examples" / "demo-catalog.jsonl"
 

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from discovery import ToolIndex
 from discovery.errors import EmbeddingUnavailable
 from discovery.semantic.model import load, model_files, resolve, runnable_onnx
-from store import vectors as stored_vectors
-from store.engine import read_transaction, write_transaction
+from store import _vectors as stored_vectors
+from store._engine import read_transaction, write_transaction
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
 from tests.mcp_helpers import cli
 from tests.test_ranking import COLLATOR, QUERIES, RANDOM, catalogs, in_corpus, reference_ranking

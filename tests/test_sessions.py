@@ -19,7 +19,8 @@ from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, QueryWitho
 from discovery.results import SearchDetails, compact_json, json_text
 from discovery.rules import effective_mode, replay
 from discovery.sessions.settings import SessionSettings
-from store import SessionNotFound, sessions
+from store import SessionNotFound
+from store import _sessions as sessions
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
 
 REPO = Path(__file__).resolve().parent.parent

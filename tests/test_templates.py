@@ -12,8 +12,8 @@ from sqlalchemy import Connection, create_engine, text
 from sqlalchemy.engine import make_url
 
 from discovery import ToolIndex
-from store import migrate
-from store.engine import make_engine
+from store import _migrate as migrate
+from store._engine import make_engine
 from tests.conftest import BACKENDS, scratch_database
 
 

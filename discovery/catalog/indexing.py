@@ -54,7 +54,7 @@ _HEAD_FIELDS = tuple(name for name in ToolRecord.model_fields if name != "input_
 
 
 def content_hash(record: ToolRecord) -> str:
-    """``store.digests.record_digest`` of the whole record: equal digests mean an upsert has
+    """``store.record_digest`` of the whole record: equal digests mean an upsert has
     nothing to rewrite."""
     return record_digest({name: getattr(record, name) for name in _HEAD_FIELDS}, record.input_schema)
 

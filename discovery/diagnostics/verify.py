@@ -209,7 +209,7 @@ def check_stored_values(reader: Reader, report: VerifyReport) -> None:
 
 def check_block_sizes(reader: Reader, report: VerifyReport) -> None:
     """Each posting block's ``size`` is the number of postings it holds, and its ``widths`` a
-    layout of ``store.postings.LAYOUTS``."""
+    layout of ``store._postings.LAYOUTS``."""
     for term_id, grp, size, held in reader.audit.block_size_mismatches(limit=MAX_PROBLEMS):
         report.problem(
             f"posting block of term id {term_id}, group {grp}: size {size}, it holds {held} postings"

@@ -9,7 +9,7 @@ both requests to both. Calls before any search teach nothing. A (session, term, 
 once, however often the session repeats it; a failed call, or one whose tool was forgotten
 (``tool-index learned --forget``), teaches nothing.
 
-The credits are stored (``store.learning``) as calls are recorded, in the transaction that logs
+The credits are stored (``store._learning``) as calls are recorded, in the transaction that logs
 the call, and only while learning is on; turning it on computes them from the whole log, so
 nothing is lost by switching, and ``verify`` recomputes them the same way.
 """

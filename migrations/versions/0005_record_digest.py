@@ -5,7 +5,7 @@ Revises: 0004
 Create Date: 2026-12-03 15:00:00.000000
 
 ``tools.content_hash`` was the SHA-256 of the record's standard JSON; it is now
-``store.digests.record_digest``, which costs an import much less to compute. Every stored
+``store._digests.record_digest``, which costs an import much less to compute. Every stored
 digest is recomputed from its row (and back again on a downgrade), so that re-importing an
 unchanged catalog still rewrites nothing and ``verify`` still finds each digest its record's.
 """
@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-from store.digests import json_digest, record_digest
+from store._digests import json_digest, record_digest
 
 revision: str = "0005"
 down_revision: str | None = "0004"

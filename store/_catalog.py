@@ -26,13 +26,14 @@ from sqlalchemy import (
     update,
 )
 
-from store import driver, postings
-from store.aggregates import AggregateDelta, add_term_ids, apply_aggregates, current_postings
-from store.changes import CHANGE_DTYPE
+from store import _driver as driver
+from store import _postings as postings
+from store._aggregates import AggregateDelta, add_term_ids, apply_aggregates, current_postings
+from store._changes import CHANGE_DTYPE
+from store._records import IndexedBatch, ToolRow, WriteReport
+from store._schema import catalog_state_table, tools_table
+from store._sql import chunks, lookup_keys
 from store.errors import damaged
-from store.records import IndexedBatch, ToolRow, WriteReport
-from store.schema import catalog_state_table, tools_table
-from store.sql import chunks, lookup_keys
 
 
 def lock_catalog(connection: Connection) -> int:

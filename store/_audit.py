@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, func, select
 
-from store import driver, postings
-from store.changes import key_totals
-from store.errors import CorruptIndex
-from store.records import GroupStats, StoredTool, TermStats
-from store.schema import (
+from store import _driver as driver
+from store import _postings as postings
+from store._changes import key_totals
+from store._records import GroupStats, StoredTool, TermStats
+from store._schema import (
     catalog_state_table,
     group_stats_table,
     posting_blocks_table,
@@ -27,7 +27,8 @@ from store.schema import (
     terms_table,
     tools_table,
 )
-from store.sql import TOOL_COLUMNS, CheckedJSON, chunks
+from store._sql import TOOL_COLUMNS, CheckedJSON, chunks
+from store.errors import CorruptIndex
 
 AUDIT_BATCH = 1000
 """Tool rows read per batch (the term index is read whole: 24 bytes per posting)."""
@@ -108,7 +109,7 @@ class TermStatMismatch:
 
 
 def catalog_postings(connection: Connection) -> np.ndarray:
-    """Every posting of the term index (``store.changes.CHANGE_DTYPE``): blocks with their
+    """Every posting of the term index (``store._changes.CHANGE_DTYPE``): blocks with their
     overrides applied, sorted by (term, group, tool)."""
     return postings.all_postings(connection)
 

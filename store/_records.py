@@ -12,7 +12,7 @@ import numpy as np
 class ToolRow(NamedTuple):
     """A tool record ready to store, but its terms: the values of its ``tools`` row, in the
     table's column order between the id and the packed indexed terms. The JSON columns are
-    encoded once, by ``store.logged_json.column_json``, where the record is prepared (in a worker
+    encoded once, by ``store._logged_json.column_json``, where the record is prepared (in a worker
     process for a large import, which then sends text rather than nested values)."""
 
     name: str

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, inspect, text
 
-from store.engine import read_transaction, use_wal
+from store._engine import read_transaction, use_wal
+from store._schema import metadata
 from store.errors import DatabaseUnavailable, SchemaOutdated, SchemaTooNew
-from store.schema import metadata
 
 if TYPE_CHECKING:
     from alembic.config import Config

@@ -26,21 +26,21 @@ from typing import Any, TypeVar
 import numpy as np
 from sqlalchemy import URL, Connection, Engine
 
-from store import audit as _audit
-from store import catalog as _catalog
-from store import learning as _learning
-from store import migrate as _migrate
-from store import reads as _reads
-from store import sessions as _sessions
-from store import vectors as _vectors
-from store.audit import AuditedTool, StoredPosting, TermStatMismatch
-from store.engine import make_engine, read_transaction, translated_errors, write_transaction
-from store.learning import Credit, LearnedPosting, LearnedTerm, LearnedTool, LearningState
-from store.postings import Block
-from store.records import GroupStats, IndexedBatch, StoredTool, TermStats, WriteReport
-from store.sessions import Event, LoggedEvent, SessionState
-from store.urls import display_url, parse_url
-from store.vectors import EmbeddingState, StoredVectors, VectorCounts, VectorRow
+from store import _audit as _audit
+from store import _catalog as _catalog
+from store import _learning as _learning
+from store import _migrate as _migrate
+from store import _reads as _reads
+from store import _sessions as _sessions
+from store import _vectors as _vectors
+from store._audit import AuditedTool, StoredPosting, TermStatMismatch
+from store._engine import make_engine, read_transaction, translated_errors, write_transaction
+from store._learning import Credit, LearnedPosting, LearnedTerm, LearnedTool, LearningState
+from store._postings import Block
+from store._records import GroupStats, IndexedBatch, StoredTool, TermStats, WriteReport
+from store._sessions import Event, LoggedEvent, SessionState
+from store._urls import display_url, parse_url
+from store._vectors import EmbeddingState, StoredVectors, VectorCounts, VectorRow
 
 _Unit = TypeVar("_Unit", bound="Reader")
 

@@ -15,10 +15,10 @@ from typing import Any
 import orjson
 from sqlalchemy import JSON, Connection, DateTime, delete, func, select
 
-from store import driver
+from store import _driver as driver
+from store._logged_json import json_text, plain_json_text
+from store._schema import session_events_table, sessions_table
 from store.errors import CorruptIndex, damaged
-from store.logged_json import json_text, plain_json_text
-from store.schema import session_events_table, sessions_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +62,7 @@ class _Codec:
     """How session rows travel through one backend's driver.
 
     Session rows and events are read and written on every search call, so these statements go
-    to the driver directly (``store.driver``); the column types' own processors keep the stored
+    to the driver directly (``store._driver``); the column types' own processors keep the stored
     form exactly what SQLAlchemy reads and writes elsewhere."""
 
     json_marker: str

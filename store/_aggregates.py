@@ -10,11 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
-from store import driver, postings
-from store.changes import CHANGE_DTYPE, Key, key_counts, key_of
+from store import _driver as driver
+from store import _postings as postings
+from store._changes import CHANGE_DTYPE, Key, key_counts, key_of
+from store._schema import group_stats_table, term_stats_table, terms_table, tools_table
+from store._sql import chunks
 from store.errors import damaged
-from store.schema import group_stats_table, term_stats_table, terms_table, tools_table
-from store.sql import chunks
 
 
 class AggregateDelta:

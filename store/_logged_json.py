@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from store.sql import UNSTORABLE
+from store._sql import UNSTORABLE
 
 
 def storable(value: Any) -> Any:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from store import driver
+from store import _driver as driver
 from store.errors import damaged
 
 Credit = tuple[str, str, str]

@@ -19,9 +19,9 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, NoSuchModuleError
 
-from store.checkpoints import FALLBACK_PAGES, Checkpointer
+from store._checkpoints import FALLBACK_PAGES, Checkpointer
+from store._urls import display_url, parse_url, sqlite_timeout
 from store.errors import ConcurrentUpdate, DatabaseUnavailable, ReadOnlyDatabase, StorageFull, StoreError
-from store.urls import display_url, parse_url, sqlite_timeout
 
 ENV_VAR = "TOOL_INDEX_DB"
 BUSY_TIMEOUT_MS = 30_000
@@ -214,7 +214,7 @@ def sqlite_file(url: URL) -> str | None:
 
 def _postgres_engine(url: URL) -> Engine:
     engine = create_engine(url, isolation_level="READ COMMITTED", pool_pre_ping=True)
-    from store.urls import check_postgres_options
+    from store._urls import check_postgres_options
 
     check_postgres_options(url, engine.dialect.create_connect_args(url)[1])
 
@@ -256,7 +256,7 @@ def _sqlite_engine(url: URL) -> Engine:
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}")
-        cursor.execute(f"PRAGMA wal_autocheckpoint = {FALLBACK_PAGES}")  # see store.checkpoints
+        cursor.execute(f"PRAGMA wal_autocheckpoint = {FALLBACK_PAGES}")  # see store._checkpoints
         # No journal switch here: WAL is a lasting change to the file, made only once the schema
         # is known to be ours (``use_wal``).
         cursor.close()

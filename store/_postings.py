@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection
 
-from store import driver
-from store.changes import CHANGE_DTYPE, Key, in_key_order
+from store import _driver as driver
+from store._changes import CHANGE_DTYPE, Key, in_key_order
 from store.errors import damaged
 
 REWRITE_FACTOR = 16

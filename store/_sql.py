@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 from sqlalchemy import JSON, Dialect, TypeDecorator, type_coerce
 from sqlalchemy.sql.elements import KeyedColumnElement
 
+from store._schema import tools_table
 from store.errors import damaged
-from store.schema import tools_table
 
 CHUNK = 500
 """Names or ids per ``IN (...)``: far below every backend's bound-parameter limit."""

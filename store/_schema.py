@@ -2,7 +2,7 @@
 
 Postings are packed per (term, group) with the document length of each tool, so a query reads
 only the blocks of its terms — one row per term and group — and never the tool table
-(``store.postings`` explains the layout).
+(``store._postings`` explains the layout).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ tools_table = Table(
     Column("doc_len", Integer, nullable=False),
     Column("content_hash", String(64), nullable=False),
     # The tool's postings seen from the tool: ``(term id, weighted tf)`` pairs packed as
-    # ``store.postings.FORWARD_DTYPE``, in the order the record's text gives them. Writes read it
+    # ``store._postings.FORWARD_DTYPE``, in the order the record's text gives them. Writes read it
     # to undo a tool's postings without scanning the blocks; ``verify`` checks it against both.
     Column("indexed_terms", LargeBinary, nullable=False),
 )
@@ -105,14 +105,14 @@ posting_blocks_table = Table(
     Column("term_id", Integer, primary_key=True),
     Column("grp", SmallInteger, primary_key=True),
     Column("size", Integer, nullable=False),
-    # Bytes per tool id, tf and length as three digits (``store.postings.LAYOUTS``); blocks
+    # Bytes per tool id, tf and length as three digits (``store._postings.LAYOUTS``); blocks
     # written before revision 0006 are all 8, 4 and 4.
     Column("widths", SmallInteger, nullable=False, server_default=text("844")),
     Column("tool_ids", LargeBinary, nullable=False),
     Column("tfs", LargeBinary, nullable=False),
     Column("doc_lens", LargeBinary, nullable=False),
 )
-"""The postings of one term in one corpus group, packed by ``store.postings``."""
+"""The postings of one term in one corpus group, packed by ``store._postings``."""
 
 posting_delta_table = Table(
     "posting_delta",
@@ -183,7 +183,7 @@ session_events_table = Table(
 )
 """The append-only log of a session, in order: ``create``, ``search``, ``set_active``, ``reset``.
 
-Replaying it (``store.sessions.replay``) gives the session's stored lists: ``create`` and
+Replaying it (``store._sessions.replay``) gives the session's stored lists: ``create`` and
 ``reset`` carry the active list they started with in ``params``, ``search`` the names it
 activated, ``set_active`` the names it was given."""
 
@@ -241,7 +241,7 @@ learned_journal_table = Table(
 )
 """The (term, tool) sums each recent learned generation changed: a process whose caches are a few
 generations behind reloads only those, not the whole field. Pruned to the last
-``store.learning.JOURNAL_KEPT`` generations."""
+``store._learning.JOURNAL_KEPT`` generations."""
 
 embedding_state_table = Table(
     "embedding_state",

@@ -9,12 +9,11 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, func, select
 
-from store import driver
-from store import postings as packed
-from store.changes import CHANGE_DTYPE
-from store.errors import damaged
-from store.records import GroupStats, StoredTool, TermStats
-from store.schema import (
+from store import _driver as driver
+from store import _postings as packed
+from store._changes import CHANGE_DTYPE
+from store._records import GroupStats, StoredTool, TermStats
+from store._schema import (
     GROUPS,
     catalog_state_table,
     group_stats_table,
@@ -22,7 +21,8 @@ from store.schema import (
     terms_table,
     tools_table,
 )
-from store.sql import TOOL_COLUMNS, chunks, lookup_keys, matchable
+from store._sql import TOOL_COLUMNS, chunks, lookup_keys, matchable
+from store.errors import damaged
 
 
 def generation(connection: Connection) -> int:
@@ -208,7 +208,7 @@ def group_server_counts(connection: Connection, grp: int) -> dict[str | None, in
 
 
 def forward_postings(connection: Connection, tool_ids: Sequence[int]) -> np.ndarray:
-    """The postings ``tool_ids`` hold (``store.changes.CHANGE_DTYPE``), read from their indexed
+    """The postings ``tool_ids`` hold (``store._changes.CHANGE_DTYPE``), read from their indexed
     terms: what scoring a few documents needs, without any term's whole postings. A pruned search
     reads thousands of rows: their entries are joined as bytes and laid out in one pass, not an
     array per tool."""

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 from sqlalchemy import Connection
 
-from store import driver
-from store.catalog import lock_catalog
+from store import _driver as driver
+from store._catalog import lock_catalog
+from store._sql import chunks
 from store.errors import damaged
-from store.sql import chunks
 
 
 @dataclass(frozen=True, slots=True)
