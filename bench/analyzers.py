@@ -31,10 +31,10 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.peers import read_catalog
-from discovery.quality.evaluate import LabelledQuery, read_queries
-from discovery.quality.metrics import satisfied_at
-from discovery.text import enhanced
-from discovery.text.tokenizer import tokenize
+from discovery._quality.evaluate import LabelledQuery, read_queries
+from discovery._quality.metrics import satisfied_at
+from discovery._text import enhanced
+from discovery._text.tokenizer import tokenize
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / ".." / "shared" / "data"

@@ -61,7 +61,7 @@ import sys, anyio
 from mcp import types
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
-from discovery.mcp.upstreams import Upstreams
+from discovery._mcp.upstreams import Upstreams
 
 async def main() -> None:
     async with Upstreams.from_config(sys.argv[1]) as upstreams:

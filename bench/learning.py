@@ -15,7 +15,7 @@ Two sets, each split so that no query tested was learned from:
   the first tool of each of its groups called), and the folds' results are pooled.
 
 Every run copies the catalog into a fresh SQLite file, plays the training requests through the
-library's own sessions (``discovery.quality.evaluate.learn_from``), turns learning on and runs the
+library's own sessions (``discovery._quality.evaluate.learn_from``), turns learning on and runs the
 test queries as read-only searches. ``--weights`` measures other weights of the learned field
 than the shipped one (the choice is the table's, recorded in ``bench/results.md``).
 """
@@ -36,10 +36,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-import discovery.ranking.learned as learned_module
+import discovery._ranking.learned as learned_module
 from discovery import ToolIndex
-from discovery.quality.evaluate import LabelledQuery, TrainingRequest, evaluate, learn_from
-from discovery.ranking.fields import LEARNED_WEIGHT
+from discovery._quality.evaluate import LabelledQuery, TrainingRequest, evaluate, learn_from
+from discovery._ranking.fields import LEARNED_WEIGHT
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / ".." / "shared" / "data"

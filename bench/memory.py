@@ -25,12 +25,12 @@ class MemoryPeer:
     persistent = False
 
     def __init__(self, directory: Path, catalog: Path) -> None:
-        from discovery import params
-        from discovery.catalog.indexing import record_fields
-        from discovery.ranking import bm25 as scoring
-        from discovery.ranking import fields
-        from discovery.rules import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES
-        from discovery.text.collation import collation_key
+        from discovery import _params as params
+        from discovery._catalog.indexing import record_fields
+        from discovery._ranking import bm25 as scoring
+        from discovery._ranking import fields
+        from discovery._rules import DEFAULT_ESSENTIAL_NAMES, INTERNAL_NAMES
+        from discovery._text.collation import collation_key
 
         self.scoring = scoring
         self.fields = fields

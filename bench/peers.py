@@ -55,14 +55,14 @@ class Peer(Protocol):
 
 
 def standalone_tokenizer() -> Callable[[str], list[str]]:
-    """``discovery/text/tokenizer.py`` loaded on its own.
+    """``discovery/_text/tokenizer.py`` loaded on its own.
 
-    Importing it as ``discovery.text.tokenizer`` runs ``discovery/__init__`` and loads the whole
+    Importing it as ``discovery._text.tokenizer`` runs ``discovery/__init__`` and loads the whole
     library (SQLAlchemy, pydantic, ...); the peers need only the tokenizer at query time, so
     their cold start and serving RSS should not pay for the rest. The module is pure (it imports
     nothing of ours), which is what makes this safe.
     """
-    path = Path(__file__).resolve().parent.parent / "discovery" / "text" / "tokenizer.py"
+    path = Path(__file__).resolve().parent.parent / "discovery" / "_text" / "tokenizer.py"
     spec = importlib.util.spec_from_file_location("bench_standalone_tokenize", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
@@ -73,16 +73,16 @@ def standalone_tokenizer() -> Callable[[str], list[str]]:
 
 
 def tool_records(raw: Sequence[Raw]) -> list[Any]:
-    from discovery.catalog.models import ToolRecord
+    from discovery._catalog.models import ToolRecord
 
     return [ToolRecord.model_validate(item) for item in raw]
 
 
 def weighted_tokens(record: Any) -> list[str]:
     """A token list whose counts are our weighted term frequencies (each token × field weight)."""
-    from discovery.catalog.indexing import record_fields
-    from discovery.ranking.fields import FIELD_WEIGHTS
-    from discovery.text.tokenizer import tokenize
+    from discovery._catalog.indexing import record_fields
+    from discovery._ranking.fields import FIELD_WEIGHTS
+    from discovery._text.tokenizer import tokenize
 
     tokens: list[str] = []
     for field, text in record_fields(record):

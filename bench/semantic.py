@@ -38,11 +38,11 @@ from rich.table import Table
 from bench.generate import generate_catalog
 from bench.queries import query_set
 from discovery import ToolIndex
-from discovery.catalog.embedding import DEFAULT_WEIGHT
-from discovery.quality.evaluate import evaluate, read_queries
-from discovery.ranking.fusion import cosines
-from discovery.semantic.model import EmbeddingModel, load
-from discovery.semantic.vectors import quantized
+from discovery._catalog.embedding import DEFAULT_WEIGHT
+from discovery._quality.evaluate import evaluate, read_queries
+from discovery._ranking.fusion import cosines
+from discovery._semantic.model import EmbeddingModel, load
+from discovery._semantic.vectors import quantized
 from store import _vectors as stored_vectors
 from store._engine import read_transaction, write_transaction
 

@@ -14,7 +14,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from discovery.catalog.models import ToolRecord
+    from discovery._catalog.models import ToolRecord
+    from discovery._index import ImportReport, ToolIndex
+    from discovery._results import MatchDetails, SearchDetails, SearchHit
+    from discovery._sessions.search_tool import SearchTool, ToolResult
+    from discovery._sessions.session import Session
+    from discovery._sessions.settings import SessionSettings
     from discovery.errors import (
         DatabaseMissing,
         InvalidRecord,
@@ -22,11 +27,6 @@ if TYPE_CHECKING:
         ToolIndexError,
         UnknownToolNames,
     )
-    from discovery.index import ImportReport, ToolIndex
-    from discovery.results import MatchDetails, SearchDetails, SearchHit
-    from discovery.sessions.search_tool import SearchTool, ToolResult
-    from discovery.sessions.session import Session
-    from discovery.sessions.settings import SessionSettings
     from store.errors import (
         ConcurrentUpdate,
         CorruptIndex,
@@ -36,16 +36,16 @@ if TYPE_CHECKING:
     )
 
 _HOMES = {
-    "ToolIndex": "discovery.index",
-    "ImportReport": "discovery.index",
-    "SearchHit": "discovery.results",
-    "SearchDetails": "discovery.results",
-    "MatchDetails": "discovery.results",
-    "Session": "discovery.sessions.session",
-    "SessionSettings": "discovery.sessions.settings",
-    "SearchTool": "discovery.sessions.search_tool",
-    "ToolResult": "discovery.sessions.search_tool",
-    "ToolRecord": "discovery.catalog.models",
+    "ToolIndex": "discovery._index",
+    "ImportReport": "discovery._index",
+    "SearchHit": "discovery._results",
+    "SearchDetails": "discovery._results",
+    "MatchDetails": "discovery._results",
+    "Session": "discovery._sessions.session",
+    "SessionSettings": "discovery._sessions.settings",
+    "SearchTool": "discovery._sessions.search_tool",
+    "ToolResult": "discovery._sessions.search_tool",
+    "ToolRecord": "discovery._catalog.models",
     "ToolIndexError": "discovery.errors",
     "ToolCallError": "discovery.errors",
     "InvalidRecord": "discovery.errors",

@@ -19,15 +19,15 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from discovery.index import ImportReport, ToolIndex
-from discovery.params import DEFAULT_LIMIT
+from discovery._index import ImportReport, ToolIndex
+from discovery._params import DEFAULT_LIMIT
 
 if TYPE_CHECKING:
-    from discovery.catalog.models import ToolRecord
-    from discovery.results import SearchDetails, SearchHit
-    from discovery.rules import EffectiveMode
-    from discovery.sessions.search_tool import ToolResult
-    from discovery.sessions.session import Session
+    from discovery._catalog.models import ToolRecord
+    from discovery._results import SearchDetails, SearchHit
+    from discovery._rules import EffectiveMode
+    from discovery._sessions.search_tool import ToolResult
+    from discovery._sessions.session import Session
     from store import StoredTool
 
 __all__ = ["AsyncSession", "AsyncToolIndex"]

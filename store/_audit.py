@@ -2,7 +2,7 @@
 them and as the term index holds them), streamed in batches, and the ranking aggregates
 recomputed from scratch.
 
-Nothing here knows how a record is tokenized; ``discovery.diagnostics.verify`` recomputes the postings and
+Nothing here knows how a record is tokenized; ``discovery._diagnostics.verify`` recomputes the postings and
 compares. Each function reads through the caller's connection, so an audit sees one snapshot.
 """
 

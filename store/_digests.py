@@ -56,7 +56,7 @@ def _encoded(value: Any, *, allow_null: bool) -> bytes:
 
 def json_digest(record: Mapping[str, Any]) -> str:
     """SHA-256 of the whole record's standard JSON, keys sorted: the digest a gateway pins an
-    activated tool by (``discovery.mcp.sessions``), and ``tools.content_hash`` before revision
+    activated tool by (``discovery._mcp.sessions``), and ``tools.content_hash`` before revision
     0005 (which a downgrade computes again)."""
     canonical = json.dumps(dict(record), sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()

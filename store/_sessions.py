@@ -34,7 +34,7 @@ class SessionState:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One logged change or call; ``params`` holds what replay needs (``discovery.rules.replay``)."""
+    """One logged change or call; ``params`` holds what replay needs (``discovery._rules.replay``)."""
 
     kind: str
     tool_name: str | None = None

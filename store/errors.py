@@ -38,18 +38,18 @@ class ToolIndexError(Exception):
         │   ├── InvalidLimit
         │   ├── QueryWithoutTerms
         │   └── InvalidParams
-        ├── UnreadableCatalog               discovery.catalog.formats
-        ├── UnreadableSessionFile           discovery.sessions.host_files
-        ├── NotInCorpus                     discovery.diagnostics.explain
-        ├── QueryFileError                  discovery.quality.evaluate
-        ├── ConfigError                     discovery.mcp.config
-        ├── UnterminatedComment             discovery.mcp.jsonc
-        ├── UpstreamError                   discovery.mcp.upstreams
-        ├── UnknownServer                   discovery.mcp.upstreams
-        ├── UnsafeBind                      discovery.mcp.serve
-        ├── CannotListen                    discovery.mcp.serve
-        ├── TokensError                     discovery.mcp.serve
-        ├── NotYourSession                  discovery.mcp.sessions
+        ├── UnreadableCatalog               discovery._catalog.formats
+        ├── UnreadableSessionFile           discovery._sessions.host_files
+        ├── NotInCorpus                     discovery._diagnostics.explain
+        ├── QueryFileError                  discovery._quality.evaluate
+        ├── ConfigError                     discovery._mcp.config
+        ├── UnterminatedComment             discovery._mcp.jsonc
+        ├── UpstreamError                   discovery._mcp.upstreams
+        ├── UnknownServer                   discovery._mcp.upstreams
+        ├── UnsafeBind                      discovery._mcp.serve
+        ├── CannotListen                    discovery._mcp.serve
+        ├── TokensError                     discovery._mcp.serve
+        ├── NotYourSession                  discovery._mcp.sessions
         └── AdapterError                    discovery.adapters.errors
             ├── TooManyTools
             └── WireNameCollision

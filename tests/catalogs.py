@@ -6,9 +6,9 @@ import random
 from typing import Any
 
 from discovery import ToolIndex
-from discovery.params import query_terms
-from discovery.ranking.ranker import Ranking
-from discovery.rules import Corpus
+from discovery._params import query_terms
+from discovery._ranking.ranker import Ranking
+from discovery._rules import Corpus
 
 WORKED_EXAMPLE: list[dict[str, Any]] = [
     {

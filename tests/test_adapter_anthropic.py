@@ -11,8 +11,8 @@ import pytest
 
 from discovery import ToolIndex
 from discovery.adapters import anthropic as adapter
+from discovery.adapters._names import wire_name
 from discovery.adapters.errors import TooManyTools
-from discovery.adapters.names import wire_name
 from tests.providers import (
     LONG_NAME,
     WIRE_NAME,

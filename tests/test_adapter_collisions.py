@@ -15,11 +15,11 @@ import pytest
 from pydantic_ai.models.test import TestModel
 
 from discovery import ToolIndex
+from discovery._sessions.session import Session
+from discovery.adapters import _names as names_module
 from discovery.adapters import anthropic, openai
-from discovery.adapters import names as names_module
-from discovery.adapters.names import wire_name
+from discovery.adapters._names import wire_name
 from discovery.adapters.pydantic_ai import DiscoveryToolset
-from discovery.sessions.session import Session
 from tests.providers import tool_names, tool_use
 
 PREFIX = "mcp__playwright-executeautomation__playwright_" + "x" * 20

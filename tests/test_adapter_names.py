@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from discovery.adapters import names as names_module
+from discovery.adapters import _names as names_module
+from discovery.adapters._names import WireNames, is_wire_name, wire_name
 from discovery.adapters.errors import WireNameCollision
-from discovery.adapters.names import WireNames, is_wire_name, wire_name
 from tests.providers import LONG_NAME, REPO_ROOT
 
 # Names as catalogs hold them: any Unicode (lone surrogates too), often close to the 64-character
@@ -76,7 +76,7 @@ def test_the_same_names_get_the_same_wire_names_in_another_process() -> None:
     catalog = [LONG_NAME, "mcp__docs.example/search pages", "tool_0123456789ab", "\ud800 lone", "read"]
     script = (
         "import sys\n"
-        "from discovery.adapters.names import wire_name\n"
+        "from discovery.adapters._names import wire_name\n"
         f"print(repr([wire_name(name) for name in {catalog!r}]))\n"
     )
     done = subprocess.run(

@@ -12,7 +12,7 @@ import pytest
 
 from discovery import ToolIndex
 from discovery.adapters import openai as adapter
-from discovery.adapters.names import wire_name
+from discovery.adapters._names import wire_name
 from tests.providers import (
     LONG_NAME,
     WIRE_NAME,

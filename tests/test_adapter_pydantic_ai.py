@@ -17,7 +17,7 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from discovery import ToolIndex
-from discovery.adapters.names import wire_name
+from discovery.adapters._names import wire_name
 from discovery.adapters.pydantic_ai import DiscoveryToolset
 from discovery.aio import AsyncToolIndex
 from tests.providers import LONG_NAME, WIRE_NAME, ScriptedModel, catalog_index, chat_completion, tool_names

@@ -16,7 +16,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from discovery import ToolIndex
-from discovery.adapters.names import wire_name
+from discovery.adapters._names import wire_name
 from tests.providers import (
     LONG_NAME,
     REPO_ROOT,

@@ -12,12 +12,12 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from discovery import ToolIndex
-from discovery.diagnostics.explain import explain
-from discovery.diagnostics.verify import verify
+from discovery._diagnostics.explain import explain
+from discovery._diagnostics.verify import verify
+from discovery._params import stored_analyzer_named
+from discovery._text import enhanced
+from discovery._text.analyzers import REFERENCE, find_analyzer, stored_version
 from discovery.errors import AnalyzerOutdated, UnknownAnalyzer
-from discovery.params import stored_analyzer_named
-from discovery.text import enhanced
-from discovery.text.analyzers import REFERENCE, find_analyzer, stored_version
 from tests.catalogs import NOUNS, VERBS, WORDS, generated_catalog
 from tests.test_cli import fails, ok
 

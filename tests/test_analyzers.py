@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
 from discovery import ToolIndex
-from discovery.diagnostics.explain import explain
-from discovery.diagnostics.verify import verify
+from discovery._diagnostics.explain import explain
+from discovery._diagnostics.verify import verify
+from discovery._text import enhanced
 from discovery.errors import AnalyzerMismatch, UnknownAnalyzer
-from discovery.text import enhanced
 from store import _migrate as migrate
 from tests.catalogs import generated_catalog
 from tests.test_ranking import Hit, reference_ranking
@@ -295,7 +295,7 @@ def test_a_reindex_killed_midway_leaves_the_old_index(db_url: str) -> None:
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "discovery.cli.main", *args],
+        [sys.executable, "-m", "discovery.cli._main", *args],
         capture_output=True,
         text=True,
         cwd=REPO,

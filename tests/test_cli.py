@@ -19,11 +19,11 @@ from click.testing import CliRunner, Result
 from sqlalchemy import create_engine, text
 
 import discovery
-import discovery.cli.app
-import discovery.cli.main
+import discovery.cli._app
+import discovery.cli._main
 from discovery import ToolIndex
-from discovery.cli.main import main
-from discovery.cli.render import render_to_text
+from discovery.cli._main import main
+from discovery.cli._render import render_to_text
 from store import _migrate as migrate
 from store import parse_url
 from store._urls import display_url
@@ -284,7 +284,7 @@ def test_progress_bar_on_a_terminal_leaves_stdout_alone(db_url: str, tmp_path: P
     reader.start()
     try:
         process = subprocess.run(
-            [sys.executable, "-m", "discovery.cli.main", "--db", db_url, "import", str(catalog)],
+            [sys.executable, "-m", "discovery.cli._main", "--db", db_url, "import", str(catalog)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=terminal,
@@ -303,7 +303,7 @@ def test_progress_bar_on_a_terminal_leaves_stdout_alone(db_url: str, tmp_path: P
 
 
 def test_no_progress_bar_when_piped_or_small() -> None:
-    with discovery.cli.app.progress_bar(10_000) as advance:
+    with discovery.cli._app.progress_bar(10_000) as advance:
         assert advance is None  # pytest's stderr is not a terminal
 
 
@@ -640,7 +640,7 @@ def test_version() -> None:
 
 def cli_process(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "discovery.cli.main", *args],
+        [sys.executable, "-m", "discovery.cli._main", *args],
         input=stdin,
         capture_output=True,
         text=True,

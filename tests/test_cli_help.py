@@ -8,7 +8,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from discovery.cli.main import main
+from discovery.cli._main import main
 
 
 def command_paths(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:

@@ -121,7 +121,7 @@ def test_import_jsonl_restores_the_selection(db_url: str, tmp_path: Path) -> Non
         [
             sys.executable,
             "-m",
-            "discovery.cli.main",
+            "discovery.cli._main",
             "--db",
             db_url,
             "session",

@@ -7,7 +7,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pyuca import Collator
 
-from discovery.text.collation import collation_key, utf16_sort_key
+from discovery._text.collation import collation_key, utf16_sort_key
 
 COLLATOR = Collator()
 NON_ASCII = st.text(st.characters(blacklist_categories=["Cs"]), min_size=1).filter(lambda t: not t.isascii())

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from discovery import ToolIndex
-from discovery.diagnostics.verify import verify
-from discovery.rules import replay
+from discovery._diagnostics.verify import verify
+from discovery._rules import replay
 from store import _migrate as migrate
 from store import _reads as reads
 from tests.catalogs import SERVERS, generated_catalog
@@ -123,7 +123,7 @@ def test_session_searches_run_while_the_catalog_changes_under_them(index: ToolIn
             names = [tool["name"] for tool in tools]
             expected = (expected | set(names)) - set(names[::2])
         assert {tool.name for tool in index.tools(server=server)} == expected
-    from discovery.diagnostics.verify import verify
+    from discovery._diagnostics.verify import verify
 
     report = verify(index)
     assert report.ok, report.problems
@@ -136,7 +136,7 @@ def test_four_importers_equal_one_sequential_import(index: ToolIndex, db_url: st
         for server in dict.fromkeys(server for plan in plans for server in plan):
             sequential.upsert_tools(generated_catalog(60, seed=3, servers=[server]))
         assert _comparable(index) == _comparable(sequential)
-    from discovery.diagnostics.verify import verify
+    from discovery._diagnostics.verify import verify
 
     report = verify(index)
     assert report.ok, report.problems

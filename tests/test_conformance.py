@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from discovery import ToolCallError, ToolIndex
-from discovery.diagnostics.explain import explain
-from discovery.ranking.bm25 import round6
-from discovery.ranking.ranker import PRUNE_FROM
-from discovery.rules import Corpus
+from discovery._diagnostics.explain import explain
+from discovery._ranking.bm25 import round6
+from discovery._ranking.ranker import PRUNE_FROM
+from discovery._rules import Corpus
 from store import GROUP_MCP
 from tests.catalogs import rank
 from tests.conftest import BACKENDS, CONFORMANCE, SHARED, scratch_database, shared_json

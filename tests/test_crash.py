@@ -28,7 +28,7 @@ exactly the batches that survived."""
 
 @pytest.mark.slow
 def test_sigkill_during_import_leaves_all_or_nothing(sqlite_url: str) -> None:
-    from discovery.diagnostics.verify import verify
+    from discovery._diagnostics.verify import verify
 
     with ToolIndex.open(sqlite_url) as index:
         index.upsert_tools(generated_catalog(200, seed=1, servers=["base"]))

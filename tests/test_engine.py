@@ -22,8 +22,8 @@ from sqlalchemy.engine import make_url
 import store
 import store._engine
 from discovery import ToolIndex
-from discovery.cli.main import main
-from discovery.diagnostics.verify import verify
+from discovery._diagnostics.verify import verify
+from discovery.cli._main import main
 from store._engine import BUSY_TIMEOUT_MS, make_engine
 from tests.catalogs import generated_catalog
 

@@ -15,16 +15,16 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from discovery import ToolIndex, ToolIndexError
-from discovery.catalog.indexing import indexed_tool
-from discovery.catalog.models import ToolRecord
-from discovery.diagnostics import verify as verify_module
-from discovery.diagnostics.explain import NotInCorpus, explain
-from discovery.diagnostics.verify import CHECKS, VerifyReport, verify
-from discovery.diagnostics.weak import weak_matches
+from discovery._catalog.indexing import indexed_tool
+from discovery._catalog.models import ToolRecord
+from discovery._diagnostics import verify as verify_module
+from discovery._diagnostics.explain import NotInCorpus, explain
+from discovery._diagnostics.verify import CHECKS, VerifyReport, verify
+from discovery._diagnostics.weak import weak_matches
+from discovery._ranking.bm25 import round6
+from discovery._ranking.fields import FIELD_WEIGHTS
+from discovery._text.enhanced import STOP_WORDS
 from discovery.errors import QueryWithoutTerms
-from discovery.ranking.bm25 import round6
-from discovery.ranking.fields import FIELD_WEIGHTS
-from discovery.text.enhanced import STOP_WORDS
 from store import CorruptIndex, StoredTool, ToolNotFound
 from store import _audit as audit
 from tests.catalogs import generated_catalog

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from sqlalchemy import create_engine
 
 from discovery import InvalidRecord, ToolCallError, ToolIndex, ToolIndexError
-from discovery.catalog.indexing import content_hash
-from discovery.catalog.models import MAX_SCHEMA_DEPTH, ToolRecord
+from discovery._catalog.indexing import content_hash
+from discovery._catalog.models import MAX_SCHEMA_DEPTH, ToolRecord
+from discovery._text.tokenizer import tokenize
 from discovery.errors import EmptyQuery, InvalidLimit, QueryWithoutTerms
-from discovery.text.tokenizer import tokenize
 from store import _logged_json as logged_json
 from store import _sessions as sessions
 from store import json_digest, record_digest
@@ -66,7 +66,7 @@ def test_any_record_batch_is_stored_or_refused_whole(index: ToolIndex, batch: li
     for record in batch:
         stored = index.tool(record["name"])
         assert stored.name == record["name"]
-    from discovery.diagnostics.verify import verify
+    from discovery._diagnostics.verify import verify
 
     assert verify(index).ok
 
@@ -105,7 +105,7 @@ def test_megabyte_fields_and_many_keys(index: ToolIndex) -> None:
     assert len(index.tool("many_keys").schema_keys) == 10_000
     assert index.search("key_9999")[0].name == "many_keys"
     assert index.search("needle")[0].name == "big_summary"
-    from discovery.diagnostics.verify import verify
+    from discovery._diagnostics.verify import verify
 
     assert verify(index).ok
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from discovery import ToolIndex
-from discovery.diagnostics.verify import verify
+from discovery._diagnostics.verify import verify
 from discovery.errors import ServerNameCollision
 from store import _catalog as catalog
 from store import _postings as postings

@@ -10,8 +10,8 @@ from typing import Any, cast
 import pytest
 
 from discovery import InvalidRecord, ToolIndex, ToolRecord
-from discovery.catalog.formats import UnreadableCatalog, listed_tools, parse_catalog, read_catalog
-from discovery.files import MAX_NESTING
+from discovery._catalog.formats import UnreadableCatalog, listed_tools, parse_catalog, read_catalog
+from discovery._files import MAX_NESTING
 from tests.conftest import migrated_sqlite_url, shared_path
 
 GITHUB_TOOLS = {

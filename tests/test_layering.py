@@ -16,6 +16,7 @@ too; those under ``TYPE_CHECKING`` count for the layer order, not for cycles):
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,20 +81,20 @@ def relative(path: Path) -> str:
 
 LAYERS = {
     "discovery.errors": 1,
-    "discovery.files": 1,
-    "discovery.text": 2,
-    "discovery.semantic": 2,
-    "discovery.params": 3,
-    "discovery.rules": 3,
-    "discovery.ranking": 4,
-    "discovery.results": 5,
-    "discovery.catalog": 6,
-    "discovery.sessions": 6,
-    "discovery.index": 7,
-    "discovery.diagnostics": 8,
-    "discovery.mcp": 8,
+    "discovery._files": 1,
+    "discovery._text": 2,
+    "discovery._semantic": 2,
+    "discovery._params": 3,
+    "discovery._rules": 3,
+    "discovery._ranking": 4,
+    "discovery._results": 5,
+    "discovery._catalog": 6,
+    "discovery._sessions": 6,
+    "discovery._index": 7,
+    "discovery._diagnostics": 8,
+    "discovery._mcp": 8,
     "discovery.adapters": 8,
-    "discovery.quality": 8,
+    "discovery._quality": 8,
     "discovery.aio": 8,
     "discovery.cli": 9,
     "discovery": 10,
@@ -114,10 +115,10 @@ def height(module: str) -> int:
 
 
 def test_the_walker_sees_imports() -> None:
-    ranker = imports_of(REPO / "discovery" / "ranking" / "ranker.py")
+    ranker = imports_of(REPO / "discovery" / "_ranking" / "ranker.py")
     assert Import("numpy") in ranker
     assert any(imported.module == "store" and "Reader" in imported.names for imported in ranker)
-    assert Import("discovery.text.tokenizer", ("tokenize",)) in imports_of(REPO / "discovery" / "params.py")
+    assert Import("discovery._text.tokenizer", ("tokenize",)) in imports_of(REPO / "discovery" / "_params.py")
 
 
 def test_relative_imports_resolve() -> None:
@@ -150,7 +151,9 @@ def test_nothing_imports_upward(path: Path) -> None:
 @pytest.mark.parametrize("path", sources("discovery"), ids=relative)
 def test_catalog_and_sessions_stay_apart(path: Path) -> None:
     here = part_of(module_name(path))
-    other = {"discovery.catalog": "discovery.sessions", "discovery.sessions": "discovery.catalog"}.get(here)
+    other = {"discovery._catalog": "discovery._sessions", "discovery._sessions": "discovery._catalog"}.get(
+        here
+    )
     assert [i.module for i in imports_of(path) if other and part_of(i.module) == other] == []
 
 
@@ -226,13 +229,11 @@ def test_sub_package_inits_import_nothing(path: Path) -> None:
     assert imports_of(path) == []
 
 
-@pytest.mark.parametrize(("module", "allowed"), [("text", {"discovery.text"}), ("ranking/bm25.py", set())])
+@pytest.mark.parametrize(("module", "allowed"), [("_text", {"discovery._text"}), ("_ranking/bm25.py", set())])
 def test_text_and_the_formula_are_pure(module: str, allowed: set[str]) -> None:
-    paths = (
-        sorted((REPO / "discovery" / module).rglob("*.py"))
-        if module == "text"
-        else [REPO / "discovery" / module]
-    )
+    where = REPO / "discovery" / module
+    paths = sorted(where.rglob("*.py")) if where.is_dir() else [where]
+    assert paths and all(path.is_file() for path in paths)
     ours = {part_of(i.module) for path in paths for i in imports_of(path) if i.top in OURS}
     assert ours <= allowed
 
@@ -316,7 +317,7 @@ def test_a_read_only_search_on_the_command_line_does_not_load_pydantic(
     url = worked_example_db(tmp_path)
     script = (
         "import sys\n"
-        "from discovery.cli.main import main\n"
+        "from discovery.cli._main import main\n"
         "try:\n"
         "    main(sys.argv[1:], standalone_mode=False)\n"
         "finally:\n"
@@ -372,3 +373,34 @@ def test_importing_the_package_leaves_the_collector_as_it_found_it(before: str) 
         assert after[2] == frozen == 0
     if before == "gc.disable()":
         assert generations == [0]
+
+
+PUBLIC_MODULES = {
+    "store",
+    "store.errors",
+    "discovery",
+    "discovery.errors",
+    "discovery.aio",
+    "discovery.adapters",
+    "discovery.adapters.anthropic",
+    "discovery.adapters.openai",
+    "discovery.adapters.pydantic_ai",
+    "discovery.adapters.errors",
+    "discovery.cli",
+    "discovery.cli.__main__",
+}
+"""What a program imports, and the command line's entry (``python -m discovery.cli``)."""
+
+
+@pytest.mark.parametrize("path", [*sources("store"), *sources("discovery")], ids=relative)
+def test_every_other_module_is_marked_private(path: Path) -> None:
+    name = module_name(path)
+    private = any(part.startswith("_") and not part.startswith("__") for part in name.split("."))
+    assert private != (name in PUBLIC_MODULES)
+
+
+def test_the_readme_imports_only_public_modules() -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    imported = {i.module for block in blocks for i in imports_in(block, "") if i.top in OURS}
+    assert imported and imported <= PUBLIC_MODULES

@@ -17,12 +17,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from discovery import ToolIndex
-from discovery.ranking.bm25 import js_log
-from discovery.ranking.fields import LEARNED_WEIGHT
-from discovery.rules import Corpus
-from discovery.sessions.learning import credits_of_log
-from discovery.text.analyzers import REFERENCE
-from discovery.text.tokenizer import tokenize
+from discovery._ranking.bm25 import js_log
+from discovery._ranking.fields import LEARNED_WEIGHT
+from discovery._rules import Corpus
+from discovery._sessions.learning import credits_of_log
+from discovery._text.analyzers import REFERENCE
+from discovery._text.tokenizer import tokenize
 from store import ToolNotFound
 from store._sessions import Event, LoggedEvent
 from tests.catalogs import rank
@@ -233,7 +233,7 @@ def test_the_learned_field_ranks_as_the_brute_force_reference(
         index.ranker.prune_from = None
         whole = learned_reference(catalog, taught, query)
         assert [(hit.name, hit.score) for hit in index.search(query, limit=100)] == whole[:100]
-    from discovery.diagnostics.verify import verify
+    from discovery._diagnostics.verify import verify
 
     assert verify(index).problems == []
 
@@ -303,7 +303,7 @@ def test_forget_a_tool_forget_all_and_deleted_sessions(index: ToolIndex) -> None
     assert index.learned("mcp__gitforge__create_issue").terms == [("notify", 1), ("team", 1), ("the", 1)]
     assert index.forget_learning() == 3
     assert names_of(index, "notify the team") == before
-    from discovery.diagnostics.verify import verify
+    from discovery._diagnostics.verify import verify
 
     assert verify(index).problems == []
 
@@ -414,7 +414,7 @@ def test_concurrent_sessions_in_processes_lose_no_credit(db_url: str) -> None:
     ]
     assert [worker.wait(timeout=600) for worker in workers] == [0, 0, 0, 0]
     with ToolIndex.open(db_url) as index:
-        from discovery.diagnostics.verify import verify
+        from discovery._diagnostics.verify import verify
 
         assert verify(index).problems == []
         terms = dict(index.learned(TEACHER).terms)
@@ -436,7 +436,7 @@ def test_kill_9_while_calls_are_recorded_leaves_a_sound_index(db_url: str) -> No
     teacher.kill()
     teacher.wait(timeout=60)
     result = subprocess.run(
-        [sys.executable, "-m", "discovery.cli.main", "--db", db_url, "verify"],
+        [sys.executable, "-m", "discovery.cli._main", "--db", db_url, "verify"],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import anyio
 
-from discovery.mcp.upstreams import Upstreams
+from discovery._mcp.upstreams import Upstreams
 from tests.mcp_helpers import upstream_entry, write_config
 
 

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from discovery.cli.main import main
-from discovery.mcp.config import ConfigError, HttpServer, StdioServer, load_config, parse_config
-from discovery.mcp.jsonc import to_json
-from discovery.mcp.serve import UnsafeBind, check_bind
+from discovery._mcp.config import ConfigError, HttpServer, StdioServer, load_config, parse_config
+from discovery._mcp.jsonc import to_json
+from discovery._mcp.serve import UnsafeBind, check_bind
+from discovery.cli._main import main
 
 SECRET = "s3cr3t-value-never-shown"
 
@@ -227,7 +227,7 @@ def test_only_the_protected_loopback_names_go_without_a_token() -> None:
 
 
 def test_catalog_names_split_into_server_and_tool() -> None:
-    from discovery.mcp.upstreams import catalog_name, split_catalog_name
+    from discovery._mcp.upstreams import catalog_name, split_catalog_name
 
     servers = ["git", "git__hub", "slack"]
     assert split_catalog_name(catalog_name("git__hub", "create_issue"), servers) == (

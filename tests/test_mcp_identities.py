@@ -24,10 +24,10 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from discovery import ToolIndex
-from discovery.mcp.config import load_config
-from discovery.mcp.gateway import Gateway, GatewayOptions
-from discovery.mcp.serve import TokensError, http_app, load_tokens
-from discovery.mcp.sessions import GatewaySession
+from discovery._mcp.config import load_config
+from discovery._mcp.gateway import Gateway, GatewayOptions
+from discovery._mcp.serve import TokensError, http_app, load_tokens
+from discovery._mcp.sessions import GatewaySession
 from store import _driver as driver
 from tests.mcp_helpers import (
     call,

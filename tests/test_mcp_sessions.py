@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from discovery import ToolIndex
-from discovery.diagnostics.verify import verify
+from discovery._diagnostics.verify import verify
+from discovery._mcp.sessions import GatewaySession, digest, write_pending
 from discovery.errors import ToolIndexError
-from discovery.mcp.sessions import GatewaySession, digest, write_pending
 from tests.catalogs import ROUTE
 
 TOOLS: list[dict[str, Any]] = [

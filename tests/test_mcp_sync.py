@@ -123,7 +123,7 @@ def test_a_python_host_calls_tools_without_serve(tmp_path: Path) -> None:
     """The library's API for hosts: the servers of a config, connected when first called."""
     import anyio
 
-    from discovery.mcp.upstreams import UnknownServer, UpstreamError, Upstreams
+    from discovery._mcp.upstreams import UnknownServer, UpstreamError, Upstreams
 
     config = write_config(tmp_path, {"up": upstream_entry(), "down": {"command": str(tmp_path / "absent")}})
 

@@ -18,9 +18,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 
 from discovery import ToolIndex
-from discovery.catalog.indexing import content_hash, indexed_tool
-from discovery.catalog.models import ToolRecord
-from discovery.diagnostics.verify import verify
+from discovery._catalog.indexing import content_hash, indexed_tool
+from discovery._catalog.models import ToolRecord
+from discovery._diagnostics.verify import verify
 from store import DatabaseUnavailable, SchemaOutdated, SchemaTooNew, json_digest
 from store import _migrate as migrate
 from store import _postings as packed_postings

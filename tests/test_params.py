@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from discovery import ToolCallError, ToolIndex
+from discovery._params import DEFAULT_LIMIT, checked_limit, checked_search, query_terms
 from discovery.errors import EmptyQuery, InvalidLimit, QueryNotText, QueryWithoutTerms
-from discovery.params import DEFAULT_LIMIT, checked_limit, checked_search, query_terms
 from tests.catalogs import WORKED_EXAMPLE
 
 Search = Callable[[ToolIndex, Any, Any], int]

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from discovery import InvalidRecord, ToolIndex
-from discovery.catalog import workers as preparation
-from discovery.catalog.indexing import content_hash, corpus_group, indexed_tool
-from discovery.catalog.models import ToolRecord
-from discovery.diagnostics.verify import verify
+from discovery._catalog import workers as preparation
+from discovery._catalog.indexing import content_hash, corpus_group, indexed_tool
+from discovery._catalog.models import ToolRecord
+from discovery._diagnostics.verify import verify
 from store._logged_json import column_json
 from tests.catalogs import generated_catalog
 from tests.conftest import migrated_sqlite_url

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from discovery import ToolIndex
-from discovery.params import query_terms
-from discovery.ranking import ranker as ranker_module
-from discovery.ranking.ranker import Ranker
-from discovery.rules import Corpus
+from discovery._params import query_terms
+from discovery._ranking import ranker as ranker_module
+from discovery._ranking.ranker import Ranker
+from discovery._rules import Corpus
 from store import GROUP_LOCAL, GROUP_MCP, CorruptIndex
 from store import _reads as reads
 from store._engine import read_transaction, write_transaction
@@ -166,8 +166,8 @@ def test_contributions_from_a_table_are_the_formula_s_bits(
     double the formula gives that posting, whichever way it was computed."""
     import numpy as np
 
-    from discovery.ranking import postings as term_postings
-    from discovery.ranking.bm25 import contribution, length_norm, saturation_numerator
+    from discovery._ranking import postings as term_postings
+    from discovery._ranking.bm25 import contribution, length_norm, saturation_numerator
 
     rng = np.random.default_rng(seed)
     tf = rng.integers(1, top_tf + 1, size).astype(np.int32)

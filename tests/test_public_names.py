@@ -55,9 +55,9 @@ def test_importing_the_package_loads_nothing_until_a_name_is_used() -> None:
     script = (
         "import sys\n"
         "import discovery\n"
-        "print(*(name in sys.modules for name in ('sqlalchemy', 'numpy', 'store', 'discovery.index')))\n"
+        "print(*(name in sys.modules for name in ('sqlalchemy', 'numpy', 'store', 'discovery._index')))\n"
         "discovery.ToolIndex\n"
-        "print(*(name in sys.modules for name in ('sqlalchemy', 'numpy', 'store', 'discovery.index')))\n"
+        "print(*(name in sys.modules for name in ('sqlalchemy', 'numpy', 'store', 'discovery._index')))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True

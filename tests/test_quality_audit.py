@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from discovery import ToolIndex
-from discovery.cli.main import main
-from discovery.quality.audit import audit, probes_of
+from discovery._quality.audit import audit, probes_of
+from discovery.cli._main import main
 
 UNFINDABLE = "mcp__legacy_enterprise_integration_platform_gateway__issue"
 HUB = "mcp__kitchen__sink"
@@ -143,7 +143,7 @@ def test_a_terminal_gets_tables(catalog_url: str, tmp_path: Path) -> None:
     import sys
 
     leader, follower = pty.openpty()
-    script = "from discovery.cli.main import main; main(prog_name='tool-index')"
+    script = "from discovery.cli._main import main; main(prog_name='tool-index')"
     done = subprocess.run(
         [sys.executable, "-c", script, "--db", catalog_url, "audit", "--k", "2"],
         stdout=follower,
@@ -172,7 +172,7 @@ def test_a_terminal_gets_tables(catalog_url: str, tmp_path: Path) -> None:
 
 def test_an_enhanced_index_names_its_own_terms(tmp_path: Path) -> None:
     """The terms responsible are the ones the index matched: stems, and no dropped stop word."""
-    from discovery.text import enhanced
+    from discovery._text import enhanced
 
     with ToolIndex.open(f"sqlite:///{tmp_path / 'enhanced.db'}", analyzer="enhanced") as index:
         index.upsert_tools(CATALOG)

@@ -8,8 +8,8 @@ import threading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from discovery.text import enhanced
-from discovery.text.tokenizer import tokenize
+from discovery._text import enhanced
+from discovery._text.tokenizer import tokenize
 
 texts = st.text(st.characters(codec="utf-8"), max_size=60) | st.sampled_from(
     ["Scheduling meetings", "createIssue for the repos", "who", "the the", "Can't you?", "日本語 σας 123"]

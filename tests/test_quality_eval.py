@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from discovery import ToolIndex
-from discovery.cli.main import main
-from discovery.quality.evaluate import QueryFileError, evaluate, read_queries
+from discovery._quality.evaluate import QueryFileError, evaluate, read_queries
+from discovery.cli._main import main
 from tests.catalogs import WORKED_EXAMPLE
 
 ISSUE, PULLS, SLACK = "mcp__github_create_issue", "mcp__github_list_pull_requests", "mcp__slack_post_message"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from discovery.quality.metrics import groups_of, mean, ndcg_at, recall_at, reciprocal_rank, satisfied_at
+from discovery._quality.metrics import groups_of, mean, ndcg_at, recall_at, reciprocal_rank, satisfied_at
 
 RANKED = ["a", "b", "c", "d", "e"]
 

@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 from pyuca import Collator
 
 from discovery import ToolIndex
+from discovery._ranking import cache as cache_module
+from discovery._ranking import postings as postings_module
+from discovery._ranking.bm25 import js_log
+from discovery._ranking.cache import CONTRIBUTIONS_KEPT
+from discovery._rules import Corpus
+from discovery._text.tokenizer import tokenize
 from discovery.errors import QueryWithoutTerms
-from discovery.ranking import cache as cache_module
-from discovery.ranking import postings as postings_module
-from discovery.ranking.bm25 import js_log
-from discovery.ranking.cache import CONTRIBUTIONS_KEPT
-from discovery.rules import Corpus
-from discovery.text.tokenizer import tokenize
 from store import GROUP_LOCAL, GROUP_MCP
 from store import _reads as reads
 from tests.catalogs import rank

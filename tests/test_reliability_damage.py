@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from discovery import CorruptIndex, ToolIndex
-from discovery.cli.main import main
+from discovery.cli._main import main
 from tests.conftest import scratch_database
 
 DEMO = Path(__file__).resolve().parent.parent / "discovery" / "examples" / "demo-catalog.jsonl"

@@ -1,4 +1,4 @@
-"""Every file a user names is read within the same bounds (``discovery.files``): catalogs
+"""Every file a user names is read within the same bounds (``discovery._files``): catalogs
 (``import``), MCP configs (``sync`` and ``serve --config``), labelled query files (``eval``) and
 host session files (``session import-jsonl``). An endless file, one beyond the size limit, a line
 beyond the line limit or JSON nested too deeply is one ``Error: <file>: …`` line and exit 1 from

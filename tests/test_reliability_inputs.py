@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from discovery import InvalidRecord, ToolCallError, ToolIndex
-from discovery.cli.main import main
+from discovery._params import MAX_PARAMS_DEPTH
+from discovery.cli._main import main
 from discovery.errors import InvalidParams
-from discovery.params import MAX_PARAMS_DEPTH
 
 
 def test_the_search_tools_own_name_is_refused_on_import(index: ToolIndex) -> None:

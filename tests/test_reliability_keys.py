@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from discovery import InvalidRecord, ToolIndex, ToolIndexError
-from discovery.cli.main import main
+from discovery.cli._main import main
 from store import MAX_KEY_BYTES
 
 

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from discovery import ConcurrentUpdate, ToolIndex
-from discovery.catalog.workers import PARALLEL_MIN
+from discovery._catalog.workers import PARALLEL_MIN
 from store._engine import BUSY_TIMEOUT_MS, IDLE_IN_TRANSACTION_MS, write_transaction
 from tests.catalogs import generated_catalog
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from discovery import ToolCallError, ToolIndex
-from discovery.sessions.session import Session
+from discovery._sessions.session import Session
 from store._logged_json import logged_value
 
 DEMO = Path(__file__).resolve().parent.parent / "discovery" / "examples" / "demo-catalog.jsonl"

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from discovery import DatabaseUnavailable, ToolIndex
-from discovery.cli.main import main
+from discovery.cli._main import main
 from store import parse_url
 from store._urls import display_url, hide_secrets
 

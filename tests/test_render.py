@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from discovery.cli.render import render_result, render_to_text, truncate
+from discovery.cli._render import render_result, render_to_text, truncate
 
 CREATE_ISSUE: dict[str, Any] = {
     "name": "mcp__github_create_issue",

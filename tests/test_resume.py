@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from discovery.sessions.host_files import (
+from discovery._sessions.host_files import (
     UnreadableSessionFile,
     read_entries,
     selection_from_file,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from discovery.rules import (
+from discovery._rules import (
     DEFAULT_ESSENTIAL_NAMES,
     INTERNAL_NAMES,
     SEARCH_TOOL_NAME,

@@ -8,9 +8,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from discovery.errors import QueryWithoutTerms
-from discovery.params import query_terms
-from discovery.ranking.bm25 import (
+from discovery._params import query_terms
+from discovery._ranking.bm25 import (
     DELTA,
     K1,
     B,
@@ -22,12 +21,13 @@ from discovery.ranking.bm25 import (
     term_score,
     term_upper_bound,
 )
-from discovery.ranking.fields import (
+from discovery._ranking.fields import (
     FIELD_WEIGHTS,
     document_term_frequencies,
     field_term_frequencies,
     field_texts,
 )
+from discovery.errors import QueryWithoutTerms
 
 
 def test_constants_are_the_reference_ones() -> None:

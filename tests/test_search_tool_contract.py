@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from discovery import ToolCallError, ToolIndex
+from discovery._sessions.search_tool import PARAMETERS
 from discovery.errors import EmptyQuery, QueryNotText
-from discovery.sessions.search_tool import PARAMETERS
 from tests.test_cli import DEMO
 
 
 @pytest.fixture
 def demo(index: ToolIndex) -> ToolIndex:
-    from discovery.catalog.formats import read_catalog
+    from discovery._catalog.formats import read_catalog
 
     index.upsert_tools(read_catalog([str(DEMO)], server=None, skip_invalid=False).records)
     return index

@@ -23,8 +23,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from discovery import ToolIndex
+from discovery._semantic.model import load, model_files, resolve, runnable_onnx
 from discovery.errors import EmbeddingUnavailable
-from discovery.semantic.model import load, model_files, resolve, runnable_onnx
 from store import _vectors as stored_vectors
 from store._engine import read_transaction, write_transaction
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
@@ -247,7 +247,7 @@ def test_the_semantic_signal_reaches_sessions_and_explain(index: ToolIndex, mode
     session = index.session("clock", discovery_mode="all")
     result = session.search_tool.execute("c1", {"query": "what hour is it in Tokyo", "limit": 1})
     assert result.details["activated_tools"] == ["mcp__clock__get_current_time"]
-    from discovery.diagnostics.explain import explain
+    from discovery._diagnostics.explain import explain
 
     query = "open an issue in the repository"
     for hit in index.search(query, 5):

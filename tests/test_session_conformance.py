@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from discovery import ToolCallError, ToolIndex
-from discovery.ranking.ranker import PRUNE_FROM
+from discovery._ranking.ranker import PRUNE_FROM
 from tests.conftest import SHARED, shared_json
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from discovery import ToolIndex
-from discovery.catalog.formats import read_catalog
-from discovery.cli.catalog import EXAMPLE_CATALOG
-from discovery.mcp.scope import GatewayScope, ToolFilter
-from discovery.ranking.ranker import Ranker
-from discovery.rules import Corpus
+from discovery._catalog.formats import read_catalog
+from discovery._mcp.scope import GatewayScope, ToolFilter
+from discovery._ranking.ranker import Ranker
+from discovery._rules import Corpus
+from discovery.cli._catalog import EXAMPLE_CATALOG
 
 SCOPE = GatewayScope(frozenset({"gitforge", "chatops", "absent"}), ToolFilter(deny=("gitforge/merge_*",)))
 QUERIES = ["create an issue", "post a message to a channel", "merge a pull request", "search", "list"]

@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from discovery import ToolCallError, ToolIndex, ToolIndexError, UnknownToolNames
+from discovery._results import SearchDetails, compact_json, json_text
+from discovery._rules import effective_mode, replay
+from discovery._sessions.settings import SessionSettings
 from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, QueryWithoutTerms
-from discovery.results import SearchDetails, compact_json, json_text
-from discovery.rules import effective_mode, replay
-from discovery.sessions.settings import SessionSettings
 from store import SessionNotFound
 from store import _sessions as sessions
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
@@ -335,7 +335,7 @@ def test_import_session_file_restores_the_selection_in_force(example: ToolIndex,
 def test_verify_replays_every_session_log(example: ToolIndex) -> None:
     from sqlalchemy import text
 
-    from discovery.diagnostics.verify import verify
+    from discovery._diagnostics.verify import verify
 
     session = example.session("v", discovery_mode="mcp-only")
     session.search_tool.execute("c1", {"query": "github", "limit": 1})

@@ -10,7 +10,7 @@ import regex
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from discovery.text.tokenizer import tokenize
+from discovery._text.tokenizer import tokenize
 from tests.conftest import CONFORMANCE
 
 
@@ -118,7 +118,7 @@ def test_tokenizing_tokens_again_changes_nothing(text: str) -> None:
 @settings(max_examples=500, deadline=None)
 @given(text=st.text(st.characters(max_codepoint=127), max_size=80))
 def test_the_ascii_path_equals_the_unicode_path(text: str) -> None:
-    from discovery.text.tokenizer import ascii_tokens, unicode_tokens
+    from discovery._text.tokenizer import ascii_tokens, unicode_tokens
 
     assert ascii_tokens(text) == unicode_tokens(text)
 
@@ -127,6 +127,6 @@ def test_the_ascii_path_equals_the_unicode_path(text: str) -> None:
 @given(text=st.text(alphabet="aAbBzZ09 _-.", max_size=24))
 def test_the_ascii_path_splits_case_boundaries_as_the_unicode_path(text: str) -> None:
     """Dense in the places the two paths could differ: runs of capitals, digits, separators."""
-    from discovery.text.tokenizer import ascii_tokens, unicode_tokens
+    from discovery._text.tokenizer import ascii_tokens, unicode_tokens
 
     assert ascii_tokens(text) == unicode_tokens(text)

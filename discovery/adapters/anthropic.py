@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from discovery.adapters.common import (
+from discovery._rules import SEARCH_TOOL_NAME
+from discovery.adapters._common import (
     HostCall,
     SearchAnswer,
     ToolSpec,
@@ -34,10 +35,9 @@ from discovery.adapters.common import (
     wire_names,
 )
 from discovery.adapters.errors import TooManyTools
-from discovery.rules import SEARCH_TOOL_NAME
 
 if TYPE_CHECKING:
-    from discovery.sessions.session import Session
+    from discovery._sessions.session import Session
 
 MAX_TOOLS = 10_000
 """The most tool definitions one Messages request may carry, deferred ones included."""

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from discovery.adapters.common import (
+from discovery._rules import SEARCH_TOOL_NAME
+from discovery.adapters._common import (
     HostCall,
     ToolSpec,
     arguments,
@@ -28,10 +29,9 @@ from discovery.adapters.common import (
     run_host_tool,
     run_search,
 )
-from discovery.rules import SEARCH_TOOL_NAME
 
 if TYPE_CHECKING:
-    from discovery.sessions.session import Session
+    from discovery._sessions.session import Session
 
 __all__ = [
     "catalog_name",

@@ -5,7 +5,7 @@ given ``DiscoveryToolset(session, call)`` sees its tools grow as it searches: a 
 activates is offered from the next step on. The search runs here; every other tool runs through
 ``call``, the host's callable, with the tool's catalog name and its arguments, for instance a
 call through the MCP connections the tool came from. Tools are offered under their wire names
-(``discovery.adapters.names``), which every model provider accepts.
+(``discovery.adapters._names``), which every model provider accepts.
 
 The session's storage calls run in a worker thread, so the event loop never waits on the
 database.
@@ -24,12 +24,12 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
-from discovery.adapters.common import ToolSpec, exposed, listed, run_search
-from discovery.rules import SEARCH_TOOL_NAME
+from discovery._rules import SEARCH_TOOL_NAME
+from discovery.adapters._common import ToolSpec, exposed, listed, run_search
 
 if TYPE_CHECKING:
+    from discovery._sessions.session import Session
     from discovery.aio import AsyncSession
-    from discovery.sessions.session import Session
 
 ToolCall = Callable[[str, dict[str, Any]], Awaitable[Any] | Any]
 """``call(catalog_name, arguments)``: runs an activated tool and returns what the model sees.

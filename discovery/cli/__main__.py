@@ -10,13 +10,13 @@ still does). This is the program's choice for its own process, made here, in the
 that only the program runs: the library never touches the collector of the process importing it.
 """
 
-from discovery.cli.collector import collector_paused
+from discovery.cli._collector import collector_paused
 
 
 def run() -> None:
     """Run the ``tool-index`` command line on ``sys.argv``."""
     with collector_paused():
-        from discovery.cli.main import main
+        from discovery.cli._main import main
     main(prog_name="tool-index")
 
 

@@ -1,0 +1,53 @@
+"""Weak matches: tools that match a query only through very common terms.
+
+Display only: the ranking is contract §4's, in which every matched term adds at least idf·δ, so a
+tool sharing nothing but filler words with a query can still rank. Reads postings and statistics
+only (no tool records), so a read-only search on the command line stays free of pydantic.
+"""
+
+from __future__ import annotations
+
+from discovery._diagnostics.statistics import corpus_statistics
+from discovery._index import ToolIndex
+from discovery._params import checked_query
+from discovery._ranking.ranker import Ranker
+from discovery._rules import read_only_corpus
+from discovery._text.enhanced import STOP_WORDS
+from store import Reader
+
+COMMON_TERM_SHARE = 0.5
+"""A term held by at least this share of the corpus' tools is a very common one (idf ≤ ln 2), as
+is an English stop word (Snowball's list) whatever its share: real catalogs' summaries hold
+``the`` or ``for`` in a fifth to a third of their tools, too few for the share alone."""
+
+
+def weak_matches(index: ToolIndex, query: str, names: list[str], *, mode: str = "all") -> set[str]:
+    """The tools among ``names`` whose every matched term of ``query`` (under the catalog's
+    analyzer) is a stop word or held by at least half of ``mode``'s read-only corpus; names that
+    corpus does not rank are left out."""
+    with index.store.reading() as reader:
+        return weak_matches_in(reader, index.ranker, query, names, mode=mode)
+
+
+def weak_matches_in(reader: Reader, ranker: Ranker, query: str, names: list[str], *, mode: str) -> set[str]:
+    """``weak_matches`` in the caller's transaction."""
+    corpus = read_only_corpus(mode)
+    counts = ranker.query_terms(reader, checked_query(query))
+    terms = list(counts)
+    tools = reader.catalog.tools_by_names(names)
+    n_docs, _, df = corpus_statistics(reader, corpus, terms)
+    postings = reader.index.postings_of_tools([tool.id for tool in tools.values()])
+    learned, _ = ranker.learned(reader, counts, corpus)
+    taught: dict[int, set[str]] = {}
+    for part in learned:  # a term a tool learned is matched as well as one of its text
+        for tool_id in part.ids.tolist():
+            taught.setdefault(tool_id, set()).add(part.term)
+    common = {term for term in terms if term in STOP_WORDS or df.get(term, 0) >= COMMON_TERM_SHARE * n_docs}
+    weak = set()
+    for name, tool in tools.items():
+        if tool.grp not in corpus.groups or name in corpus.excluded:
+            continue
+        matched = {p.term for p in postings.get(tool.id, []) if p.term in terms} | taught.get(tool.id, set())
+        if matched and matched <= common:
+            weak.add(name)
+    return weak

@@ -1,0 +1,425 @@
+"""ToolIndex: the catalog in a database, searched with exact BM25+ — the library's façade.
+
+It opens the database, owns its store and the per-process ranker, and hands both to what it
+creates (sessions, diagnostics); the layers below never call back into it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from discovery._params import analyzer_named, checked_search
+from discovery._ranking.ranker import Ranker
+from discovery._results import SearchDetails, SearchHit, match_details
+from discovery._rules import read_only_corpus
+from discovery._text.analyzers import stored_version
+from discovery.errors import (
+    AnalyzerMismatch,
+    AnalyzerOutdated,
+    DatabaseMissing,
+    ServerNameCollision,
+    ToolIndexError,
+)
+from store import (
+    Reader,
+    ReplaceScope,
+    Store,
+    StoredTool,
+    ToolNotFound,
+    WriteReport,
+    default_url,
+    parse_url,
+    sqlite_file,
+)
+
+if TYPE_CHECKING:
+    # Imported where used: opening an index and searching it never loads pydantic (the record
+    # and settings models), which weighs on every cold start.
+    from discovery._catalog.embedding import EmbedReport
+    from discovery._catalog.models import ToolRecord
+    from discovery._catalog.workers import Progress
+    from discovery._sessions.learning import LearnedSummary
+    from discovery._sessions.listing import RestoredSelection, SessionSummary
+    from discovery._sessions.session import Session
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """Names added, updated, unchanged and removed by one catalog write."""
+
+    added: list[str]
+    updated: list[str]
+    unchanged: list[str]
+    removed: list[str]
+    stale_vectors: int = 0
+    """Tools the write added or changed that have no current vector: the index has a semantic
+    signal but its model could not be loaded here (``embed`` makes them)."""
+
+    @classmethod
+    def of(cls, report: WriteReport, stale_vectors: int = 0) -> ImportReport:
+        return cls(report.added, report.updated, report.unchanged, report.removed, stale_vectors)
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "added": len(self.added),
+            "updated": len(self.updated),
+            "unchanged": len(self.unchanged),
+            "removed": len(self.removed),
+        }
+
+
+class ToolIndex:
+    """A persistent tool catalog and its search; open one per process and database."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.ranker = Ranker()
+
+    @classmethod
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        upgrade: bool = True,
+        create: bool = True,
+        analyzer: str | None = None,
+        learning: bool | None = None,
+    ) -> ToolIndex:
+        """Open the database at ``url`` (default: ``TOOL_INDEX_DB`` or the user data file).
+
+        An empty database gets the schema; an older one is upgraded unless ``upgrade`` is false.
+        With ``create=False``, a SQLite file that does not exist or an empty database raises
+        ``DatabaseMissing`` instead, and nothing is created (no file, no directory, no table).
+
+        ``analyzer`` names the analyzer a new index is built with (``reference`` when not
+        given). A catalog that holds no tool yet takes it; one that holds tools indexed with
+        another raises ``AnalyzerMismatch`` (``reindex`` changes it); an unknown name raises
+        ``UnknownAnalyzer`` before anything is opened. A catalog whose terms were made by another
+        version of its analyzer raises ``AnalyzerOutdated`` here when ``analyzer`` names it, and
+        on its first search, explain or import otherwise, until ``reindex`` rebuilds it.
+
+        ``learning`` turns learning from use on or off for the index (``set_learning``); when
+        omitted, the index keeps what it has (a new index has it off).
+        """
+        if analyzer is not None:
+            analyzer_named(analyzer)
+        parsed = parse_url(default_url() if url is None else url)
+        if not create:
+            missing = sqlite_file(parsed)
+            if missing is not None and not Path(missing).expanduser().exists():
+                raise DatabaseMissing(missing)
+        store = Store.at(parsed)
+        try:
+            with store.translated_errors():
+                if not create and store.is_empty():
+                    raise DatabaseMissing(store.url)
+                store.ensure_schema(upgrade_if_old=upgrade)
+                if analyzer is not None:
+                    _choose_analyzer(store, analyzer)
+            opened = cls(store)
+            if learning is not None:
+                opened.set_learning(learning)
+        except BaseException:
+            store.close()
+            raise
+        return opened
+
+    @property
+    def analyzer(self) -> str:
+        """The name of the analyzer the catalog is indexed with (and searched with)."""
+        with self.store.reading() as reader:
+            return self.ranker.analyzer(reader).name
+
+    def reindex(self, analyzer: str, *, progress: Progress | None = None) -> int:
+        """Rebuild every posting and statistic with ``analyzer``, in one transaction, and make
+        it the catalog's; returns the number of tools reindexed. Interrupted, it changes nothing.
+        """
+        stored = analyzer_named(analyzer).stored
+        from discovery._catalog.workers import collector_paused, prepared
+
+        with collector_paused(), self.store.writing() as writer:
+            writer.catalog.lock()  # the write lock, before the catalog is read
+            records = [tool.as_record() for tool in writer.catalog.all_tools()]
+            with closing(prepared(records, progress, analyzer)) as tools:
+                writer.catalog.reindex(tools, stored)
+            from discovery._sessions.learning import relearn_if_enabled
+
+            # Learned terms are the analyzer's query terms: made again with the new one.
+            relearn_if_enabled(writer, analyzer_named(analyzer))
+        return len(records)
+
+    @property
+    def learning(self) -> bool:
+        """Whether the index ranks with what it learned from use (off for a new index)."""
+        with self.store.reading() as reader:
+            return self.ranker.learning_enabled(reader)
+
+    def set_learning(self, enabled: bool) -> bool:
+        """Turn learning from use on or off; whether the setting changed.
+
+        On, the learned field is computed from every session's log and kept current by every
+        recorded call; off, searches rank exactly as without learning and what was computed is
+        dropped — the logs keep what it came from, so turning it on again restores it."""
+        from discovery._sessions.learning import set_learning
+
+        with self.store.writing() as writer:
+            writer.catalog.lock()  # the catalog's write lock: no reindex meanwhile
+            return set_learning(writer, self.ranker.analyzer(writer), enabled)
+
+    def learned(self, name: str) -> LearnedSummary:
+        """What tool ``name`` learned: its terms, each with the number of sessions that taught it."""
+        from discovery._sessions.learning import LearnedSummary
+
+        with self.store.reading() as reader:
+            return LearnedSummary.read(reader, name)
+
+    def forget_learning(self, names: Sequence[str] | None = None) -> int:
+        """Forget what the tools ``names`` (every tool when ``None``) learned, for good: their
+        logged calls never teach again. Returns how many credits were removed."""
+        from discovery._sessions.learning import forget
+
+        with self.store.writing() as writer:
+            return forget(writer, None if names is None else list(dict.fromkeys(names)))
+
+    def embed(
+        self,
+        model: str,
+        *,
+        weight: float | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> EmbedReport:
+        """Store a vector for every tool that has no current one, made by ``model`` (a directory
+        holding an ONNX sentence-embedding model and its ``tokenizer.json``, or a Hugging Face
+        model name, downloaded once into the local cache). From then on every search fuses its
+        BM25+ score with the query's similarity to each tool (docs/semantic.md); ``weight`` (0 to
+        1) sets the semantic part's share. Needs the ``semantic`` extra. Interrupted, it keeps the
+        vectors written so far; run again, it goes on from there. ``progress(done, total)`` is
+        called as tools are embedded."""
+        from discovery._catalog.embedding import embed_catalog
+
+        if weight is not None and not (isinstance(weight, int | float) and 0 <= weight <= 1):
+            raise ToolIndexError(f"weight must be a number from 0 to 1, not {weight!r}")
+        return embed_catalog(self.store, model, weight=weight, progress=progress)
+
+    def embedding_off(self) -> int:
+        """Remove every vector and the model setting: searches are lexical again, exactly as
+        before ``embed``. Returns how many vectors were removed."""
+        from discovery._catalog.embedding import embedding_off
+
+        return embedding_off(self.store)
+
+    @property
+    def url(self) -> str:
+        """The database URL with any password hidden."""
+        return self.store.url
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> ToolIndex:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def upsert_tools(
+        self,
+        records: Iterable[Mapping[str, Any] | ToolRecord],
+        *,
+        replace: bool = False,
+        server: str | None = None,
+        progress: Progress | None = None,
+    ) -> ImportReport:
+        """Add or update tools by name in one transaction; unchanged records are not rewritten.
+
+        With ``replace``, tools the input does not name are removed: those of ``server`` when
+        given, else every other tool of the catalog.
+        """
+        scope = ReplaceScope(server) if replace else None
+        from discovery._catalog.embedding import embed_written
+        from discovery._catalog.workers import collector_paused, prepared
+
+        # Read the caller's records before the write lock is taken: a slow iterable must not
+        # hold it (PostgreSQL ends a transaction left idle too long).
+        records = list(records)
+        analyzer = self.analyzer
+        # Records are prepared (in worker processes when many) while the first ones are written.
+        with (
+            collector_paused(),
+            closing(prepared(records, progress, analyzer)) as tools,
+            self.store.writing() as writer,
+        ):
+            now = writer.catalog.lock()
+            # A reindex committed in between: these terms are the old kind.
+            if now != analyzer_named(analyzer).stored:
+                raise AnalyzerMismatch(self.url, now, analyzer)
+            if server is not None:
+                _check_owners(writer, records, server)
+            report = writer.catalog.write_tools(tools, replace=scope)
+            writer.vectors.drop(report.removed)
+            stale = embed_written(writer, [*report.added, *report.updated])
+        return ImportReport.of(report, stale)
+
+    def remove_tools(self, names: Iterable[str], *, missing_ok: bool = True) -> list[str]:
+        """Remove tools by name in one transaction; returns the names that were in the catalog.
+
+        With ``missing_ok=False`` nothing is removed unless every name is in the catalog
+        (``ToolNotFound`` names the others), checked in the same transaction as the removal.
+        """
+        wanted = list(dict.fromkeys(names))
+        with self.store.writing() as writer:
+            if not missing_ok:
+                missing = [name for name in wanted if name not in writer.catalog.tools_by_names(wanted)]
+                if missing:
+                    listed = ", ".join(repr(name) for name in missing)
+                    raise ToolNotFound(f"not in the catalog: {listed}; nothing removed")
+            removed = writer.catalog.write_tools([], remove=wanted).removed
+            writer.vectors.drop(removed)
+            return removed
+
+    def search(self, query: str, limit: int | None = None, *, mode: str = "all") -> list[SearchHit]:
+        """Read-only search of the whole catalog in ``mode`` with nothing active."""
+        trimmed, limit = checked_search(query, limit)
+        with self.store.reading() as reader:
+            terms = self.ranker.query_terms(reader, trimmed)
+            ranking = self.ranker.rank(reader, terms, read_only_corpus(mode), limit, query=trimmed)
+        return [SearchHit(name=hit.name, score=hit.score) for hit in ranking.hits]
+
+    def search_details(self, query: str, limit: int | None = None, *, mode: str = "all") -> SearchDetails:
+        """The contract §6 details of a read-only search: ``search`` with each match's tool row."""
+        trimmed, limit = checked_search(query, limit)
+        with self.store.reading() as reader:
+            terms = self.ranker.query_terms(reader, trimmed)
+            ranking = self.ranker.rank(reader, terms, read_only_corpus(mode), limit, query=trimmed)
+            tools = self.ranker.tools(reader, [hit.tool_id for hit in ranking.hits])
+        return {
+            "query": trimmed,
+            "limit": limit,
+            "total_tools": ranking.total_tools,
+            "activated_tools": [],
+            "active_selected_tools": [],
+            "tools": [match_details(tools[hit.tool_id], hit.score) for hit in ranking.hits],
+        }
+
+    def session(
+        self,
+        session_id: str | None = None,
+        *,
+        discovery_mode: str | None = None,
+        mcp_discovery: bool | None = None,
+        essential_override: Sequence[str] | None = None,
+        default_servers: Sequence[str] | None = None,
+        requested: Sequence[str] | None = None,
+    ) -> Session:
+        """Create a session, or resume it by id (then the settings may be omitted)."""
+        given = {
+            "discovery_mode": discovery_mode,
+            "mcp_discovery": mcp_discovery,
+            "essential_override": essential_override,
+            "default_servers": default_servers,
+            "requested": requested,
+        }
+        settings = {key: value for key, value in given.items() if value is not None}
+        from discovery._sessions.session import Session
+
+        return Session.open(self.store, self.ranker, session_id, settings or None)
+
+    def sessions(self) -> list[SessionSummary]:
+        """Every stored session with its sizes and number of search calls."""
+        from discovery._sessions.listing import session_summaries
+
+        return session_summaries(self.store)
+
+    def session_record(self, session_id: str) -> dict[str, Any]:
+        """``{"id", "settings", "active", "selected", "calls"}`` with every logged event."""
+        from discovery._sessions.listing import session_record
+
+        return session_record(self.store, session_id)
+
+    def import_session_file(self, path: Path, session_id: str, **settings: Any) -> RestoredSelection:
+        """Restore the selection in force in a host's JSONL session file into a session.
+
+        Names the catalog does not have are reported and skipped, as on resume.
+        """
+        from discovery._sessions.host_files import selection_from_file
+        from discovery._sessions.listing import RestoredSelection
+
+        names = selection_from_file(path)  # an unreadable file creates no session
+        session = self.session(session_id, **settings)
+        restored, missing = session.restore_selection(names or [], source=str(path))
+        return RestoredSelection(session_id, found=names is not None, restored=restored, missing=missing)
+
+    def delete_session(self, session_id: str) -> None:
+        from discovery._sessions.listing import delete_session
+
+        delete_session(self.store, session_id)
+
+    def tool(self, name: str) -> StoredTool:
+        with self.store.reading() as reader:
+            found = reader.catalog.tools_by_names([name])
+        if name not in found:
+            raise ToolNotFound(f"no tool named {name!r} in the catalog")
+        return found[name]
+
+    def tools(self, *, server: str | None = None, source: str | None = None) -> list[StoredTool]:
+        with self.store.reading() as reader:
+            return reader.catalog.all_tools(server=server, source=source)
+
+    def tools_by_names(self, names: Sequence[str]) -> dict[str, StoredTool]:
+        with self.store.reading() as reader:
+            return reader.catalog.tools_by_names(names)
+
+    def stats(self) -> dict[str, Any]:
+        """Catalog size, terms, postings, average length, and counts per source and server."""
+        with self.store.reading() as reader:
+            summary = reader.catalog.summary()
+            tools, terms, sessions = reader.learning.summary()
+            enabled = reader.learning.state().enabled
+            embedding = reader.vectors.state()
+            vectors = reader.vectors.counts()
+        summary["learning"] = {"enabled": enabled, "tools": tools, "terms": terms, "sessions": sessions}
+        summary["semantic"] = {
+            "model": embedding.model,
+            "dimensions": embedding.dimensions,
+            "weight": embedding.weight if embedding.model is not None else None,
+            "current": vectors.current if embedding.model is not None else 0,
+            "stale": vectors.stale if embedding.model is not None else 0,
+            "problem": self.ranker.semantic_problem,
+        }
+        return summary
+
+
+def _choose_analyzer(store: Store, analyzer: str) -> None:
+    """Give a catalog without tools ``analyzer``; refuse a catalog of tools indexed otherwise
+    (with another analyzer, or another version of this one)."""
+    wanted = analyzer_named(analyzer).stored
+    with store.reading() as reader:
+        if reader.catalog.analyzer() == wanted:
+            return
+    with store.writing() as writer:
+        stored = writer.catalog.lock()
+        if stored == wanted:
+            return
+        if any(stats.doc_count for stats in writer.index.group_stats().values()):
+            name, version = stored_version(stored)
+            if name == analyzer:
+                raise AnalyzerOutdated(stored, name, version, analyzer_named(analyzer).version)
+            raise AnalyzerMismatch(store.url, stored, analyzer)
+        writer.catalog.reindex([], wanted)
+
+
+def _check_owners(reader: Reader, records: list[Mapping[str, Any] | ToolRecord], server: str) -> None:
+    """A write of one server's tools never takes over a record of another server's: the catalog
+    name ``mcp__a__b__c`` of server ``a``'s tool ``b__c`` is also that of server ``a__b``'s ``c``."""
+    names = [name for record in records if isinstance(name := _name_of(record), str)]
+    for name, owner in reader.catalog.tools_by_names(names).items():
+        if owner.server_name is not None and owner.server_name != server:
+            raise ServerNameCollision(name, owner.server_name, owner.mcp_tool_name, server)
+
+
+def _name_of(record: Mapping[str, Any] | ToolRecord) -> Any:
+    return record.get("name") if isinstance(record, Mapping) else record.name

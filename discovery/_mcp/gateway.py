@@ -1,0 +1,791 @@
+"""``serve``: one MCP server in front of a config's servers.
+
+Its tools/list is static — ``search_tool_bm25`` (contract §6, run in the gateway's persisted
+session) and ``call_tool`` (forwards a call of an activated tool to its server) — so it works
+with every client, those that ignore ``notifications/tools/list_changed`` included. With
+``expose_active`` the session's active tools are listed as well, and a change notification goes
+out after each activation. It answers from the persisted index at once: upstream servers are
+connected when a call needs them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+import weakref
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
+
+import anyio
+import anyio.to_thread
+from mcp import MCPError, types
+from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.connection import Connection
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.dispatcher import ProgressFnT
+from mcp_types import INVALID_PARAMS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from discovery._index import ToolIndex
+from discovery._mcp.config import McpConfig
+from discovery._mcp.scope import GatewayScope
+from discovery._mcp.sessions import (
+    NEW_SESSION_MODE,
+    GatewaySession,
+    NotYourSession,
+    Pending,
+    write_pending,
+)
+from discovery._mcp.sync import Library, ServerSync, sync_server, sync_servers
+from discovery._mcp.upstreams import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_MAX_RESULT_BYTES,
+    DEFAULT_MAX_STARTING,
+    DEFAULT_TIMEOUT,
+    UpstreamError,
+    Upstreams,
+    route,
+    split_catalog_name,
+)
+from discovery._rules import SEARCH_TOOL_NAME
+from discovery._sessions.search_tool import PARAMETERS as SEARCH_PARAMETERS
+from discovery.errors import ToolIndexError
+from store import StoredTool
+from store.errors import StoreError
+
+T = TypeVar("T")
+
+DEFAULT_SESSION_CACHE = 256
+"""Sessions kept in memory, the most recently used; another is read again from the database
+when it is next used. Each holds its pins and a cached view: a client naming sessions at random
+must not grow the process without bound."""
+IDENTITY = "tool_index.identity"
+"""The key of the ASGI scope where ``serve --tokens`` puts the identity whose token a request
+carried (``discovery._mcp.serve``)."""
+
+CALL_TOOL_NAME = "call_tool"
+CALL_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "a tool name that search_tool_bm25 activated"},
+        "arguments": {
+            "type": "object",
+            "description": "the tool's arguments ({} for none); leave out to get its input schema",
+        },
+    },
+    "required": ["name"],
+    "additionalProperties": False,
+}
+CALL_DESCRIPTION = (
+    "Call a tool that search_tool_bm25 activated in this session, on the MCP server that has it.\n"
+    "\n"
+    "- `name` — a name from `activated_tools` of a search\n"
+    "- `arguments` — the tool's arguments as an object (`{}` for none)\n"
+    "\n"
+    "Without `arguments`, the tool is not called: you get its description and input schema. "
+    "The result is the tool's own result. Search first: only activated tools can be called."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayOptions:
+    """How ``serve`` runs: the session of the process, the mode of new sessions, and the rest."""
+
+    session_id: str | None = None
+    mode: str = NEW_SESSION_MODE
+    expose_active: bool = False
+    refresh: float | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    call_timeout: float = DEFAULT_CALL_TIMEOUT
+    max_starting: int = DEFAULT_MAX_STARTING
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    per_client: bool = False
+    """Over HTTP: no process session; a client that names none gets its own, by its connection."""
+    identities: bool = False
+    """Over HTTP with ``--tokens``: each session belongs to the identity that made it."""
+    session_cache: int = DEFAULT_SESSION_CACHE
+    watch_interval: float = 1.0
+    """Seconds between two looks at the config file (when the gateway reloads it)."""
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size
+
+
+def _digest(path: Path) -> str | None:
+    """A digest of the file's bytes (``None``: unreadable now, as while an editor replaces it)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _relay(ctx: ServerRequestContext[Any, Any]) -> ProgressFnT | None:
+    """When the client gave its call a progress token: what passes the upstream's progress on to
+    it (the upstream gets a token of its own from the gateway's client, which routes it back)."""
+    if not (ctx.meta or {}).get("progress_token"):
+        return None
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await ctx.session.report_progress(progress, total, message)
+
+    return relay
+
+
+def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
+    """The client's connection a request came on (over HTTP, its ``Mcp-Session-Id``): the SDK
+    gives each request a ``ServerSession`` of its own, over the connection's one object, which
+    lives as long as the connection does and no longer."""
+    connection: Connection = ctx.session._connection
+    return connection
+
+
+def text_result(text: str, *, is_error: bool) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
+
+
+class Gateway:
+    """The MCP server, its upstream pool and the sessions it serves; use in ``async with``."""
+
+    def __init__(
+        self,
+        index: ToolIndex,
+        config: McpConfig,
+        options: GatewayOptions,
+        *,
+        errlog: TextIO | None = None,
+        upstream_errlog: TextIO | None = None,
+        reload_config: Callable[[], McpConfig] | None = None,
+    ) -> None:
+        self.index = index
+        self.config = config
+        self.reload_config = reload_config
+        """Reads the config file again (its filters joined with the command line's); with it, the
+        file is watched and a new version applied while the gateway runs."""
+        self.options = options
+        self.errlog = errlog if errlog is not None else sys.stderr
+        self.library = Library(index)
+        self.scope = GatewayScope(frozenset(config.servers), config.tool_filter)
+        self.upstreams = Upstreams(
+            config,
+            timeout=options.timeout,
+            errlog=upstream_errlog,
+            on_tools_changed=self._server_changed,
+            max_starting=options.max_starting,
+            max_result_bytes=options.max_result_bytes,
+            call_timeout=options.call_timeout,
+        )
+        self.sessions: OrderedDict[tuple[str | None, str], GatewaySession] = OrderedDict()
+        """The sessions in memory by (identity, id), least recently used first."""
+        self.default_session: GatewaySession | None = None
+        # Keyed by the connection's own object, so an entry goes when its connection does (the
+        # transport ends idle connections): nothing here outlives the clients.
+        self._by_connection: weakref.WeakKeyDictionary[Connection, str] = weakref.WeakKeyDictionary()
+        self._clients: weakref.WeakKeyDictionary[Connection, set[str]] = weakref.WeakKeyDictionary()
+        self._opening = anyio.Lock()
+        self._connecting = anyio.Lock()
+        self._buses: dict[str, tuple[InMemorySubscriptionBus, ListenHandler, int]] = {}
+        self._backlog: deque[tuple[GatewaySession, Pending]] = deque()
+        self._listed: dict[str, dict[str, types.Tool]] = {}
+        """Each server's tools as this gateway last listed them (a sync): what the catalog does
+        not keep (title, annotations, output schema, icons) for ``expose_active`` listings."""
+        self._draining = False
+        self.server: Server[Any] = _Server(
+            NotificationOptions(tools_changed=options.expose_active),
+            "tool-index",
+            version=_version(),
+            instructions="Call search_tool_bm25 to find tools, then call_tool to call them.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_subscriptions_listen=self._listen,
+            get_tool_input_schema=self._input_schema,
+        )
+
+    async def __aenter__(self) -> Gateway:
+        await self.upstreams.__aenter__()
+        try:
+            unsynced = await self.library.run(self._say_what_is_served)
+            if not self.options.per_client:
+                self.default_session = await self._open(self.options.session_id, announce=True)
+        except BaseException:
+            await self.upstreams.__aexit__(None, None, None)
+            raise
+        if self.options.refresh:
+            self.upstreams.start_soon(self._refresh_forever)
+        elif unsynced:
+            self.upstreams.start_soon(lambda: self._sync_in_background(unsynced))
+        if self.reload_config is not None:
+            self.upstreams.start_soon(self._watch_config)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            with anyio.CancelScope(shield=True):  # what was answered is logged, even on the way out
+                await self.library.run(self._write_backlog)
+        finally:
+            await self.upstreams.__aexit__(None, None, None)
+
+    def initialization_options(self) -> Any:
+        return self.server.create_initialization_options()
+
+    def _say_what_is_served(self) -> list[str]:
+        """In the worker: the database and how many tools in scope each server has, so that a
+        gateway in front of servers never synced says so instead of finding nothing. Returns
+        the servers the catalog has no tool of (never synced), which are synced in the
+        background while the gateway already answers."""
+        self.say(f"database {self.index.url} (analyzer {self.index.analyzer})")
+        unsynced = [server for server in self.config.servers if not self.index.tools(server=server)]
+        counts = {
+            server: sum(
+                1
+                for tool in self.index.tools(server=server)
+                if self.scope.admits(tool.server_name, tool.mcp_tool_name)
+            )
+            for server in self.config.servers
+        }
+        shown = ", ".join(f"{server} {count} tools" for server, count in counts.items()) or "none"
+        self.say(f"servers of {self.config.path}: {shown}")
+        if self.config.servers and not any(counts.values()):
+            self.say(
+                f"Warning: no server of {self.config.path} has tools in this database yet: syncing "
+                "them in the background; searches find their tools once each is synced"
+            )
+        elif unsynced and not self.options.refresh:
+            self.say(f"syncing in the background, never synced before: {', '.join(unsynced)}")
+        return unsynced
+
+    # Sessions
+
+    async def _open(
+        self, session_id: str | None, identity: str | None = None, *, announce: bool = False
+    ) -> GatewaySession:
+        """The session ``session_id`` of ``identity`` (``None``: no identities), from memory or
+        read from the database. One not stored yet is read again at each use, in case another
+        client or process has made it since. ``announce``: say a new session's id at once (the
+        process's own, which the user needs to resume it)."""
+        async with self._opening:
+            cached = None
+            if session_id is not None:
+                cached = self.sessions.get((identity, session_id))
+                if cached is not None:
+                    self.sessions.move_to_end((identity, session_id))
+                    if cached.stored:
+                        return cached
+            # Written first: a session evicted with entries still in the backlog reads them back.
+            opened: GatewaySession = await self.library.run(
+                self._written_first,
+                GatewaySession.open,
+                self.index,
+                session_id,
+                self.options.mode,
+                self.scope,
+                identity,
+            )
+            if cached is not None and not opened.stored:
+                return cached
+            opened.on_created = self._created
+            self.sessions[(identity, opened.id)] = opened
+            while len(self.sessions) > self.options.session_cache:
+                self.sessions.popitem(last=False)
+            if opened.stored:
+                self.say(f"session {opened.id} (resumed)")
+            elif announce:
+                self.say(f"session {opened.id} (new)")
+            return opened
+
+    def _created(self, gateway_session: GatewaySession) -> None:
+        if gateway_session is not self.default_session:
+            self.say(f"session {gateway_session.id} (new)")
+
+    def _identity(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        """The identity whose token the request carried, when sessions belong to identities."""
+        if not self.options.identities:
+            return None
+        scope = getattr(ctx.request, "scope", None) or {}
+        identity = scope.get(IDENTITY)
+        if not isinstance(identity, str):  # the token check sets it before any request gets here
+            raise MCPError(INVALID_PARAMS, "this request carries no identity")
+        return identity
+
+    async def session_of(self, ctx: ServerRequestContext[Any, Any]) -> GatewaySession:
+        """The session of a request: ``?session=`` on HTTP, else the process's own."""
+        request = ctx.request
+        query: Mapping[str, str] = getattr(request, "query_params", None) or {}
+        wanted = query.get("session")
+        identity = self._identity(ctx)
+        if wanted is None and self.options.per_client:
+            gateway_session = await self._connection_session(ctx, identity)
+        elif wanted is None:
+            assert self.default_session is not None
+            gateway_session = self.default_session
+        else:
+            try:
+                gateway_session = await self._open(wanted, identity)
+            except (StoreError, NotYourSession):
+                raise  # the database failed, not the client's session id; or it is not theirs
+            except ToolIndexError as exc:
+                raise MCPError(INVALID_PARAMS, f"session {wanted!r}: {exc}") from exc
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            self._clients.setdefault(connection_of(ctx), set()).add(gateway_session.id)
+        return gateway_session
+
+    async def _connection_session(
+        self, ctx: ServerRequestContext[Any, Any], identity: str | None
+    ) -> GatewaySession:
+        """A new session of its own for each HTTP connection that names none. A handshake-era
+        client is its ``Mcp-Session-Id``: the transport makes it up, unguessable, and refuses a
+        request whose id it did not give. A 2026-07-28 client has no connection at all, so it
+        must name its session."""
+        headers: Mapping[str, str] = getattr(ctx.request, "headers", None) or {}
+        connection = headers.get(MCP_SESSION_ID_HEADER)
+        if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            raise MCPError(
+                INVALID_PARAMS,
+                "this gateway keeps a session per connection, and this request has none: name a "
+                "session in the endpoint's query, as in /mcp?session=ID",
+            )
+        async with self._connecting:
+            # The transport refuses an Mcp-Session-Id it did not give, or gave to another token.
+            session_id = self._by_connection.get(connection_of(ctx))
+            gateway_session = await self._open(session_id, identity)
+            self._by_connection[connection_of(ctx)] = gateway_session.id
+            return gateway_session
+
+    # tools/list
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        try:
+            gateway_session = await self.session_of(ctx)
+        except NotYourSession as exc:
+            raise MCPError(INVALID_PARAMS, str(exc)) from None
+        tools = [
+            types.Tool(
+                name=SEARCH_TOOL_NAME,
+                title="SearchTools",
+                description=gateway_session.description,
+                input_schema=SEARCH_PARAMETERS,
+            ),
+            types.Tool(name=CALL_TOOL_NAME, description=CALL_DESCRIPTION, input_schema=CALL_PARAMETERS),
+        ]
+        if self.options.expose_active:
+            for tool in await self.library.run(gateway_session.active_tools):
+                in_scope = self.scope.admits(tool.server_name, tool.mcp_tool_name)
+                if in_scope and route(tool, self.config.servers) is not None:
+                    tools.append(self._listed_tool(tool))
+        return types.ListToolsResult(tools=tools)
+
+    def _listed_tool(self, tool: StoredTool) -> types.Tool:
+        """An active tool as ``expose_active`` lists it: the record, with the fields only the
+        server's own listing has when this gateway listed that very version of the tool (same
+        description and input schema)."""
+        schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
+        listed = self._listed.get(tool.server_name or "", {}).get(tool.mcp_tool_name or "")
+        if listed is not None and (
+            (listed.description or "") != tool.description or listed.input_schema != schema
+        ):
+            listed = None  # another version than the catalog's: the record alone
+        return types.Tool(
+            name=tool.name,
+            title=(listed.title if listed else None) or tool.label,
+            description=tool.description,
+            input_schema={"type": "object", **schema},
+            output_schema=listed.output_schema if listed else None,
+            annotations=listed.annotations if listed else None,
+            icons=listed.icons if listed else None,
+        )
+
+    def _input_schema(self, name: str) -> Mapping[str, Any] | None:
+        return {SEARCH_TOOL_NAME: SEARCH_PARAMETERS, CALL_TOOL_NAME: CALL_PARAMETERS}.get(name)
+
+    # tools/call
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            gateway_session = await self.session_of(ctx)
+        except NotYourSession as exc:
+            return text_result(f"Refused: {exc}.", is_error=True)
+        arguments = params.arguments
+        if params.name == SEARCH_TOOL_NAME:
+            return await self._search(ctx, gateway_session, arguments or {})
+        if params.name == CALL_TOOL_NAME:
+            name = (arguments or {}).get("name")
+            if not isinstance(name, str) or not name:
+                return text_result(
+                    "call_tool needs `name`: a tool name that search_tool_bm25 activated.", is_error=True
+                )
+            inner = (arguments or {}).get("arguments")
+            if inner is not None and not isinstance(inner, dict):
+                return text_result("call_tool: `arguments` must be an object ({} for none).", is_error=True)
+            return await self.forward(gateway_session, name, inner, progress=_relay(ctx))
+        if self.options.expose_active:
+            return await self.forward(gateway_session, params.name, arguments or {}, progress=_relay(ctx))
+        return text_result(
+            f"Unknown tool {params.name!r}: call search_tool_bm25 to find tools, then call_tool to call "
+            "them.",
+            is_error=True,
+        )
+
+    async def _search(
+        self, ctx: ServerRequestContext[Any, Any], gateway_session: GatewaySession, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        try:
+            outcome = await self.library.run(self._written_first, gateway_session.search, arguments)
+        except NotYourSession as exc:
+            return text_result(f"Refused: {exc}.", is_error=True)
+        if outcome.activated:
+            self._later(gateway_session, gateway_session.pinning(outcome.activated))
+            if self.options.expose_active:
+                await self._notify(gateway_session.id)
+        return text_result(outcome.text, is_error=outcome.is_error)
+
+    async def forward(
+        self,
+        gateway_session: GatewaySession,
+        name: str,
+        arguments: dict[str, Any] | None,
+        *,
+        progress: ProgressFnT | None = None,
+    ) -> types.CallToolResult:
+        """Call the activated tool ``name`` on its server; every call is logged, never its
+        arguments or result. ``arguments`` ``None`` describes the tool instead of calling it.
+        ``progress`` gets the server's progress notifications (the caller asked for them)."""
+        started = time.perf_counter()
+        tool, active = await self.library.run(gateway_session.resolve, name)
+        # The server and upstream name come from the record the model was shown (and its pin).
+        located = None if tool is None else route(tool, self.config.servers)
+        # The log of a call of an unknown name still says which server the name points to.
+        guessed = split_catalog_name(name, self.config.servers) if tool is None else None
+        server = located[0] if located else guessed[0] if guessed else None
+        refusal = await self._refusal(gateway_session, name, tool, active, located)
+        if refusal is not None:
+            await self._log(gateway_session, name, server, started, True, refusal[0])
+            return text_result(refusal[1], is_error=True)
+        assert tool is not None and located is not None
+        if arguments is None:
+            await self._log(gateway_session, name, server, started, False, "described")
+            return text_result(_described(tool.description, tool.input_schema, name), is_error=False)
+        if not gateway_session.stored:
+            try:
+                # The call is logged, so the session is stored first (active at the start of a new one).
+                await self.library.run(self._written_first, gateway_session.store)
+            except NotYourSession as exc:
+                return text_result(f"Refused: {exc}.", is_error=True)
+        upstream = self.upstreams.upstream(located[0])
+        try:
+            result = await self.upstreams.call_upstream(upstream, located[1], arguments, progress=progress)
+        except UpstreamError as exc:
+            await self._log(gateway_session, name, server, started, True, "server failed")
+            return text_result(f"Calling {name} failed: {exc}.", is_error=True)
+        await self._log(gateway_session, name, server, started, result.is_error, "called")
+        return result.model_copy(update={"meta": None})
+
+    async def _refusal(
+        self,
+        gateway_session: GatewaySession,
+        name: str,
+        tool: StoredTool | None,
+        active: bool,
+        located: tuple[str, str] | None,
+    ) -> tuple[str, str] | None:
+        """``(outcome, message)`` when ``name`` cannot be called now, else ``None``."""
+        if tool is None:
+            return "unknown", (
+                f"Unknown tool {name!r}: it is not in the catalog. Call search_tool_bm25 to find a tool, "
+                "then call_tool with a name it activated."
+            )
+        not_allowed = (
+            self.config.tool_filter.refusal(tool.server_name, tool.mcp_tool_name)
+            if tool.server_name in self.config.servers and tool.mcp_tool_name is not None
+            else None
+        )
+        if not_allowed is not None:
+            return "not allowed", f"{name!r} is not allowed by this gateway's tool filters: {not_allowed}."
+        if located is None or not self.scope.admits(tool.server_name, tool.mcp_tool_name):
+            servers = ", ".join(self.config.servers) or "none"
+            return "not served", (
+                f"{name!r} is not a tool of a server this gateway fronts ({self.config.path}: {servers})."
+            )
+        if not active:
+            return "not active", (
+                f"{name!r} is not active in this session: call search_tool_bm25 first; it activates the "
+                "tools it finds, which call_tool can then call."
+            )
+        if name not in gateway_session.pins:
+            # Activated outside the gateway, or by a search whose pins are still in the backlog.
+            try:
+                await self.library.run(self._written_first, self._pin_missing, gateway_session, name)
+            except NotYourSession as exc:
+                return "not yours", f"Refused: {exc}."
+        elif gateway_session.changed(name, tool):
+            await self.library.run(self._written_first, gateway_session.unpin_changed, name)
+            if self.options.expose_active:
+                await self._notify(gateway_session.id)
+            return "changed", (
+                f"Refused: {name!r} changed on server {located[0]!r} since it was activated (its "
+                "description or input schema differ), so it was deactivated. Call search_tool_bm25 "
+                "again to find it, with what it now says, before calling it."
+            )
+        return None
+
+    async def _log(
+        self,
+        gateway_session: GatewaySession,
+        name: str,
+        server: str | None,
+        started: float,
+        is_error: bool,
+        outcome: str,
+    ) -> None:
+        duration_ms = (time.perf_counter() - started) * 1000
+        self._later(
+            gateway_session, gateway_session.call_logging(name, server, duration_ms, is_error, outcome)
+        )
+
+    def _later(self, gateway_session: GatewaySession, pending: Pending) -> None:
+        """Write a log entry after the answer is sent. Entries wait in a backlog that the worker
+        writes in one transaction, as soon as it is free, and always before any later write of
+        the gateway (``_written_first``), so the log keeps the order of the calls; only a gateway
+        killed before the worker got to them loses them. A session not stored yet has no log:
+        what it did was read-only (a listing, a description, a refusal), and is not kept."""
+        if not gateway_session.stored:
+            return
+        self._backlog.append((gateway_session, pending))
+        if not self._draining:
+            self._draining = True
+            self.upstreams.start_soon(self._drain)
+
+    async def _drain(self) -> None:
+        try:
+            while self._backlog:
+                await self.library.run(self._write_backlog)
+        finally:
+            self._draining = False
+
+    def _write_backlog(self) -> None:
+        """In the worker: write every entry waiting in the backlog."""
+        writes = []
+        while self._backlog:
+            writes.append(self._backlog.popleft())
+        if not writes:
+            return
+        try:
+            write_pending(self.index, writes)
+        except ToolIndexError as exc:
+            self.say(f"could not log to the session: {exc}")
+
+    def _written_first(self, work: Callable[..., T], *args: Any) -> T:
+        """In the worker: ``work`` after the backlog is written, so its own log entries follow."""
+        self._write_backlog()
+        return work(*args)
+
+    def _pin_missing(self, gateway_session: GatewaySession, name: str) -> None:
+        if name not in gateway_session.pins:
+            gateway_session.pin([name])
+
+    # Change notifications
+
+    async def _listen(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        try:
+            gateway_session = await self.session_of(ctx)
+        except NotYourSession as exc:
+            raise MCPError(INVALID_PARAMS, str(exc)) from None
+        key = gateway_session.id
+        bus, handler, listening = self._buses.get(key) or (InMemorySubscriptionBus(), None, 0)
+        handler = handler or ListenHandler(bus)
+        self._buses[key] = (bus, handler, listening + 1)
+        try:
+            return await handler(ctx, params)
+        finally:
+            # A bus lives while someone listens on it: sessions named once leave nothing behind.
+            bus, handler, listening = self._buses[key]
+            if listening == 1:
+                del self._buses[key]
+            else:
+                self._buses[key] = (bus, handler, listening - 1)
+
+    async def _notify(self, session_id: str) -> None:
+        """Tell the session's clients that its tools/list changed: handshake-era clients by a
+        notification on their connection, 2026-07-28 clients on their listen streams."""
+        for client, session_ids in list(self._clients.items()):
+            if session_id not in session_ids:
+                continue
+            try:
+                await client.send_tool_list_changed()
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, MCPError, RuntimeError):
+                self._clients.pop(client, None)
+        if session_id in self._buses:
+            await self._buses[session_id][0].publish(ToolsListChanged())
+
+    # Re-syncing upstream servers
+
+    async def _server_changed(self, server: str) -> None:
+        """An upstream said its tools changed: sync it, so searches and pins see the change."""
+        self._report(await sync_server(self.library, self.upstreams, server, listed_hook=self._remember))
+        await self._catalog_changed()
+
+    async def _sync_in_background(self, servers: list[str]) -> None:
+        """Sync ``servers`` while the gateway answers, each connection closed once its tools are
+        written (a call opens it again), then tell the sessions their tools may have changed."""
+        for result in await sync_servers(
+            self.library, self.upstreams, servers, close=True, listed_hook=self._remember
+        ):
+            self._report(result)
+        await self._catalog_changed()
+
+    async def _catalog_changed(self) -> None:
+        """After a sync or a new config: the search tool's description of each session in memory
+        says the new counts, and with ``expose_active`` its clients are told to list again."""
+        for gateway_session in list(self.sessions.values()):
+            try:
+                await self.library.run(gateway_session.describe)
+            except ToolIndexError as exc:  # a session deleted meanwhile keeps its description
+                self.say(f"session {gateway_session.id}: {exc}")
+        if self.options.expose_active:
+            notified = {session_id for ids in list(self._clients.values()) for session_id in ids}
+            for session_id in notified | set(self._buses):
+                await self._notify(session_id)
+
+    # The config file, watched
+
+    async def _watch_config(self) -> None:
+        """Poll the config file (size and modification time, then a digest of what it holds) and
+        apply a new version without a restart; an unreadable or invalid one keeps the old."""
+        assert self.reload_config is not None
+        path = Path(self.config.path)
+        seen = _stat(path)
+        known = _digest(path)
+        while True:
+            await anyio.sleep(self.options.watch_interval)
+            now = _stat(path)
+            if now == seen:
+                continue
+            seen = now
+            digest = _digest(path)
+            if digest is None:
+                self.say(f"Warning: {path} cannot be read now; serving its previous version")
+                continue
+            if digest == known:
+                continue
+            known = digest
+            try:
+                config = await anyio.to_thread.run_sync(self.reload_config)
+            except ToolIndexError as exc:
+                self.say(f"Warning: {exc}; the config is unchanged (serving its previous version)")
+                continue
+            try:
+                await self.apply_config(config)
+            except ToolIndexError as exc:  # the database failed meanwhile: the next edit tries again
+                self.say(f"Warning: applying {path} failed: {exc}")
+
+    async def apply_config(self, config: McpConfig) -> None:
+        """Serve ``config`` from now on: its new servers synced and callable, removed ones out of
+        scope (their tools leave searches and active lists), a changed entry's server restarted
+        and synced again. Sessions are kept: those in memory are read again under the new scope."""
+        for warning in config.warnings():
+            self.say(f"Warning: {warning}")
+        # Tools the old filters left out were never imported: new filters sync every server again.
+        refiltered = config.tool_filter != self.config.tool_filter
+        added, removed, changed = await self.upstreams.reconfigure(config)
+        self.config = config
+        self.scope = GatewayScope(frozenset(config.servers), config.tool_filter)
+        async with self._opening:
+            # Their handles hold the old scope and what it ruled out: read again when next used.
+            self.sessions.clear()
+        if self.default_session is not None:
+            self.default_session = await self._open(self.default_session.id)
+        parts = [
+            f"{what} {', '.join(names)}"
+            for what, names in (("added", added), ("removed", removed), ("changed", changed))
+            if names
+        ]
+        if refiltered:
+            parts.append("filters changed")
+        self.say(f"config {config.path} reloaded: {'; '.join(parts) or 'nothing that serve uses changed'}")
+        if refiltered:
+            await self._sync_in_background(list(config.servers))
+        elif added or changed:
+            await self._sync_in_background([*added, *changed])
+        else:
+            await self._catalog_changed()
+
+    async def _refresh_forever(self) -> None:
+        assert self.options.refresh
+        while True:
+            for result in await sync_servers(
+                self.library, self.upstreams, list(self.config.servers), listed_hook=self._remember
+            ):
+                self._report(result)
+            await anyio.sleep(self.options.refresh)
+
+    def _remember(self, server: str, tools: list[types.Tool]) -> None:
+        self._listed[server] = {tool.name: tool for tool in tools}
+
+    def _report(self, result: ServerSync) -> None:
+        if result.report is None:
+            self.say(f"sync {result.server}: {result.error}")
+        else:
+            counts = ", ".join(f"{key} {value}" for key, value in result.report.counts().items())
+            self.say(f"sync {result.server}: {counts}")
+
+    def say(self, line: str) -> None:
+        """One line on stderr; an upstream's words in it (its errors) are third-party text, so
+        control characters never reach a terminal."""
+        shown = "".join(char if char.isprintable() else "\ufffd" for char in line)
+        print(f"tool-index serve: {shown}", file=self.errlog, flush=True)
+
+
+class _Server(Server[Any]):
+    """A ``Server`` whose capabilities say whether its tools/list changes, on every transport:
+    the HTTP session manager asks for the initialization options itself, with no arguments."""
+
+    def __init__(self, notification_options: NotificationOptions, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.notification_options = notification_options
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> Any:
+        return super().create_initialization_options(
+            notification_options or self.notification_options, experimental_capabilities, extensions
+        )
+
+
+def _described(description: str, schema: Any, name: str) -> str:
+    return json.dumps(
+        {
+            "name": name,
+            "description": description,
+            "input_schema": schema,
+            "call": "call_tool with arguments",
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tool-index")
+    except PackageNotFoundError:
+        return "0"

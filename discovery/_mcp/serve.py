@@ -1,0 +1,171 @@
+"""Running a ``Gateway`` over stdio (one client, the process that started it) or streamable HTTP
+(any number of clients, each choosing its session with ``?session=ID``, or else given one of its
+own for its connection)."""
+
+from __future__ import annotations
+
+import hmac
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from discovery._files import load_json, read_bounded
+from discovery._mcp.gateway import IDENTITY, Gateway
+from discovery.errors import ToolIndexError
+
+PROTECTED_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""The hosts served without a token, spelled exactly so. Other spellings of loopback (127.0.0.2,
+127.1, ::ffff:127.0.0.1, LOCALHOST.) need one too: anything a browser page can reach is guarded
+by the token or by Host and Origin checks, and only these names are sure to get the checks."""
+REBINDING_GUARD = TransportSecuritySettings(
+    enable_dns_rebinding_protection=True,
+    allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+    allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+)
+"""Host and Origin checks of a tokenless gateway: a page on another site that rebinds its name
+to 127.0.0.1 sends its own name as Host, and is refused (421)."""
+MCP_PATH = "/mcp"
+
+
+class UnsafeBind(ToolIndexError):
+    """Serving HTTP without a bearer token on a host other than 127.0.0.1, localhost or ::1."""
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Only the protected loopback names go without a token: the gateway calls tools with the
+    user's credentials."""
+    if host not in PROTECTED_HOSTS and not token:
+        raise UnsafeBind(
+            f"--host {host} is not 127.0.0.1, localhost or ::1, the hosts served without a token: "
+            "give --token SECRET (clients send 'Authorization: Bearer SECRET'), or bind 127.0.0.1"
+        )
+
+
+class TokensError(ToolIndexError):
+    """A ``--tokens`` file that cannot be used; the message never quotes a secret."""
+
+
+IDENTITY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
+"""An identity's name is logged with the sessions it makes: short, printable, no spaces."""
+SINGLE_IDENTITY = "token"
+"""The one identity of ``--token SECRET``: everyone who has the token is the same user."""
+
+
+def load_tokens(path: str | Path) -> dict[str, str]:
+    """``{"identity": "secret", ...}`` from a JSON file, read within the input size limit."""
+    where, text = read_bounded(path, TokensError, what="tokens file")
+    document = load_json(text, where, TokensError)
+    if not isinstance(document, dict) or not document:
+        raise TokensError(
+            f'{where}: expected a JSON object of identities and their secrets: {{"alice": "..."}}'
+        )
+    seen: dict[str, str] = {}
+    for identity, secret in document.items():
+        if not IDENTITY_NAME.fullmatch(identity):
+            raise TokensError(
+                f"{where}: identity {identity[:64]!r}: a name is 1 to 64 letters, digits, '_', '.', '@' "
+                "and '-', starting with a letter or digit"
+            )
+        if not isinstance(secret, str) or not secret.strip() or not secret.isprintable():
+            raise TokensError(
+                f"{where}: identity {identity!r}: its secret must be a non-empty printable string"
+            )
+        if secret in seen:
+            raise TokensError(f"{where}: identities {seen[secret]!r} and {identity!r} have the same secret")
+        seen[secret] = identity
+    return dict(document)
+
+
+class CannotListen(ToolIndexError):
+    """The HTTP server could not bind its host and port (in use, or not an address of this machine)."""
+
+
+async def serve_stdio(gateway: Gateway) -> None:
+    async with gateway, stdio_server() as (read_stream, write_stream):
+        await gateway.server.run(read_stream, write_stream, gateway.initialization_options())
+
+
+class BearerToken:
+    """Refuses every HTTP request without ``Authorization: Bearer <token>`` of one of the
+    identities (each compared in constant time), and tells the app whose token it was: the
+    gateway (``IDENTITY``) and the SDK's transport, which then refuses a connection's
+    ``Mcp-Session-Id`` to any other identity."""
+
+    def __init__(self, app: ASGIApp, tokens: Mapping[str, str]) -> None:
+        self.app = app
+        self.expected = [(identity, f"Bearer {secret}".encode()) for identity, secret in tokens.items()]
+
+    def identity(self, given: bytes) -> str | None:
+        found = None
+        for identity, expected in self.expected:  # every one compared, so the time says nothing
+            if hmac.compare_digest(given, expected):
+                found = identity
+        return found
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            identity = self.identity(given)
+            if identity is not None:
+                scope[IDENTITY] = identity
+                scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=identity, scopes=[]))
+            else:
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": b"missing or wrong bearer token\n"})
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(gateway: Gateway, host: str, tokens: Mapping[str, str] | None) -> Any:
+    """The Starlette app of the gateway; without tokens, it checks Host and Origin."""
+    check_bind(host, "yes" if tokens else None)
+    # Given explicitly, so the checks do not hang on the SDK's own list of hosts it protects.
+    guard = None if tokens else REBINDING_GUARD
+    app: ASGIApp = gateway.server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host, transport_security=guard
+    )
+    return BearerToken(app, tokens) if tokens else app
+
+
+async def serve_http(gateway: Gateway, host: str, port: int, tokens: Mapping[str, str] | None) -> None:
+    import uvicorn
+
+    app = http_app(gateway, host, tokens)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    unbound = False
+    async with gateway, anyio.create_task_group() as group:
+        group.start_soon(_announce, gateway, server, host)
+        try:
+            await server.serve()
+        except SystemExit:
+            # uvicorn exits when it cannot listen, once it has logged why: one error line, not a traceback.
+            if server.started:
+                raise
+            unbound = True
+        group.cancel_scope.cancel()
+    if unbound:
+        raise CannotListen(f"cannot listen on {host} port {port}")
+
+
+async def _announce(gateway: Gateway, server: Any, host: str) -> None:
+    """Say where the gateway listens once it does (with ``--port 0``, the port it was given)."""
+    while not server.started:
+        await anyio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    gateway.say(f"listening on http://{shown}:{port}{MCP_PATH}")

@@ -1,0 +1,299 @@
+"""The persisted session a gateway serves: opened or resumed, its searches, the digests of the
+tools it activated (pins), and the log of every tool call it forwarded.
+
+Everything here is synchronous library work: the gateway runs it in its worker thread.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from discovery._index import ToolIndex
+from discovery._params import checked_id
+from discovery._sessions.description import render_description
+from discovery._sessions.learning import CALL_EVENT, learn_from_calls, teaches
+from discovery.errors import ToolCallError, ToolIndexError
+from store import Event, Reader, StoredTool, json_digest
+
+if TYPE_CHECKING:
+    from discovery._sessions.session import Scope, Session
+
+NEW_SESSION_MODE = "mcp-only"
+"""A gateway fronts MCP tools only; ``auto`` would switch discovery off for a small catalog."""
+PIN_EVENT = "pin"
+OWNER_EVENT = "owner"
+"""Logged right after ``create`` by a gateway with identities: ``{"identity": NAME}``, never a secret."""
+
+
+def owner_of(reader: Reader, session_id: str) -> str | None:
+    """The identity a stored session belongs to (its ``owner`` entry), or ``None``."""
+    logged = reader.sessions.first_of_kind(session_id, OWNER_EVENT)
+    identity = (logged.event.params or {}).get("identity") if logged is not None else None
+    return identity if isinstance(identity, str) else None
+
+
+def refusal(session_id: str, owner: str | None) -> str:
+    """Why an identity may not use ``session_id``; it never names the identity that may."""
+    if owner is None:
+        return (
+            f"session {session_id!r} was made without an identity (over stdio, on the command line or "
+            "by a gateway without --tokens), and this gateway serves only the sessions of its "
+            "identities: name a session of your own (?session=NEW)"
+        )
+    return (
+        f"session {session_id!r} belongs to another identity of this gateway: it is not yours to read "
+        "or change; name a session of your own (?session=NEW)"
+    )
+
+
+def digest(tool: StoredTool) -> str:
+    """A digest of everything a tool claims (description, input schema, names): what is pinned.
+    The pins in the session logs hold it, so it is the store's fixed ``json_digest``."""
+    return json_digest(tool.as_record())
+
+
+@dataclass
+class SearchOutcome:
+    """A search call's answer: the model-visible text, whether it is an error, what it activated."""
+
+    text: str
+    is_error: bool
+    activated: list[str] = field(default_factory=list)
+
+
+class NotYourSession(ToolIndexError):
+    """A gateway with identities (``serve --tokens``) was asked for a session another identity
+    made, or one made without an identity: it is refused, never read or changed."""
+
+
+@dataclass
+class GatewaySession:
+    """A session of the store, with the digest each of its activated tools had when activated.
+
+    A session named for the first time is not stored until it first changes (a search, or a call
+    that must be logged): until then its read-only requests are answered from what a new session
+    would be (``Session.as_new``), so a client naming sessions at random fills nothing."""
+
+    index: ToolIndex
+    session: Session
+    created: bool
+    pins: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+    owner: str | None = None
+    """The identity the session belongs to (``serve --tokens``); ``None``: every local client."""
+    stored: bool = True
+    mode: str = NEW_SESSION_MODE
+    on_created: Callable[[GatewaySession], None] | None = field(default=None, repr=False)
+    """Called (in the worker) once the gateway has stored the session it named."""
+    _digests: dict[str, tuple[StoredTool, str]] = field(default_factory=dict, repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.session.id
+
+    @classmethod
+    def open(
+        cls,
+        index: ToolIndex,
+        session_id: str | None,
+        mode: str = NEW_SESSION_MODE,
+        scope: Scope | None = None,
+        owner: str | None = None,
+    ) -> GatewaySession:
+        """Resume ``session_id`` with its own settings, or prepare it (a new id when ``None``) in
+        ``mode``, stored when it first changes; the active tools are pinned as the log last saw
+        them. With ``scope``, its searches rank and activate only the tools ``scope`` admits.
+        With ``owner`` (the identity asking), a stored session must belong to that identity
+        (``NotYourSession``). Reads this session's row, never the others'."""
+        from discovery._sessions.session import Session
+
+        session_id = checked_id(session_id, "session id") if session_id is not None else uuid.uuid4().hex
+        with index.store.reading() as reader:
+            exists = reader.sessions.load(session_id) is not None
+            stored_owner = owner_of(reader, session_id) if exists else None
+        if exists and owner is not None and stored_owner != owner:
+            raise NotYourSession(refusal(session_id, stored_owner))
+        session = Session(index.store, index.ranker, session_id, scope)
+        opened = cls(index, session, created=not exists, owner=stored_owner if exists else owner)
+        opened.mode = mode
+        opened.stored = exists
+        if exists:
+            opened.load_pins()
+        opened.describe()
+        return opened
+
+    def describe(self) -> None:
+        """Render the search tool's description from the session's corpus as it is now."""
+        if self.stored:
+            self.description = self.session.search_tool.description
+        else:
+            self.description = render_description(*self.session.as_new(self.settings())[1])
+
+    def settings(self) -> dict[str, Any]:
+        return {"discovery_mode": self.mode}
+
+    def store(self) -> None:
+        """Store the session if it is not yet (in one transaction with its owner, so a session
+        never exists without the identity that made it); another caller may have made it just
+        before, and then it must be this identity's."""
+        if self.stored:
+            return
+        from discovery._sessions.session import opening_active
+        from discovery._sessions.settings import parsed_settings
+
+        settings = parsed_settings(self.settings())
+        with self.index.store.writing() as writer:
+            made = writer.sessions.lock(self.id) is None
+            if made:
+                active = opening_active(self.index.ranker, writer, settings)
+                stored = settings.model_dump(mode="json")
+                made = writer.sessions.create(self.id, stored, active) is not None
+                if made and self.owner is not None:
+                    owned = Event(kind=OWNER_EVENT, params={"identity": self.owner})
+                    writer.sessions.append(self.id, owned)
+            found_owner = None if made else owner_of(writer, self.id)
+        if not made:
+            if self.owner is not None and found_owner != self.owner:
+                raise NotYourSession(refusal(self.id, found_owner))
+            self.stored = True
+            self.load_pins()
+            return
+        self.stored = True
+        if self.on_created is not None:
+            self.on_created(self)
+
+    def load_pins(self) -> None:
+        """The pins of the log: a tool activated by a search that no gateway pinned (a search on
+        the command line) is pinned as it is now."""
+        pins: dict[str, str | None] = {}
+        for call in self.index.session_record(self.id)["calls"]:
+            if call["kind"] == "search":
+                pins.update(dict.fromkeys(call["activated"]))
+            elif call["kind"] == PIN_EVENT:
+                pins.update((call.get("params") or {}).get("tools", {}))
+        active = set(self.session.active)
+        unpinned = [name for name, pin in pins.items() if pin is None and name in active]
+        unpinned += [name for name in self.session.active if name.startswith("mcp__") and name not in pins]
+        self.pins = {name: pin for name, pin in pins.items() if pin is not None}
+        if unpinned:
+            self.pin(unpinned)
+
+    def pin(self, names: list[str]) -> None:
+        """Pin the current digest of each of ``names`` (in the log, so a restart keeps it)."""
+        self.store()
+        write_pending(self.index, [(self, self.pinning(names))])
+
+    def pinning(self, names: list[str]) -> Pending:
+        """``pin`` as a write of ``write_pending``: the digests are those the writer's
+        transaction reads."""
+
+        def pin_event(reader: Reader) -> Event | None:
+            found = reader.catalog.tools_by_names(names)
+            pinned = {name: digest(found[name]) for name in names if name in found}
+            if not pinned:
+                return None
+            self.pins.update(pinned)
+            return Event(kind=PIN_EVENT, params={"tools": pinned})
+
+        return pin_event
+
+    def search(self, arguments: dict[str, Any]) -> SearchOutcome:
+        """One ``search_tool_bm25`` call (contract §6); the caller pins what it activated. Every
+        search is logged, so the session is stored first (``NotYourSession`` when another
+        identity made it meanwhile)."""
+        self.store()
+        try:
+            result = self.session.search_tool.execute(f"mcp-{uuid.uuid4().hex}", arguments)
+        except ToolCallError as error:
+            return SearchOutcome(str(error), is_error=True)
+        activated = list(result.details["activated_tools"])
+        return SearchOutcome(result.content, is_error=False, activated=activated)
+
+    def resolve(self, name: str) -> tuple[StoredTool | None, bool]:
+        """The catalog record of ``name`` (``None`` when it is not there) and whether it is active,
+        from one snapshot: every forwarded call starts here."""
+        if not self.stored:
+            found = self.session.tools_by_names([name])
+            return found.get(name), name in self.session.as_new(self.settings())[0]
+        active, found = self.session.lookup([name])
+        return found.get(name), name in active
+
+    def changed(self, name: str, tool: StoredTool) -> bool:
+        """Whether ``tool`` differs from what ``name`` was pinned as (``False`` when unpinned)."""
+        pinned = self.pins.get(name)
+        if pinned is None:
+            return False
+        # A record read again is the same object until the catalog changes: hash it once.
+        known = self._digests.get(name)
+        if known is None or known[0] is not tool:
+            known = (tool, digest(tool))
+            self._digests[name] = known
+        return pinned != known[1]
+
+    def unpin_changed(self, name: str) -> None:
+        """Deactivate a tool whose record changed since it was pinned: only a new search that finds
+        it (and pins it again) makes it callable."""
+        self.store()
+        self.pins.pop(name, None)
+        self.session.set_active([active for active in self.session.active if active != name])
+
+    def active_tools(self) -> list[StoredTool]:
+        if not self.stored:
+            active = self.session.as_new(self.settings())[0]
+            found = self.session.tools_by_names(active)
+            return [found[name] for name in active if name in found]
+        return self.session.active_tools()
+
+    def log_call(
+        self, name: str, server: str | None, duration_ms: float, is_error: bool, outcome: str
+    ) -> None:
+        """Log one call_tool: never its arguments or result, which may hold secrets."""
+        write_pending(self.index, [(self, self.call_logging(name, server, duration_ms, is_error, outcome))])
+
+    def call_logging(
+        self, name: str, server: str | None, duration_ms: float, is_error: bool, outcome: str
+    ) -> Pending:
+        """``log_call`` as a write of ``write_pending``."""
+        params = {
+            "tool": name,
+            "server": server,
+            "duration_ms": round(duration_ms, 3),
+            "is_error": is_error,
+            "outcome": outcome,
+        }
+        event = Event(kind=CALL_EVENT, tool_name=name, params=params)
+        return lambda reader: event
+
+
+Pending = Callable[[Reader], "Event | None"]
+"""A log entry to write, made in the writer's transaction (``None``: nothing to write after all)."""
+
+
+def write_pending(index: ToolIndex, writes: list[tuple[GatewaySession, Pending]]) -> None:
+    """Write log entries of gateway sessions, in order, in one transaction: a burst of calls
+    costs one commit. A session deleted meanwhile is named in the error; the other sessions'
+    entries are written."""
+    by_session: dict[str, list[Event]] = {}
+    gone: list[str] = []
+    with index.store.writing() as writer:
+        for gateway_session, pending in writes:
+            event = pending(writer)
+            if event is not None:
+                by_session.setdefault(gateway_session.id, []).append(event)
+        for session_id, events in by_session.items():
+            if not writer.sessions.append(session_id, *events):
+                gone.append(session_id)
+                continue
+            taught = [
+                event.tool_name
+                for event in events
+                if event.kind == CALL_EVENT and event.tool_name is not None and teaches(event)
+            ]
+            if taught:
+                learn_from_calls(writer, index.ranker.analyzer(writer), session_id, taught)
+    if gone:
+        shown = ", ".join(repr(session_id) for session_id in gone)
+        raise ToolIndexError(f"session {shown} was deleted while the gateway served it")

@@ -1,0 +1,118 @@
+"""``sync``: each configured server's live tools/list into the catalog, as an import of that
+list with ``--server NAME --replace`` would write it (one transaction per server)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+from mcp import types
+
+from discovery._index import ImportReport, ToolIndex
+from discovery._mcp.config import StdioServer
+from discovery._mcp.upstreams import Upstreams
+from discovery.errors import ToolIndexError
+from store.errors import StoreError
+
+T = TypeVar("T")
+
+
+class Library:
+    """Runs the synchronous library in one worker thread, one call at a time, so the event loop
+    never waits on the database and the index is never used by two threads at once."""
+
+    def __init__(self, index: ToolIndex) -> None:
+        self.index = index
+        self._limiter = anyio.CapacityLimiter(1)
+
+    async def run(self, work: Callable[..., T], *args: Any) -> T:
+        return await anyio.to_thread.run_sync(work, *args, limiter=self._limiter)
+
+
+@asynccontextmanager
+async def _nothing() -> AsyncIterator[None]:
+    yield
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSync:
+    """What syncing one server did: its report, or the error that left its tools as they were."""
+
+    server: str
+    report: ImportReport | None = None
+    error: str | None = None
+    not_allowed: int = 0
+    """Tools the server listed that the config's filters do not allow, so not imported."""
+
+
+def write_server_tools(index: ToolIndex, server: str, tools: list[types.Tool]) -> ImportReport:
+    """Upsert ``server``'s tools and remove those it no longer has, in one transaction: the path of
+    ``tool-index import FILE --server NAME --replace`` for a file holding this tools/list result.
+    Each tool goes as its wire form, the JSON object a file would hold. A tool whose catalog name
+    is another server's tool refuses the whole write (``ServerNameCollision``): the catalog stays
+    as it was."""
+    from discovery._catalog.formats import listed_tools
+
+    listed = [tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in tools]
+    parsed = listed_tools(listed, where=f"server {server!r} tools/list", server=server)
+    return index.upsert_tools(parsed.records, replace=True, server=server)
+
+
+Listed = Callable[[str, list[types.Tool]], None]
+"""Told a server's tools as it listed them, before they are written (``serve`` keeps what the
+catalog does not)."""
+
+
+async def sync_server(
+    library: Library, upstreams: Upstreams, server: str, *, listed_hook: Listed | None = None
+) -> ServerSync:
+    """Sync one server: the tools the config's filters allow replace the ones it had."""
+    tool_filter = upstreams.config.tool_filter
+    try:
+        listed = await upstreams.list_tools(server)
+        tools = [tool for tool in listed if tool_filter.allows(server, tool.name)]
+        if listed_hook is not None:
+            listed_hook(server, tools)
+        report = await library.run(write_server_tools, library.index, server, tools)
+    except StoreError:
+        raise  # a database error is not this server's failure: it ends the sync
+    except ToolIndexError as exc:  # the server's (an ``UpstreamError``) or its list's
+        return ServerSync(server, error=str(exc))
+    return ServerSync(server, report=report, not_allowed=len(listed) - len(tools))
+
+
+async def sync_servers(
+    library: Library,
+    upstreams: Upstreams,
+    servers: list[str],
+    *,
+    close: bool = False,
+    listed_hook: Listed | None = None,
+) -> list[ServerSync]:
+    """Sync ``servers`` concurrently; a failing server does not stop the others. With ``close``,
+    each connection is closed once its server is synced, and at most ``upstreams.max_starting``
+    stdio servers run at once (each is a process); otherwise only their starts are limited."""
+    results: dict[str, ServerSync] = {}
+    running = anyio.Semaphore(upstreams.max_starting)
+
+    async def one(server: str) -> None:
+        upstream = upstreams.upstream(server)
+        if not close:
+            results[server] = await sync_server(library, upstreams, server, listed_hook=listed_hook)
+            return
+        async with running if isinstance(upstream.config, StdioServer) else _nothing():
+            calls = upstream.calls
+            try:
+                results[server] = await sync_server(library, upstreams, server, listed_hook=listed_hook)
+            finally:
+                if upstream.calls == calls:  # else a call uses the connection: it stays open
+                    await upstream.close(wait=True)
+
+    async with anyio.create_task_group() as group:
+        for server in servers:
+            group.start_soon(one, server)
+    return [results[server] for server in servers]

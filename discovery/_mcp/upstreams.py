@@ -1,0 +1,554 @@
+"""Connections to the upstream MCP servers of a config: opened when first needed, kept, and
+opened again after the server went away; every operation bounded by a timeout.
+
+A Python host can call the MCP tools a session activated without running ``serve``::
+
+    async with Upstreams.from_config("mcp.json") as upstreams:
+        result = await upstreams.call("mcp__github__create_issue", {"title": "Bug"})
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TextIO
+
+import anyio
+import anyio.abc
+import httpx2
+from mcp import Client, MCPError, StdioServerParameters, types
+from mcp.client.session import IncomingMessage
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.message import SessionMessage
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from discovery._mcp.config import HttpServer, McpConfig, ServerConfig, StdioServer, load_config
+from discovery.errors import ToolIndexError
+
+if TYPE_CHECKING:
+    from store import StoredTool
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds an upstream may take to start (counted from its own start) or to list its tools (every
+page)."""
+DEFAULT_CALL_TIMEOUT = 300.0
+"""Seconds one tool call may take: tools that build, search or wait on a person take minutes,
+which says nothing about a server that does not start."""
+DEFAULT_MAX_STARTING = 8
+"""stdio servers started at once: each is a process that loads its runtime, and a config of
+dozens started together would make them all slow enough to time out."""
+DEFAULT_MAX_RESULT_BYTES = 10 * 1024 * 1024
+"""Largest tool call result forwarded, in bytes of its JSON (content, structured content and the
+rest): a model cannot use more, and a gateway holding many such answers runs out of memory."""
+MAX_PAGES = 1000
+"""tools/list pages read from one server before it counts as a server that never ends its list."""
+MCP_PREFIX = "mcp__"
+
+
+class UpstreamError(ToolIndexError):
+    """An upstream server could not be reached, failed, timed out or answered garbage; the
+    message names the server."""
+
+    def __init__(self, server: str, what: str) -> None:
+        super().__init__(f"server {server!r}: {what}")
+        self.server = server
+        self.what = what
+
+
+class UnknownServer(ToolIndexError):
+    """A tool name whose server is not in the config."""
+
+
+def catalog_name(server: str, tool: str) -> str:
+    """The name an upstream tool has in the catalog (as an import of its tools/list gives it)."""
+    return f"{MCP_PREFIX}{server}__{tool}"
+
+
+def split_catalog_name(name: str, servers: list[str] | dict[str, Any]) -> tuple[str, str] | None:
+    """``(server, tool)`` of a catalog name, for one of ``servers`` (longest name first, as a
+    server name may itself contain ``__``). A name two servers could give (server ``a``'s tool
+    ``b__c`` and server ``a__b``'s ``c``) splits by the longer server name: only a record says
+    which it is (``route``)."""
+    splits = catalog_name_splits(name, servers)
+    return splits[0] if splits else None
+
+
+def catalog_name_splits(name: str, servers: list[str] | dict[str, Any]) -> list[tuple[str, str]]:
+    """Every ``(server, tool)`` of ``servers`` whose catalog name is ``name``, longest server first."""
+    if not name.startswith(MCP_PREFIX):
+        return []
+    rest = name[len(MCP_PREFIX) :]
+    return [
+        (server, rest[len(server) + 2 :])
+        for server in sorted(servers, key=len, reverse=True)
+        if rest.startswith(server + "__") and len(rest) > len(server) + 2
+    ]
+
+
+def route(tool: StoredTool, servers: list[str] | dict[str, Any]) -> tuple[str, str] | None:
+    """``(server, upstream tool)`` a catalog record is called on: the server and MCP tool name the
+    record itself holds (and its pin covers), never a guess from its name. A record without them
+    (imported as a tool record) is routed by its name only when exactly one of ``servers`` gives
+    that name. ``None``: not a tool of one of ``servers``."""
+    if tool.server_name is not None and tool.mcp_tool_name is not None:
+        named = (tool.server_name, tool.mcp_tool_name)
+        served = tool.server_name in servers and tool.name == catalog_name(*named)
+        return named if served else None
+    splits = catalog_name_splits(tool.name, servers)
+    if tool.server_name is not None:
+        splits = [split for split in splits if split[0] == tool.server_name]
+    return splits[0] if len(splits) == 1 else None
+
+
+class _WatchedStream:
+    """A transport's read stream that sets ``closed`` when the server's side ends, so a
+    connection that died while idle is opened again before the next call instead of failing it."""
+
+    def __init__(self, stream: Any, closed: anyio.Event) -> None:
+        self._stream = stream
+        self._closed = closed
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            item: SessionMessage | Exception = await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._closed.set()
+            raise
+        return item
+
+    def __aiter__(self) -> _WatchedStream:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self._closed.set()
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _WatchedStream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class Upstream:
+    """One configured server and, once needed, its live connection."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        timeout: float,
+        errlog: TextIO,
+        on_tools_changed: Callable[[str], None] | None,
+        starting: anyio.Semaphore | None = None,
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self.timeout = timeout
+        self._starting = starting
+        self._errlog = errlog
+        self._on_tools_changed = on_tools_changed
+        self._client: Client | None = None
+        self._closed = anyio.Event()
+        self._stop = anyio.Event()
+        self._lock = anyio.Lock()
+        self._ended = anyio.Event()
+        self._ended.set()
+        self.last_error: str | None = None
+        self.calls = 0
+        """Tool calls made on this server: a sync that opened the connection closes it after
+        itself only when no call has used it meanwhile (closing would fail the call)."""
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None and not self._closed.is_set()
+
+    async def client(self, task_group: anyio.abc.TaskGroup) -> Client:
+        """The live connection, opened (again) when there is none."""
+        async with self._lock:
+            if self._client is not None and not self._closed.is_set():
+                return self._client
+            await self._disconnect()
+            self._closed, self._stop, self._ended = anyio.Event(), anyio.Event(), anyio.Event()
+            try:
+                async with _held(self._starting if isinstance(self.config, StdioServer) else None):
+                    # The timeout starts once the server does, not while it waits for its turn.
+                    with anyio.fail_after(self.timeout):
+                        self._client = await task_group.start(
+                            self._run, self._closed, self._stop, self._ended
+                        )
+            except TimeoutError:
+                self.last_error = f"did not start within {self.timeout:g} s"
+                raise UpstreamError(self.name, self.last_error) from None
+            except UpstreamError as exc:
+                self.last_error = exc.what
+                raise
+            self.last_error = None
+            return self._client
+
+    async def _run(
+        self,
+        closed: anyio.Event,
+        stop: anyio.Event,
+        ended: anyio.Event,
+        *,
+        task_status: anyio.abc.TaskStatus[Client],
+    ) -> None:
+        """Hold one connection open until ``stop``, or until the server's side ends; ``ended`` is
+        set once the connection is closed (a stdio server's process has exited or been killed)."""
+        started = False
+        try:
+            async with AsyncExitStack() as stack:
+                client = Client(
+                    await self._transport(stack, closed),
+                    read_timeout_seconds=self.timeout,
+                    message_handler=self._message,
+                    cache=None,  # a re-sync must see the server's list, never a cached copy
+                )
+                await stack.enter_async_context(client)
+                watchers = await stack.enter_async_context(anyio.create_task_group())
+                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    # Listening before the first call: a change that call makes is not missed.
+                    await watchers.start(self._listen, client)
+                task_status.started(client)
+                started = True
+                await _first(closed.wait, stop.wait)
+                watchers.cancel_scope.cancel()
+        except Exception as exc:
+            closed.set()
+            if not started:
+                raise UpstreamError(self.name, _reason(exc)) from exc
+            logger.info("server %r: connection ended: %s", self.name, _reason(exc))
+        finally:
+            closed.set()
+            ended.set()
+
+    async def _transport(self, stack: AsyncExitStack, closed: anyio.Event) -> Any:
+        config = self.config
+        if isinstance(config, StdioServer):
+            if config.cwd is not None and not Path(config.cwd).is_dir():
+                # Checked first: starting in a missing directory fails as if the command were missing.
+                what = "is not a directory" if Path(config.cwd).exists() else "not found"
+                raise UpstreamError(self.name, f"cannot start: working directory {what} ({config.cwd})")
+            parameters = StdioServerParameters(
+                command=config.command, args=list(config.args), env=dict(config.env) or None, cwd=config.cwd
+            )
+            inner = stdio_client(parameters, errlog=self._errlog)
+        else:
+            assert isinstance(config, HttpServer)
+            http = await stack.enter_async_context(_http_client(config))
+            inner = streamable_http_client(config.url, http_client=http)
+        return _watched(inner, closed)
+
+    async def _listen(self, client: Client, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """On 2026-07-28 connections, change notifications come only on a listen stream."""
+        listening = False
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                task_status.started()
+                listening = True
+                async for _ in subscription:
+                    pass  # each event also reaches ``_message``, which re-syncs
+        except (ListenNotSupportedError, MCPError, RuntimeError, TimeoutError) as exc:
+            logger.info("server %r: no change notifications: %s", self.name, _reason(exc))
+            if not listening:
+                task_status.started()
+
+    async def _message(self, message: IncomingMessage) -> None:
+        if isinstance(message, types.ToolListChangedNotification) and self._on_tools_changed is not None:
+            self._on_tools_changed(self.name)
+
+    async def _disconnect(self) -> None:
+        self._stop.set()
+        self._client = None
+
+    def mark_broken(self) -> None:
+        """The connection failed under a call: the next one opens a new connection."""
+        self._closed.set()
+
+    def reset(self, client: Client) -> None:
+        """Close ``client``'s connection (its process too) so that the next call starts the server
+        again: after a call that timed out or answered too much, the server may still be busy with
+        it or in a bad state. A connection opened since (by another caller) is left alone."""
+        if self._client is client:
+            self._closed.set()
+
+    async def close(self, *, wait: bool = False) -> None:
+        """Close the connection; with ``wait``, return once it is closed (its process gone)."""
+        async with self._lock:
+            await self._disconnect()
+            if wait:
+                with anyio.move_on_after(self.timeout):
+                    await self._ended.wait()
+
+
+@asynccontextmanager
+async def _held(semaphore: anyio.Semaphore | None) -> AsyncIterator[None]:
+    if semaphore is None:
+        yield
+    else:
+        async with semaphore:
+            yield
+
+
+@asynccontextmanager
+async def _watched(inner: Any, closed: anyio.Event) -> AsyncIterator[tuple[Any, Any]]:
+    async with inner as (read_stream, write_stream):
+        yield _WatchedStream(read_stream, closed), write_stream
+
+
+def _http_client(config: HttpServer) -> httpx2.AsyncClient:
+    return create_mcp_http_client(headers=dict(config.headers) or None)
+
+
+async def _first(*waits: Callable[[], Awaitable[Any]]) -> None:
+    """Return as soon as any of ``waits`` does."""
+    async with anyio.create_task_group() as group:
+
+        async def run(wait: Callable[[], Awaitable[Any]]) -> None:
+            await wait()
+            group.cancel_scope.cancel()
+
+        for wait in waits:
+            group.start_soon(run, wait)
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong, in one line, from the innermost exception of a group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, UpstreamError):
+        return exc.what
+    if isinstance(exc, FileNotFoundError):
+        return f"cannot start: command not found ({exc.filename or exc})"
+    if isinstance(exc, OSError):
+        return f"cannot start: {exc.strerror or exc}"
+    if isinstance(exc, MCPError):
+        return f"connection failed: {exc}"
+    # httpx2's own texts may quote the URL, which may carry a key: say what happened without them.
+    if isinstance(exc, httpx2.ConnectError):
+        return "cannot connect to its url"
+    if isinstance(exc, httpx2.TimeoutException):
+        return "its url did not answer in time"
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"its url answered HTTP {exc.response.status_code}"
+    if isinstance(exc, httpx2.HTTPError):
+        return f"HTTP error: {type(exc).__name__}"
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())[:300]
+
+
+class Upstreams:
+    """The upstream servers of a config, connected lazily and shared by every caller."""
+
+    def __init__(
+        self,
+        config: McpConfig,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        errlog: TextIO | None = None,
+        on_tools_changed: Callable[[str], Coroutine[Any, Any, None]] | None = None,
+        max_starting: int = DEFAULT_MAX_STARTING,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+    ) -> None:
+        self.config = config
+        self.timeout = timeout
+        self.call_timeout = call_timeout
+        self.max_starting = max_starting
+        self.max_result_bytes = max_result_bytes
+        self._errlog = errlog if errlog is not None else sys.stderr
+        self._on_tools_changed = on_tools_changed
+        self._starting = anyio.Semaphore(max_starting)
+        self.servers = {name: self._upstream(server) for name, server in config.servers.items()}
+        self._stack: AsyncExitStack | None = None
+        self._group: anyio.abc.TaskGroup | None = None
+        self._syncing: set[str] = set()
+        self._queued: set[str] = set()
+
+    def _upstream(self, server: ServerConfig) -> Upstream:
+        return Upstream(
+            server,
+            timeout=self.timeout,
+            errlog=self._errlog,
+            on_tools_changed=self._tools_changed,
+            starting=self._starting,
+        )
+
+    async def reconfigure(self, config: McpConfig) -> tuple[list[str], list[str], list[str]]:
+        """Use ``config`` from now on: ``(added, removed, changed)`` server names. A removed or
+        changed server's connection is closed (its process ended); a changed one is started
+        anew, with its new entry, when next needed."""
+        old = self.config.servers
+        added = [name for name in config.servers if name not in old]
+        removed = [name for name in old if name not in config.servers]
+        changed = [name for name in config.servers if name in old and config.servers[name] != old[name]]
+        for name in [*removed, *changed]:
+            await self.servers.pop(name).close()
+        for name in [*added, *changed]:
+            self.servers[name] = self._upstream(config.servers[name])
+        self.config = config
+        return added, removed, changed
+
+    @classmethod
+    def from_config(cls, path: str | Path, **options: Any) -> Upstreams:
+        """The servers of the config file at ``path`` (``${VAR}`` expanded from the environment)."""
+        return cls(load_config(path), **options)
+
+    async def __aenter__(self) -> Upstreams:
+        self._stack = AsyncExitStack()
+        self._group = await self._stack.enter_async_context(anyio.create_task_group())
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for upstream in self.servers.values():
+            await upstream.close()
+        assert self._stack is not None and self._group is not None
+        # What runs in the background (re-syncs, a config watch) ends with the pool, not after it.
+        self._group.cancel_scope.cancel()
+        await self._stack.__aexit__(exc_type, exc, tb)
+        self._stack = self._group = None
+
+    def _tools_changed(self, server: str) -> None:
+        # Called while the connection reads its messages: the handler runs in its own task, so it
+        # can ask that same server for its tools. A server may say its list changed many times in
+        # a row: one re-sync runs at a time and at most one more waits, since a re-sync that starts
+        # after the last notification sees every change before it.
+        if self._on_tools_changed is None or self._group is None:
+            return
+        if server in self._syncing:
+            self._queued.add(server)
+            return
+        self._syncing.add(server)
+        self._group.start_soon(self._resync, server, self._on_tools_changed)
+
+    async def _resync(self, server: str, handler: Callable[[str], Coroutine[Any, Any, None]]) -> None:
+        try:
+            while True:
+                self._queued.discard(server)
+                await handler(server)
+                if server not in self._queued:
+                    return
+        finally:
+            self._syncing.discard(server)
+
+    def start_soon(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``work`` in the pool's task group (ended with the pool)."""
+        if self._group is None:
+            raise RuntimeError("use Upstreams in 'async with'")
+        self._group.start_soon(work)
+
+    def upstream(self, server: str) -> Upstream:
+        if server not in self.servers:
+            raise UnknownServer(f"no server named {server!r} in {self.config.path}")
+        return self.servers[server]
+
+    def locate(self, name: str) -> tuple[Upstream, str]:
+        """The upstream and upstream tool name of a catalog tool name; a name that two servers
+        could give is refused rather than guessed."""
+        found = catalog_name_splits(name, self.servers)
+        if not found:
+            raise UnknownServer(f"{name!r} is not a tool of a server in {self.config.path}")
+        if len(found) > 1:
+            which = " or ".join(f"server {server!r}'s tool {tool!r}" for server, tool in found)
+            raise UnknownServer(
+                f"{name!r} could be {which}: call call_upstream(upstreams.upstream(SERVER), TOOL, arguments)"
+            )
+        return self.servers[found[0][0]], found[0][1]
+
+    async def list_tools(self, server: str) -> list[types.Tool]:
+        """Every tool of ``server``, through every page of tools/list, all within the timeout: a
+        server that answers each page in time but never finishes its list is not waited for."""
+        upstream = self.upstream(server)
+        client = await self._client(upstream)
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        try:
+            with anyio.fail_after(self.timeout):
+                for _ in range(MAX_PAGES):
+                    page = await client.list_tools(cursor=cursor)
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if cursor is None:
+                        return tools
+        except TimeoutError:
+            raise UpstreamError(
+                server, f"tools/list (all its pages) took longer than {self.timeout:g} s"
+            ) from None
+        except Exception as exc:
+            upstream.mark_broken()
+            raise UpstreamError(server, f"tools/list failed: {_reason(exc)}") from exc
+        raise UpstreamError(server, f"tools/list did not end after {MAX_PAGES} pages")
+
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None = None, *, progress: ProgressFnT | None = None
+    ) -> types.CallToolResult:
+        """Call the tool that the catalog names ``name`` on its server, and return its result as
+        it came (an ``isError`` result included); a server that cannot answer within
+        ``call_timeout``, or answers more than ``max_result_bytes``, is an ``UpstreamError``.
+        ``progress`` gets the server's progress notifications of the call."""
+        upstream, tool = self.locate(name)
+        return await self.call_upstream(upstream, tool, arguments, progress=progress)
+
+    async def call_upstream(
+        self,
+        upstream: Upstream,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        *,
+        progress: ProgressFnT | None = None,
+    ) -> types.CallToolResult:
+        upstream.calls += 1
+        client = await self._client(upstream)
+        try:
+            with anyio.fail_after(self.call_timeout):
+                result = await client.call_tool(
+                    tool, arguments, read_timeout_seconds=self.call_timeout, progress_callback=progress
+                )
+        except TimeoutError:
+            upstream.reset(client)
+            raise UpstreamError(
+                upstream.name,
+                f"{tool} did not answer within {self.call_timeout:g} s; the server is restarted on the "
+                "next call",
+            ) from None
+        except Exception as exc:
+            upstream.mark_broken()
+            raise UpstreamError(
+                upstream.name,
+                f"the call of {tool} failed ({_reason(exc)}); the server is restarted on the next call",
+            ) from exc
+        size = len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
+        if size > self.max_result_bytes:
+            upstream.reset(client)
+            raise UpstreamError(
+                upstream.name,
+                f"the result of {tool} was too large ({size} bytes, more than the limit of "
+                f"{self.max_result_bytes}) and was not forwarded; the server is restarted on the next call",
+            )
+        return result
+
+    async def _client(self, upstream: Upstream) -> Client:
+        if self._group is None:
+            raise RuntimeError("use Upstreams in 'async with'")
+        return await upstream.client(self._group)

@@ -1,0 +1,144 @@
+"""One check of what a caller asks for, shared by every entry point (library, tool, CLI).
+
+A query is text that is not blank; a limit is a positive integer, an integral float counting
+(JSON numbers arrive as ``5.0``), booleans and NaN not; ids are text the store keeps exactly.
+A search, a session search and a preview all raise the same error for the same input.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from discovery._text.analyzers import ANALYZER_NAMES, REFERENCE, Analyzer, find_analyzer, stored_version
+from discovery._text.tokenizer import tokenize
+from discovery.errors import (
+    AnalyzerOutdated,
+    EmptyQuery,
+    InvalidLimit,
+    InvalidParams,
+    QueryNotText,
+    QueryWithoutTerms,
+    ToolIndexError,
+    UnknownAnalyzer,
+)
+from store import MAX_KEY_BYTES, storable
+
+DEFAULT_LIMIT = 8
+"""Matches returned when a search names no limit [fixed]."""
+
+
+JSON_TYPES = {bool: "boolean", int: "number", float: "number", list: "array", dict: "object"}
+
+
+def checked_query(query: Any) -> str:
+    """``query`` trimmed; ``EmptyQuery`` when it is missing or blank, ``QueryNotText`` naming the
+    JSON type when it is given but not a string (the schema's ``"type": "string"``)."""
+    if query is not None and not isinstance(query, str):
+        raise QueryNotText(JSON_TYPES.get(type(query), type(query).__name__))
+    if query is None or not query.strip():
+        raise EmptyQuery()
+    return query.strip()
+
+
+def checked_limit(limit: Any) -> int:
+    """A positive integer (``None`` is the default); ``InvalidLimit`` for anything else."""
+    if limit is None:
+        return DEFAULT_LIMIT
+    if isinstance(limit, bool):
+        raise InvalidLimit()
+    if isinstance(limit, float) and math.isfinite(limit) and limit.is_integer():
+        limit = int(limit)
+    if not isinstance(limit, int) or limit < 1:
+        raise InvalidLimit()
+    return limit
+
+
+def query_terms(query: str, analyzer: Analyzer = REFERENCE) -> dict[str, int]:
+    """Distinct query terms with their counts, in order of first appearance (contract §4);
+    ``QueryWithoutTerms`` when there are none."""
+    terms = dict(Counter(analyzer.query_tokens(query)))
+    if not terms:
+        raise QueryWithoutTerms()
+    return terms
+
+
+def has_terms(query: str) -> None:
+    """``QueryWithoutTerms`` unless ``query`` has a token. Every analyzer gives a query terms
+    exactly when the reference tokenizer finds a token in it, so this check needs no analyzer."""
+    if not tokenize(query):
+        raise QueryWithoutTerms()
+
+
+def analyzer_named(name: Any) -> Analyzer:
+    """The analyzer called ``name``; ``UnknownAnalyzer`` names the known ones otherwise."""
+    found = find_analyzer(name) if isinstance(name, str) else None
+    if found is None:
+        raise UnknownAnalyzer(str(name), ANALYZER_NAMES)
+    return found
+
+
+def stored_analyzer_named(stored: str) -> Analyzer:
+    """The analyzer a ``catalog_state.analyzer`` value records: ``UnknownAnalyzer`` for a name
+    that is not one, ``AnalyzerOutdated`` for another version of one (its terms are not this
+    release's, so searching them would give wrong answers)."""
+    name, version = stored_version(stored)
+    analyzer = analyzer_named(name)
+    if version != analyzer.version:
+        raise AnalyzerOutdated(stored, name, version, analyzer.version)
+    return analyzer
+
+
+def checked_search(query: Any, limit: Any) -> tuple[str, int]:
+    """Query and limit, checked in contract §6's order: query, then limit, then that the query has
+    terms (which the catalog's analyzer then makes, in the search's transaction)."""
+    trimmed = checked_query(query)
+    checked = checked_limit(limit)
+    has_terms(trimmed)
+    return trimmed, checked
+
+
+def checked_id(value: object, what: str, *, blank: bool = False) -> str:
+    """A session or call id the store can keep and match exactly: text, with no NUL and no lone
+    surrogate (no backend stores those as given), and not blank unless ``blank``."""
+    if not isinstance(value, str):
+        raise ToolIndexError(f"a {what} must be text, not {type(value).__name__}")
+    if not blank and not value.strip():
+        raise ToolIndexError(f"a {what} must not be blank")
+    if storable(value) != value:
+        raise ToolIndexError(f"a {what} must not contain NUL characters or lone surrogates: {value!r}")
+    if too_long(value):
+        raise ToolIndexError(
+            f"a {what} must be at most {MAX_KEY_BYTES} bytes in UTF-8, not {utf8_size(value)}"
+        )
+    return value
+
+
+def utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def too_long(text: str) -> bool:
+    """Whether ``text`` is longer than the store indexes (``MAX_KEY_BYTES``); cheap for short text."""
+    return len(text) * 4 > MAX_KEY_BYTES and utf8_size(text) > MAX_KEY_BYTES
+
+
+MAX_PARAMS_DEPTH = 64
+"""Deepest nesting of a call's params: they are logged as JSON, and the encoder recurses."""
+
+
+def checked_params(params: Any) -> None:
+    """Refuse params that cannot be logged: a walk without recursion, so any depth is safe."""
+    stack: list[tuple[Any, int, frozenset[int]]] = [(params, 1, frozenset())]
+    while stack:
+        value, depth, inside = stack.pop()
+        if not isinstance(value, dict | list | tuple):
+            continue
+        if id(value) in inside:
+            raise InvalidParams("Params must not contain themselves.")
+        if depth > MAX_PARAMS_DEPTH:
+            raise InvalidParams(f"Params must be nested at most {MAX_PARAMS_DEPTH} levels deep.")
+        children = value.values() if isinstance(value, dict) else value
+        enclosing = inside | {id(value)}
+        stack.extend((child, depth + 1, enclosing) for child in children)

@@ -1,0 +1,202 @@
+"""The learned field's part of a score: BM25+ over the terms sessions taught each tool.
+
+Pure functions of arrays. The field is scored by the formula of ``bm25`` as a second
+document per tool, with the corpus' ``N`` and, for ``df``, the corpus tools that hold the term in
+either field (their text or what they learned), as BM25F counts a term's documents. A word that
+every request holds ("the", "my") is then as common as it is in tool texts and weighs little,
+while a word no tool text holds ("notify") weighs as much as its rarity says, however few tools
+learned it. The length normalisation is the field's own: its length against the average over the
+corpus tools that learned anything. Each term's weight is ``LEARNED_WEIGHT · qtf · idf``. A search
+adds these contributions, in query order, after the tool-text ones, and ``explain`` adds them in
+the same order, so both give the same doubles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from discovery._ranking.bm25 import average_length, contribution, idf, length_norm, saturation_numerator
+from discovery._ranking.fields import LEARNED_WEIGHT
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedPostings:
+    """The tools holding one learned term, ascending by tool id: their group, tf (sessions that
+    taught the term) and learned length."""
+
+    ids: np.ndarray
+    grp: np.ndarray
+    tf: np.ndarray
+    length: np.ndarray
+
+    @classmethod
+    def of(cls, rows: Sequence[tuple[int, int, int, int]]) -> LearnedPostings:
+        table = np.array(rows, dtype=np.int64).reshape(-1, 4)
+        return cls(
+            table[:, 0].astype(np.intp),
+            table[:, 1],
+            table[:, 2].astype(np.float64),
+            table[:, 3].astype(np.float64),
+        )
+
+    def patched(self, tf: dict[int, tuple[int, int, int]], lengths: dict[int, int]) -> LearnedPostings | None:
+        """These postings with ``tf`` applied (by tool id: ``(group, tf, length)``, tf 0 taking
+        the tool out, a new id put in its place) and then the learned ``lengths`` of tools that
+        moved; ``None`` when no posting is left."""
+        ids, grp, tfs, length = self.ids, self.grp, self.tf, self.length
+        if tf:
+            changed = np.array(sorted(tf), dtype=np.intp)
+            kept = ~np.isin(ids, changed)
+            added = [(i, *tf[i]) for i in changed.tolist() if tf[i][1] > 0]
+            rows = np.array(added, dtype=np.int64).reshape(-1, 4)
+            ids = np.concatenate([ids[kept], rows[:, 0].astype(np.intp)])
+            grp = np.concatenate([grp[kept], rows[:, 1]])
+            tfs = np.concatenate([tfs[kept], rows[:, 2].astype(np.float64)])
+            length = np.concatenate([length[kept], rows[:, 3].astype(np.float64)])
+            order = np.argsort(ids, kind="stable")
+            ids, grp, tfs, length = ids[order], grp[order], tfs[order], length[order]
+        if ids.size == 0:
+            return None
+        if lengths:
+            moved = np.array(sorted(lengths), dtype=np.intp)
+            at = np.searchsorted(ids, moved)
+            found = at < ids.size
+            found[found] = ids[at[found]] == moved[found]
+            if found.any():
+                length = length.copy() if length is self.length else length
+                length[at[found]] = [float(lengths[i]) for i in moved[found].tolist()]
+        return LearnedPostings(ids, grp, tfs, length)
+
+    def in_corpus(self, groups: Sequence[int], excluded: np.ndarray) -> np.ndarray:
+        """Which postings belong to the corpus: a mask."""
+        mask = np.zeros(self.ids.size, dtype=bool)
+        for group in groups:
+            mask |= self.grp == group
+        if excluded.size:  # few, sorted: looked up rather than hashed
+            at = np.minimum(np.searchsorted(excluded, self.ids), excluded.size - 1)
+            mask &= excluded[at] != self.ids
+        return mask
+
+
+@dataclass(frozen=True, slots=True)
+class TextMatches:
+    """What the tool texts of a corpus say of a term: the corpus size, how many corpus tools
+    hold the term in their text, and their ids (excluded tools may be among them)."""
+
+    n_docs: int
+    df: int
+    ids: np.ndarray
+    """Ascending."""
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedTerm:
+    """What one query term adds through the learned field: its weight, the tools and values."""
+
+    term: str
+    weight: float
+    df: int
+    """Corpus tools holding the term in their text or their learned field."""
+    ids: np.ndarray
+    values: np.ndarray
+    tf: np.ndarray
+    length: np.ndarray
+    dense: np.ndarray | None = None
+    """``values`` laid out by tool id (0 elsewhere) when the term is common enough."""
+
+    def add_to(self, scores: np.ndarray) -> None:
+        """Add what the term gives each tool; adding 0 leaves a score's bits as they are, so
+        both layouts give the same scores."""
+        if self.dense is not None:
+            target = scores[: self.dense.size]
+            target += self.dense
+        else:
+            scores[self.ids] += self.values
+
+    @property
+    def max_id(self) -> int:
+        return int(self.ids[-1])
+
+
+def learned_weight(qtf: int, idf_value: float) -> float:
+    """``LEARNED_WEIGHT · qtf · idf``, in that order."""
+    return LEARNED_WEIGHT * qtf * idf_value
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedPopulation:
+    """The corpus tools that learned anything: how many, and their average learned length."""
+
+    count: int
+    avgdl: float
+
+
+def learned_population(
+    stats: dict[int, tuple[int, int]], groups: Sequence[int], excluded: tuple[int, int]
+) -> LearnedPopulation:
+    """From the per-group ``(count, total length)`` of the tools that learned anything, less the
+    excluded tools' ``(count, total length)``."""
+    count = sum(stats.get(g, (0, 0))[0] for g in groups) - excluded[0]
+    total = sum(stats.get(g, (0, 0))[1] for g in groups) - excluded[1]
+    return LearnedPopulation(count, average_length(count, total))
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """Which of a term's learned postings belong to a corpus (``mask``), and the term's ``df`` there:
+    the corpus tools holding it in their text or their learned field. Neither depends on tfs or
+    lengths, so it outlives the calls that change only those."""
+
+    mask: np.ndarray
+    df: int
+
+
+def learned_membership(
+    held: LearnedPostings, groups: Sequence[int], excluded: np.ndarray, text: TextMatches
+) -> Membership | None:
+    """``None`` when no corpus tool learned the term."""
+    mask = held.in_corpus(groups, excluded)
+    learned = int(np.count_nonzero(mask))
+    if learned == 0:
+        return None
+    ids = held.ids[mask]
+    both = 0
+    if text.ids.size:
+        at = np.minimum(np.searchsorted(text.ids, ids), text.ids.size - 1)
+        both = int(np.count_nonzero(text.ids[at] == ids))
+    return Membership(mask, text.df + learned - both)
+
+
+def learned_term(
+    term: str,
+    qtf: int,
+    held: LearnedPostings,
+    membership: Membership,
+    n_docs: int,
+    population: LearnedPopulation,
+) -> LearnedTerm:
+    """What one query term adds through the learned field in a corpus of ``n_docs`` tools."""
+    mask = membership.mask
+    weight = learned_weight(qtf, idf(n_docs, membership.df))
+    tf, length = held.tf[mask], held.length[mask]
+    values = contribution(weight, saturation_numerator(tf), tf, length_norm(length, population.avgdl))
+    return LearnedTerm(term, weight, membership.df, held.ids[mask], values, tf, length)
+
+
+DENSE_SHARE = 6
+"""As for the tool text's contributions (``postings.DENSE_SHARE``): a learned term held by at
+least one tool in this many ids is added as one contiguous pass, laid out by tool id."""
+
+
+def laid_out(part: LearnedTerm) -> LearnedTerm:
+    """``part`` with its values laid out by tool id when it is common enough (``DENSE_SHARE``):
+    worth it for a part added again and again, not for one computed anew after every call."""
+    size = part.max_id + 1
+    if part.dense is not None or part.ids.size * DENSE_SHARE < size:
+        return part
+    dense = np.zeros(size)
+    dense[part.ids] = part.values
+    return replace(part, dense=dense)

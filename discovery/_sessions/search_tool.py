@@ -1,0 +1,212 @@
+"""The ``search_tool_bm25`` tool of contract §6: its schema, description and ``execute``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+from discovery._params import checked_id, checked_limit, checked_params, checked_query, has_terms
+from discovery._ranking.ranker import Ranker
+from discovery._results import SearchDetails, compact_json, match_details
+from discovery._rules import SEARCH_TOOL_NAME, activation_order, after_search
+from discovery._sessions.description import render_description
+from discovery._sessions.view import SessionView
+from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, ToolCallError
+from store import Event, LoggedEvent, Reader, SessionState, Store, Writer, same_logged
+
+
+class SearchingSession(Protocol):
+    """What the tool needs of the session that hands itself to it (``Session``): the tool only
+    calls it back, so it names the calls rather than importing the session's module."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def ranker(self) -> Ranker: ...
+    @property
+    def id(self) -> str: ...
+    def describe_corpus(self) -> tuple[list[tuple[str, int]], list[str], int]: ...
+    def describe_catalog(self) -> tuple[list[tuple[str, int]], list[str], int]: ...
+    def view_in(self, reader: Reader, state: SessionState, generation: int) -> SessionView: ...
+
+
+LABEL = "SearchTools"
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "description": "tool search query"},
+        "limit": {"type": "integer", "minimum": 1, "description": "max matches"},
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What the model sees (``content``) and what hosts and UIs get (``details``)."""
+
+    content: str
+    details: SearchDetails
+
+
+class SearchTool:
+    """``search_tool_bm25`` bound to one session."""
+
+    name = SEARCH_TOOL_NAME
+    label = LABEL
+    parameters = PARAMETERS
+
+    def __init__(self, session: SearchingSession) -> None:
+        self.session = session
+
+    @property
+    def description(self) -> str:
+        """Rendered from the session's current corpus (contract §6): its counts shrink as searches
+        activate tools."""
+        return render_description(*self.session.describe_corpus())
+
+    @property
+    def stable_description(self) -> str:
+        """contract §6's description with the counts of the whole catalog in the session's mode.
+
+        No search changes it (only a catalog write does), so a host that caches its tool
+        definitions (a provider's prompt cache) keeps its cache across calls.
+        """
+        return render_description(*self.session.describe_catalog())
+
+    def execute(self, call_id: str, params: dict[str, Any]) -> ToolResult:
+        """Run one search call: rank, activate, persist and log, all before returning.
+
+        Raises ``ToolCallError`` with the exact message of contract §6; failed calls are logged
+        too. A call id the session has already answered returns the logged answer; an empty
+        one is never matched. A call id the store cannot keep is a ``ToolIndexError``.
+        """
+        call_id, params = self.checked(call_id, params)
+        with self.session.store.writing() as writer:
+            outcome, _ = self.execute_in(writer, call_id, params)
+        if isinstance(outcome, ToolCallError):
+            raise outcome
+        return outcome
+
+    def checked(self, call_id: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """What ``execute`` checks before anything is read: a call id and params the store can keep."""
+        call_id = checked_id(call_id, "call id", blank=True)
+        checked_params(params)
+        return call_id, params
+
+    def execute_in(
+        self, writer: Writer, call_id: str, params: dict[str, Any]
+    ) -> tuple[ToolResult | ToolCallError, SessionView | None]:
+        """``execute`` in the caller's write transaction: the outcome (a failed call's error is
+        logged, then returned) and the session as the call saw it (``None`` for a call id
+        answered before)."""
+        session = self.session
+        state, generation, done = writer.sessions.lock_for_call(session.id, call_id)
+        if state is None:
+            raise DiscoveryUnavailable()
+        if done is not None:
+            try:
+                return _replayed(done, params), None
+            except ToolCallError as error:
+                return error, None
+        session.ranker.sync(writer, generation)
+        view = session.view_in(writer, state, generation)
+        outcome: ToolResult | ToolCallError
+        try:
+            outcome = self._search(writer, view, params)
+        except ToolCallError as error:
+            outcome = error
+        writer.sessions.record(state, *_logged(view, call_id, params, outcome))
+        return outcome, view
+
+    def _search(self, reader: Reader, view: SessionView, params: Any) -> ToolResult:
+        if view.mode == "off":
+            raise DiscoveryDisabled()
+        fields = params if isinstance(params, dict) else {}
+        checked_types(fields)
+        query = checked_query(fields.get("query"))
+        limit = checked_limit(fields.get("limit"))
+        has_terms(query)
+        ranker = self.session.ranker
+        terms = ranker.query_terms(reader, query)
+        selected = set(view.state.selected)
+        corpus = view.corpus
+        # Selected tools are active, so outside the corpus; rank more only for any that are not.
+        rankable_selected = len(selected - corpus.excluded)
+        ranking = ranker.rank(reader, terms, corpus, limit + rankable_selected, query=query)
+        matches = [hit for hit in ranking.hits if hit.name not in selected][:limit]
+        activated = activation_order([hit.name for hit in matches])
+        active_selected = [*view.live_selected, *(n for n in activated if n not in view.live_selected)]
+        tools = ranker.tools(reader, [hit.tool_id for hit in matches])
+        content = compact_json(
+            {
+                "query": query,
+                "activated_tools": activated,
+                "match_count": len(matches),
+                "total_tools": ranking.total_tools,
+            }
+        )
+        details: SearchDetails = {
+            "query": query,
+            "limit": limit,
+            "total_tools": ranking.total_tools,
+            "activated_tools": activated,
+            "active_selected_tools": active_selected,
+            "tools": [match_details(tools[hit.tool_id], hit.score) for hit in matches],
+        }
+        return ToolResult(content=content, details=details)
+
+
+def _logged(
+    view: SessionView, call_id: str, params: Any, outcome: ToolResult | ToolCallError
+) -> tuple[Event, list[str], list[str]]:
+    """The log entry of a call and the lists it leaves behind."""
+    state = view.state
+    logged_params = params_logged(params)
+    if isinstance(outcome, ToolCallError):
+        event = Event(
+            kind="search",
+            tool_name=SEARCH_TOOL_NAME,
+            call_id=call_id,
+            params=logged_params,
+            error=str(outcome),
+        )
+        return event, state.active, state.selected
+    activated = outcome.details["activated_tools"]
+    event = Event(
+        kind="search",
+        tool_name=SEARCH_TOOL_NAME,
+        call_id=call_id,
+        params=logged_params,
+        content=outcome.content,
+        details=outcome.details,
+        activated=tuple(activated),
+    )
+    active, selected = after_search(state.active, state.selected, activated)
+    return event, active, selected
+
+
+def params_logged(params: Any) -> dict[str, Any]:
+    """What the log keeps of a call's params: an object as it is, anything else wrapped."""
+    return params if isinstance(params, dict) else {"value": params}
+
+
+def _replayed(done: LoggedEvent, params: Any) -> ToolResult:
+    # The log holds the params as the store could keep them; the retry is compared in that form.
+    if not same_logged(done.event.params, params_logged(params)):
+        raise ToolCallError(f"call id {done.event.call_id!r} was already used with other parameters")
+    if done.event.error is not None:
+        raise ToolCallError(done.event.error)
+    assert done.event.content is not None and done.event.details is not None
+    return ToolResult(content=done.event.content, details=cast(SearchDetails, done.event.details))
+
+
+def checked_types(fields: dict[Any, Any]) -> None:
+    """What the schema says beyond contract §6's checks: no other properties (it declares
+    ``additionalProperties: false``)."""
+    extra = [key for key in fields if key not in PARAMETERS["properties"]]
+    if extra:
+        listed = ", ".join(json.dumps(key) if isinstance(key, str) else repr(key) for key in extra)
+        raise ToolCallError(f"Unknown parameter {listed}: search_tool_bm25 takes only query and limit.")

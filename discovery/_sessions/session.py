@@ -1,0 +1,449 @@
+"""Sessions (contract §5): essential tools, the corpus rules, activation and the session handle.
+
+A session's state lives in the store; every method reads or changes it in one transaction, so
+any number of processes can hold the same session and see each other's changes. A session works
+on the index's store and ranker directly: nothing here calls back up into ``ToolIndex``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from discovery._params import checked_id, checked_search
+from discovery._ranking.ranker import Ranker
+from discovery._results import SearchHit
+from discovery._rules import (
+    SEARCH_TOOL_NAME,
+    Corpus,
+    EffectiveMode,
+    effective_mode,
+    essential_names,
+    kept_selection,
+    registered_tools,
+    session_corpus,
+    starting_active,
+)
+from discovery._sessions.learning import CALL_EVENT, learn_from_calls
+from discovery._sessions.search_tool import SearchTool, ToolResult
+from discovery._sessions.settings import SessionSettings, parsed_settings, stored_settings
+from discovery._sessions.view import SessionRules, SessionView
+from discovery._text.collation import collation_key, utf16_sort_key
+from discovery.errors import DiscoveryDisabled, ToolCallError, ToolIndexError, UnknownToolNames
+from store import (
+    GROUP_LOCAL,
+    GROUP_MCP,
+    Event,
+    Reader,
+    SessionNotFound,
+    SessionState,
+    Store,
+    StoredTool,
+    ToolNotFound,
+    Writer,
+)
+
+
+class Scope(Protocol):
+    """Which catalog tools a session handle may search and activate, by the MCP server and tool
+    name each came from (``None`` for a tool of no server): a gateway's config and its filters.
+    A tool out of scope is outside the corpus, as an active tool is, so ``total_tools``, the
+    statistics and the description count only what is in scope."""
+
+    def admits(self, server: str | None, tool: str | None) -> bool: ...
+
+
+def essentials_of(ranker: Ranker, reader: Reader, settings: SessionSettings) -> list[str]:
+    return essential_names(settings.essential_override, lambda names: ranker.known_names(reader, names))
+
+
+def mode_of(ranker: Ranker, reader: Reader, settings: SessionSettings) -> EffectiveMode:
+    holds_search_tool = bool(ranker.known_names(reader, [SEARCH_TOOL_NAME]))
+    return effective_mode(settings, registered_tools(ranker.catalog_size(reader), holds_search_tool))
+
+
+def rules_of(
+    ranker: Ranker,
+    reader: Reader,
+    session_id: str,
+    stored: dict[str, Any],
+    scope: Scope | None = None,
+) -> SessionRules:
+    settings = stored_settings(session_id, stored)
+    mode = mode_of(ranker, reader, settings)
+    out_of_scope: frozenset[str] = frozenset()
+    if scope is not None:
+        out_of_scope = frozenset(
+            name for name, server, tool in reader.catalog.tool_origins() if not scope.admits(server, tool)
+        )
+    return SessionRules(settings, mode, essentials_of(ranker, reader, settings), out_of_scope)
+
+
+def view_of(ranker: Ranker, reader: Reader, state: SessionState, rules: SessionRules) -> SessionView:
+    known = ranker.known_names(reader, [*state.active, *state.selected])
+    live = known | {SEARCH_TOOL_NAME}
+    return SessionView(
+        state=state,
+        settings=rules.settings,
+        mode=rules.mode,
+        essentials=rules.essentials,
+        live_active=[name for name in state.active if name in live],
+        live_selected=[name for name in state.selected if name in known],
+        out_of_scope=rules.out_of_scope,
+    )
+
+
+def opening_active(ranker: Ranker, reader: Reader, settings: SessionSettings) -> list[str]:
+    """The active list of a new (or reset) session, in catalog order (contract §5)."""
+    mode = mode_of(ranker, reader, settings)
+    if mode == "off":
+        candidates = reader.catalog.opening_candidates(everything=True, servers=(), names=())
+        return starting_active(mode, candidates, (), ())
+    candidates = reader.catalog.opening_candidates(
+        everything=False, servers=settings.default_servers, names=settings.requested
+    )
+    essentials = set(essentials_of(ranker, reader, settings))
+    return starting_active(mode, candidates, essentials, set(settings.requested))
+
+
+class Session:
+    """A handle on one stored session. Cheap: it holds only the id, the store and the ranker."""
+
+    def __init__(self, store: Store, ranker: Ranker, session_id: str, scope: Scope | None = None) -> None:
+        self.store = store
+        self.ranker = ranker
+        self.id = session_id
+        self.scope = scope
+        self._cached_view: tuple[tuple[int, dict[str, Any], list[str], list[str]], SessionView] | None = None
+        self._cached_rules: tuple[int, dict[str, Any], SessionRules] | None = None
+
+    @classmethod
+    def open(
+        cls, store: Store, ranker: Ranker, session_id: str | None, settings: dict[str, Any] | None
+    ) -> Session:
+        """Create the session, or resume it (settings, when given, must match the stored ones)."""
+        session_id = checked_id(session_id, "session id") if session_id is not None else uuid.uuid4().hex
+        wanted = parsed_settings(settings or {})
+        # Resuming only reads, so it does not wait for another process's write (a long import).
+        with store.reading() as reader:
+            state = reader.sessions.load(session_id)
+        if state is None:
+            with store.writing() as writer:
+                state, _ = created_or_locked(writer, ranker, session_id, wanted)
+        if settings is not None:
+            check_settings(state, wanted)
+        return cls(store, ranker, session_id)
+
+    def as_new(self, settings: dict[str, Any] | None = None) -> tuple[list[str], CorpusOverview]:
+        """What this session would be if it were created now with ``settings``, nothing stored:
+        its active tools and the overview of its corpus (the search tool's description). A host
+        answers from it the read-only requests of a session it has not created yet."""
+        wanted = parsed_settings(settings or {})
+        with self.store.reading() as reader:
+            catalog = reader.catalog.generation()
+            self.ranker.sync(reader, catalog)
+            active = opening_active(self.ranker, reader, wanted)
+            stamp = datetime.now(UTC)
+            state = SessionState(self.id, wanted.model_dump(mode="json"), active, [], 0, stamp, stamp)
+            view = self.view_in(reader, state, catalog)
+            return view.live_active, corpus_overview(self.ranker, reader, view.corpus)
+
+    def scoped(self, scope: Scope) -> Session:
+        """A handle on the same session that searches and activates only what ``scope`` admits."""
+        return Session(self.store, self.ranker, self.id, scope)
+
+    def view(self) -> SessionView:
+        with self.store.reading() as reader:
+            return self._view(reader)
+
+    def _view(self, reader: Reader) -> SessionView:
+        state, generation = reader.sessions.load_with_generation(self.id)
+        if state is None or generation is None:
+            raise SessionNotFound(f"no session {self.id!r} in the store")
+        self.ranker.sync(reader, generation)
+        # The view depends only on the lists, the settings and the catalog: reuse it while none
+        # of them moved. A logged event that changes no list (a tool call a gateway forwarded)
+        # moves only the event count, so the log can grow without the view being made again.
+        key = (generation, state.settings, state.active, state.selected)
+        cached = self._cached_view  # one read: another thread may replace it meanwhile
+        if cached is None or cached[0] != key:
+            cached = (key, self.view_in(reader, state, generation))
+            self._cached_view = cached
+        elif cached[1].state != state:
+            cached = (key, dataclasses.replace(cached[1], state=state))
+            self._cached_view = cached
+        return cached[1]
+
+    def view_in(self, reader: Reader, state: SessionState, generation: int) -> SessionView:
+        """``state`` as seen in the caller's transaction, synced to catalog ``generation``.
+
+        A session's settings rarely change (only when it is deleted and made anew), so what
+        they amount to is kept until they or the catalog do; every search call starts here."""
+        cached = self._cached_rules
+        if cached is None or cached[0] != generation or cached[1] != state.settings:
+            rules = rules_of(self.ranker, reader, state.id, state.settings, self.scope)
+            cached = (generation, state.settings, rules)
+            self._cached_rules = cached
+        return view_of(self.ranker, reader, state, cached[2])
+
+    @property
+    def settings(self) -> SessionSettings:
+        return self.view().settings
+
+    @property
+    def effective_mode(self) -> EffectiveMode:
+        return self.view().mode
+
+    @property
+    def active(self) -> list[str]:
+        """The active tools the host exposes, in order (tools gone from the catalog skipped)."""
+        return self.view().live_active
+
+    @property
+    def selected(self) -> list[str]:
+        """The tools discovery activated, in order (tools gone from the catalog skipped)."""
+        return self.view().live_selected
+
+    @property
+    def total_tools(self) -> int:
+        """The size of the corpus a search would rank now."""
+        with self.store.reading() as reader:
+            view = self._view(reader)
+            return self.ranker.corpus_size(reader, view.corpus) if view.corpus.groups else 0
+
+    @property
+    def search_tool(self) -> SearchTool:
+        return SearchTool(self)
+
+    def lookup(self, names: Sequence[str]) -> tuple[list[str], dict[str, StoredTool]]:
+        """The active list and the catalog records of those of ``names`` that are catalog tools,
+        from one snapshot: what a host checks before it calls a tool, in one read."""
+        with self.store.reading() as reader:
+            view = self._view(reader)
+            return view.live_active, self.ranker.documents(reader, names)
+
+    def active_tools(self) -> list[StoredTool]:
+        """Full records of the active catalog tools, in active order, input schemas included."""
+        with self.store.reading() as reader:
+            view = self._view(reader)
+            found = reader.catalog.tools_by_names(view.live_active)
+        return [found[name] for name in view.live_active if name in found]
+
+    def tools_by_names(self, names: Sequence[str]) -> dict[str, StoredTool]:
+        """Full records of the catalog tools among ``names``, by name."""
+        with self.store.reading() as reader:
+            return reader.catalog.tools_by_names(names)
+
+    def corpus_tools(self) -> list[StoredTool]:
+        """Full records of every tool a search could activate now (the corpus), in catalog order."""
+        with self.store.reading() as reader:
+            corpus = self._view(reader).corpus
+            if not corpus.groups:
+                return []
+            return [
+                tool
+                for tool in reader.catalog.all_tools()
+                if tool.grp in corpus.groups and tool.name not in corpus.excluded
+            ]
+
+    def set_active(self, names: Iterable[str]) -> list[str]:
+        """Replace the active list; selected tools left out are unselected (contract §5).
+
+        Returns the new active list. Names the catalog lacks are left out, as contract §5 says, and
+        reported by an ``UnknownToolNames`` warning naming them.
+        """
+        requested = list(names)
+        with self.store.writing() as writer:
+            state = self._lock(writer)
+            known = self.ranker.known_names(writer, requested) | {SEARCH_TOOL_NAME}
+            active = [name for name in dict.fromkeys(requested) if name in known]
+            selected = kept_selection(state.selected, active)
+            event = Event(kind="set_active", params={"names": requested, "active": active})
+            writer.sessions.record(state, event, active, selected)
+        unknown = [name for name in dict.fromkeys(requested) if name not in known]
+        if unknown:
+            warnings.warn(UnknownToolNames(unknown), stacklevel=2)
+        return active
+
+    def reset(self) -> list[str]:
+        """Back to a new session's state with the same settings; the selection is emptied."""
+        with self.store.writing() as writer:
+            state = self._lock(writer)
+            active = opening_active(self.ranker, writer, stored_settings(state.id, state.settings))
+            writer.sessions.record(state, Event(kind="reset", params={"active": active}), active, [])
+        return active
+
+    def restore_selection(self, names: Sequence[str], *, source: str) -> tuple[list[str], list[str]]:
+        """Make ``names`` the selection (and active), as a resumed host session had it.
+
+        Returns ``(restored, missing)``: names not in the catalog are reported and skipped.
+        """
+        with self.store.writing() as writer:
+            state = self._lock(writer)
+            known = self.ranker.known_names(writer, list(names))
+            restored = [name for name in dict.fromkeys(names) if name in known]
+            missing = [name for name in dict.fromkeys(names) if name not in known]
+            settings = stored_settings(state.id, state.settings)
+            opening = opening_active(self.ranker, writer, settings)
+            active = [*opening, *(name for name in restored if name not in opening)]
+            event = Event(
+                kind="restore",
+                params={"source": source, "names": list(names), "active": active, "selected": restored},
+            )
+            writer.sessions.record(state, event, active, restored)
+        return restored, missing
+
+    def record_call(self, name: str, *, ok: bool = True) -> None:
+        """Say that the host called catalog tool ``name`` in this session (``ok=False``: the call
+        failed). The call is logged; with learning on, a call that did not fail teaches the tool
+        the requests of the searches before it (``discovery._sessions.learning`` states the rule),
+        in the same transaction. ``ToolNotFound`` when ``name`` is not a catalog tool."""
+        if not isinstance(name, str):
+            raise ToolIndexError(f"a tool name is text, not {type(name).__name__}")
+        if not isinstance(ok, bool):
+            raise ToolIndexError(f"ok is true or false, not {ok!r}")
+        with self.store.writing() as writer:
+            if not self.ranker.known_names(writer, [name]):
+                raise ToolNotFound(f"no tool named {name!r} in the catalog")
+            event = Event(kind=CALL_EVENT, tool_name=name, params={"tool": name, "is_error": not ok})
+            if not writer.sessions.append(self.id, event):
+                raise SessionNotFound(f"no session {self.id!r} in the store")
+            if ok:
+                learn_from_calls(writer, self.ranker.analyzer(writer), self.id, [name])
+
+    def _lock(self, writer: Writer) -> SessionState:
+        state = writer.sessions.lock(self.id)
+        if state is None:
+            raise SessionNotFound(f"no session {self.id!r} in the store")
+        return state
+
+    def preview(self, query: str, limit: int = 8) -> list[SearchHit]:
+        """What a search would match now, without activating or logging anything.
+
+        The session's own corpus and statistics, in one read snapshot; for hosts and UIs that
+        want to show matches before committing to them. Query and limit are checked as a
+        search call checks them.
+        """
+        trimmed, limit = checked_search(query, limit)
+        with self.store.reading() as reader:
+            view = self._view(reader)
+            if not view.corpus.groups:
+                raise DiscoveryDisabled()
+            terms = self.ranker.query_terms(reader, trimmed)
+            selected = set(view.state.selected)
+            extra = len(selected - view.corpus.excluded)
+            ranking = self.ranker.rank(reader, terms, view.corpus, limit + extra, query=trimmed)
+        hits = [hit for hit in ranking.hits if hit.name not in selected][:limit]
+        return [SearchHit(name=hit.name, score=hit.score) for hit in hits]
+
+    def describe_corpus(self) -> tuple[list[tuple[str, int]], list[str], int]:
+        """``(servers with counts, built-in names, corpus size)`` for the tool description."""
+        with self.store.reading() as reader:
+            view = self._view(reader)
+            return corpus_overview(self.ranker, reader, view.corpus)
+
+    def describe_catalog(self) -> tuple[list[tuple[str, int]], list[str], int]:
+        """As ``describe_corpus``, for the whole catalog of the session's mode: what no search
+        changes (only the essential and internal tools are left out), for a stable description."""
+        with self.store.reading() as reader:
+            view = self._view(reader)
+            whole = session_corpus(view.mode, (), view.essentials, view.out_of_scope)
+            return corpus_overview(self.ranker, reader, whole)
+
+
+def created_or_locked(
+    writer: Writer, ranker: Ranker, session_id: str, wanted: SessionSettings
+) -> tuple[SessionState, bool]:
+    """The session, locked, and whether this call created it (with ``wanted``)."""
+    state = writer.sessions.lock(session_id)  # made meanwhile by another caller?
+    if state is not None:
+        return state, False
+    created = writer.sessions.create(
+        session_id, wanted.model_dump(mode="json"), opening_active(ranker, writer, wanted)
+    )
+    if created is not None:
+        return created, True
+    # Made at this very moment by another caller, now committed: resume it.
+    state = writer.sessions.lock(session_id)
+    assert state is not None
+    return state, False
+
+
+def check_settings(state: SessionState, wanted: SessionSettings) -> None:
+    """Settings given for an existing session must be its own."""
+    kept = stored_settings(state.id, state.settings)
+    if kept == wanted:
+        return
+    differ = [
+        f"{key} is {getattr(kept, key)!r}, not {getattr(wanted, key)!r}"
+        for key in SessionSettings.model_fields
+        if getattr(kept, key) != getattr(wanted, key)
+    ]
+    raise ToolIndexError(
+        f"session {state.id!r} exists with other settings ({'; '.join(differ)}); "
+        "resume it without settings or delete it first"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OneSearch:
+    """A search call made by ``search_once``: its outcome, the session as the call saw it, and
+    whether the call created the session."""
+
+    outcome: ToolResult | ToolCallError
+    view: SessionView | None
+    """``None`` when the call id was answered before (the logged answer is returned)."""
+    created: bool
+
+
+def search_once(
+    store: Store,
+    ranker: Ranker,
+    session_id: str,
+    settings: dict[str, Any] | None,
+    call_id: str,
+    params: dict[str, Any],
+) -> OneSearch:
+    """One search call of a host that holds no session handle between calls (the command line):
+    the session is created with ``settings`` when new (checked against them when not), and the
+    search runs, activates and is logged — all in one write transaction."""
+    session_id = checked_id(session_id, "session id")
+    wanted = parsed_settings(settings or {})
+    session = Session(store, ranker, session_id)
+    tool = session.search_tool
+    call_id, params = tool.checked(call_id, params)
+    with store.writing() as writer:
+        state, created = created_or_locked(writer, ranker, session_id, wanted)
+        if settings is not None and not created:
+            check_settings(state, wanted)
+        outcome, view = tool.execute_in(writer, call_id, params)
+    return OneSearch(outcome, view, created)
+
+
+CorpusOverview = tuple[list[tuple[str, int]], list[str], int]
+"""``(servers with counts, built-in names, corpus size)``: what the search tool's description says."""
+
+
+def corpus_overview(ranker: Ranker, reader: Reader, corpus: Corpus) -> CorpusOverview:
+    if not corpus.groups:
+        return [], [], 0
+    excluded = corpus.excluded
+    servers: dict[str, int] = {}
+    builtins: list[str] = []
+    total = 0
+    if GROUP_MCP in corpus.groups:
+        counts = reader.catalog.group_server_counts(GROUP_MCP)
+        for doc in ranker.excluded_documents(reader, Corpus((GROUP_MCP,), excluded)):
+            counts[doc.server_name] -= 1
+        total += sum(counts.values())
+        servers = {server: n for server, n in counts.items() if server is not None and n > 0}
+    if GROUP_LOCAL in corpus.groups:
+        builtins = [name for name, _ in reader.catalog.group_members(GROUP_LOCAL) if name not in excluded]
+        total += len(builtins)
+    ordered_servers = sorted(servers.items(), key=lambda item: (collation_key(item[0]), item[0]))
+    return ordered_servers, sorted(builtins, key=utf16_sort_key), total

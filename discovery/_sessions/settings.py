@@ -1,0 +1,48 @@
+"""Session settings (contract §5): the model, checked when given and when read back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from discovery._rules import DiscoveryMode
+from discovery.errors import ToolIndexError, describe_validation_error
+from store.errors import damaged
+
+
+class SessionSettings(BaseModel):
+    """How a session discovers tools (contract §5); ``requested`` names start active."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    discovery_mode: DiscoveryMode = "auto"
+    mcp_discovery: bool = False
+    essential_override: tuple[str, ...] = ()
+    default_servers: tuple[str, ...] = ()
+    requested: tuple[str, ...] = ()
+
+    @field_validator("essential_override", "default_servers", "requested", mode="before")
+    @classmethod
+    def _list_of_strings(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError("must be a list of names, not a single string")
+        return value
+
+
+def parsed_settings(values: dict[str, Any]) -> SessionSettings:
+    try:
+        return SessionSettings.model_validate(values)
+    except ValidationError as exc:
+        raise ToolIndexError(f"invalid session settings: {describe_validation_error(exc)}") from exc
+
+
+def stored_settings(session_id: str, values: dict[str, Any]) -> SessionSettings:
+    """A stored session's settings; ``CorruptIndex`` pointing to ``verify`` when they are not
+    settings (the store checked them when it wrote them, so only damage gets here)."""
+    try:
+        return SessionSettings.model_validate(values)
+    except ValidationError as exc:
+        raise damaged(
+            f"session {session_id!r}: stored settings are invalid: {describe_validation_error(exc)}"
+        ) from None

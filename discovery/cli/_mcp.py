@@ -1,0 +1,389 @@
+"""The gateway's commands, ``tool-index sync`` and ``tool-index serve`` (the ``mcp`` extra).
+
+The MCP SDK is imported when one of them runs, never when the command line starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TextIO
+
+import click
+
+from discovery.cli._client import client
+from discovery.cli._sanitize import escaped
+
+if TYPE_CHECKING:
+    from discovery._index import ToolIndex
+    from discovery._mcp.config import McpConfig
+    from discovery.cli._app import App
+
+EXTRA = "pip install 'tool-index[mcp]'"
+NEW_ANALYZER = "enhanced"
+"""The analyzer of a database that ``sync`` or ``serve`` makes: it finds more tools for the
+sentences models write (docs/quality.md)."""
+
+
+def _example(*lines: str) -> str:
+    title = "Examples:" if len(lines) > 1 else "Example:"
+    return "\b\n" + title + "\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _config(path: str, allow: tuple[str, ...] = (), deny: tuple[str, ...] = ()) -> McpConfig:
+    # The SDK logs what upstream servers send that it cannot parse, tracebacks included: third-party
+    # text that must not reach a terminal raw. A server's failure is reported in our own words.
+    for name in ("mcp", "mcp_types", "httpx2", "uvicorn"):
+        logging.getLogger(name).addHandler(logging.NullHandler())
+        logging.getLogger(name).propagate = False
+    try:
+        from discovery._mcp.config import load_config  # noqa: F401 (fails without the extra)
+    except ImportError as exc:
+        raise click.ClickException(f"the MCP commands need the mcp extra: {EXTRA}") from exc
+    config = _read_config(path, allow, deny)
+    for warning in config.warnings():
+        click.echo(f"Warning: {escaped(warning)}", err=True)
+    return config
+
+
+def _read_config(path: str, allow: tuple[str, ...], deny: tuple[str, ...]) -> McpConfig:
+    """The config file with the command line's filters beside its own (``serve`` reads it again
+    whenever the file changes)."""
+    import dataclasses
+
+    from discovery._mcp.config import load_config
+
+    config = load_config(path)
+    return dataclasses.replace(config, tool_filter=config.tool_filter.joined(allow, deny))
+
+
+def _anyio_run(work: Any, *args: Any) -> Any:
+    try:
+        import anyio
+    except ImportError as exc:
+        raise click.ClickException(f"the MCP commands need the mcp extra: {EXTRA}") from exc
+    return anyio.run(work, *args)
+
+
+config_option = click.option(
+    "--config",
+    "config_path",
+    required=True,
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help='An MCP config: "mcpServers" (Claude Desktop, Claude Code, Cursor) or VS Code\'s "servers".',
+)
+timeout_option = click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Longest wait for a server to start (from its own start) or list its tools (every page).",
+)
+call_timeout_option = click.option(
+    "--call-timeout",
+    type=click.FloatRange(min=0.1),
+    default=300.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Longest wait for one tool call's answer; then its server is restarted on the next call.",
+)
+max_starting_option = click.option(
+    "--max-starting",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    metavar="N",
+    help="Start at most N stdio servers at once (sync: run at most N at once).",
+)
+
+
+def filter_options(command: Any) -> Any:
+    deny = click.option(
+        "--deny",
+        multiple=True,
+        metavar="PATTERN",
+        help="Leave out the tools whose server/tool matches (a glob: 'github/delete_*'; repeatable). "
+        "Deny wins over allow.",
+    )
+    allow = click.option(
+        "--allow",
+        multiple=True,
+        metavar="PATTERN",
+        help="Only the tools whose server/tool matches one such glob (repeatable).",
+    )
+    return allow(deny(command))
+
+
+analyzer_option = click.option(
+    "--analyzer",
+    metavar="NAME",
+    help=f"The analyzer of a new database (one without tools): reference or enhanced [default: "
+    f"{NEW_ANALYZER}]. A database that holds tools keeps its own.",
+)
+
+
+def _index(app: App, analyzer: str | None) -> ToolIndex:
+    """The index, created when new: with ``analyzer``, or else ``NEW_ANALYZER`` when it holds no
+    tools yet; a catalog indexed with another analyzer keeps its own."""
+    from discovery._params import analyzer_named
+
+    if analyzer is not None:
+        analyzer_named(analyzer)
+        return app.index(create=True, analyzer=analyzer)
+    index = app.index(create=True)
+    if index.analyzer == NEW_ANALYZER or index.stats()["tools"]:
+        return index
+    index.close()
+    # Giving a catalog without tools an analyzer is what opening with one does.
+    return app.index(create=True, analyzer=NEW_ANALYZER)
+
+
+upstream_log_option = click.option(
+    "--upstream-log",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Append what stdio servers write on stderr to FILE [default: discarded].",
+)
+
+
+@contextmanager
+def _upstream_log(path: str | None) -> Iterator[TextIO]:
+    with open(path or os.devnull, "a", encoding="utf-8") as stream:
+        yield stream
+
+
+@click.command(
+    epilog=_example(
+        "tool-index sync --config ~/.cursor/mcp.json",
+        "tool-index sync --config .mcp.json --server github --server slack",
+    )
+)
+@config_option
+@click.option("--server", "servers", multiple=True, metavar="NAME", help="Only this server (repeatable).")
+@filter_options
+@analyzer_option
+@timeout_option
+@max_starting_option
+@upstream_log_option
+@click.pass_obj
+def sync(
+    app: App,
+    config_path: str,
+    servers: tuple[str, ...],
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
+    analyzer: str | None,
+    timeout: float,
+    max_starting: int,
+    upstream_log: str | None,
+) -> None:
+    """Index the tools of live MCP servers, as import --replace would.
+
+    Connects to every server of the config (or each --server), at most --max-starting stdio
+    servers at once, reads its whole tools/list and writes it as mcp__<server>__<tool>, one
+    transaction per server. A server that fails keeps
+    the tools it had; the others are synced all the same, and the exit status is 1. Tools that
+    --allow, --deny or the config's "toolIndex" filters leave out are not imported.
+    """
+    from discovery.cli._render import one_line
+
+    config = _config(config_path, allow, deny)
+    selected = [server.name for server in config.select(list(servers))]
+    with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
+        results = _anyio_run(_sync, index, config, selected, timeout, max_starting, errlog)
+    failed = []
+    for result in results:
+        if result.report is None:
+            failed.append(result.server)
+            click.echo(f"{result.server}: failed: {one_line(result.error or '')}")
+        else:
+            counts = ", ".join(f"{key} {value}" for key, value in result.report.counts().items())
+            if result.not_allowed:
+                counts += f", not allowed {result.not_allowed}"
+            click.echo(f"{result.server}: {counts}")
+    if failed:
+        raise click.ClickException(f"{len(failed)} of {len(results)} servers failed: {', '.join(failed)}")
+
+
+async def _sync(
+    index: Any, config: Any, servers: list[str], timeout: float, max_starting: int, errlog: TextIO
+) -> Any:
+    from discovery._mcp.sync import Library, sync_servers
+    from discovery._mcp.upstreams import Upstreams
+
+    async with Upstreams(config, timeout=timeout, errlog=errlog, max_starting=max_starting) as upstreams:
+        return await sync_servers(Library(index), upstreams, servers, close=True)
+
+
+@click.command(
+    epilog=_example(
+        "tool-index serve --config .mcp.json --session my-project",
+        "tool-index serve --config mcp.json --transport http --port 8765",
+        'tool-index serve --config mcp.json --transport http --host 0.0.0.0 --token "$TOKEN"',
+    )
+)
+@config_option
+@click.option(
+    "--session",
+    "session_id",
+    metavar="ID",
+    help="stdio: the persisted session to serve (created when new) [default: a new one, printed on stderr].",
+)
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio for one client that starts the gateway; http for any number of clients.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: the address to listen on.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="HTTP: the port (0: any free one).",
+)
+@click.option(
+    "--token",
+    envvar="TOOL_INDEX_TOKEN",
+    show_envvar=True,
+    metavar="SECRET",
+    help="HTTP: require 'Authorization: Bearer SECRET' (required for a --host other than loopback).",
+)
+@click.option(
+    "--tokens",
+    "tokens_path",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help='HTTP: a JSON file {"alice": "SECRET", ...}: each token is an identity, and a session '
+    "belongs to the identity that made it.",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["mcp-only", "all", "auto"]),
+    default="mcp-only",
+    show_default=True,
+    help="Discovery mode of a new session.",
+)
+@click.option(
+    "--expose-active",
+    is_flag=True,
+    help="Also list the activated tools themselves, with tools/list_changed after each activation.",
+)
+@click.option(
+    "--refresh",
+    type=click.FloatRange(min=1),
+    metavar="SECONDS",
+    help="Sync every server now and then every SECONDS, in the background.",
+)
+@filter_options
+@analyzer_option
+@timeout_option
+@call_timeout_option
+@max_starting_option
+@click.option(
+    "--max-result-bytes",
+    type=click.IntRange(min=1),
+    default=10 * 1024 * 1024,
+    show_default=True,
+    envvar="TOOL_INDEX_MAX_RESULT_BYTES",
+    show_envvar=True,
+    metavar="BYTES",
+    help="A tool result larger than this (its JSON) is an error result, not forwarded, and its "
+    "server is restarted on the next call.",
+)
+@upstream_log_option
+@click.pass_obj
+def serve(
+    app: App,
+    config_path: str,
+    session_id: str | None,
+    transport: str,
+    host: str,
+    port: int,
+    token: str | None,
+    tokens_path: str | None,
+    mode: str,
+    expose_active: bool,
+    refresh: float | None,
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
+    analyzer: str | None,
+    timeout: float,
+    call_timeout: float,
+    max_starting: int,
+    max_result_bytes: int,
+    upstream_log: str | None,
+) -> None:
+    """Serve the index as one MCP server in front of a config's servers.
+
+    The model gets search_tool_bm25, which activates tools in the persisted session, and
+    call_tool, which calls an activated tool on its server. Over HTTP, a client picks its
+    session with the endpoint's query: http://127.0.0.1:8765/mcp?session=ID; one that names
+    none gets a new session of its own for its connection (its Mcp-Session-Id).
+    Searches find only tools of the config's servers that --allow, --deny and the config's
+    "toolIndex" filters allow, whatever else the database holds. Servers with no tools in the
+    database yet are synced in the background, and a changed config file is applied without a
+    restart. With --tokens, each session belongs to the identity that made it.
+    """
+    config = _config(config_path, allow, deny)
+    from discovery.cli._collector import collector_paused
+
+    # The SDK builds hundreds of models as it is imported: the same pause as the program's own
+    # imports (``discovery.cli.__main__``), for the same reason.
+    with collector_paused():
+        from discovery._mcp.gateway import Gateway, GatewayOptions
+        from discovery._mcp.serve import SINGLE_IDENTITY, check_bind, load_tokens, serve_http, serve_stdio
+
+    tokens = None
+    if tokens_path is not None:
+        if transport != "http":
+            raise click.UsageError("--tokens is for --transport http")
+        if token is not None and click.get_current_context().get_parameter_source("token") == (
+            click.core.ParameterSource.COMMANDLINE
+        ):
+            raise click.UsageError("give --token or --tokens, not both")
+        tokens = load_tokens(tokens_path)
+    elif token:
+        tokens = {SINGLE_IDENTITY: token}
+    if transport == "http":
+        check_bind(host, "yes" if tokens else None)
+        if session_id is not None:
+            # A session of the process would be shared by every client that names none.
+            raise click.UsageError(
+                "--session is for stdio; over HTTP each client names its own: /mcp?session=ID"
+            )
+    options = GatewayOptions(
+        session_id=session_id,
+        mode=mode,
+        expose_active=expose_active,
+        refresh=refresh,
+        timeout=timeout,
+        call_timeout=call_timeout,
+        max_starting=max_starting,
+        max_result_bytes=max_result_bytes,
+        per_client=transport == "http",
+        identities=tokens_path is not None,
+    )
+    with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
+        gateway = Gateway(
+            index,
+            config,
+            options,
+            errlog=sys.stderr,
+            upstream_errlog=errlog,
+            reload_config=lambda: _read_config(config_path, allow, deny),
+        )
+        if transport == "stdio":
+            _anyio_run(serve_stdio, gateway)
+        else:
+            _anyio_run(serve_http, gateway, host, port, tokens)
+
+
+MCP_COMMANDS = (sync, serve, client)

@@ -1,0 +1,256 @@
+"""Search commands: search (read-only or in a session) and explain."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from discovery._index import ToolIndex
+from discovery._params import DEFAULT_LIMIT
+from discovery._ranking.bm25 import round6
+from discovery._results import SearchDetails
+from discovery.cli._app import App, PositiveInt, echo, echo_json, example, pass_app, stdout_console
+from discovery.cli._catalog import EMPTY_CATALOG
+from discovery.cli._names import resolved_name
+from discovery.cli._output import print_table
+from discovery.cli._render import one_line, render_result
+from discovery.errors import DiscoveryDisabled, EmptyQuery, ToolCallError
+from store import Reader
+
+if TYPE_CHECKING:
+    from discovery._sessions.settings import SessionSettings
+
+
+@click.command(
+    epilog=example(
+        "tool-index search 'create issue' --limit 5",
+        "tool-index search 'post a message' --mode mcp-only --json",
+        "tool-index search 'open a pull request' --session chat-42 --mode all",
+    )
+)
+@click.argument("query")
+@click.option("--limit", type=PositiveInt(), default=DEFAULT_LIMIT, show_default=True, help="Most matches.")
+@click.option(
+    "--mode",
+    type=click.Choice(["all", "mcp-only"]),
+    default=None,
+    help="Search every discoverable tool, or the MCP tools only [default: all; with --session, the "
+    "mode of a new session, default auto].",
+)
+@click.option("--session", "session_id", metavar="ID", help="Run search_tool_bm25 in this session.")
+@click.option(
+    "--default-server",
+    "default_servers",
+    multiple=True,
+    metavar="NAME",
+    help=("New session: an MCP server whose tools stay active (repeatable)."),
+)
+@click.option(
+    "--request",
+    "requested",
+    multiple=True,
+    metavar="NAME",
+    help=("New session: a tool to start active (repeatable)."),
+)
+@click.option(
+    "--essential",
+    "essential_override",
+    multiple=True,
+    metavar="NAME",
+    help=("New session: replace the essential tool names (repeatable)."),
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the details object as one JSON document.")
+@click.option("--expanded", is_flag=True, help="Show every match, not only the first five.")
+@pass_app
+def search(
+    app: App,
+    query: str,
+    limit: int,
+    mode: str | None,
+    session_id: str | None,
+    default_servers: tuple[str, ...],
+    requested: tuple[str, ...],
+    essential_override: tuple[str, ...],
+    as_json: bool,
+    expanded: bool,
+) -> None:
+    """Rank the catalog's tools for QUERY.
+
+    Without --session: read-only, the whole catalog in MODE with nothing active. With --session:
+    the search_tool_bm25 call of that session (created when new), which activates the matches
+    and persists them.
+    """
+    if session_id is None:
+        details, weak = _read_only_search(app, query, limit, mode or "all", flag_weak=not as_json)
+    else:
+        settings = {
+            "discovery_mode": mode,
+            "default_servers": list(default_servers) or None,
+            "requested": list(requested) or None,
+            "essential_override": list(essential_override) or None,
+        }
+        details, weak = _session_search(app, session_id, query, limit, settings, flag_weak=not as_json)
+    if as_json:
+        echo_json(details)
+        return
+    stdout_console().print(render_result(details, expanded=expanded, weak=weak))
+    if session_id is None and details["total_tools"] == 0 and mode != "mcp-only":
+        echo(EMPTY_CATALOG)
+
+
+def _read_only_search(
+    app: App, query: str, limit: int, mode: str, *, flag_weak: bool
+) -> tuple[SearchDetails, set[str]]:
+    with app.index() as index:
+        details = index.search_details(query, limit, mode=mode)
+        return details, _weak(index, details, mode) if flag_weak else set()
+
+
+def _weak(index: ToolIndex, details: SearchDetails, mode: str) -> set[str]:
+    """The matches to flag as weak, judged in the read-only corpus of ``mode``."""
+    from discovery._diagnostics.weak import weak_matches
+
+    return weak_matches(index, details["query"], [match["name"] for match in details["tools"]], mode=mode)
+
+
+def _session_search(
+    app: App, session_id: str, query: str, limit: int, settings: dict[str, Any], *, flag_weak: bool
+) -> tuple[SearchDetails, set[str]]:
+    """One search_tool_bm25 call; the session is created with ``settings`` when it is new."""
+    from discovery._diagnostics.weak import weak_matches_in
+    from discovery._sessions.session import search_once
+
+    given = {key: value for key, value in settings.items() if value is not None}
+    call_id = f"cli-{uuid.uuid4().hex[:12]}"
+    with app.index(create=True) as index:
+        # One write: the session is created when new (settings given for an existing session
+        # must match its own, else a clear error), searched, and the call logged.
+        done = search_once(
+            index.store, index.ranker, session_id, given or None, call_id, {"query": query, "limit": limit}
+        )
+        outcome, view = done.outcome, done.view
+        with index.store.reading() as reader:  # and one read for what is shown beside the result
+            for warning in unknown_setting_names(reader, given):
+                echo(f"Warning: {warning}", err=True)
+            if isinstance(outcome, DiscoveryDisabled) and view is not None:
+                raise click.ClickException(f"{outcome} {_why_off(session_id, view.settings)}") from outcome
+            if isinstance(outcome, ToolCallError):
+                raise outcome
+            if not flag_weak or view is None:
+                return outcome.details, set()
+            names = [match["name"] for match in outcome.details["tools"]]
+            return outcome.details, weak_matches_in(
+                reader, index.ranker, outcome.details["query"], names, mode=view.mode
+            )
+
+
+def _why_off(session_id: str, settings: SessionSettings) -> str:
+    """What turned discovery off in this session and what to do instead (contract §5's mode rule)."""
+    from discovery._rules import AUTO_THRESHOLD
+
+    mode = settings.discovery_mode
+    reason = f"with at most {AUTO_THRESHOLD} registered tools" if mode == "auto" else "as its settings say"
+    return (
+        f"(session {one_line(session_id)!r} has discovery_mode {mode}, which is off {reason}; "
+        "start a new session with --mode all or --mode mcp-only)"
+    )
+
+
+@click.command(epilog=example("tool-index explain 'create a pull request' mcp__github__create_pull_request"))
+@click.argument("query")
+@click.argument("name")
+@click.option(
+    "--mode",
+    type=click.Choice(["all", "mcp-only"]),
+    default="all",
+    show_default=True,
+    help="The read-only corpus the score is computed in, as for search.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the breakdown as JSON.")
+@pass_app
+def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
+    """Break down NAME's score for QUERY by term, field and fused part.
+
+    NAME is a tool's name or a label that names one tool (as search shows it). The score is
+    the one a read-only search in MODE gives NAME, with the corpus statistics behind it; with
+    learning on, the learned field's terms follow the tool text's; with vectors, the last line
+    shows how the lexical and semantic parts were fused.
+    """
+    if not query.strip():
+        raise EmptyQuery()
+    with app.index() as index:
+        from discovery._diagnostics.explain import explain as explain_score
+
+        name = resolved_name(index, name)
+        explanation = explain_score(index, query.strip(), name, mode=mode)
+    if as_json:
+        echo_json(explanation.as_dict())
+        return
+    echo(f"{one_line(name)}  score {round6(explanation.score)}  (mode {mode})")
+    echo(
+        f"corpus: {explanation.n_docs} tools, avgdl {explanation.avgdl:.3f}; "
+        f"tool length {explanation.doc_len}, norm {explanation.norm:.6f}"
+    )
+    rows: list[tuple[str, ...]] = [("term / field", "qtf", "df", "idf", "tf", "score")]
+    for term in explanation.terms:
+        idf = f"{term.idf:.6f}"
+        rows.append((term.term, str(term.qtf), str(term.df), idf, str(term.tf), _six(term.contribution)))
+        for part in term.fields:
+            rows.append((f"  {part.field} ×{part.weight}", "", "", "", str(part.tf), _six(part.contribution)))
+    print_table(rows)
+    if explanation.learning:
+        echo(
+            f"learned field: length {explanation.learned_len}; {explanation.learned_tools} corpus tools "
+            f"learned anything, average length {explanation.learned_avgdl:.3f}"
+        )
+        if explanation.learned:
+            learned: list[tuple[str, ...]] = [("learned term", "qtf", "df", "weight", "tf", "score")]
+            for taught in explanation.learned:
+                weight = f"{taught.weight:.6f}"
+                learned.append(
+                    (
+                        taught.term,
+                        str(taught.qtf),
+                        str(taught.df),
+                        weight,
+                        str(taught.tf),
+                        _six(taught.contribution),
+                    )
+                )
+            print_table(learned)
+    semantic = explanation.semantic
+    if semantic is not None:
+        lexical_part, semantic_part = semantic.parts(explanation.lexical_score)
+        echo(
+            f"fused with the semantic signal, weight {semantic.weight:g}: "
+            f"lexical {_six(explanation.lexical_score)} / best {_six(semantic.best_lexical)} "
+            f"× {1 - semantic.weight:g} = {_six(lexical_part)}; "
+            f"cosine {semantic.cosine:.6f} / best {semantic.best_cosine:.6f} × {semantic.weight:g} "
+            f"= {_six(semantic_part)}"
+        )
+
+
+def unknown_setting_names(reader: Reader, settings: dict[str, Any]) -> list[str]:
+    """What a new session's settings name that the catalog lacks (contract §5 ignores such names)."""
+    options = {"requested": "--request", "essential_override": "--essential"}
+    warnings = []
+    for key, option in options.items():
+        names = settings.get(key) or []
+        known = reader.catalog.tools_by_names(names) if names else {}
+        warnings += [
+            f"{option} {name!r} is not in the catalog; ignored" for name in names if name not in known
+        ]
+    servers = settings.get("default_servers") or []
+    present = reader.catalog.servers() if servers else set()
+    warnings += [
+        f"--default-server {server!r} has no tools in the catalog; ignored"
+        for server in servers
+        if server not in present
+    ]
+    return warnings
+
+
+def _six(score: float) -> str:
+    return f"{round6(score):.6f}"
