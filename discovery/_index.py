@@ -285,16 +285,14 @@ class ToolIndex:
         """Read-only search of the whole catalog in ``mode`` with nothing active."""
         trimmed, limit = checked_search(query, limit)
         with self.store.reading() as reader:
-            terms = self.ranker.query_terms(reader, trimmed)
-            ranking = self.ranker.rank(reader, terms, read_only_corpus(mode), limit, query=trimmed)
+            ranking = self.ranker.search(reader, trimmed, read_only_corpus(mode), limit)
         return [SearchHit(name=hit.name, score=hit.score) for hit in ranking.hits]
 
     def search_details(self, query: str, limit: int | None = None, *, mode: str = "all") -> SearchDetails:
         """The contract §6 details of a read-only search: ``search`` with each match's tool row."""
         trimmed, limit = checked_search(query, limit)
         with self.store.reading() as reader:
-            terms = self.ranker.query_terms(reader, trimmed)
-            ranking = self.ranker.rank(reader, terms, read_only_corpus(mode), limit, query=trimmed)
+            ranking = self.ranker.search(reader, trimmed, read_only_corpus(mode), limit)
             tools = self.ranker.tools(reader, [hit.tool_id for hit in ranking.hits])
         return {
             "query": trimmed,

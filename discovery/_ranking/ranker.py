@@ -148,6 +148,26 @@ class Ranker:
         """Why an index with vectors is searched without them in this process (the model could
         not be loaded), or ``None``."""
 
+    def search(
+        self,
+        reader: Reader,
+        query: str,
+        corpus: Corpus,
+        limit: int,
+        *,
+        selected: frozenset[str] = frozenset(),
+    ) -> Ranking:
+        """The search every caller runs (a read-only search, a session's search and its preview):
+        ``query``'s best ``limit`` matches in ``corpus`` under the catalog's analyzer, fused with
+        the semantic signal when the index has one, leaving out the ``selected`` tools (a
+        session's; those the corpus does not already exclude cost one more ranked place each)."""
+        terms = self.query_terms(reader, query)
+        extra = len(selected - corpus.excluded)
+        ranking = self.rank(reader, terms, corpus, limit + extra, query=query)
+        if not selected:
+            return ranking
+        return Ranking(ranking.total_tools, [hit for hit in ranking.hits if hit.name not in selected][:limit])
+
     @_serialized
     def rank(
         self,

@@ -130,13 +130,8 @@ class SearchTool:
         limit = checked_limit(fields.get("limit"))
         has_terms(query)
         ranker = self.session.ranker
-        terms = ranker.query_terms(reader, query)
-        selected = set(view.state.selected)
-        corpus = view.corpus
-        # Selected tools are active, so outside the corpus; rank more only for any that are not.
-        rankable_selected = len(selected - corpus.excluded)
-        ranking = ranker.rank(reader, terms, corpus, limit + rankable_selected, query=query)
-        matches = [hit for hit in ranking.hits if hit.name not in selected][:limit]
+        ranking = ranker.search(reader, query, view.corpus, limit, selected=frozenset(view.state.selected))
+        matches = ranking.hits
         activated = activation_order([hit.name for hit in matches])
         active_selected = [*view.live_selected, *(n for n in activated if n not in view.live_selected)]
         tools = ranker.tools(reader, [hit.tool_id for hit in matches])

@@ -334,12 +334,9 @@ class Session:
             view = self._view(reader)
             if not view.corpus.groups:
                 raise DiscoveryDisabled()
-            terms = self.ranker.query_terms(reader, trimmed)
-            selected = set(view.state.selected)
-            extra = len(selected - view.corpus.excluded)
-            ranking = self.ranker.rank(reader, terms, view.corpus, limit + extra, query=trimmed)
-        hits = [hit for hit in ranking.hits if hit.name not in selected][:limit]
-        return [SearchHit(name=hit.name, score=hit.score) for hit in hits]
+            selected = frozenset(view.state.selected)
+            ranking = self.ranker.search(reader, trimmed, view.corpus, limit, selected=selected)
+        return [SearchHit(name=hit.name, score=hit.score) for hit in ranking.hits]
 
     def describe_corpus(self) -> tuple[list[tuple[str, int]], list[str], int]:
         """``(servers with counts, built-in names, corpus size)`` for the tool description."""
