@@ -13,8 +13,9 @@ from store._audit import AuditedTool, StoredPosting
 from store._catalog import ReplaceScope
 from store._digests import json_digest, record_digest
 from store._engine import ENV_VAR, default_url, sqlite_file
-from store._learning import Credit, LearnedTool, LearningState
+from store._learning import Credit, LearnedPosting, LearnedTool, LearningState
 from store._logged_json import column_json, same_logged, storable
+from store._postings import PostingBlock
 from store._records import GroupStats, IndexedBatch, IndexedTool, StoredTool, TermStats, ToolRow, WriteReport
 from store._schema import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, GROUPS, MAX_KEY_BYTES
 from store._sessions import Event, LoggedEvent, SessionState
@@ -51,9 +52,11 @@ __all__ = [
     "GroupStats",
     "IndexedBatch",
     "IndexedTool",
+    "LearnedPosting",
     "LearnedTool",
     "LearningState",
     "LoggedEvent",
+    "PostingBlock",
     "ReadOnlyDatabase",
     "Reader",
     "ReplaceScope",

@@ -100,7 +100,7 @@ def forward_entries(packed: bytes, tool_id: int) -> np.ndarray:
 
 
 @dataclass(frozen=True, slots=True)
-class Block:
+class PostingBlock:
     """The postings of one (term, group), sorted by tool id."""
 
     tool_ids: np.ndarray
@@ -108,11 +108,11 @@ class Block:
     doc_len: np.ndarray
 
     @classmethod
-    def empty(cls) -> Block:
+    def empty(cls) -> PostingBlock:
         return cls(np.empty(0, ID_DTYPE), np.empty(0, VALUE_DTYPE), np.empty(0, VALUE_DTYPE))
 
     @classmethod
-    def decode(cls, key: Key, widths: int, tool_ids: bytes, tf: bytes, doc_len: bytes) -> Block:
+    def decode(cls, key: Key, widths: int, tool_ids: bytes, tf: bytes, doc_len: bytes) -> PostingBlock:
         """A stored block; ``CorruptIndex`` if its arrays cannot be one."""
         where = f"posting block of term id {key[0]}, group {key[1]}"
         dtypes = LAYOUTS.get(widths)
@@ -144,14 +144,14 @@ class Block:
     def size(self) -> int:
         return int(self.tool_ids.size)
 
-    def overridden(self, tool_ids: np.ndarray, tf: np.ndarray, doc_len: np.ndarray) -> Block:
+    def overridden(self, tool_ids: np.ndarray, tf: np.ndarray, doc_len: np.ndarray) -> PostingBlock:
         """This block with overrides applied: ``tool_ids`` unique and ascending, ``tf = 0`` removes.
         Arrays whose overrides come wider than they are stored widen to hold them."""
         if tool_ids.size == 0:
             return self
         if self.tool_ids.size == 0:  # a new key: the overrides, sorted by id, are the block
             live = tf > 0
-            return Block(tool_ids[live], tf[live], doc_len[live])
+            return PostingBlock(tool_ids[live], tf[live], doc_len[live])
         # Both id arrays ascend: each override finds its block entry by binary search, so a few
         # overrides cost a few lookups however large the block.
         at = np.searchsorted(self.tool_ids, tool_ids)
@@ -159,7 +159,7 @@ class Block:
         found[found] = self.tool_ids[at[found]] == tool_ids[found]
         live = tf > 0
         if tool_ids.size <= SPLICED_OVERRIDES:
-            return Block(
+            return PostingBlock(
                 _spliced(self.tool_ids, at, found, tool_ids, live),
                 _spliced(self.tf, at, found, tf, live),
                 _spliced(self.doc_len, at, found, doc_len, live),
@@ -173,7 +173,7 @@ class Block:
         at_added = np.searchsorted(kept_ids, added_ids) + np.arange(added_ids.size)
         is_added = np.zeros(kept_ids.size + added_ids.size, dtype=bool)
         is_added[at_added] = True
-        return Block(
+        return PostingBlock(
             _merged(kept_ids, added_ids, is_added),
             _merged(self.tf[keep], tf[live], is_added),
             _merged(self.doc_len[keep], doc_len[live], is_added),
@@ -213,14 +213,14 @@ def _merged(kept: np.ndarray, added: np.ndarray, is_added: np.ndarray) -> np.nda
 BLOCK_COLUMNS = "SELECT term_id, grp, widths, tool_ids, tfs, doc_lens FROM posting_blocks"
 
 
-def _blocks_of(rows: list[Any]) -> dict[Key, Block]:
+def _blocks_of(rows: list[Any]) -> dict[Key, PostingBlock]:
     return {
-        (term, grp): Block.decode((term, grp), widths, ids, tf, lens)
+        (term, grp): PostingBlock.decode((term, grp), widths, ids, tf, lens)
         for term, grp, widths, ids, tf, lens in rows
     }
 
 
-def _merge(blocks: dict[Key, Block], delta_rows: list[Any]) -> dict[Key, Block]:
+def _merge(blocks: dict[Key, PostingBlock], delta_rows: list[Any]) -> dict[Key, PostingBlock]:
     """``blocks`` with the overrides of ``delta_rows`` (``(term, grp, tool, tf, doc_len)`` in key
     order) applied; keys with overrides but no block start from an empty one."""
     if not delta_rows:
@@ -228,7 +228,9 @@ def _merge(blocks: dict[Key, Block], delta_rows: list[Any]) -> dict[Key, Block]:
     changes = np.array(delta_rows, dtype=CHANGE_DTYPE)
     merged = dict(blocks)
     for key, part in _by_key(changes):
-        merged[key] = merged.get(key, Block.empty()).overridden(part["tool_id"], part["tf"], part["doc_len"])
+        merged[key] = merged.get(key, PostingBlock.empty()).overridden(
+            part["tool_id"], part["tf"], part["doc_len"]
+        )
     return merged
 
 
@@ -244,7 +246,7 @@ def _by_key(changes: np.ndarray) -> Iterator[tuple[Key, np.ndarray]]:
         yield (int(terms[start]), int(groups[start])), changes[start:end]
 
 
-def term_blocks(connection: Connection, term_id: int) -> list[tuple[int, Block]]:
+def term_blocks(connection: Connection, term_id: int) -> list[tuple[int, PostingBlock]]:
     """Every posting of one term as ``(group, block)`` in group order, overrides applied.
 
     The hot path of a search: two index lookups, whatever the term's document frequency, and
@@ -277,10 +279,10 @@ def term_postings(connection: Connection, term_id: int) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, POSTING_DTYPE)
 
 
-def key_blocks(connection: Connection, keys: Sequence[Key]) -> dict[Key, Block]:
+def key_blocks(connection: Connection, keys: Sequence[Key]) -> dict[Key, PostingBlock]:
     """The current postings of ``keys`` (overrides applied); a key without postings is absent."""
     wanted = set(keys)
-    found: dict[Key, Block] = {}
+    found: dict[Key, PostingBlock] = {}
     term_ids = sorted({term for term, _ in wanted})
     for start in range(0, len(term_ids), KEY_CHUNK):
         part = term_ids[start : start + KEY_CHUNK]
@@ -388,7 +390,9 @@ def _rewrite(connection: Connection, runs: list[tuple[Key, np.ndarray]], with_pe
     upserts: list[tuple[Any, ...]] = []
     emptied: list[Key] = []
     for key, part in runs:
-        block = current.get(key, Block.empty()).overridden(part["tool_id"], part["tf"], part["doc_len"])
+        block = current.get(key, PostingBlock.empty()).overridden(
+            part["tool_id"], part["tf"], part["doc_len"]
+        )
         if block.size:
             upserts.append((key[0], key[1], block.size, *block.encode()))
         else:

@@ -74,7 +74,7 @@ def term_stats(connection: Connection, terms: Sequence[str]) -> dict[str, tuple[
     return found
 
 
-def posting_blocks(connection: Connection, term_id: int) -> list[tuple[int, packed.Block]]:
+def posting_blocks(connection: Connection, term_id: int) -> list[tuple[int, packed.PostingBlock]]:
     """Every posting of one term as ``(group, block)``, in group order; each block's arrays
     (tool ids, tfs and document lengths, in the unsigned widths they are stored in or wider)
     are sorted by tool id."""

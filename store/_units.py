@@ -36,7 +36,7 @@ from store import _vectors as _vectors
 from store._audit import AuditedTool, StoredPosting, TermStatMismatch
 from store._engine import make_engine, read_transaction, translated_errors, write_transaction
 from store._learning import Credit, LearnedPosting, LearnedTerm, LearnedTool, LearningState
-from store._postings import Block
+from store._postings import PostingBlock
 from store._records import GroupStats, IndexedBatch, StoredTool, TermStats, WriteReport
 from store._sessions import Event, LoggedEvent, SessionState
 from store._urls import display_url, parse_url
@@ -194,7 +194,7 @@ class IndexReads:
         """``{term: (term id, {group: statistics})}`` of the terms the catalog holds."""
         return _reads.term_stats(self._connection, terms)
 
-    def posting_blocks(self, term_id: int) -> list[tuple[int, Block]]:
+    def posting_blocks(self, term_id: int) -> list[tuple[int, PostingBlock]]:
         """``(group, block)`` of a term's postings, blocks in tool-id order within each group."""
         return _reads.posting_blocks(self._connection, term_id)
 

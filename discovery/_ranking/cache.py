@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from discovery._ranking.postings import Contribution, TermPostings, load_postings
-from store import Reader, TermStats
+from discovery._ranking.source import RankingSource
+from store import TermStats
 
 CACHED_POSTINGS_BYTES = 128_000_000
 """Memory for the postings kept per process, least recently used term first out: the bytes of
@@ -55,7 +56,7 @@ class TermCache:
         self.cached_bytes = 0
         self._stats.clear()
 
-    def stats(self, reader: Reader, terms: Sequence[str]) -> dict[str, KnownTerm | None]:
+    def stats(self, reader: RankingSource, terms: Sequence[str]) -> dict[str, KnownTerm | None]:
         """Each term's id and statistics per group (``None``: no tool has it)."""
         missing = [term for term in terms if term not in self._stats]
         if missing:
@@ -66,7 +67,7 @@ class TermCache:
                 self._stats[term] = found.get(term)
         return {term: self._stats[term] for term in terms}
 
-    def postings(self, reader: Reader, terms: Sequence[str]) -> dict[str, TermPostings | None]:
+    def postings(self, reader: RankingSource, terms: Sequence[str]) -> dict[str, TermPostings | None]:
         """The postings of ``terms`` (``None`` for a term no tool has), from the cache or the store.
 
         The answer is collected as the terms are found, not read back from the cache: the terms
@@ -140,7 +141,7 @@ class RowCache:
     def clear(self) -> None:
         self._by_tool.clear()
 
-    def postings(self, reader: Reader, ids: list[int]) -> np.ndarray:
+    def postings(self, reader: RankingSource, ids: list[int]) -> np.ndarray:
         """The postings documents ``ids`` hold (``reads.forward_postings``), as rows of
         ``FORWARD_COLUMNS`` in no particular order."""
         cache = self._by_tool

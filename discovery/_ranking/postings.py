@@ -10,7 +10,8 @@ import numpy as np
 
 from discovery._ranking.bm25 import contribution, length_norm, saturation_numerator
 from discovery._ranking.pruning import Held
-from store import Reader, TermStats
+from discovery._ranking.source import RankingSource
+from store import TermStats
 
 DENSE_SHARE = 6
 """A contribution is laid out densely by tool id when its postings are at least one in this
@@ -159,7 +160,7 @@ CONTRIBUTION_TABLE_LIMIT = 1 << 20
 """Most (tf, length) pairs a contribution table holds: its index stays well inside int32."""
 
 
-def load_postings(reader: Reader, term_id: int, stats: dict[int, TermStats]) -> TermPostings:
+def load_postings(reader: RankingSource, term_id: int, stats: dict[int, TermStats]) -> TermPostings:
     blocks = reader.index.posting_blocks(term_id)
     starts: dict[int, tuple[int, int]] = {}
     end = 0

@@ -35,15 +35,15 @@ from discovery._ranking.learned import (
     learned_term,
 )
 from discovery._ranking.postings import Contribution, TermPostings, norm_table
+from discovery._ranking.source import RankingSource
 from discovery._ranking.topk import RankedTool, candidates, kth_best, ordered, union
 from discovery._rules import Corpus
 from discovery._text.analyzers import REFERENCE, Analyzer
 from discovery.errors import EmbeddingUnavailable, SemanticSignalOff
-from store import EmbeddingState, LearnedTool, LearningState, Reader, StoredVectors
+from store import EmbeddingState, GroupStats, LearnedTool, LearningState, StoredTool, StoredVectors
 
 if TYPE_CHECKING:
     from discovery._semantic.model import EmbeddingModel
-from store import GroupStats, StoredTool
 
 PRUNE_FROM = 300_000
 """Corpora this large are searched with pruning. In smaller ones every contribution of the
@@ -115,7 +115,7 @@ class Ranker:
         self._tools: dict[int, StoredTool] = {}
         self._document_terms: dict[int, frozenset[int]] = {}
         self._rows = RowCache()
-        self._synced_on: Reader | None = None
+        self._synced_on: RankingSource | None = None
         self._exclusions: dict[Corpus, Exclusion] = {}
         self._learning = LearningState(enabled=False, generation=-1)
         self._learned: dict[str, LearnedPostings | None] = {}
@@ -150,7 +150,7 @@ class Ranker:
 
     def search(
         self,
-        reader: Reader,
+        reader: RankingSource,
         query: str,
         corpus: Corpus,
         limit: int,
@@ -171,7 +171,7 @@ class Ranker:
     @_serialized
     def rank(
         self,
-        reader: Reader,
+        reader: RankingSource,
         query_terms: dict[str, int],
         corpus: Corpus,
         limit: int | None,
@@ -256,7 +256,7 @@ class Ranker:
 
     def _fused_hits(
         self,
-        reader: Reader,
+        reader: RankingSource,
         lexical: np.ndarray,
         semantic: SemanticQuery,
         corpus: Corpus,
@@ -276,7 +276,7 @@ class Ranker:
         dropped = np.array(sorted(doc.id for doc in exclusion.documents), dtype=np.int64)
         return semantic_part(semantic.vectors, semantic.query, corpus.groups, dropped)
 
-    def _semantic_query(self, reader: Reader, query: str) -> SemanticQuery | None:
+    def _semantic_query(self, reader: RankingSource, query: str) -> SemanticQuery | None:
         """What fusing ``query`` needs, or ``None`` when the index has no semantic signal (no
         vectors, weight 0) or this process cannot run its model (``semantic_problem`` says why)."""
         setting = self._embedding
@@ -299,7 +299,7 @@ class Ranker:
 
     @_serialized
     def semantic(
-        self, reader: Reader, query: str, corpus: Corpus
+        self, reader: RankingSource, query: str, corpus: Corpus
     ) -> tuple[SemanticQuery, SemanticPart] | None:
         """The semantic side of a search of ``corpus`` (``None`` when it is not fused): for
         ``explain``."""
@@ -311,7 +311,7 @@ class Ranker:
 
     def _pruned(
         self,
-        reader: Reader,
+        reader: RankingSource,
         query_terms: dict[str, int],
         corpus: Corpus,
         exclusion: Exclusion,
@@ -402,7 +402,7 @@ class Ranker:
 
     def _rescored(
         self,
-        reader: Reader,
+        reader: RankingSource,
         ids: np.ndarray,
         query_terms: dict[str, int],
         weights: dict[str, tuple[int, float]],
@@ -432,7 +432,7 @@ class Ranker:
         return [RankedTool(id_list[hit.tool_id], hit.name, hit.score) for hit in hits]
 
     def _postings_at_hand(
-        self, reader: Reader, terms: list[str], ids: list[int]
+        self, reader: RankingSource, terms: list[str], ids: list[int]
     ) -> dict[str, TermPostings] | None:
         """The postings of ``terms``, or ``None`` when loading those not cached would cost more
         than reading the rows of ``ids`` not cached (``ROW_READ_POSTINGS``). A row is a seek to
@@ -470,37 +470,37 @@ class Ranker:
         self._scores_zeroed = True
 
     @_serialized
-    def analyzer(self, reader: Reader) -> Analyzer:
+    def analyzer(self, reader: RankingSource) -> Analyzer:
         """The analyzer the catalog is indexed with, as the caller's transaction sees it."""
         self._sync(reader)
         return self._analyzer
 
     @_serialized
-    def query_terms(self, reader: Reader, query: str) -> dict[str, int]:
+    def query_terms(self, reader: RankingSource, query: str) -> dict[str, int]:
         """The terms of ``query`` under the catalog's analyzer (``params.query_terms``)."""
         self._sync(reader)
         return query_terms(query, self._analyzer)
 
     @_serialized
-    def corpus_size(self, reader: Reader, corpus: Corpus) -> int:
+    def corpus_size(self, reader: RankingSource, corpus: Corpus) -> int:
         """``N`` of a corpus, from the group aggregates less its excluded documents."""
         self._sync(reader)
         excluded = self._exclusion(reader, corpus).documents
         return sum(self._group_stats[g].doc_count for g in corpus.groups) - len(excluded)
 
     @_serialized
-    def excluded_documents(self, reader: Reader, corpus: Corpus) -> list[StoredTool]:
+    def excluded_documents(self, reader: RankingSource, corpus: Corpus) -> list[StoredTool]:
         """The catalog documents of ``corpus.groups`` that the corpus leaves out."""
         self._sync(reader)
         return self._exclusion(reader, corpus).documents
 
     @_serialized
-    def sync(self, reader: Reader, generation: int) -> None:
+    def sync(self, reader: RankingSource, generation: int) -> None:
         """Take the generation the caller read in this transaction, saving the query."""
         self._synced_on = None
         self._sync(reader, generation)
 
-    def _sync(self, reader: Reader, known: int | None = None) -> None:
+    def _sync(self, reader: RankingSource, known: int | None = None) -> None:
         """Drop the caches if the catalog changed; once per transaction (its snapshot is fixed)."""
         if reader is self._synced_on:
             return
@@ -552,7 +552,7 @@ class Ranker:
         self._learned_exclusions.clear()
         self._learned_parts.clear()
 
-    def _learned_changed(self, reader: Reader, changes: list[tuple[str, str]]) -> None:
+    def _learned_changed(self, reader: RankingSource, changes: list[tuple[str, str]]) -> None:
         """Bring the learned caches up to date with the journaled ``changes`` (term, tool): the
         cached postings of those terms get the tools' new tf, every cached posting of a tool whose
         learned length moved its new length, and the group figures the tools' new lengths — all
@@ -593,14 +593,14 @@ class Ranker:
         self._learned_exclusions.clear()
 
     @_serialized
-    def learning_enabled(self, reader: Reader) -> bool:
+    def learning_enabled(self, reader: RankingSource) -> bool:
         """Whether the index ranks with its learned field, as the caller's transaction sees it."""
         self._sync(reader)
         return self._learning.enabled
 
     @_serialized
     def learned(
-        self, reader: Reader, query_terms: dict[str, int], corpus: Corpus
+        self, reader: RankingSource, query_terms: dict[str, int], corpus: Corpus
     ) -> tuple[list[LearnedTerm], LearnedPopulation]:
         """What the learned field adds to a search of ``corpus`` (nothing when learning is off),
         and the corpus tools that learned anything: what ``rank`` adds, for ``explain``."""
@@ -611,7 +611,7 @@ class Ranker:
 
     def _learned_terms(
         self,
-        reader: Reader,
+        reader: RankingSource,
         query_terms: dict[str, int],
         corpus: Corpus,
         exclusion: Exclusion,
@@ -665,7 +665,9 @@ class Ranker:
                 found.append(part)
         return found
 
-    def _text_matches(self, reader: Reader, term: str, corpus: Corpus, exclusion: Exclusion) -> TextMatches:
+    def _text_matches(
+        self, reader: RankingSource, term: str, corpus: Corpus, exclusion: Exclusion
+    ) -> TextMatches:
         """The corpus' size, and which of its tools hold ``term`` in their text."""
         n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(exclusion.documents)
         entry = self._terms.postings(reader, [term])[term]
@@ -680,7 +682,9 @@ class Ranker:
             self._text_ids[key] = np.sort(entry.tool_ids[entry.span(corpus.groups)]).astype(np.intp)
         return TextMatches(n_docs, df, self._text_ids[key])
 
-    def _learned_population(self, reader: Reader, corpus: Corpus, exclusion: Exclusion) -> LearnedPopulation:
+    def _learned_population(
+        self, reader: RankingSource, corpus: Corpus, exclusion: Exclusion
+    ) -> LearnedPopulation:
         if self._learned_tools is None:
             self._learned_tools = reader.learning.learned_tools()
             stats: dict[int, tuple[int, int]] = {}
@@ -692,7 +696,7 @@ class Ranker:
         return learned_population(self._learned_stats, corpus.groups, share)
 
     def _learned_exclusion(
-        self, reader: Reader, corpus: Corpus, exclusion: Exclusion
+        self, reader: RankingSource, corpus: Corpus, exclusion: Exclusion
     ) -> tuple[np.ndarray, tuple[int, int]]:
         """The ids of the corpus' excluded tools, and how many of them learned anything and their
         total learned length (cached per corpus until what was learned changes)."""
@@ -705,7 +709,7 @@ class Ranker:
             self._learned_exclusions[corpus] = (ids, (len(lengths), sum(lengths.values())))
         return self._learned_exclusions[corpus]
 
-    def _excluded_documents(self, reader: Reader, corpus: Corpus) -> list[StoredTool]:
+    def _excluded_documents(self, reader: RankingSource, corpus: Corpus) -> list[StoredTool]:
         self._remember_documents(reader, list(corpus.excluded))
         groups = set(corpus.groups)
         return [
@@ -715,7 +719,7 @@ class Ranker:
         ]
 
     @_serialized
-    def known_names(self, reader: Reader, names: Sequence[str]) -> set[str]:
+    def known_names(self, reader: RankingSource, names: Sequence[str]) -> set[str]:
         """Which of ``names`` are catalog tools (cached until the catalog changes)."""
         self._sync(reader)
         self._remember_documents(reader, names)
@@ -723,7 +727,7 @@ class Ranker:
         return {name for name in names if documents[name] is not None}
 
     @_serialized
-    def documents(self, reader: Reader, names: Sequence[str]) -> dict[str, StoredTool]:
+    def documents(self, reader: RankingSource, names: Sequence[str]) -> dict[str, StoredTool]:
         """The catalog records of those of ``names`` that are catalog tools (cached until the
         catalog changes, as ``known_names``)."""
         self._sync(reader)
@@ -732,11 +736,11 @@ class Ranker:
         return {name: found for name in names if (found := documents[name]) is not None}
 
     @_serialized
-    def catalog_size(self, reader: Reader) -> int:
+    def catalog_size(self, reader: RankingSource) -> int:
         self._sync(reader)
         return sum(stats.doc_count for stats in self._group_stats.values())
 
-    def _remember_documents(self, reader: Reader, names: Sequence[str]) -> None:
+    def _remember_documents(self, reader: RankingSource, names: Sequence[str]) -> None:
         documents = self._documents
         missing = [name for name in names if name not in documents]
         if missing:
@@ -745,7 +749,7 @@ class Ranker:
             for name in missing:
                 self._documents[name] = found.get(name)
 
-    def _exclusion(self, reader: Reader, corpus: Corpus) -> Exclusion:
+    def _exclusion(self, reader: RankingSource, corpus: Corpus) -> Exclusion:
         """The documents ``corpus`` leaves out of its groups, with their share of the statistics
         (cached per corpus until the catalog changes: a session's corpus recurs call after call)."""
         if corpus not in self._exclusions:
@@ -768,7 +772,7 @@ class Ranker:
                 )
         return self._exclusions[corpus]
 
-    def _excluding(self, reader: Reader, documents: list[StoredTool]) -> Exclusion:
+    def _excluding(self, reader: RankingSource, documents: list[StoredTool]) -> Exclusion:
         terms = self._terms_of(reader, [doc.id for doc in documents])
         return Exclusion(
             documents=documents,
@@ -788,7 +792,7 @@ class Ranker:
                 return cached, self._exclusions[cached]
         return None
 
-    def _terms_of(self, reader: Reader, tool_ids: list[int]) -> list[frozenset[int]]:
+    def _terms_of(self, reader: RankingSource, tool_ids: list[int]) -> list[frozenset[int]]:
         missing = [i for i in tool_ids if i not in self._document_terms]
         if missing:
             self._document_terms.update(reader.index.term_ids_of_tools(missing))
@@ -806,7 +810,7 @@ class Ranker:
         return self._scores[:size]
 
     @_serialized
-    def tools(self, reader: Reader, ids: Sequence[int]) -> dict[int, StoredTool]:
+    def tools(self, reader: RankingSource, ids: Sequence[int]) -> dict[int, StoredTool]:
         """Tool rows by id (cached until the catalog changes: the hits of a session's searches
         recur, and a search call returns each hit's row)."""
         self._sync(reader)
@@ -817,7 +821,7 @@ class Ranker:
             self._tools.update(reader.catalog.tools_by_ids(missing))
         return {i: self._tools[i] for i in ids if i in self._tools}
 
-    def _names_of(self, reader: Reader, ids: list[int]) -> dict[int, str]:
+    def _names_of(self, reader: RankingSource, ids: list[int]) -> dict[int, str]:
         missing = [i for i in ids if i not in self._names]
         if missing:
             self._names.update(reader.catalog.names_by_ids(missing))

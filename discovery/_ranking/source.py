@@ -1,0 +1,100 @@
+"""What the ranker reads, and nothing more: the reads of a ``store.Reader`` that ranking uses.
+
+The ranker is fed through these protocols, never through a database connection: a ``Reader``
+of the store satisfies them, and so does anything else that holds the same rows (the tests rank
+an in-memory catalog with the ranker alone). Scoring itself is arithmetic over the arrays they
+return (``bm25``, ``postings``, ``topk``, ``learned``, ``fusion``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from store import (
+        EmbeddingState,
+        GroupStats,
+        LearnedPosting,
+        LearnedTool,
+        LearningState,
+        PostingBlock,
+        StoredTool,
+        StoredVectors,
+        TermStats,
+    )
+
+
+class CatalogSource(Protocol):
+    def analyzer(self) -> str:
+        """The stored name of the analyzer the catalog is indexed with."""
+        ...
+
+    def tools_by_ids(self, ids: Sequence[int]) -> dict[int, StoredTool]: ...
+
+    def tools_by_names(self, names: Sequence[str]) -> dict[str, StoredTool]: ...
+
+    def names_by_ids(self, ids: Sequence[int]) -> dict[int, str]: ...
+
+
+class IndexSource(Protocol):
+    def group_stats(self) -> dict[int, GroupStats]: ...
+
+    def term_stats(self, terms: Sequence[str]) -> dict[str, tuple[int, dict[int, TermStats]]]:
+        """``{term: (term id, {group: statistics})}`` of the terms the catalog holds."""
+        ...
+
+    def posting_blocks(self, term_id: int) -> list[tuple[int, PostingBlock]]:
+        """``(group, block)`` of a term's postings, in group order, each block by tool id."""
+        ...
+
+    def forward_postings(self, tool_ids: Sequence[int]) -> np.ndarray:
+        """Every posting of the tools ``tool_ids`` (fields ``term_id``, ``grp``, ``tool_id``,
+        ``tf``, ``doc_len``)."""
+        ...
+
+    def term_ids_of_tools(self, tool_ids: Sequence[int]) -> dict[int, frozenset[int]]: ...
+
+
+class LearningSource(Protocol):
+    def state(self) -> LearningState: ...
+
+    def with_catalog_generation(self) -> tuple[int, LearningState]:
+        """The catalog's generation and the learning switch, read together."""
+        ...
+
+    def changes_since(self, generation: int) -> list[tuple[str, str]]: ...
+
+    def postings(self, terms: Sequence[str]) -> dict[str, list[LearnedPosting]]: ...
+
+    def learned_tools(self, tool_names: Sequence[str] | None = None) -> dict[str, LearnedTool]: ...
+
+    def term_counts(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]: ...
+
+    def tool_ids(self, tool_names: Sequence[str]) -> dict[str, int]: ...
+
+    def lengths(self, tool_names: Sequence[str]) -> dict[str, int]: ...
+
+
+class VectorSource(Protocol):
+    def state(self) -> EmbeddingState: ...
+
+    def current(self, dimensions: int) -> StoredVectors: ...
+
+
+class RankingSource(Protocol):
+    """One consistent snapshot of what ranking reads, by concern (a ``store.Reader`` is one)."""
+
+    @property
+    def catalog(self) -> CatalogSource: ...
+
+    @property
+    def index(self) -> IndexSource: ...
+
+    @property
+    def learning(self) -> LearningSource: ...
+
+    @property
+    def vectors(self) -> VectorSource: ...
