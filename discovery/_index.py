@@ -31,9 +31,6 @@ from store import (
     StoredTool,
     ToolNotFound,
     WriteReport,
-    default_url,
-    parse_url,
-    sqlite_file,
 )
 
 if TYPE_CHECKING:
@@ -107,12 +104,11 @@ class ToolIndex:
         """
         if analyzer is not None:
             analyzer_named(analyzer)
-        parsed = parse_url(default_url() if url is None else url)
         if not create:
-            missing = sqlite_file(parsed)
-            if missing is not None and not Path(missing).expanduser().exists():
+            missing = Store.missing_file(url)
+            if missing is not None:
                 raise DatabaseMissing(missing)
-        store = Store.at(parsed)
+        store = Store.at(url)
         try:
             with store.translated_errors():
                 if not create and store.is_empty():

@@ -5,14 +5,13 @@
 ``index``, ``sessions``, ``learning``, ``vectors``, ``audit``) are all that ``discovery`` reads and
 writes through. Besides them the package exports the row types those views take and return
 (with the values their fields take: the corpus groups, the longest key), the fixed encodings of
-what is stored (a record's digests, the logged JSON form), the database URL's defaults, and
-the errors (``store.errors``, whose root is ``ToolIndexError``). Every other module of the package
-is private (its name starts with ``_``)."""
+what is stored (a record's digests, the logged JSON form), and the errors (``store.errors``,
+whose root is ``ToolIndexError``). Every other module of the package is private (its name
+starts with ``_``)."""
 
 from store._audit import AuditedTool, StoredPosting
 from store._catalog import ReplaceScope
 from store._digests import json_digest, record_digest
-from store._engine import ENV_VAR, default_url, sqlite_file
 from store._learning import Credit, LearnedPosting, LearnedTool, LearningState
 from store._logged_json import column_json, same_logged, storable
 from store._postings import PostingBlock
@@ -20,7 +19,6 @@ from store._records import GroupStats, IndexedBatch, IndexedTool, StoredTool, Te
 from store._schema import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, GROUPS, MAX_KEY_BYTES
 from store._sessions import Event, LoggedEvent, SessionState
 from store._units import Reader, Store, Writer
-from store._urls import parse_url
 from store._vectors import EmbeddingState, StoredVectors, VectorRow
 from store.errors import (
     ConcurrentUpdate,
@@ -36,7 +34,6 @@ from store.errors import (
 )
 
 __all__ = [
-    "ENV_VAR",
     "GROUPS",
     "GROUP_FIXED",
     "GROUP_LOCAL",
@@ -77,11 +74,8 @@ __all__ = [
     "WriteReport",
     "Writer",
     "column_json",
-    "default_url",
     "json_digest",
-    "parse_url",
     "record_digest",
     "same_logged",
-    "sqlite_file",
     "storable",
 ]

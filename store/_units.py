@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -34,7 +35,15 @@ from store import _reads as _reads
 from store import _sessions as _sessions
 from store import _vectors as _vectors
 from store._audit import AuditedTool, StoredPosting, TermStatMismatch
-from store._engine import make_engine, read_transaction, translated_errors, write_transaction
+from store._engine import (
+    ENV_VAR,
+    default_url,
+    make_engine,
+    read_transaction,
+    sqlite_file,
+    translated_errors,
+    write_transaction,
+)
 from store._learning import Credit, LearnedPosting, LearnedTerm, LearnedTool, LearningState
 from store._postings import PostingBlock
 from store._records import GroupStats, IndexedBatch, StoredTool, TermStats, WriteReport
@@ -48,13 +57,29 @@ _Unit = TypeVar("_Unit", bound="Reader")
 class Store:
     """One database: its engine, its schema, and the units discovery reads and writes it in."""
 
+    ENV_VAR = ENV_VAR
+    """The environment variable naming the database when none is given."""
+
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     @classmethod
-    def at(cls, url: str | URL) -> Store:
-        """A store on the database at ``url`` (nothing is connected or created yet)."""
-        return cls(make_engine(parse_url(url)))
+    def at(cls, url: str | URL | None = None) -> Store:
+        """A store on the database at ``url`` (``default_url()`` when ``None``); nothing is
+        connected or created yet."""
+        return cls(make_engine(parse_url(default_url() if url is None else url)))
+
+    @staticmethod
+    def default_url() -> str:
+        """``TOOL_INDEX_DB`` if set, else a SQLite file in the user's data directory."""
+        return default_url()
+
+    @staticmethod
+    def missing_file(url: str | URL | None = None) -> str | None:
+        """The path of the SQLite file ``url`` names when that file does not exist yet; ``None``
+        when it exists or ``url`` is not a SQLite file."""
+        database = sqlite_file(parse_url(default_url() if url is None else url))
+        return None if database is None or Path(database).expanduser().exists() else database
 
     @property
     def url(self) -> str:

@@ -25,8 +25,7 @@ from discovery import ToolIndex
 from discovery.cli._main import main
 from discovery.cli._render import render_to_text
 from store import _migrate as migrate
-from store import parse_url
-from store._urls import display_url
+from store._urls import display_url, parse_url
 from tests.catalogs import generated_catalog
 from tests.conftest import shared_path
 

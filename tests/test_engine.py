@@ -25,6 +25,7 @@ from discovery import ToolIndex
 from discovery._diagnostics.verify import verify
 from discovery.cli._main import main
 from store._engine import BUSY_TIMEOUT_MS, make_engine
+from store._urls import parse_url
 from tests.catalogs import generated_catalog
 
 TOOL = {"name": "mcp__files__read_text", "server_name": "files", "description": "Read a text file"}
@@ -223,9 +224,9 @@ def test_default_url_is_a_file_in_the_user_data_directory(monkeypatch: pytest.Mo
     ],
 )
 def test_parse_url(given: str, expected: str) -> None:
-    parsed = store.parse_url(given)
+    parsed = parse_url(given)
     assert parsed.render_as_string(hide_password=False) == expected
-    assert store.parse_url(parsed) is parsed
+    assert parse_url(parsed) is parsed
 
 
 def test_a_url_without_a_driver_is_one_clear_error() -> None:

@@ -19,7 +19,7 @@ import store
 from discovery import ToolIndex
 from discovery.errors import QueryWithoutTerms
 from store import _migrate as migrate
-from store._urls import display_url
+from store._urls import display_url, parse_url
 from tests.conftest import PG_ENV, shared_path
 
 on_postgresql = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
@@ -112,7 +112,7 @@ def test_display_url_hides_the_password(url: str) -> None:
 
 def test_an_unparsable_url_is_refused_without_its_password() -> None:
     with pytest.raises(store.DatabaseUnavailable) as caught:
-        store.parse_url("postgresql://user:secret@db.example:port/tools")
+        parse_url("postgresql://user:secret@db.example:port/tools")
     assert str(caught.value) == (
         "not a database URL: 'postgresql://user:***@db.example:port/tools'; "
         "use sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DATABASE"

@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 
 from discovery import DatabaseUnavailable, ToolIndex
 from discovery.cli._main import main
-from store import parse_url
-from store._urls import display_url, hide_secrets
+from store._urls import display_url, hide_secrets, parse_url
 
 DEMO = Path(__file__).resolve().parent.parent / "discovery" / "examples" / "demo-catalog.jsonl"
 

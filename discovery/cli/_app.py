@@ -8,7 +8,6 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
 
 import click
@@ -18,11 +17,10 @@ from discovery._index import ToolIndex
 from discovery._results import json_text
 from discovery.cli._sanitize import escaped
 from discovery.errors import DatabaseMissing, ToolIndexError
-from store import Store, parse_url, sqlite_file
+from store import Store
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
-    from sqlalchemy.engine import URL
 
 PROGRESS_MIN_RECORDS = 500
 """Imports of more records than this draw a progress bar on a terminal."""
@@ -89,11 +87,10 @@ class App:
     @contextmanager
     def store(self, *, must_exist: bool) -> Iterator[Store]:
         """The bare store for the ``db`` commands: no schema is created or checked."""
-        url = parse_url(self.db)
-        missing = missing_sqlite_file(url)
+        missing = Store.missing_file(self.db)
         if must_exist and missing:
             raise click.ClickException(no_database(missing))
-        store = Store.at(url)
+        store = Store.at(self.db)
         try:
             with store.translated_errors():
                 yield store
@@ -123,12 +120,6 @@ def no_database(where: str) -> str:
         f"no tool-index database at {where}; create one with tool-index import PATH "
         "(tool-index import --example imports a small demo catalog)"
     )
-
-
-def missing_sqlite_file(url: URL) -> str | None:
-    """The path of a SQLite database file that does not exist yet, else ``None``."""
-    database = sqlite_file(url)
-    return None if database is None or Path(database).expanduser().exists() else database
 
 
 @contextmanager

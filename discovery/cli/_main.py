@@ -19,7 +19,7 @@ from discovery.cli._quality import audit, eval_
 from discovery.cli._search import explain, search
 from discovery.cli._semantic import embed
 from discovery.cli._sessions import session, sessions
-from store import ENV_VAR, default_url
+from store import Store
 
 
 @click.group(
@@ -34,7 +34,7 @@ from store import ENV_VAR, default_url
 @click.option(
     "--db",
     metavar="URL",
-    envvar=ENV_VAR,
+    envvar=Store.ENV_VAR,
     show_envvar=True,
     help="Database: a SQLAlchemy URL or a SQLite file path "
     "[default: tool-index.db in the user data directory].",
@@ -43,7 +43,7 @@ from store import ENV_VAR, default_url
 @click.pass_context
 def main(ctx: click.Context, db: str | None) -> None:
     """A persistent BM25+ index for tool discovery in LLM agents."""
-    ctx.obj = App(default_url() if db is None else db)
+    ctx.obj = App(Store.default_url() if db is None else db)
 
 
 for command in (
