@@ -1,11 +1,12 @@
-"""The layering of STYLE.md, read from the source with ``ast`` (imports inside functions count
-too; those under ``TYPE_CHECKING`` count for the layer order, not for cycles):
+"""The layering of STYLE.md, read from the source with ``ast`` (imports inside functions and
+under ``TYPE_CHECKING`` count too):
 
 - ``store`` never imports ``discovery``; ``migrations`` imports only ``store._schema``;
 - inside ``discovery`` the layers go bottom to top ``errors``, ``files`` ← ``text`` ← ``params`` ←
   ``ranking`` ← ``results`` ← ``catalog`` | ``sessions`` ← ``index`` ← ``diagnostics``, ``mcp``,
   ``adapters`` ← ``cli``, and nothing imports upward; ``catalog`` and ``sessions`` never import
-  each other; there is no import cycle between modules;
+  each other; there is no import cycle between modules, not even one typed away under
+  ``TYPE_CHECKING``;
 - the sub-packages' ``__init__`` files import nothing (a search loads only what it uses);
 - ``discovery/cli/`` is the only place that imports ``click`` or ``rich``;
 - ``discovery`` reaches the database only through the ``Store`` and its units: of ``store`` it
@@ -159,33 +160,21 @@ def test_catalog_and_sessions_stay_apart(path: Path) -> None:
 
 def test_no_import_cycles() -> None:
     modules = {module_name(path): path for path in ALL_SOURCES}
-    graph = {name: _runtime_imports(path, set(modules)) for name, path in modules.items()}
+    graph = {name: _imports_of_ours(path, set(modules)) for name, path in modules.items()}
     cycles = [component for component in _strongly_connected(graph) if len(component) > 1]
     assert cycles == []
 
 
-def _runtime_imports(path: Path, known: set[str]) -> set[str]:
-    """Our modules that ``path`` imports at run time (anywhere, but not under ``TYPE_CHECKING``)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = {
-        id(node)
-        for block in ast.walk(tree)
-        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-        for statement in block.body
-        for node in ast.walk(statement)
-    }
+def _imports_of_ours(path: Path, known: set[str]) -> set[str]:
+    """Our modules that ``path`` imports, anywhere in it (under ``TYPE_CHECKING`` too)."""
     name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped or not isinstance(node, ast.Import | ast.ImportFrom):
-            continue
-        for imported in imports_in(ast.unparse(node), package):
-            for target in (imported.module, *(f"{imported.module}.{n}" for n in imported.names)):
-                while target and target not in known:
-                    target = target.rpartition(".")[0]
-                if target and target != name and not name.startswith(target + "."):
-                    found.add(target)
+    for imported in imports_of(path):
+        for target in (imported.module, *(f"{imported.module}.{n}" for n in imported.names)):
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name and not name.startswith(target + "."):
+                found.add(target)
     return found
 
 
