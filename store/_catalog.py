@@ -291,7 +291,11 @@ _PLAIN_COLUMNS = (
     "content_hash",
     "indexed_terms",
 )
-_JSON_COLUMNS = {"schema_keys": "schema_keys_json", "input_schema": "input_schema_json"}
+_JSON_COLUMNS = {
+    "schema_keys": "schema_keys_json",
+    "input_schema": "input_schema_json",
+    "mcp_meta": "mcp_meta_json",
+}
 """JSON columns and the ``ToolRow`` fields that hold them already encoded."""
 
 
@@ -384,8 +388,8 @@ def _write_rows(
 
 _TOOL_INSERT = (
     "INSERT INTO tools (id, name, label, description, summary, source, server_name, mcp_tool_name, "
-    "schema_keys, input_schema, load_mode, grp, doc_len, content_hash, indexed_terms) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "schema_keys, input_schema, load_mode, grp, doc_len, content_hash, mcp_meta, indexed_terms) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 

@@ -28,6 +28,7 @@ class ToolRow(NamedTuple):
     grp: int
     doc_len: int
     content_hash: str
+    mcp_meta_json: str
 
 
 class _Vocabulary(dict[str, int]):
@@ -151,10 +152,14 @@ class StoredTool:
     load_mode: str
     grp: int
     doc_len: int
+    mcp_meta: dict[str, Any] | None = None
+    """What the tool's MCP server said of it beyond the record (``title``, ``annotations``,
+    ``outputSchema``, ``icons``), when it said any of it."""
 
     def as_record(self) -> dict[str, Any]:
-        """The contract §2 record (without the store's own bookkeeping)."""
-        return {
+        """The contract §2 record (without the store's own bookkeeping), with ``mcp_meta`` when
+        the tool has one."""
+        record = {
             "name": self.name,
             "label": self.label,
             "description": self.description,
@@ -166,6 +171,9 @@ class StoredTool:
             "input_schema": self.input_schema,
             "load_mode": self.load_mode,
         }
+        if self.mcp_meta is not None:
+            record["mcp_meta"] = self.mcp_meta
+        return record
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,6 +76,9 @@ tools_table = Table(
     # ``store._postings.FORWARD_DTYPE``, in the order the record's text gives them. Writes read it
     # to undo a tool's postings without scanning the blocks; ``verify`` checks it against both.
     Column("indexed_terms", LargeBinary, nullable=False),
+    # What the tool's MCP server said of it beyond the record (title, annotations, output schema,
+    # icons): shown by a gateway, never indexed.
+    Column("mcp_meta", JSON),
 )
 """One catalog record, stored whole, with its indexing facts."""
 

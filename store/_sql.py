@@ -87,4 +87,5 @@ TOOL_COLUMNS = (
     tools_table.c.load_mode,
     tools_table.c.grp,
     tools_table.c.doc_len,
+    checked_json(tools_table.c.mcp_meta),
 )

@@ -232,7 +232,7 @@ def test_an_array_of_mcp_tools_says_how_to_import_it(tmp_path: Path) -> None:
         "Error: <stdin>:1: inputSchema: Extra inputs are not permitted; this looks like an MCP tool "
         '(inputSchema): import MCP tools as a tools/list result, {"tools": [...]}, with --server NAME; '
         "a tool record has the fields name, label, description, summary, source, server_name, "
-        "mcp_tool_name, schema_keys, input_schema, load_mode\n"
+        "mcp_tool_name, schema_keys, input_schema, load_mode, mcp_meta\n"
     )
     assert not (tmp_path / "x.db").exists()
     wrapped = json.dumps({"tools": tools})

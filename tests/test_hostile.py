@@ -240,7 +240,8 @@ def test_a_record_s_content_hash_does_not_change_between_versions() -> None:
     tool = ToolRecord.model_validate(record)
     assert content_hash(tool) == "eb6c2abb5cd73f3f23b1636fda611e067f58826423605dd2ff1b33d35c582dc8"
     assert (
-        json_digest(tool.model_dump()) == "e10aa98374eb19d5d9c38e68d16e50a6d2da88889c5862a9781211c6a6706cf4"
+        json_digest(tool.model_dump(exclude={"mcp_meta"}))
+        == "e10aa98374eb19d5d9c38e68d16e50a6d2da88889c5862a9781211c6a6706cf4"
     )
     with_null = ToolRecord.model_validate({**record, "input_schema": {"default": None}})
     assert content_hash(with_null) == "7628d30ae8b8451fc936a9567f49a80df12b1d802429c8c508658401e618ee22"

@@ -99,8 +99,10 @@ def test_tools_list_uses_the_file_stem_as_server(tmp_path: Path) -> None:
         server_name="github",
         mcp_tool_name="create_issue",
         input_schema={"type": "object", "properties": {"title": {}, "repo": {}}},
+        mcp_meta={"title": "Create issue", "annotations": {"readOnlyHint": False}},
     )
     assert create.schema_keys == ("repo", "title")
+    assert listed.mcp_meta is None  # a tool its server says nothing more of
     assert (listed.name, listed.schema_keys) == ("mcp__github__list_issues", ())
 
 
@@ -309,3 +311,34 @@ def test_both_formats_of_the_real_catalog_give_the_same_index(index: ToolIndex, 
     assert len(expected[0]) == 757
     assert all(expected[2]), "every query finds something"
     assert actual == expected
+
+
+def test_what_a_server_says_beyond_the_record_is_kept_and_updated(db_url: str, tmp_path: Path) -> None:
+    """Title, annotations, output schema and icons of a listed tool are stored with it (never
+    indexed): a change of them alone is an update, and a record naming other keys is refused."""
+    tools = cast("list[dict[str, Any]]", GITHUB_TOOLS["tools"])
+    output = {"type": "object", "properties": {"url": {"type": "string"}}}
+    icons = [{"src": "https://example.com/gh.png", "mimeType": "image/png"}]
+    first = {"tools": [{**tools[0], "outputSchema": output, "icons": icons}, tools[1]]}
+    with ToolIndex.open(db_url) as index:
+        index.upsert_tools(read_catalog([write(tmp_path / "github.json", first)]).records)
+        assert index.tool("mcp__github__create_issue").mcp_meta == {
+            "title": "Create issue",
+            "annotations": {"readOnlyHint": False},
+            "outputSchema": output,
+            "icons": icons,
+        }
+        assert index.tool("mcp__github__list_issues").mcp_meta is None
+        assert [hit.name for hit in index.search("create issue", 1)] == ["mcp__github__create_issue"]
+        changed = {"tools": [{**tools[0], "annotations": {"destructiveHint": True}}, tools[1]]}
+        report = index.upsert_tools(read_catalog([write(tmp_path / "github.json", changed)]).records)
+        assert (report.updated, report.unchanged) == (
+            ["mcp__github__create_issue"],
+            ["mcp__github__list_issues"],
+        )
+        assert index.tool("mcp__github__create_issue").mcp_meta == {
+            "title": "Create issue",
+            "annotations": {"destructiveHint": True},
+        }
+        with pytest.raises(InvalidRecord, match=r"mcp_meta: .*'secret': only title, annotations"):
+            index.upsert_tools([{"name": "x", "mcp_meta": {"secret": 1}}])

@@ -426,7 +426,7 @@ def test_revision_0005_recomputes_every_digest_and_0004_gets_them_back(
     assert current == {name: content_hash(record) for name, record in records.items()}
     migrate.downgrade(engine, "0004")
     assert stored_digests(engine) == {
-        name: json_digest(record.model_dump()) for name, record in records.items()
+        name: json_digest(record.model_dump(exclude={"mcp_meta"})) for name, record in records.items()
     }
     migrate.upgrade(engine)
     assert stored_digests(engine) == current
@@ -491,3 +491,32 @@ def test_revision_0006_narrows_every_block_and_0005_widens_them_back(
     with ToolIndex.open(empty_db_url) as index:
         assert answers(index) == before
         assert verify(index).problems == []
+
+
+# --- 0008 → 0009: what a server says of a tool beyond the record ---------------------------------
+
+
+def test_revision_0009_adds_mcp_meta_and_keeps_every_digest(empty_db_url: str, engine: Engine) -> None:
+    listed = {
+        "name": "mcp__clock__now",
+        "server_name": "clock",
+        "mcp_tool_name": "now",
+        "mcp_meta": {"title": "Now", "annotations": {"readOnlyHint": True}},
+    }
+    with ToolIndex.open(empty_db_url) as index:
+        index.upsert_tools(WORKED_EXAMPLE)
+    before = stored_digests(engine)
+    migrate.downgrade(engine, "0008")
+    assert "mcp_meta" not in {column["name"] for column in inspect(engine).get_columns("tools")}
+    assert stored_digests(engine) == before
+    migrate.upgrade(engine)
+    with ToolIndex.open(empty_db_url) as index:
+        assert stored_digests(engine) == before  # records without mcp_meta keep their digests
+        assert index.upsert_tools(WORKED_EXAMPLE).unchanged == [record["name"] for record in WORKED_EXAMPLE]
+        index.upsert_tools([listed])
+        assert index.tool("mcp__clock__now").mcp_meta == listed["mcp_meta"]
+        assert verify(index).problems == []
+    migrate.downgrade(engine, "0008")  # the column goes, the tool stays
+    with engine.connect() as connection:
+        kept = text("SELECT count(*) FROM tools WHERE name = 'mcp__clock__now'")
+        assert connection.execute(kept).scalar() == 1

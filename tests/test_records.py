@@ -30,6 +30,7 @@ def tool(number: int, terms: dict[str, int]) -> IndexedTool:
         grp=1,
         doc_len=sum(terms.values()),
         content_hash=f"{number:064x}",
+        mcp_meta_json="null",
     )
     return IndexedTool(row, terms)
 

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from discovery._catalog.models import ToolRecord
+from discovery._catalog.models import MCP_META_KEYS, ToolRecord
 from discovery._files import (
     MAX_NESTING,
     STDIN,
@@ -45,9 +45,14 @@ class McpTool(BaseModel):
 
     name: str = Field(min_length=1)
     description: str | None = None
-    inputSchema: dict[str, Any] | None = None  # the MCP wire name
+    inputSchema: dict[str, Any] | None = None  # the MCP wire names
+    title: str | None = None
+    annotations: dict[str, Any] | None = None
+    outputSchema: dict[str, Any] | None = None
+    icons: list[Any] | None = None
 
     def record(self, server: str) -> ToolRecord:
+        meta = {key: getattr(self, key) for key in MCP_META_KEYS if getattr(self, key) is not None}
         return ToolRecord(
             name=f"{MCP_PREFIX}{server}__{self.name}",
             label=f"{server}/{self.name}",
@@ -56,6 +61,7 @@ class McpTool(BaseModel):
             server_name=server,
             mcp_tool_name=self.name,
             input_schema=self.inputSchema,
+            mcp_meta=meta or None,
         )
 
 

@@ -50,13 +50,17 @@ def record_fields(record: IndexedFields) -> list[tuple[str, str]]:
     )
 
 
-_HEAD_FIELDS = tuple(name for name in ToolRecord.model_fields if name != "input_schema")
+_HEAD_FIELDS = tuple(name for name in ToolRecord.model_fields if name not in ("input_schema", "mcp_meta"))
 
 
 def content_hash(record: ToolRecord) -> str:
     """``store.record_digest`` of the whole record: equal digests mean an upsert has
-    nothing to rewrite."""
-    return record_digest({name: getattr(record, name) for name in _HEAD_FIELDS}, record.input_schema)
+    nothing to rewrite. ``mcp_meta`` counts only when the record has one, so the digests of
+    records without it stay those stored before it existed."""
+    head = {name: getattr(record, name) for name in _HEAD_FIELDS}
+    if record.mcp_meta is not None:
+        head["mcp_meta"] = record.mcp_meta
+    return record_digest(head, record.input_schema)
 
 
 def indexed_tool(record: ToolRecord, analyzer: Analyzer = REFERENCE) -> IndexedTool:
@@ -76,6 +80,7 @@ def indexed_tool(record: ToolRecord, analyzer: Analyzer = REFERENCE) -> IndexedT
         corpus_group(record),
         sum(terms.values()),
         content_hash(record),
+        column_json(record.mcp_meta),
     )
     return IndexedTool(row, terms)
 

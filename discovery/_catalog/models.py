@@ -23,6 +23,9 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 U+FFFD does, so replacing them keeps every UTF-16 length and every ranking unchanged."""
 
 
+MCP_META_KEYS = ("title", "annotations", "outputSchema", "icons")
+"""What an MCP server may say of a tool beyond the record, kept as it said it."""
+
 MAX_SCHEMA_DEPTH = 128
 """Deeper input schemas are refused: JSON encoders recurse, and no real tool nests this deep."""
 
@@ -104,6 +107,9 @@ class ToolRecord(BaseModel):
     schema_keys: tuple[str, ...] = ()
     input_schema: dict[str, Any] | None = None
     load_mode: LoadMode = "discoverable"
+    mcp_meta: dict[str, Any] | None = None
+    """What the tool's MCP server said of it beyond the record (``MCP_META_KEYS``); never indexed.
+    An empty object is none."""
 
     @model_validator(mode="before")
     @classmethod
@@ -158,6 +164,20 @@ class ToolRecord(BaseModel):
         if schema is not None and nesting_depth(schema) > MAX_SCHEMA_DEPTH:
             raise ValueError(f"nests deeper than {MAX_SCHEMA_DEPTH} levels")
         return schema
+
+    @field_validator("mcp_meta")
+    @classmethod
+    def _known_meta(cls, meta: dict[str, Any] | None) -> dict[str, Any] | None:
+        if not meta:
+            return None
+        unknown = sorted(key for key in meta if key not in MCP_META_KEYS)
+        if unknown:
+            raise ValueError(
+                f"holds {', '.join(map(repr, unknown))}: only {', '.join(MCP_META_KEYS)} are kept"
+            )
+        if nesting_depth(meta) > MAX_SCHEMA_DEPTH:
+            raise ValueError(f"nests deeper than {MAX_SCHEMA_DEPTH} levels")
+        return meta
 
     @field_validator("schema_keys")
     @classmethod
