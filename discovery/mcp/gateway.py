@@ -477,7 +477,7 @@ class Gateway:
         assert tool is not None and located is not None
         if arguments is None:
             await self._log(gateway_session, name, server, started, False, "described")
-            return text_result(_described(tool.description, tool.input_schema, name), is_error=False)
+            return text_result(_described(self._listed_tool(tool)), is_error=False)
         if not gateway_session.stored:
             try:
                 # The call is logged, so the session is stored first (active at the start of a new one).
@@ -769,17 +769,23 @@ class _Server(Server[Any]):
         )
 
 
-def _described(description: str, schema: Any, name: str) -> str:
-    return json.dumps(
-        {
-            "name": name,
-            "description": description,
-            "input_schema": schema,
-            "call": "call_tool with arguments",
-        },
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+def _described(tool: types.Tool) -> str:
+    """``call_tool``'s answer without arguments: the tool as ``expose_active`` lists it."""
+    described: dict[str, Any] = {"name": tool.name}
+    if tool.title is not None:
+        described["title"] = tool.title
+    described["description"] = tool.description
+    described["input_schema"] = tool.input_schema
+    if tool.output_schema is not None:
+        described["output_schema"] = tool.output_schema
+    if tool.annotations is not None:
+        described["annotations"] = tool.annotations.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if tool.icons is not None:
+        described["icons"] = [
+            icon.model_dump(by_alias=True, mode="json", exclude_none=True) for icon in tool.icons
+        ]
+    described["call"] = "call_tool with arguments"
+    return json.dumps(described, ensure_ascii=False, separators=(",", ":"))
 
 
 def _version() -> str:
