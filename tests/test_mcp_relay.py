@@ -1,22 +1,326 @@
-"""What passes through ``serve`` besides tool calls: the whole of a tool's listing in
-``call_tool``'s description. Real parts: ``tool-index serve`` processes driven by the SDK's
-``Client``, upstreams (``tests/mcp_upstream.py``) as processes over stdio."""
+"""What passes through ``serve`` besides tool calls: cancellation (the client's, and the call
+timeout's) reaching the upstream, whose connection stays open; an upstream's sampling,
+elicitation and roots requests and its log messages reaching the client; the client's roots
+changes reaching the upstreams; and the whole of a tool's listing in ``call_tool``'s description.
+Real parts: ``tool-index serve`` processes driven by the SDK's ``Client``, upstreams
+(``tests/mcp_upstream.py --relay``) as processes over stdio."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import types
+import pytest
+from mcp import Client, types
+from mcp.client.session import ClientRequestContext
+from mcp.client.stdio import stdio_client
+from pydantic import FileUrl
 
-from tests.mcp_helpers import eventually, stdio_gateway, text_of, upstream_entry, write_config
+from tests.mcp_helpers import (
+    WAIT,
+    call,
+    cli,
+    eventually,
+    search,
+    serve_parameters,
+    stdio_gateway,
+    text_of,
+    upstream_entry,
+    write_config,
+)
+
+UPSTREAM_MODES = ["modern", "legacy"]
+"""How the gateway's connection to the upstream goes: 2026-07-28 (input requests embedded in a
+call's result), or the initialize handshake (requests of the server's own)."""
+
+
+def setup(tmp_path: Path, *extra: str) -> tuple[str, Path, Path, Path]:
+    """A synced database, its config (one upstream 'up'), the upstream's event file and the
+    directory that counts its starts."""
+    events = tmp_path / "events"
+    live = tmp_path / "live"
+    live.mkdir()
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    args = ("--slow", "--relay", "--events", str(events), "--live-dir", str(live), *extra)
+    config = write_config(tmp_path, {"up": upstream_entry(*args)})
+    done = cli(db, "sync", "--config", str(config))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (live / "counts").unlink()  # the gateway's starts are counted, not the sync's
+    return db, config, events, live
+
+
+def events_of(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+def starts(live: Path) -> int:
+    counts = live / "counts"
+    return len(counts.read_text().splitlines()) if counts.exists() else 0
+
+
+async def activate(client: Client, *names: str) -> None:
+    for name in names:
+        query = {
+            "slow": "answer slowly reporting progress",
+            "echo": "echo a text back",
+            "ask_sampling": "ask the client's model to sample a message",
+            "ask_elicitation": "ask the user for a value through the client",
+            "ask_roots": "ask the client for its roots",
+            "log": "send a log message to the client",
+            "freeze": "block the whole server process",
+        }[name]
+        found = await search(client, query, limit=1)
+        assert found["activated_tools"] == [f"mcp__up__{name}"], found
+
+
+class Asked:
+    """The test client's answers to what the gateway asks, and what it heard."""
+
+    def __init__(self) -> None:
+        self.logs: list[types.LoggingMessageNotificationParams] = []
+        self.sampled: list[types.CreateMessageRequestParams] = []
+
+    async def sampling(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        self.sampled.append(params)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(text="sampled by the client"), model="test-model"
+        )
+
+    async def elicitation(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams) and params.message == "your name?"
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def roots(self, context: ClientRequestContext) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=FileUrl("file:///work/project"), name="project")])
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.logs.append(params)
+
+
+@asynccontextmanager
+async def relaying_gateway(
+    db: str, config: Path, asked: Asked | None, *args: str, mode: str = "legacy"
+) -> AsyncIterator[Client]:
+    """A gateway process and a client that declares sampling, elicitation and roots (``asked``),
+    or nothing (``None``)."""
+    callbacks: dict[str, Any] = {}
+    if asked is not None:
+        callbacks = {
+            "sampling_callback": asked.sampling,
+            "elicitation_callback": asked.elicitation,
+            "list_roots_callback": asked.roots,
+            "logging_callback": asked.log,
+        }
+    transport = stdio_client(serve_parameters(db, config, "--session", "s", *args))
+    async with Client(transport, mode=mode, cache=None, read_timeout_seconds=WAIT, **callbacks) as client:
+        yield client
 
 
 def answer(result: types.CallToolResult) -> Any:
     assert not result.is_error, text_of(result)
     return json.loads(text_of(result))
+
+
+# Cancellation
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_call_the_client_cancels_is_cancelled_upstream_whose_connection_stays(
+    tmp_path: Path, mode: str
+) -> None:
+    db, config, events, live = setup(tmp_path)
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s", mode=mode) as client:
+            await activate(client, "slow", "echo")
+            with anyio.move_on_after(1) as scope:
+                await call(client, "mcp__up__slow", {"steps": 30})
+            assert scope.cancelled_caught
+
+            async def cancelled() -> bool:
+                return "cancelled slow" in events_of(events)
+
+            await eventually(cancelled, "the upstream was never told the call was cancelled")
+            echoed = await call(client, "mcp__up__echo", {"text": "after"})
+            assert (text_of(echoed), echoed.is_error) == ("echo: after", False)
+            assert starts(live) == 1  # the same connection answered
+
+    anyio.run(run)
+    calls = json.loads(cli(db, "session", "show", "s", "--json").stdout)["calls"]
+    outcomes = [entry["params"]["outcome"] for entry in calls if entry["kind"] == "tool_call"]
+    assert outcomes == ["cancelled", "called"]
+
+
+def test_a_call_timeout_cancels_the_call_upstream_and_keeps_the_connection(tmp_path: Path) -> None:
+    db, config, events, live = setup(tmp_path)
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s", "--call-timeout", "1") as client:
+            await activate(client, "slow", "echo")
+            late = await call(client, "mcp__up__slow", {"steps": 3})
+            assert late.is_error
+            assert text_of(late) == (
+                "Calling mcp__up__slow failed: server 'up': slow did not answer within 1 s; the call was "
+                "cancelled on the server."
+            )
+            assert "cancelled slow" in events_of(events)  # told before the gateway answered
+            echoed = await call(client, "mcp__up__echo", {"text": "after"})
+            assert (text_of(echoed), echoed.is_error) == ("echo: after", False)
+            assert starts(live) == 1
+
+    anyio.run(run)
+
+
+@pytest.mark.slow
+def test_a_server_that_stops_answering_after_a_call_timeout_is_restarted(tmp_path: Path) -> None:
+    db, config, _, live = setup(tmp_path)
+
+    async def run() -> None:
+        options = ("--session", "s", "--call-timeout", "1", "--timeout", "2")
+        async with stdio_gateway(db, config, *options) as client:
+            await activate(client, "freeze", "echo")
+            frozen = await call(client, "mcp__up__freeze")
+            assert frozen.is_error
+            assert text_of(frozen) == (
+                "Calling mcp__up__freeze failed: server 'up': freeze did not answer within 1 s, nor the "
+                "server to tools/list afterwards; the server is restarted on the next call."
+            )
+            echoed = await call(client, "mcp__up__echo", {"text": "after"})
+            assert (text_of(echoed), echoed.is_error) == ("echo: after", False)
+            assert starts(live) == 2
+
+    anyio.run(run)
+
+
+# What an upstream asks of the client
+
+
+@pytest.mark.parametrize("upstream", UPSTREAM_MODES)
+def test_sampling_elicitation_and_roots_reach_the_client(tmp_path: Path, upstream: str) -> None:
+    db, config, _, _ = setup(tmp_path, *(["--legacy"] if upstream == "legacy" else []))
+    asked = Asked()
+
+    async def run() -> None:
+        async with relaying_gateway(db, config, asked) as client:
+            await activate(client, "ask_sampling", "ask_elicitation", "ask_roots")
+            sampled = answer(await call(client, "mcp__up__ask_sampling"))
+            assert sampled["content"] == {"type": "text", "text": "sampled by the client"}
+            assert sampled["model"] == "test-model"
+            assert asked.sampled[0].max_tokens == 20
+            elicited = answer(await call(client, "mcp__up__ask_elicitation"))
+            assert (elicited["action"], elicited["content"]) == ("accept", {"name": "Ada"})
+            rooted = answer(await call(client, "mcp__up__ask_roots"))
+            assert rooted["roots"] == [{"uri": "file:///work/project", "name": "project"}]
+
+    anyio.run(run)
+
+
+def test_what_the_client_did_not_declare_is_an_error_for_the_upstream(tmp_path: Path) -> None:
+    db, config, _, _ = setup(tmp_path, "--legacy")
+
+    async def run() -> None:
+        async with relaying_gateway(db, config, None) as client:
+            await activate(client, "ask_sampling", "ask_elicitation", "ask_roots", "echo")
+            for name, what in [
+                ("sampling", "Sampling"),
+                ("elicitation", "Elicitation"),
+                ("roots", "List roots"),
+            ]:
+                with anyio.fail_after(WAIT):
+                    refused = answer(await call(client, f"mcp__up__ask_{name}"))
+                assert refused == {
+                    "error": types.INVALID_REQUEST,
+                    "message": f"{what} not supported: the gateway's client did not declare it",
+                }
+            echoed = await call(client, "mcp__up__echo", {"text": "still there"})
+            assert (text_of(echoed), echoed.is_error) == ("echo: still there", False)
+
+    anyio.run(run)
+
+
+def test_a_2026_client_cannot_be_asked_and_the_modern_upstream_gets_an_error(tmp_path: Path) -> None:
+    db, config, _, live = setup(tmp_path)
+    asked = Asked()
+
+    async def run() -> None:
+        async with relaying_gateway(db, config, asked, mode="auto") as client:
+            await activate(client, "ask_sampling", "echo")
+            with anyio.fail_after(WAIT):
+                refused = await call(client, "mcp__up__ask_sampling")
+            assert refused.is_error
+            assert text_of(refused).startswith(
+                f"Calling mcp__up__ask_sampling failed: server 'up': the call of ask_sampling failed: "
+                f"error {types.INVALID_REQUEST}: Sampling not supported: the gateway's client speaks "
+            )
+            assert asked.sampled == []
+            echoed = await call(client, "mcp__up__echo", {"text": "still there"})
+            assert (text_of(echoed), echoed.is_error) == ("echo: still there", False)
+            assert starts(live) == 1
+
+    anyio.run(run)
+
+
+@pytest.mark.parametrize("upstream", UPSTREAM_MODES)
+def test_log_messages_reach_the_client_above_the_level_it_set(tmp_path: Path, upstream: str) -> None:
+    db, config, _, _ = setup(tmp_path, *(["--legacy"] if upstream == "legacy" else []))
+    asked = Asked()
+
+    async def run() -> None:
+        async with relaying_gateway(db, config, asked) as client:
+            await activate(client, "log")
+            await call(client, "mcp__up__log", {"level": "warning", "text": "first"})
+
+            async def heard() -> list[tuple[str, Any, str | None]]:
+                return [(log.level, log.data, log.logger) for log in asked.logs]
+
+            assert await eventually(heard, "the log message never came") == [("warning", "first", "up/up")]
+            await client.session.send_request(
+                types.SetLevelRequest(params=types.SetLevelRequestParams(level="error")), types.EmptyResult
+            )
+            await call(client, "mcp__up__log", {"level": "warning", "text": "below"})
+            await call(client, "mcp__up__log", {"level": "error", "text": "second"})
+
+            async def second() -> bool:
+                return any(log.data == "second" for log in asked.logs)
+
+            await eventually(second, "the error-level message never came")
+            assert [log.data for log in asked.logs] == ["first", "second"]
+            if upstream == "legacy":  # only handshake-era servers log outside a request
+                await call(client, "mcp__up__log", {"level": "critical", "text": "outside", "later": True})
+
+                async def outside() -> bool:
+                    return any(log.data == "outside" for log in asked.logs)
+
+                await eventually(outside, "the message sent outside a call never came")
+
+    anyio.run(run)
+
+
+def test_a_roots_change_reaches_the_connected_upstreams(tmp_path: Path) -> None:
+    db, config, events, _ = setup(tmp_path, "--legacy")
+    asked = Asked()
+
+    async def run() -> None:
+        async with relaying_gateway(db, config, asked) as client:
+            await activate(client, "echo")
+            await call(client, "mcp__up__echo", {"text": "connect"})
+            assert "roots changed" not in events_of(events)
+            await client.session.send_notification(types.RootsListChangedNotification())
+
+            async def told() -> bool:
+                return "roots changed" in events_of(events)
+
+            await eventually(told, "the upstream never heard that the roots changed")
+
+    anyio.run(run)
 
 
 # call_tool's description

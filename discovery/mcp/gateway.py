@@ -19,17 +19,19 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, TextIO, TypeVar, get_args
 
 import anyio
 import anyio.to_thread
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
-from mcp.server.connection import Connection
+from mcp.server.connection import Connection, allowed_log_levels
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.dispatcher import ProgressFnT
-from mcp_types import INVALID_PARAMS
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from discovery.errors import ToolIndexError
@@ -49,6 +51,7 @@ from discovery.mcp.upstreams import (
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_MAX_STARTING,
     DEFAULT_TIMEOUT,
+    SamplingAnswer,
     UpstreamError,
     Upstreams,
     route,
@@ -65,6 +68,10 @@ DEFAULT_SESSION_CACHE = 256
 """Sessions kept in memory, the most recently used; another is read again from the database
 when it is next used. Each holds its pins and a cached view: a client naming sessions at random
 must not grow the process without bound."""
+LOG_LEVELS: tuple[types.LoggingLevel, ...] = get_args(types.LoggingLevel)
+"""Log levels from the least severe up."""
+LOG_LEVEL = "tool_index.log_level"
+"""The key of a client connection's state where the level it set (logging/setLevel) is kept."""
 IDENTITY = "tool_index.identity"
 """The key of the ASGI scope where ``serve --tokens`` puts the identity whose token a request
 carried (``discovery.mcp.serve``)."""
@@ -184,6 +191,7 @@ class Gateway:
             max_starting=options.max_starting,
             max_result_bytes=options.max_result_bytes,
             call_timeout=options.call_timeout,
+            peer=self,
         )
         self.sessions: OrderedDict[tuple[str | None, str], GatewaySession] = OrderedDict()
         """The sessions in memory by (identity, id), least recently used first."""
@@ -192,6 +200,9 @@ class Gateway:
         # transport ends idle connections): nothing here outlives the clients.
         self._by_connection: weakref.WeakKeyDictionary[Connection, str] = weakref.WeakKeyDictionary()
         self._clients: weakref.WeakKeyDictionary[Connection, set[str]] = weakref.WeakKeyDictionary()
+        self._recent: weakref.ref[Connection] | None = None
+        """The handshake-era client connection that made the latest request: what an upstream
+        asks outside any call goes to it."""
         self._opening = anyio.Lock()
         self._connecting = anyio.Lock()
         self._buses: dict[str, tuple[InMemorySubscriptionBus, ListenHandler, int]] = {}
@@ -209,6 +220,12 @@ class Gateway:
             on_call_tool=self._call_tool,
             on_subscriptions_listen=self._listen,
             get_tool_input_schema=self._input_schema,
+        )
+        # Registered apart: the constructor's arguments for them warn that they are deprecated in
+        # 2026-07-28, and handshake-era clients (most of them) still use both.
+        self.server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._set_level)
+        self.server.add_notification_handler(
+            "notifications/roots/list_changed", types.NotificationParams, self._roots_changed
         )
 
     async def __aenter__(self) -> Gateway:
@@ -337,6 +354,7 @@ class Gateway:
                 raise MCPError(INVALID_PARAMS, f"session {wanted!r}: {exc}") from exc
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             self._clients.setdefault(connection_of(ctx), set()).add(gateway_session.id)
+            self._recent = weakref.ref(connection_of(ctx))
         return gateway_session
 
     async def _connection_session(
@@ -430,9 +448,11 @@ class Gateway:
             inner = (arguments or {}).get("arguments")
             if inner is not None and not isinstance(inner, dict):
                 return text_result("call_tool: `arguments` must be an object ({} for none).", is_error=True)
-            return await self.forward(gateway_session, name, inner, progress=_relay(ctx))
+            return await self.forward(gateway_session, name, inner, progress=_relay(ctx), caller=ctx)
         if self.options.expose_active:
-            return await self.forward(gateway_session, params.name, arguments or {}, progress=_relay(ctx))
+            return await self.forward(
+                gateway_session, params.name, arguments or {}, progress=_relay(ctx), caller=ctx
+            )
         return text_result(
             f"Unknown tool {params.name!r}: call search_tool_bm25 to find tools, then call_tool to call "
             "them.",
@@ -459,10 +479,12 @@ class Gateway:
         arguments: dict[str, Any] | None,
         *,
         progress: ProgressFnT | None = None,
+        caller: ServerRequestContext[Any, Any] | None = None,
     ) -> types.CallToolResult:
         """Call the activated tool ``name`` on its server; every call is logged, never its
         arguments or result. ``arguments`` ``None`` describes the tool instead of calling it.
-        ``progress`` gets the server's progress notifications (the caller asked for them)."""
+        ``progress`` gets the server's progress notifications (the caller asked for them);
+        ``caller``, the client's request, gets what the server asks during the call."""
         started = time.perf_counter()
         tool, active = await self.library.run(gateway_session.resolve, name)
         # The server and upstream name come from the record the model was shown (and its pin).
@@ -486,10 +508,17 @@ class Gateway:
                 return text_result(f"Refused: {exc}.", is_error=True)
         upstream = self.upstreams.upstream(located[0])
         try:
-            result = await self.upstreams.call_upstream(upstream, located[1], arguments, progress=progress)
+            result = await self.upstreams.call_upstream(
+                upstream, located[1], arguments, progress=progress, caller=caller
+            )
         except UpstreamError as exc:
             await self._log(gateway_session, name, server, started, True, "server failed")
             return text_result(f"Calling {name} failed: {exc}.", is_error=True)
+        except anyio.get_cancelled_exc_class():
+            # The client cancelled the call (or the gateway is stopping): the server was told, and
+            # the client gets no answer; the log still says the call was made.
+            await self._log(gateway_session, name, server, started, True, "cancelled")
+            raise
         await self._log(gateway_session, name, server, started, result.is_error, "called")
         return result.model_copy(update={"meta": None})
 
@@ -595,6 +624,127 @@ class Gateway:
     def _pin_missing(self, gateway_session: GatewaySession, name: str) -> None:
         if name not in gateway_session.pins:
             gateway_session.pin([name])
+
+    # What upstream servers ask of the client, and their log messages
+
+    async def sampling(
+        self, server: str, caller: object | None, params: types.CreateMessageRequestParams
+    ) -> SamplingAnswer:
+        result_type = types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
+        answer: SamplingAnswer = await self._ask(
+            caller,
+            types.CreateMessageRequest(params=params),
+            result_type,
+            types.ClientCapabilities(sampling=types.SamplingCapability()),
+            "Sampling",
+        )
+        return answer
+
+    async def elicitation(
+        self, server: str, caller: object | None, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        answer: types.ElicitResult | types.ErrorData = await self._ask(
+            caller,
+            types.ElicitRequest(params=params),
+            types.ElicitResult,
+            types.ClientCapabilities(elicitation=types.ElicitationCapability()),
+            "Elicitation",
+        )
+        return answer
+
+    async def roots(self, server: str, caller: object | None) -> types.ListRootsResult | types.ErrorData:
+        answer: types.ListRootsResult | types.ErrorData = await self._ask(
+            caller,
+            types.ListRootsRequest(),
+            types.ListRootsResult,
+            types.ClientCapabilities(roots=types.RootsCapability()),
+            "List roots",
+        )
+        return answer
+
+    async def _ask(
+        self,
+        caller: object | None,
+        request: types.CreateMessageRequest | types.ElicitRequest | types.ListRootsRequest,
+        result_type: type[Any],
+        needs: types.ClientCapabilities,
+        what: str,
+    ) -> Any:
+        """Ask the client what an upstream asks: the client of the call in flight (on its
+        request's stream), or outside any call the handshake-era client that made the latest
+        request (none when sessions belong to identities). What that client did not declare, or
+        cannot be asked, is the error the SDK answers for a capability a client lacks (invalid
+        request), never a wait."""
+        target: ServerRequestContext[Any, Any] | Connection
+        if isinstance(caller, ServerRequestContext):
+            target, connection, version = caller, connection_of(caller), caller.protocol_version
+        else:
+            # With identities, a request outside any call belongs to no one: never another's client.
+            recent = self._recent() if self._recent is not None and not self.options.identities else None
+            if recent is None:
+                return types.ErrorData(
+                    code=INVALID_REQUEST, message=f"{what} not supported: no client is calling a tool now"
+                )
+            target, connection, version = recent, recent, recent.protocol_version
+        if version in MODERN_PROTOCOL_VERSIONS:
+            return types.ErrorData(
+                code=INVALID_REQUEST,
+                message=f"{what} not supported: the gateway's client speaks {version}, which has no "
+                "requests from a server",
+            )
+        if not connection.check_capability(needs):
+            return types.ErrorData(
+                code=INVALID_REQUEST, message=f"{what} not supported: the gateway's client did not declare it"
+            )
+        try:
+            if isinstance(target, ServerRequestContext):
+                metadata = ServerMessageMetadata(related_request_id=target.request_id)
+                return await target.session.send_request(request, result_type, metadata=metadata)
+            return await connection.send_request(request, result_type=result_type)
+        except MCPError as exc:  # the client's own answer, passed on as it came
+            return exc.error
+        except (NoBackChannelError, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return types.ErrorData(code=INTERNAL_ERROR, message=f"{what}: the gateway's client is gone")
+
+    async def log(
+        self, server: str, caller: object | None, params: types.LoggingMessageNotificationParams
+    ) -> None:
+        """An upstream's log message goes to the client of the call in flight on that server
+        (on 2026-07-28, only at the level that call asked for), or outside any call to every
+        handshake-era client (to none when sessions belong to identities); ``logger`` names the
+        server first. A client that set a level
+        (logging/setLevel) gets nothing below it."""
+        named = params.model_copy(
+            update={"logger": server if params.logger is None else f"{server}/{params.logger}"}
+        )
+        notification = types.LoggingMessageNotification(params=named)
+        if isinstance(caller, ServerRequestContext):
+            connection = connection_of(caller)
+            allowed = allowed_log_levels(caller.protocol_version, caller.meta)
+            if params.level in allowed and _wants(connection, params.level):
+                try:
+                    await caller.session.send_notification(notification, related_request_id=caller.request_id)
+                except (MCPError, RuntimeError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+                    # The call ended meanwhile, or its client went away.
+                    self.say(f"a log message of server {server!r} was not passed on: {exc}")
+            return
+        if self.options.identities:
+            return  # a message outside any call is for no one in particular: not for everyone
+        dumped = named.model_dump(by_alias=True, mode="json", exclude_none=True)
+        for connection in list(self._clients):
+            if _wants(connection, params.level):
+                await connection.notify("notifications/message", dumped)
+
+    async def _set_level(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        connection_of(ctx).state[LOG_LEVEL] = params.level
+        return types.EmptyResult()
+
+    async def _roots_changed(
+        self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams
+    ) -> None:
+        await self.upstreams.roots_changed()
 
     # Change notifications
 
@@ -786,6 +936,12 @@ def _described(tool: types.Tool) -> str:
         ]
     described["call"] = "call_tool with arguments"
     return json.dumps(described, ensure_ascii=False, separators=(",", ":"))
+
+
+def _wants(connection: Connection, level: types.LoggingLevel) -> bool:
+    """Whether a client wants a log message of ``level``: at or above the level it set, if any."""
+    minimum = connection.state.get(LOG_LEVEL)
+    return minimum not in LOG_LEVELS or LOG_LEVELS.index(level) >= LOG_LEVELS.index(minimum)
 
 
 def _version() -> str:
