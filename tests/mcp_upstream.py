@@ -15,9 +15,10 @@ seconds before serving. ``--bounds`` adds ``big`` (a text of ``size`` characters
 (adds the tool ``flooded``, then says its list changed ``count`` times in a burst). ``--slow``
 adds ``slow`` (answers after ``steps`` seconds, reporting its progress after each, when the caller
 asked for it) and ``described`` (with a title, annotations, an output schema and icons).
-``--relay`` adds ``ask_sampling``, ``ask_elicitation`` and ``ask_roots`` (ask the client, and
-answer what it said or the error it gave), ``log`` (a log message ``text`` at ``level``, during the
-call or, with ``later``, after it on the connection) and ``freeze`` (blocks the whole process).
+``--relay`` adds ``ask_sampling``, ``ask_elicitation`` and ``ask_roots`` (ask the client after
+``delay`` seconds, and answer what it said or the error it gave), ``log`` (a log message ``text``
+at ``level``, during the call or, with ``later``, after it on the connection) and ``freeze``
+(blocks the whole process).
 ``--events FILE`` appends a line to FILE for each cancelled call (``cancelled NAME``) and each
 roots change notification (``roots changed``). ``--legacy`` refuses 2026-07-28 (its
 ``server/discover``), so a client falls back to the initialize handshake.
@@ -288,6 +289,7 @@ def serve(options: argparse.Namespace) -> None:
             )
         else:
             request = types.ListRootsRequest()
+        await anyio.sleep(float((params.arguments or {}).get("delay", 0)))
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             if not params.input_responses or "asked" not in params.input_responses:
                 return types.InputRequiredResult(input_requests={"asked": request}, request_state="asked")

@@ -25,6 +25,7 @@ from tests.mcp_helpers import (
     call,
     cli,
     eventually,
+    http_gateway,
     search,
     serve_parameters,
     stdio_gateway,
@@ -221,6 +222,52 @@ def test_sampling_elicitation_and_roots_reach_the_client(tmp_path: Path, upstrea
             assert rooted["roots"] == [{"uri": "file:///work/project", "name": "project"}]
 
     anyio.run(run)
+
+
+@pytest.mark.parametrize("upstream", UPSTREAM_MODES)
+def test_over_http_a_request_goes_to_the_client_whose_call_it_is(tmp_path: Path, upstream: str) -> None:
+    db, config, _, live = setup(tmp_path, *(["--legacy"] if upstream == "legacy" else []))
+
+    def sampler(text: str) -> Any:
+        async def sample(
+            context: ClientRequestContext, params: types.CreateMessageRequestParams
+        ) -> types.CreateMessageResult:
+            return types.CreateMessageResult(
+                role="assistant", content=types.TextContent(text=text), model="m"
+            )
+
+        return sample
+
+    with http_gateway(db, config) as url:
+
+        async def run() -> None:
+            async with (
+                Client(
+                    f"{url}?session=alice", cache=None, mode="legacy", sampling_callback=sampler("alice")
+                ) as alice,
+                Client(
+                    f"{url}?session=bob", cache=None, mode="legacy", sampling_callback=sampler("bob")
+                ) as bob,
+            ):
+                await activate(alice, "ask_sampling")
+                await activate(bob, "ask_sampling")
+                for client, name in [(alice, "alice"), (bob, "bob")]:
+                    sampled = answer(await call(client, "mcp__up__ask_sampling"))
+                    assert sampled["content"]["text"] == name
+                sampled_by: list[str] = []
+
+                async def alice_calls() -> None:
+                    result = answer(await call(alice, "mcp__up__ask_sampling", {"delay": 1}))
+                    sampled_by.append(result["content"]["text"])
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(alice_calls)
+                    await anyio.sleep(0.3)
+                    await search(bob, "echo", limit=1)  # bob's is now the latest request
+                assert sampled_by == ["alice"]  # the server asked during alice's call
+                assert starts(live) == 1  # one upstream connection served both
+
+        anyio.run(run)
 
 
 def test_what_the_client_did_not_declare_is_an_error_for_the_upstream(tmp_path: Path) -> None:
