@@ -16,9 +16,9 @@ seconds before serving. ``--bounds`` adds ``big`` (a text of ``size`` characters
 adds ``slow`` (answers after ``steps`` seconds, reporting its progress after each, when the caller
 asked for it) and ``described`` (with a title, annotations, an output schema and icons).
 ``--relay`` adds ``ask_sampling``, ``ask_elicitation`` and ``ask_roots`` (ask the client after
-``delay`` seconds, and answer what it said or the error it gave), ``log`` (a log message ``text``
-at ``level``, during the call or, with ``later``, after it on the connection) and ``freeze``
-(blocks the whole process).
+``delay`` seconds, and answer what it said or the error it gave; ``ask_sampling`` is listed only
+to a client that declared sampling), ``log`` (a log message ``text`` at ``level``, during the
+call or, with ``later``, after it on the connection) and ``freeze`` (blocks the whole process).
 ``--events FILE`` appends a line to FILE for each cancelled call (``cancelled NAME``) and each
 roots change notification (``roots changed``). ``--legacy`` refuses 2026-07-28 (its
 ``server/discover``), so a client falls back to the initialize handshake.
@@ -176,6 +176,10 @@ def serve(options: argparse.Namespace) -> None:
         await anyio.sleep(options.page_delay)
         start = int(params.cursor) if params and params.cursor else 0
         everything = listed()
+        capabilities = ctx.session.client_capabilities
+        if capabilities is None or capabilities.sampling is None:
+            # Listed only to a client that can sample, as server-everything does.
+            everything = [tool for tool in everything if tool.name != "ask_sampling"]
         end = start + options.page
         return types.ListToolsResult(
             tools=everything[start:end], next_cursor=str(end) if end < len(everything) else None

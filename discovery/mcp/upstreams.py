@@ -29,7 +29,7 @@ from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.message import SessionMessage
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -295,33 +295,38 @@ class Upstream:
             ended.set()
 
     def _callbacks(self) -> dict[str, Any]:
-        """With a peer, the connection says it can sample, elicit and list roots (whether the
-        gateway's client can is known only when the server asks, and one connection serves
-        every client), and asks 2026-07-28 servers for their log messages of every level."""
-        if self._peer is None:
-            return {}
-        return {
+        """Every connection says it can sample, elicit and list roots: some servers list tools
+        only to a client that can (server-everything's sampling and elicitation tools), and
+        ``sync`` must see the tools ``serve`` serves. Whether the client behind can is known only
+        when a server asks (one connection serves every client of a gateway), and without a
+        peer (``sync``, a Python host) the answer is the SDK's error for a missing capability.
+        With a peer, 2026-07-28 servers are asked for their log messages of every level."""
+        callbacks: dict[str, Any] = {
             "sampling_callback": self._sampling,
             "elicitation_callback": self._elicitation,
             "list_roots_callback": self._roots,
-            "logging_callback": self._log,
-            "log_level": "debug",
         }
+        if self._peer is not None:
+            callbacks.update(logging_callback=self._log, log_level="debug")
+        return callbacks
 
     async def _sampling(
         self, context: ClientRequestContext, params: types.CreateMessageRequestParams
     ) -> SamplingAnswer:
-        assert self._peer is not None
+        if self._peer is None:
+            return _unsupported("Sampling")
         return await self._peer.sampling(self.name, self.caller(), params)
 
     async def _elicitation(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
-        assert self._peer is not None
+        if self._peer is None:
+            return _unsupported("Elicitation")
         return await self._peer.elicitation(self.name, self.caller(), params)
 
     async def _roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
-        assert self._peer is not None
+        if self._peer is None:
+            return _unsupported("List roots")
         return await self._peer.roots(self.name, self.caller())
 
     async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
@@ -416,6 +421,10 @@ async def _first(*waits: Callable[[], Awaitable[Any]]) -> None:
 
         for wait in waits:
             group.start_soon(run, wait)
+
+
+def _unsupported(what: str) -> types.ErrorData:
+    return types.ErrorData(code=INVALID_REQUEST, message=f"{what} not supported: no client is connected")
 
 
 def _reason(exc: BaseException) -> str:
