@@ -133,14 +133,15 @@ def answer(result: types.CallToolResult) -> Any:
 # Cancellation
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.parametrize(("mode", "askable"), [("auto", False), ("auto", True), ("legacy", False)])
 def test_a_call_the_client_cancels_is_cancelled_upstream_whose_connection_stays(
-    tmp_path: Path, mode: str
+    tmp_path: Path, mode: str, askable: bool
 ) -> None:
+    """``askable``: a 2026-07-28 client that can be asked, whose calls go in rounds."""
     db, config, events, live = setup(tmp_path)
 
     async def run() -> None:
-        async with stdio_gateway(db, config, "--session", "s", mode=mode) as client:
+        async with relaying_gateway(db, config, Asked() if askable else None, mode=mode) as client:
             await activate(client, "slow", "echo")
             with anyio.move_on_after(1) as scope:
                 await call(client, "mcp__up__slow", {"steps": 30})
@@ -205,12 +206,15 @@ def test_a_server_that_stops_answering_after_a_call_timeout_is_restarted(tmp_pat
 
 
 @pytest.mark.parametrize("upstream", UPSTREAM_MODES)
-def test_sampling_elicitation_and_roots_reach_the_client(tmp_path: Path, upstream: str) -> None:
-    db, config, _, _ = setup(tmp_path, *(["--legacy"] if upstream == "legacy" else []))
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_sampling_elicitation_and_roots_reach_the_client(tmp_path: Path, upstream: str, mode: str) -> None:
+    """A handshake-era client gets requests of the gateway's own; a 2026-07-28 client gets them as
+    input-required results of its call, answered in its retries."""
+    db, config, _, live = setup(tmp_path, *(["--legacy"] if upstream == "legacy" else []))
     asked = Asked()
 
     async def run() -> None:
-        async with relaying_gateway(db, config, asked) as client:
+        async with relaying_gateway(db, config, asked, mode=mode) as client:
             await activate(client, "ask_sampling", "ask_elicitation", "ask_roots")
             sampled = answer(await call(client, "mcp__up__ask_sampling"))
             assert sampled["content"] == {"type": "text", "text": "sampled by the client"}
@@ -220,12 +224,17 @@ def test_sampling_elicitation_and_roots_reach_the_client(tmp_path: Path, upstrea
             assert (elicited["action"], elicited["content"]) == ("accept", {"name": "Ada"})
             rooted = answer(await call(client, "mcp__up__ask_roots"))
             assert rooted["roots"] == [{"uri": "file:///work/project", "name": "project"}]
+            assert starts(live) == 1
 
     anyio.run(run)
 
 
-@pytest.mark.parametrize("upstream", UPSTREAM_MODES)
-def test_over_http_a_request_goes_to_the_client_whose_call_it_is(tmp_path: Path, upstream: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "upstream"), [("legacy", "legacy"), ("legacy", "modern"), ("auto", "modern")]
+)
+def test_over_http_a_request_goes_to_the_client_whose_call_it_is(
+    tmp_path: Path, mode: str, upstream: str
+) -> None:
     db, config, _, live = setup(tmp_path, *(["--legacy"] if upstream == "legacy" else []))
 
     def sampler(text: str) -> Any:
@@ -243,11 +252,9 @@ def test_over_http_a_request_goes_to_the_client_whose_call_it_is(tmp_path: Path,
         async def run() -> None:
             async with (
                 Client(
-                    f"{url}?session=alice", cache=None, mode="legacy", sampling_callback=sampler("alice")
+                    f"{url}?session=alice", cache=None, mode=mode, sampling_callback=sampler("alice")
                 ) as alice,
-                Client(
-                    f"{url}?session=bob", cache=None, mode="legacy", sampling_callback=sampler("bob")
-                ) as bob,
+                Client(f"{url}?session=bob", cache=None, mode=mode, sampling_callback=sampler("bob")) as bob,
             ):
                 await activate(alice, "ask_sampling")
                 await activate(bob, "ask_sampling")
@@ -270,11 +277,56 @@ def test_over_http_a_request_goes_to_the_client_whose_call_it_is(tmp_path: Path,
         anyio.run(run)
 
 
-def test_what_the_client_did_not_declare_is_an_error_for_the_upstream(tmp_path: Path) -> None:
+def test_a_call_in_rounds_is_continued_only_by_its_own_session(tmp_path: Path) -> None:
+    db, config, _, _ = setup(tmp_path)
+    asked = Asked()
+    wrapped = {"name": "mcp__up__ask_sampling", "arguments": {}}
+
+    with http_gateway(db, config) as url:
+
+        async def run() -> None:
+            async with (
+                Client(f"{url}?session=alice", cache=None, sampling_callback=asked.sampling) as alice,
+                Client(f"{url}?session=bob", cache=None, sampling_callback=asked.sampling) as bob,
+            ):
+                await activate(alice, "ask_sampling")
+                await activate(bob, "ask_sampling")
+                first = await alice.session.call_tool("call_tool", wrapped, allow_input_required=True)
+                assert isinstance(first, types.InputRequiredResult) and first.input_requests
+                assert first.request_state is not None
+                [(key, request)] = first.input_requests.items()
+                assert isinstance(request, types.CreateMessageRequest)
+                sampled = types.CreateMessageResult(
+                    role="assistant", content=types.TextContent(text="alice's answer"), model="m"
+                )
+                stolen = await bob.session.call_tool(
+                    "call_tool",
+                    wrapped,
+                    input_responses={key: sampled},
+                    request_state=first.request_state,
+                    allow_input_required=True,
+                )
+                assert isinstance(stolen, types.CallToolResult) and stolen.is_error
+                assert "names no call in progress here" in text_of(stolen)
+                done = await alice.session.call_tool(
+                    "call_tool",
+                    wrapped,
+                    input_responses={key: sampled},
+                    request_state=first.request_state,
+                    allow_input_required=True,
+                )
+                assert isinstance(done, types.CallToolResult)
+                assert answer(done)["content"]["text"] == "alice's answer"
+
+        anyio.run(run)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_what_the_client_did_not_declare_is_an_error_for_the_upstream(tmp_path: Path, mode: str) -> None:
     db, config, _, _ = setup(tmp_path, "--legacy")
 
     async def run() -> None:
-        async with relaying_gateway(db, config, None) as client:
+        async with relaying_gateway(db, config, None, mode=mode) as client:
             await activate(client, "ask_sampling", "ask_elicitation", "ask_roots", "echo")
             for name, what in [
                 ("sampling", "Sampling"),
@@ -289,28 +341,6 @@ def test_what_the_client_did_not_declare_is_an_error_for_the_upstream(tmp_path: 
                 }
             echoed = await call(client, "mcp__up__echo", {"text": "still there"})
             assert (text_of(echoed), echoed.is_error) == ("echo: still there", False)
-
-    anyio.run(run)
-
-
-def test_a_2026_client_cannot_be_asked_and_the_modern_upstream_gets_an_error(tmp_path: Path) -> None:
-    db, config, _, live = setup(tmp_path)
-    asked = Asked()
-
-    async def run() -> None:
-        async with relaying_gateway(db, config, asked, mode="auto") as client:
-            await activate(client, "ask_sampling", "echo")
-            with anyio.fail_after(WAIT):
-                refused = await call(client, "mcp__up__ask_sampling")
-            assert refused.is_error
-            assert text_of(refused).startswith(
-                f"Calling mcp__up__ask_sampling failed: server 'up': the call of ask_sampling failed: "
-                f"error {types.INVALID_REQUEST}: Sampling not supported: the gateway's client speaks "
-            )
-            assert asked.sampled == []
-            echoed = await call(client, "mcp__up__echo", {"text": "still there"})
-            assert (text_of(echoed), echoed.is_error) == ("echo: still there", False)
-            assert starts(live) == 1
 
     anyio.run(run)
 

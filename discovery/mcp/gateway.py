@@ -10,14 +10,17 @@ connected when a call needs them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import secrets
 import sys
 import time
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO, TypeVar, get_args
 
@@ -211,6 +214,8 @@ class Gateway:
         """Each server's tools as this gateway last listed them (a sync): what the catalog does
         not keep (title, annotations, output schema, icons) for ``expose_active`` listings."""
         self._draining = False
+        self._rounds: dict[str, _Rounds] = {}
+        """The calls of 2026-07-28 clients that go in rounds, by the ``requestState`` naming each."""
         self.server: Server[Any] = _Server(
             NotificationOptions(tools_changed=options.expose_active),
             "tool-index",
@@ -431,7 +436,7 @@ class Gateway:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         try:
             gateway_session = await self.session_of(ctx)
         except NotYourSession as exc:
@@ -448,11 +453,9 @@ class Gateway:
             inner = (arguments or {}).get("arguments")
             if inner is not None and not isinstance(inner, dict):
                 return text_result("call_tool: `arguments` must be an object ({} for none).", is_error=True)
-            return await self.forward(gateway_session, name, inner, progress=_relay(ctx), caller=ctx)
+            return await self._forward_for(ctx, params, gateway_session, name, inner)
         if self.options.expose_active:
-            return await self.forward(
-                gateway_session, params.name, arguments or {}, progress=_relay(ctx), caller=ctx
-            )
+            return await self._forward_for(ctx, params, gateway_session, params.name, arguments or {})
         return text_result(
             f"Unknown tool {params.name!r}: call search_tool_bm25 to find tools, then call_tool to call "
             "them.",
@@ -472,6 +475,76 @@ class Gateway:
                 await self._notify(gateway_session.id)
         return text_result(outcome.text, is_error=outcome.is_error)
 
+    async def _forward_for(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: types.CallToolRequestParams,
+        gateway_session: GatewaySession,
+        name: str,
+        arguments: dict[str, Any] | None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """``forward`` for the client's request ``ctx``. A 2026-07-28 client that can be asked
+        something (it declared sampling, elicitation or roots) gets the call in rounds: the
+        upstream call runs apart, each question of its server ends the client's request with an
+        input-required result, and the client's retry (its ``requestState`` names the call)
+        brings the answers back and waits on."""
+        capabilities = ctx.session.client_capabilities
+        askable = capabilities is not None and (
+            capabilities.sampling is not None
+            or capabilities.elicitation is not None
+            or capabilities.roots is not None
+        )
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS or not askable:
+            return await self.forward(gateway_session, name, arguments, progress=_relay(ctx), caller=ctx)
+        owner = (self._identity(ctx), gateway_session.id)
+        token = params.request_state
+        if token is not None:
+            rounds = self._rounds.get(token)
+            if rounds is None or rounds.owner != owner:
+                return text_result(
+                    f"Calling {name} failed: its requestState names no call in progress here (it ended, "
+                    "or the gateway restarted): call it again.",
+                    is_error=True,
+                )
+            rounds.ctx = ctx
+            rounds.answer(params.input_responses or {})
+        else:
+            token = secrets.token_urlsafe(24)
+            rounds = self._rounds[token] = _Rounds(owner, ctx)
+            self.upstreams.start_soon(
+                partial(self._run_rounds, token, rounds, gateway_session, name, arguments)
+            )
+        try:
+            return await rounds.next_round(token)
+        except anyio.get_cancelled_exc_class():
+            rounds.scope.cancel()  # the client cancelled the call: so is its upstream call
+            self._rounds.pop(token, None)
+            raise
+        finally:
+            if rounds.done.is_set():
+                self._rounds.pop(token, None)
+
+    async def _run_rounds(
+        self,
+        token: str,
+        rounds: _Rounds,
+        gateway_session: GatewaySession,
+        name: str,
+        arguments: dict[str, Any] | None,
+    ) -> None:
+        with rounds.scope:
+            try:
+                rounds.result = await self.forward(
+                    gateway_session, name, arguments, progress=rounds.progress, caller=rounds
+                )
+            finally:
+                rounds.done.set()
+                rounds.wake()
+        if token in self._rounds:
+            # A result its client has not come back for waits as long as a call may take.
+            await anyio.sleep(self.options.call_timeout)
+            self._rounds.pop(token, None)
+
     async def forward(
         self,
         gateway_session: GatewaySession,
@@ -479,7 +552,7 @@ class Gateway:
         arguments: dict[str, Any] | None,
         *,
         progress: ProgressFnT | None = None,
-        caller: ServerRequestContext[Any, Any] | None = None,
+        caller: object | None = None,
     ) -> types.CallToolResult:
         """Call the activated tool ``name`` on its server; every call is logged, never its
         arguments or result. ``arguments`` ``None`` describes the tool instead of calling it.
@@ -675,6 +748,16 @@ class Gateway:
         request (none when sessions belong to identities). What that client did not declare, or
         cannot be asked, is the error the SDK answers for a capability a client lacks (invalid
         request), never a wait."""
+        if isinstance(caller, _Rounds):
+            if not caller.ctx.session.check_client_capability(needs):
+                return types.ErrorData(
+                    code=INVALID_REQUEST,
+                    message=f"{what} not supported: the gateway's client did not declare it",
+                )
+            answer = await caller.ask(request)
+            return result_type.model_validate(
+                answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+            )
         target: ServerRequestContext[Any, Any] | Connection
         if isinstance(caller, ServerRequestContext):
             target, connection, version = caller, connection_of(caller), caller.protocol_version
@@ -686,15 +769,15 @@ class Gateway:
                     code=INVALID_REQUEST, message=f"{what} not supported: no client is calling a tool now"
                 )
             target, connection, version = recent, recent, recent.protocol_version
-        if version in MODERN_PROTOCOL_VERSIONS:
-            return types.ErrorData(
-                code=INVALID_REQUEST,
-                message=f"{what} not supported: the gateway's client speaks {version}, which has no "
-                "requests from a server",
-            )
         if not connection.check_capability(needs):
             return types.ErrorData(
                 code=INVALID_REQUEST, message=f"{what} not supported: the gateway's client did not declare it"
+            )
+        if version in MODERN_PROTOCOL_VERSIONS:  # a 2026-07-28 client is asked in rounds, never outside
+            return types.ErrorData(
+                code=INVALID_REQUEST,
+                message=f"{what} not supported: the gateway's client speaks {version}, which has no "
+                "requests from a server outside a call",
             )
         try:
             if isinstance(target, ServerRequestContext):
@@ -718,6 +801,8 @@ class Gateway:
             update={"logger": server if params.logger is None else f"{server}/{params.logger}"}
         )
         notification = types.LoggingMessageNotification(params=named)
+        if isinstance(caller, _Rounds):
+            caller = caller.ctx
         if isinstance(caller, ServerRequestContext):
             connection = connection_of(caller)
             allowed = allowed_log_levels(caller.protocol_version, caller.meta)
@@ -898,6 +983,81 @@ class Gateway:
         control characters never reach a terminal."""
         shown = "".join(char if char.isprintable() else "\ufffd" for char in line)
         print(f"tool-index serve: {shown}", file=self.errlog, flush=True)
+
+
+@dataclass(eq=False)
+class _Ask:
+    """A question of an upstream server to a 2026-07-28 client, and its answer once it came."""
+
+    request: types.CreateMessageRequest | types.ElicitRequest | types.ListRootsRequest
+    sent: bool = False
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    answer: Any = None
+
+
+class _Rounds:
+    """A forwarded call of a 2026-07-28 client in rounds: that protocol has no requests from a
+    server, so the upstream's questions go to the client as input-required results and come back
+    in its retries, while the upstream call waits for them."""
+
+    def __init__(self, owner: tuple[str | None, str], ctx: ServerRequestContext[Any, Any]) -> None:
+        self.owner = owner
+        """Who may continue the call: the identity and session that started it."""
+        self.ctx = ctx
+        """The client's request of the latest round (its log messages and progress go there)."""
+        self.asks: dict[str, _Ask] = {}
+        self.scope = anyio.CancelScope()
+        self.done = anyio.Event()
+        self.result: types.CallToolResult | None = None
+        self._count = 0
+        self._wake = anyio.Event()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def ask(
+        self, request: types.CreateMessageRequest | types.ElicitRequest | types.ListRootsRequest
+    ) -> Any:
+        """Put a question to the client in the next round; its answer when it comes."""
+        self._count += 1
+        key = f"q{self._count}"
+        ask = self.asks[key] = _Ask(request)
+        self.wake()
+        try:
+            await ask.answered.wait()
+        finally:
+            del self.asks[key]
+        return ask.answer
+
+    def answer(self, responses: Mapping[str, Any]) -> None:
+        for key, response in responses.items():
+            ask = self.asks.get(key)
+            if ask is not None and ask.sent and not ask.answered.is_set():
+                ask.answer = response
+                ask.answered.set()
+
+    async def next_round(self, token: str) -> types.CallToolResult | types.InputRequiredResult:
+        """The call's result once it has one, or the questions asked since the last round."""
+        while True:
+            self._wake = anyio.Event()
+            if self.done.is_set():
+                return self.result or text_result("The call was cancelled.", is_error=True)
+            unsent = {key: ask for key, ask in self.asks.items() if not ask.sent}
+            if unsent:
+                for ask in unsent.values():
+                    ask.sent = True
+                requests = {key: ask.request for key, ask in unsent.items()}
+                return types.InputRequiredResult(input_requests=requests, request_state=token)
+            await self._wake.wait()
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        relay = _relay(self.ctx)
+        # Between two rounds no request of the client waits for it: dropped.
+        if relay is not None:
+            with contextlib.suppress(
+                MCPError, RuntimeError, anyio.ClosedResourceError, anyio.BrokenResourceError
+            ):
+                await relay(progress, total, message)
 
 
 class _Server(Server[Any]):
