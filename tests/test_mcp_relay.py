@@ -318,6 +318,27 @@ def test_a_call_in_rounds_is_continued_only_by_its_own_session(tmp_path: Path) -
                 assert isinstance(done, types.CallToolResult)
                 assert answer(done)["content"]["text"] == "alice's answer"
 
+                # An answer that is not one to the question fails the call, and only the call.
+                again = await alice.session.call_tool("call_tool", wrapped, allow_input_required=True)
+                assert isinstance(again, types.InputRequiredResult) and again.input_requests
+                [key] = again.input_requests
+                wrong = await alice.session.call_tool(
+                    "call_tool",
+                    wrapped,
+                    input_responses={key: types.ElicitResult(action="decline")},
+                    request_state=again.request_state,
+                    allow_input_required=True,
+                )
+                assert isinstance(wrong, types.CallToolResult) and wrong.is_error
+                assert text_of(wrong) == (
+                    "Calling mcp__up__ask_sampling failed: server 'up': the call of ask_sampling failed: "
+                    f"error {types.INVALID_PARAMS}: Sampling: the client's answer is not one."
+                )
+                assert (
+                    answer(await call(alice, "mcp__up__ask_sampling"))["content"]["text"]
+                    == "sampled by the client"
+                )
+
         anyio.run(run)
 
 

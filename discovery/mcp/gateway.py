@@ -36,6 +36,7 @@ from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from discovery.errors import ToolIndexError
 from discovery.index import ToolIndex
@@ -537,6 +538,8 @@ class Gateway:
                 rounds.result = await self.forward(
                     gateway_session, name, arguments, progress=rounds.progress, caller=rounds
                 )
+            except Exception as exc:  # noqa: BLE001 - raised in the client's request, as a direct call's
+                rounds.failure = exc
             finally:
                 rounds.done.set()
                 rounds.wake()
@@ -755,9 +758,11 @@ class Gateway:
                     message=f"{what} not supported: the gateway's client did not declare it",
                 )
             answer = await caller.ask(request)
-            return result_type.model_validate(
-                answer.model_dump(by_alias=True, mode="json", exclude_none=True)
-            )
+            try:
+                dumped = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+                return result_type.model_validate(dumped)
+            except (AttributeError, ValidationError):
+                return types.ErrorData(code=INVALID_PARAMS, message=f"{what}: the client's answer is not one")
         target: ServerRequestContext[Any, Any] | Connection
         if isinstance(caller, ServerRequestContext):
             target, connection, version = caller, connection_of(caller), caller.protocol_version
@@ -1009,6 +1014,8 @@ class _Rounds:
         self.scope = anyio.CancelScope()
         self.done = anyio.Event()
         self.result: types.CallToolResult | None = None
+        self.failure: Exception | None = None
+        """What the call raised (the database failed): the SDK answers it as an error."""
         self._count = 0
         self._wake = anyio.Event()
 
@@ -1041,6 +1048,8 @@ class _Rounds:
         while True:
             self._wake = anyio.Event()
             if self.done.is_set():
+                if self.failure is not None:
+                    raise self.failure
                 return self.result or text_result("The call was cancelled.", is_error=True)
             unsent = {key: ask for key, ask in self.asks.items() if not ask.sent}
             if unsent:
