@@ -15,6 +15,13 @@ seconds before serving. ``--bounds`` adds ``big`` (a text of ``size`` characters
 (adds the tool ``flooded``, then says its list changed ``count`` times in a burst). ``--slow``
 adds ``slow`` (answers after ``steps`` seconds, reporting its progress after each, when the caller
 asked for it) and ``described`` (with a title, annotations, an output schema and icons).
+``--relay`` adds ``ask_sampling``, ``ask_elicitation`` and ``ask_roots`` (ask the client after
+``delay`` seconds, and answer what it said or the error it gave; ``ask_sampling`` is listed only
+to a client that declared sampling), ``log`` (a log message ``text`` at ``level``, during the
+call or, with ``later``, after it on the connection) and ``freeze`` (blocks the whole process).
+``--events FILE`` appends a line to FILE for each cancelled call (``cancelled NAME``) and each
+roots change notification (``roots changed``). ``--legacy`` refuses 2026-07-28 (its
+``server/discover``), so a client falls back to the initialize handshake.
 """
 
 from __future__ import annotations
@@ -27,14 +34,18 @@ import os
 import signal
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import types
+from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.message import SessionMessage
+from mcp_types.jsonrpc import ErrorData, JSONRPCError, JSONRPCRequest
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 OBJECT: dict[str, Any] = {"type": "object"}
 
@@ -75,6 +86,9 @@ def main() -> None:
     parser.add_argument("--start-delay", type=float, default=0.0)
     parser.add_argument("--bounds", action="store_true")
     parser.add_argument("--slow", action="store_true")
+    parser.add_argument("--relay", action="store_true")
+    parser.add_argument("--events")
+    parser.add_argument("--legacy", action="store_true")
     options = parser.parse_args()
     if options.live_dir:
         marker = Path(options.live_dir) / f"{os.getpid()}.live"
@@ -125,8 +139,25 @@ def serve(options: argparse.Namespace) -> None:
                 icons=[types.Icon(src="https://example.com/icon.png", mime_type="image/png")],
             ),
         ]
+    if options.relay:
+        tools += [
+            types.Tool(name=name, description=description, input_schema=OBJECT)
+            for name, description in [
+                ("ask_sampling", "Ask the client's model to sample a message"),
+                ("ask_elicitation", "Ask the user for a value through the client"),
+                ("ask_roots", "Ask the client for its roots"),
+                ("log", "Send a log message to the client"),
+                ("freeze", "Block the whole server process"),
+            ]
+        ]
     bus = InMemorySubscriptionBus()
     connections: list[Any] = []
+    later: list[Any] = []
+
+    def record(event: str) -> None:
+        if options.events:
+            with open(options.events, "a", encoding="utf-8") as events:
+                events.write(f"{event}\n")
 
     def listed() -> list[types.Tool]:
         if not options.state or not Path(options.state).exists():
@@ -145,6 +176,10 @@ def serve(options: argparse.Namespace) -> None:
         await anyio.sleep(options.page_delay)
         start = int(params.cursor) if params and params.cursor else 0
         everything = listed()
+        capabilities = ctx.session.client_capabilities
+        if capabilities is None or capabilities.sampling is None:
+            # Listed only to a client that can sample, as server-everything does.
+            everything = [tool for tool in everything if tool.name != "ask_sampling"]
         end = start + options.page
         return types.ListToolsResult(
             tools=everything[start:end], next_cursor=str(end) if end < len(everything) else None
@@ -159,7 +194,7 @@ def serve(options: argparse.Namespace) -> None:
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         arguments = params.arguments or {}
         if params.name == "echo":
             text = str(arguments.get("text", ""))
@@ -189,10 +224,31 @@ def serve(options: argparse.Namespace) -> None:
             return types.CallToolResult(content=[types.TextContent(text="flooded")])
         if params.name == "slow":
             steps = int(arguments.get("steps", 3))
-            for step in range(1, steps + 1):
-                await anyio.sleep(1)
-                await ctx.session.report_progress(step, steps, f"step {step}")
+            try:
+                for step in range(1, steps + 1):
+                    await anyio.sleep(1)
+                    await ctx.session.report_progress(step, steps, f"step {step}")
+            except anyio.get_cancelled_exc_class():
+                record("cancelled slow")
+                raise
             return types.CallToolResult(content=[types.TextContent(text=f"slow: {steps} steps")])
+        if params.name.startswith("ask_"):
+            return await ask(ctx, params)
+        if params.name == "log":
+            entry = {
+                "level": arguments.get("level", "info"),
+                "data": arguments.get("text", ""),
+                "logger": "up",
+            }
+            if arguments.get("later"):
+                later.append((ctx.session._connection, entry))
+            else:
+                with warnings.catch_warnings():  # deprecated in 2026-07-28, still what 2025 servers do
+                    warnings.simplefilter("ignore")
+                    await ctx.session.send_log_message(entry["level"], entry["data"], "up", ctx.request_id)
+            return types.CallToolResult(content=[types.TextContent(text="logged")])
+        if params.name == "freeze":
+            time.sleep(3600)
         if params.name == "described":
             return types.CallToolResult(
                 content=[types.TextContent(text='{"ok": true}')], structured_content={"ok": True}
@@ -213,6 +269,58 @@ def serve(options: argparse.Namespace) -> None:
             )
         return types.CallToolResult(content=[types.TextContent(text=f"{params.name}: done")])
 
+    async def ask(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Ask the client as the protocol of the connection has it: a request of its own before
+        2026-07-28, an input request in the call's result (answered in its retry) since."""
+        request: types.CreateMessageRequest | types.ElicitRequest | types.ListRootsRequest
+        if params.name == "ask_sampling":
+            request = types.CreateMessageRequest(
+                params=types.CreateMessageRequestParams(
+                    messages=[
+                        types.SamplingMessage(role="user", content=types.TextContent(text="say something"))
+                    ],
+                    max_tokens=20,
+                )
+            )
+        elif params.name == "ask_elicitation":
+            request = types.ElicitRequest(
+                params=types.ElicitRequestFormParams(
+                    message="your name?",
+                    requested_schema={"type": "object", "properties": {"name": {"type": "string"}}},
+                )
+            )
+        else:
+            request = types.ListRootsRequest()
+        await anyio.sleep(float((params.arguments or {}).get("delay", 0)))
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            if not params.input_responses or "asked" not in params.input_responses:
+                return types.InputRequiredResult(input_requests={"asked": request}, request_state="asked")
+            answer: dict[str, Any] = params.input_responses["asked"].model_dump(
+                mode="json", exclude_none=True
+            )
+        else:
+            try:
+                answer = await ctx.session._connection.send_raw_request(
+                    request.method,
+                    request.model_dump(by_alias=True, mode="json", exclude_none=True).get("params"),
+                )
+            except MCPError as exc:
+                answer = {"error": exc.code, "message": exc.message}
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps(answer, sort_keys=True))])
+
+    async def send_later(task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            await anyio.sleep(0.2)
+            while later:
+                connection, entry = later.pop(0)
+                await connection.notify("notifications/message", entry)
+
+    async def roots_changed(ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
+        record("roots changed")
+
     server: Server[Any] = Server(
         "upstream",
         version="1",
@@ -220,19 +328,45 @@ def serve(options: argparse.Namespace) -> None:
         on_call_tool=call_tool,
         on_subscriptions_listen=ListenHandler(bus),
     )
+    server.add_notification_handler(
+        "notifications/roots/list_changed", types.NotificationParams, roots_changed
+    )
     if options.http:
         anyio.run(serve_http, server)
     else:
-        anyio.run(serve_stdio, server)
+        anyio.run(serve_stdio, server, send_later, options.legacy)
 
 
-async def serve_stdio(server: Server[Any]) -> None:
-    async with stdio_server() as (read_stream, write_stream):
+async def serve_stdio(server: Server[Any], send_later: Any, legacy: bool = False) -> None:
+    async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as group:
+        await group.start(send_later)
+        if legacy:
+            read_stream = await group.start(without_discover, read_stream, write_stream)
         await server.run(
             read_stream,
             write_stream,
             server.create_initialization_options(NotificationOptions(tools_changed=True)),
         )
+        group.cancel_scope.cancel()
+
+
+async def without_discover(
+    read_stream: Any, write_stream: Any, *, task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """The messages of ``read_stream`` but ``server/discover``, answered "method not found" as a
+    server older than 2026-07-28 does (the SDK's server takes any first discover as 2026-07-28)."""
+    send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](100)
+    task_status.started(receive)
+    async with send:
+        async for message in read_stream:
+            request = message.message if isinstance(message, SessionMessage) else None
+            if isinstance(request, JSONRPCRequest) and request.method == "server/discover":
+                error = ErrorData(code=types.METHOD_NOT_FOUND, message="Method not found")
+                await write_stream.send(
+                    SessionMessage(JSONRPCError(jsonrpc="2.0", id=request.id, error=error))
+                )
+                continue
+            await send.send(message)
 
 
 async def serve_http(server: Server[Any]) -> None:

@@ -73,8 +73,8 @@ def test_a_call_longer_than_the_call_timeout_is_an_error(tmp_path: Path) -> None
             late = await call(client, "mcp__up__slow", {"steps": 3})
             assert late.is_error
             assert text_of(late) == (
-                "Calling mcp__up__slow failed: server 'up': slow did not answer within 1 s; the server is "
-                "restarted on the next call."
+                "Calling mcp__up__slow failed: server 'up': slow did not answer within 1 s; the call was "
+                "cancelled on the server."
             )
 
     anyio.run(run)

@@ -10,27 +10,33 @@ connected when a call needs them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import secrets
 import sys
 import time
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, TextIO, TypeVar, get_args
 
 import anyio
 import anyio.to_thread
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
-from mcp.server.connection import Connection
+from mcp.server.connection import Connection, allowed_log_levels
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.dispatcher import ProgressFnT
-from mcp_types import INVALID_PARAMS
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from discovery._index import ToolIndex
 from discovery._mcp.config import McpConfig
@@ -48,6 +54,7 @@ from discovery._mcp.upstreams import (
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_MAX_STARTING,
     DEFAULT_TIMEOUT,
+    SamplingAnswer,
     UpstreamError,
     Upstreams,
     route,
@@ -65,6 +72,10 @@ DEFAULT_SESSION_CACHE = 256
 """Sessions kept in memory, the most recently used; another is read again from the database
 when it is next used. Each holds its pins and a cached view: a client naming sessions at random
 must not grow the process without bound."""
+LOG_LEVELS: tuple[types.LoggingLevel, ...] = get_args(types.LoggingLevel)
+"""Log levels from the least severe up."""
+LOG_LEVEL = "tool_index.log_level"
+"""The key of a client connection's state where the level it set (logging/setLevel) is kept."""
 IDENTITY = "tool_index.identity"
 """The key of the ASGI scope where ``serve --tokens`` puts the identity whose token a request
 carried (``discovery._mcp.serve``)."""
@@ -184,6 +195,7 @@ class Gateway:
             max_starting=options.max_starting,
             max_result_bytes=options.max_result_bytes,
             call_timeout=options.call_timeout,
+            peer=self,
         )
         self.sessions: OrderedDict[tuple[str | None, str], GatewaySession] = OrderedDict()
         """The sessions in memory by (identity, id), least recently used first."""
@@ -192,6 +204,9 @@ class Gateway:
         # transport ends idle connections): nothing here outlives the clients.
         self._by_connection: weakref.WeakKeyDictionary[Connection, str] = weakref.WeakKeyDictionary()
         self._clients: weakref.WeakKeyDictionary[Connection, set[str]] = weakref.WeakKeyDictionary()
+        self._recent: weakref.ref[Connection] | None = None
+        """The handshake-era client connection that made the latest request: what an upstream
+        asks outside any call goes to it."""
         self._opening = anyio.Lock()
         self._connecting = anyio.Lock()
         self._buses: dict[str, tuple[InMemorySubscriptionBus, ListenHandler, int]] = {}
@@ -200,6 +215,8 @@ class Gateway:
         """Each server's tools as this gateway last listed them (a sync): what the catalog does
         not keep (title, annotations, output schema, icons) for ``expose_active`` listings."""
         self._draining = False
+        self._rounds: dict[str, _Rounds] = {}
+        """The calls of 2026-07-28 clients that go in rounds, by the ``requestState`` naming each."""
         self.server: Server[Any] = _Server(
             NotificationOptions(tools_changed=options.expose_active),
             "tool-index",
@@ -209,6 +226,12 @@ class Gateway:
             on_call_tool=self._call_tool,
             on_subscriptions_listen=self._listen,
             get_tool_input_schema=self._input_schema,
+        )
+        # Registered apart: the constructor's arguments for them warn that they are deprecated in
+        # 2026-07-28, and handshake-era clients (most of them) still use both.
+        self.server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._set_level)
+        self.server.add_notification_handler(
+            "notifications/roots/list_changed", types.NotificationParams, self._roots_changed
         )
 
     async def __aenter__(self) -> Gateway:
@@ -337,6 +360,7 @@ class Gateway:
                 raise MCPError(INVALID_PARAMS, f"session {wanted!r}: {exc}") from exc
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             self._clients.setdefault(connection_of(ctx), set()).add(gateway_session.id)
+            self._recent = weakref.ref(connection_of(ctx))
         return gateway_session
 
     async def _connection_session(
@@ -413,7 +437,7 @@ class Gateway:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         try:
             gateway_session = await self.session_of(ctx)
         except NotYourSession as exc:
@@ -430,9 +454,9 @@ class Gateway:
             inner = (arguments or {}).get("arguments")
             if inner is not None and not isinstance(inner, dict):
                 return text_result("call_tool: `arguments` must be an object ({} for none).", is_error=True)
-            return await self.forward(gateway_session, name, inner, progress=_relay(ctx))
+            return await self._forward_for(ctx, params, gateway_session, name, inner)
         if self.options.expose_active:
-            return await self.forward(gateway_session, params.name, arguments or {}, progress=_relay(ctx))
+            return await self._forward_for(ctx, params, gateway_session, params.name, arguments or {})
         return text_result(
             f"Unknown tool {params.name!r}: call search_tool_bm25 to find tools, then call_tool to call "
             "them.",
@@ -452,6 +476,78 @@ class Gateway:
                 await self._notify(gateway_session.id)
         return text_result(outcome.text, is_error=outcome.is_error)
 
+    async def _forward_for(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: types.CallToolRequestParams,
+        gateway_session: GatewaySession,
+        name: str,
+        arguments: dict[str, Any] | None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """``forward`` for the client's request ``ctx``. A 2026-07-28 client that can be asked
+        something (it declared sampling, elicitation or roots) gets the call in rounds: the
+        upstream call runs apart, each question of its server ends the client's request with an
+        input-required result, and the client's retry (its ``requestState`` names the call)
+        brings the answers back and waits on."""
+        capabilities = ctx.session.client_capabilities
+        askable = capabilities is not None and (
+            capabilities.sampling is not None
+            or capabilities.elicitation is not None
+            or capabilities.roots is not None
+        )
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS or not askable:
+            return await self.forward(gateway_session, name, arguments, progress=_relay(ctx), caller=ctx)
+        owner = (self._identity(ctx), gateway_session.id)
+        token = params.request_state
+        if token is not None:
+            rounds = self._rounds.get(token)
+            if rounds is None or rounds.owner != owner:
+                return text_result(
+                    f"Calling {name} failed: its requestState names no call in progress here (it ended, "
+                    "or the gateway restarted): call it again.",
+                    is_error=True,
+                )
+            rounds.ctx = ctx
+            rounds.answer(params.input_responses or {})
+        else:
+            token = secrets.token_urlsafe(24)
+            rounds = self._rounds[token] = _Rounds(owner, ctx)
+            self.upstreams.start_soon(
+                partial(self._run_rounds, token, rounds, gateway_session, name, arguments)
+            )
+        try:
+            return await rounds.next_round(token)
+        except anyio.get_cancelled_exc_class():
+            rounds.scope.cancel()  # the client cancelled the call: so is its upstream call
+            self._rounds.pop(token, None)
+            raise
+        finally:
+            if rounds.done.is_set():
+                self._rounds.pop(token, None)
+
+    async def _run_rounds(
+        self,
+        token: str,
+        rounds: _Rounds,
+        gateway_session: GatewaySession,
+        name: str,
+        arguments: dict[str, Any] | None,
+    ) -> None:
+        with rounds.scope:
+            try:
+                rounds.result = await self.forward(
+                    gateway_session, name, arguments, progress=rounds.progress, caller=rounds
+                )
+            except Exception as exc:  # noqa: BLE001 - raised in the client's request, as a direct call's
+                rounds.failure = exc
+            finally:
+                rounds.done.set()
+                rounds.wake()
+        if token in self._rounds:
+            # A result its client has not come back for waits as long as a call may take.
+            await anyio.sleep(self.options.call_timeout)
+            self._rounds.pop(token, None)
+
     async def forward(
         self,
         gateway_session: GatewaySession,
@@ -459,10 +555,12 @@ class Gateway:
         arguments: dict[str, Any] | None,
         *,
         progress: ProgressFnT | None = None,
+        caller: object | None = None,
     ) -> types.CallToolResult:
         """Call the activated tool ``name`` on its server; every call is logged, never its
         arguments or result. ``arguments`` ``None`` describes the tool instead of calling it.
-        ``progress`` gets the server's progress notifications (the caller asked for them)."""
+        ``progress`` gets the server's progress notifications (the caller asked for them);
+        ``caller``, the client's request, gets what the server asks during the call."""
         started = time.perf_counter()
         tool, active = await self.library.run(gateway_session.resolve, name)
         # The server and upstream name come from the record the model was shown (and its pin).
@@ -477,7 +575,7 @@ class Gateway:
         assert tool is not None and located is not None
         if arguments is None:
             await self._log(gateway_session, name, server, started, False, "described")
-            return text_result(_described(tool.description, tool.input_schema, name), is_error=False)
+            return text_result(_described(self._listed_tool(tool)), is_error=False)
         if not gateway_session.stored:
             try:
                 # The call is logged, so the session is stored first (active at the start of a new one).
@@ -486,10 +584,17 @@ class Gateway:
                 return text_result(f"Refused: {exc}.", is_error=True)
         upstream = self.upstreams.upstream(located[0])
         try:
-            result = await self.upstreams.call_upstream(upstream, located[1], arguments, progress=progress)
+            result = await self.upstreams.call_upstream(
+                upstream, located[1], arguments, progress=progress, caller=caller
+            )
         except UpstreamError as exc:
             await self._log(gateway_session, name, server, started, True, "server failed")
             return text_result(f"Calling {name} failed: {exc}.", is_error=True)
+        except anyio.get_cancelled_exc_class():
+            # The client cancelled the call (or the gateway is stopping): the server was told, and
+            # the client gets no answer; the log still says the call was made.
+            await self._log(gateway_session, name, server, started, True, "cancelled")
+            raise
         await self._log(gateway_session, name, server, started, result.is_error, "called")
         return result.model_copy(update={"meta": None})
 
@@ -595,6 +700,141 @@ class Gateway:
     def _pin_missing(self, gateway_session: GatewaySession, name: str) -> None:
         if name not in gateway_session.pins:
             gateway_session.pin([name])
+
+    # What upstream servers ask of the client, and their log messages
+
+    async def sampling(
+        self, server: str, caller: object | None, params: types.CreateMessageRequestParams
+    ) -> SamplingAnswer:
+        result_type = types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
+        answer: SamplingAnswer = await self._ask(
+            caller,
+            types.CreateMessageRequest(params=params),
+            result_type,
+            types.ClientCapabilities(sampling=types.SamplingCapability()),
+            "Sampling",
+        )
+        return answer
+
+    async def elicitation(
+        self, server: str, caller: object | None, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        answer: types.ElicitResult | types.ErrorData = await self._ask(
+            caller,
+            types.ElicitRequest(params=params),
+            types.ElicitResult,
+            types.ClientCapabilities(elicitation=types.ElicitationCapability()),
+            "Elicitation",
+        )
+        return answer
+
+    async def roots(self, server: str, caller: object | None) -> types.ListRootsResult | types.ErrorData:
+        answer: types.ListRootsResult | types.ErrorData = await self._ask(
+            caller,
+            types.ListRootsRequest(),
+            types.ListRootsResult,
+            types.ClientCapabilities(roots=types.RootsCapability()),
+            "List roots",
+        )
+        return answer
+
+    async def _ask(
+        self,
+        caller: object | None,
+        request: types.CreateMessageRequest | types.ElicitRequest | types.ListRootsRequest,
+        result_type: type[Any],
+        needs: types.ClientCapabilities,
+        what: str,
+    ) -> Any:
+        """Ask the client what an upstream asks: the client of the call in flight (on its
+        request's stream), or outside any call the handshake-era client that made the latest
+        request (none when sessions belong to identities). What that client did not declare, or
+        cannot be asked, is the error the SDK answers for a capability a client lacks (invalid
+        request), never a wait."""
+        if isinstance(caller, _Rounds):
+            if not caller.ctx.session.check_client_capability(needs):
+                return types.ErrorData(
+                    code=INVALID_REQUEST,
+                    message=f"{what} not supported: the gateway's client did not declare it",
+                )
+            answer = await caller.ask(request)
+            try:
+                dumped = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+                return result_type.model_validate(dumped)
+            except (AttributeError, ValidationError):
+                return types.ErrorData(code=INVALID_PARAMS, message=f"{what}: the client's answer is not one")
+        target: ServerRequestContext[Any, Any] | Connection
+        if isinstance(caller, ServerRequestContext):
+            target, connection, version = caller, connection_of(caller), caller.protocol_version
+        else:
+            # With identities, a request outside any call belongs to no one: never another's client.
+            recent = self._recent() if self._recent is not None and not self.options.identities else None
+            if recent is None:
+                return types.ErrorData(
+                    code=INVALID_REQUEST, message=f"{what} not supported: no client is calling a tool now"
+                )
+            target, connection, version = recent, recent, recent.protocol_version
+        if not connection.check_capability(needs):
+            return types.ErrorData(
+                code=INVALID_REQUEST, message=f"{what} not supported: the gateway's client did not declare it"
+            )
+        if version in MODERN_PROTOCOL_VERSIONS:  # a 2026-07-28 client is asked in rounds, never outside
+            return types.ErrorData(
+                code=INVALID_REQUEST,
+                message=f"{what} not supported: the gateway's client speaks {version}, which has no "
+                "requests from a server outside a call",
+            )
+        try:
+            if isinstance(target, ServerRequestContext):
+                metadata = ServerMessageMetadata(related_request_id=target.request_id)
+                return await target.session.send_request(request, result_type, metadata=metadata)
+            return await connection.send_request(request, result_type=result_type)
+        except MCPError as exc:  # the client's own answer, passed on as it came
+            return exc.error
+        except (NoBackChannelError, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return types.ErrorData(code=INTERNAL_ERROR, message=f"{what}: the gateway's client is gone")
+
+    async def log(
+        self, server: str, caller: object | None, params: types.LoggingMessageNotificationParams
+    ) -> None:
+        """An upstream's log message goes to the client of the call in flight on that server
+        (on 2026-07-28, only at the level that call asked for), or outside any call to every
+        handshake-era client (to none when sessions belong to identities); ``logger`` names the
+        server first. A client that set a level
+        (logging/setLevel) gets nothing below it."""
+        named = params.model_copy(
+            update={"logger": server if params.logger is None else f"{server}/{params.logger}"}
+        )
+        notification = types.LoggingMessageNotification(params=named)
+        if isinstance(caller, _Rounds):
+            caller = caller.ctx
+        if isinstance(caller, ServerRequestContext):
+            connection = connection_of(caller)
+            allowed = allowed_log_levels(caller.protocol_version, caller.meta)
+            if params.level in allowed and _wants(connection, params.level):
+                try:
+                    await caller.session.send_notification(notification, related_request_id=caller.request_id)
+                except (MCPError, RuntimeError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+                    # The call ended meanwhile, or its client went away.
+                    self.say(f"a log message of server {server!r} was not passed on: {exc}")
+            return
+        if self.options.identities:
+            return  # a message outside any call is for no one in particular: not for everyone
+        dumped = named.model_dump(by_alias=True, mode="json", exclude_none=True)
+        for connection in list(self._clients):
+            if _wants(connection, params.level):
+                await connection.notify("notifications/message", dumped)
+
+    async def _set_level(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        connection_of(ctx).state[LOG_LEVEL] = params.level
+        return types.EmptyResult()
+
+    async def _roots_changed(
+        self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams
+    ) -> None:
+        await self.upstreams.roots_changed()
 
     # Change notifications
 
@@ -750,6 +990,85 @@ class Gateway:
         print(f"tool-index serve: {shown}", file=self.errlog, flush=True)
 
 
+@dataclass(eq=False)
+class _Ask:
+    """A question of an upstream server to a 2026-07-28 client, and its answer once it came."""
+
+    request: types.CreateMessageRequest | types.ElicitRequest | types.ListRootsRequest
+    sent: bool = False
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    answer: Any = None
+
+
+class _Rounds:
+    """A forwarded call of a 2026-07-28 client in rounds: that protocol has no requests from a
+    server, so the upstream's questions go to the client as input-required results and come back
+    in its retries, while the upstream call waits for them."""
+
+    def __init__(self, owner: tuple[str | None, str], ctx: ServerRequestContext[Any, Any]) -> None:
+        self.owner = owner
+        """Who may continue the call: the identity and session that started it."""
+        self.ctx = ctx
+        """The client's request of the latest round (its log messages and progress go there)."""
+        self.asks: dict[str, _Ask] = {}
+        self.scope = anyio.CancelScope()
+        self.done = anyio.Event()
+        self.result: types.CallToolResult | None = None
+        self.failure: Exception | None = None
+        """What the call raised (the database failed): the SDK answers it as an error."""
+        self._count = 0
+        self._wake = anyio.Event()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def ask(
+        self, request: types.CreateMessageRequest | types.ElicitRequest | types.ListRootsRequest
+    ) -> Any:
+        """Put a question to the client in the next round; its answer when it comes."""
+        self._count += 1
+        key = f"q{self._count}"
+        ask = self.asks[key] = _Ask(request)
+        self.wake()
+        try:
+            await ask.answered.wait()
+        finally:
+            del self.asks[key]
+        return ask.answer
+
+    def answer(self, responses: Mapping[str, Any]) -> None:
+        for key, response in responses.items():
+            ask = self.asks.get(key)
+            if ask is not None and ask.sent and not ask.answered.is_set():
+                ask.answer = response
+                ask.answered.set()
+
+    async def next_round(self, token: str) -> types.CallToolResult | types.InputRequiredResult:
+        """The call's result once it has one, or the questions asked since the last round."""
+        while True:
+            self._wake = anyio.Event()
+            if self.done.is_set():
+                if self.failure is not None:
+                    raise self.failure
+                return self.result or text_result("The call was cancelled.", is_error=True)
+            unsent = {key: ask for key, ask in self.asks.items() if not ask.sent}
+            if unsent:
+                for ask in unsent.values():
+                    ask.sent = True
+                requests = {key: ask.request for key, ask in unsent.items()}
+                return types.InputRequiredResult(input_requests=requests, request_state=token)
+            await self._wake.wait()
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        relay = _relay(self.ctx)
+        # Between two rounds no request of the client waits for it: dropped.
+        if relay is not None:
+            with contextlib.suppress(
+                MCPError, RuntimeError, anyio.ClosedResourceError, anyio.BrokenResourceError
+            ):
+                await relay(progress, total, message)
+
+
 class _Server(Server[Any]):
     """A ``Server`` whose capabilities say whether its tools/list changes, on every transport:
     the HTTP session manager asks for the initialization options itself, with no arguments."""
@@ -769,17 +1088,29 @@ class _Server(Server[Any]):
         )
 
 
-def _described(description: str, schema: Any, name: str) -> str:
-    return json.dumps(
-        {
-            "name": name,
-            "description": description,
-            "input_schema": schema,
-            "call": "call_tool with arguments",
-        },
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+def _described(tool: types.Tool) -> str:
+    """``call_tool``'s answer without arguments: the tool as ``expose_active`` lists it."""
+    described: dict[str, Any] = {"name": tool.name}
+    if tool.title is not None:
+        described["title"] = tool.title
+    described["description"] = tool.description
+    described["input_schema"] = tool.input_schema
+    if tool.output_schema is not None:
+        described["output_schema"] = tool.output_schema
+    if tool.annotations is not None:
+        described["annotations"] = tool.annotations.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if tool.icons is not None:
+        described["icons"] = [
+            icon.model_dump(by_alias=True, mode="json", exclude_none=True) for icon in tool.icons
+        ]
+    described["call"] = "call_tool with arguments"
+    return json.dumps(described, ensure_ascii=False, separators=(",", ":"))
+
+
+def _wants(connection: Connection, level: types.LoggingLevel) -> bool:
+    """Whether a client wants a log message of ``level``: at or above the level it set, if any."""
+    minimum = connection.state.get(LOG_LEVEL)
+    return minimum not in LOG_LEVELS or LOG_LEVELS.index(level) >= LOG_LEVELS.index(minimum)
 
 
 def _version() -> str:

@@ -13,22 +13,25 @@ import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 import anyio
 import anyio.abc
 import httpx2
 from mcp import Client, MCPError, StdioServerParameters, types
-from mcp.client.session import IncomingMessage
+from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.message import SessionMessage
+from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from discovery._mcp.config import HttpServer, McpConfig, ServerConfig, StdioServer, load_config
 from discovery.errors import ToolIndexError
@@ -53,6 +56,34 @@ rest): a model cannot use more, and a gateway holding many such answers runs out
 MAX_PAGES = 1000
 """tools/list pages read from one server before it counts as a server that never ends its list."""
 MCP_PREFIX = "mcp__"
+
+
+CALLER: ContextVar[object | None] = ContextVar("tool_index_upstream_caller", default=None)
+"""Who a tool call is made for (the gateway's request), while the call runs: what an upstream asks
+during it (a 2026-07-28 server's input requests, answered in the caller's own task) goes to them."""
+
+SamplingAnswer = types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData
+
+
+class UpstreamPeer(Protocol):
+    """Whoever answers what upstream servers ask of their client (sampling, elicitation, roots)
+    and hears their log messages: the gateway, which passes them on to its own client.
+    ``caller`` is who the call in flight on that server was made for (``call_upstream``'s
+    ``caller``), or ``None`` when the server asks outside any call."""
+
+    async def sampling(
+        self, server: str, caller: object | None, params: types.CreateMessageRequestParams
+    ) -> SamplingAnswer: ...
+
+    async def elicitation(
+        self, server: str, caller: object | None, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData: ...
+
+    async def roots(self, server: str, caller: object | None) -> types.ListRootsResult | types.ErrorData: ...
+
+    async def log(
+        self, server: str, caller: object | None, params: types.LoggingMessageNotificationParams
+    ) -> None: ...
 
 
 class UpstreamError(ToolIndexError):
@@ -159,6 +190,7 @@ class Upstream:
         errlog: TextIO,
         on_tools_changed: Callable[[str], None] | None,
         starting: anyio.Semaphore | None = None,
+        peer: UpstreamPeer | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
@@ -176,6 +208,23 @@ class Upstream:
         self.calls = 0
         """Tool calls made on this server: a sync that opened the connection closes it after
         itself only when no call has used it meanwhile (closing would fail the call)."""
+        self._peer = peer
+        self.callers: dict[object, object] = {}
+        """Who each call in flight on this server is made for, the most recent last."""
+
+    def caller(self) -> object | None:
+        """Who a request of the server is for: the caller of the call whose task asks (a
+        2026-07-28 server's input requests), else of the most recent call in flight (a
+        handshake-era request carries nothing that names its call), else ``None``."""
+        caller = CALLER.get()
+        if caller is None and self.callers:
+            caller = next(reversed(self.callers.values()))
+        return caller
+
+    @property
+    def live(self) -> Client | None:
+        """The connection when it is open, without opening one."""
+        return self._client if self.connected else None
 
     @property
     def connected(self) -> bool:
@@ -215,6 +264,9 @@ class Upstream:
         """Hold one connection open until ``stop``, or until the server's side ends; ``ended`` is
         set once the connection is closed (a stdio server's process has exited or been killed)."""
         started = False
+        # This task reads the server's messages and answers its requests: they belong to no call
+        # in it, whichever call opened the connection.
+        CALLER.set(None)
         try:
             async with AsyncExitStack() as stack:
                 client = Client(
@@ -222,6 +274,7 @@ class Upstream:
                     read_timeout_seconds=self.timeout,
                     message_handler=self._message,
                     cache=None,  # a re-sync must see the server's list, never a cached copy
+                    **self._callbacks(),
                 )
                 await stack.enter_async_context(client)
                 watchers = await stack.enter_async_context(anyio.create_task_group())
@@ -240,6 +293,45 @@ class Upstream:
         finally:
             closed.set()
             ended.set()
+
+    def _callbacks(self) -> dict[str, Any]:
+        """Every connection says it can sample, elicit and list roots: some servers list tools
+        only to a client that can (server-everything's sampling and elicitation tools), and
+        ``sync`` must see the tools ``serve`` serves. Whether the client behind can is known only
+        when a server asks (one connection serves every client of a gateway), and without a
+        peer (``sync``, a Python host) the answer is the SDK's error for a missing capability.
+        With a peer, 2026-07-28 servers are asked for their log messages of every level."""
+        callbacks: dict[str, Any] = {
+            "sampling_callback": self._sampling,
+            "elicitation_callback": self._elicitation,
+            "list_roots_callback": self._roots,
+        }
+        if self._peer is not None:
+            callbacks.update(logging_callback=self._log, log_level="debug")
+        return callbacks
+
+    async def _sampling(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> SamplingAnswer:
+        if self._peer is None:
+            return _unsupported("Sampling")
+        return await self._peer.sampling(self.name, self.caller(), params)
+
+    async def _elicitation(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        if self._peer is None:
+            return _unsupported("Elicitation")
+        return await self._peer.elicitation(self.name, self.caller(), params)
+
+    async def _roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+        if self._peer is None:
+            return _unsupported("List roots")
+        return await self._peer.roots(self.name, self.caller())
+
+    async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
+        assert self._peer is not None
+        await self._peer.log(self.name, self.caller(), params)
 
     async def _transport(self, stack: AsyncExitStack, closed: anyio.Event) -> Any:
         config = self.config
@@ -331,6 +423,10 @@ async def _first(*waits: Callable[[], Awaitable[Any]]) -> None:
             group.start_soon(run, wait)
 
 
+def _unsupported(what: str) -> types.ErrorData:
+    return types.ErrorData(code=INVALID_REQUEST, message=f"{what} not supported: no client is connected")
+
+
 def _reason(exc: BaseException) -> str:
     """What went wrong, in one line, from the innermost exception of a group."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -369,8 +465,10 @@ class Upstreams:
         max_starting: int = DEFAULT_MAX_STARTING,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        peer: UpstreamPeer | None = None,
     ) -> None:
         self.config = config
+        self.peer = peer
         self.timeout = timeout
         self.call_timeout = call_timeout
         self.max_starting = max_starting
@@ -391,6 +489,7 @@ class Upstreams:
             errlog=self._errlog,
             on_tools_changed=self._tools_changed,
             starting=self._starting,
+            peer=self.peer,
         )
 
     async def reconfigure(self, config: McpConfig) -> tuple[list[str], list[str], list[str]]:
@@ -501,14 +600,21 @@ class Upstreams:
         raise UpstreamError(server, f"tools/list did not end after {MAX_PAGES} pages")
 
     async def call(
-        self, name: str, arguments: dict[str, Any] | None = None, *, progress: ProgressFnT | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        progress: ProgressFnT | None = None,
+        caller: object | None = None,
     ) -> types.CallToolResult:
         """Call the tool that the catalog names ``name`` on its server, and return its result as
         it came (an ``isError`` result included); a server that cannot answer within
         ``call_timeout``, or answers more than ``max_result_bytes``, is an ``UpstreamError``.
-        ``progress`` gets the server's progress notifications of the call."""
+        ``progress`` gets the server's progress notifications of the call; what the server asks
+        during it goes to the peer with ``caller``. A call cancelled by the caller (its task's
+        scope) is cancelled on the server too, whose connection stays open."""
         upstream, tool = self.locate(name)
-        return await self.call_upstream(upstream, tool, arguments, progress=progress)
+        return await self.call_upstream(upstream, tool, arguments, progress=progress, caller=caller)
 
     async def call_upstream(
         self,
@@ -517,27 +623,57 @@ class Upstreams:
         arguments: dict[str, Any] | None,
         *,
         progress: ProgressFnT | None = None,
+        caller: object | None = None,
     ) -> types.CallToolResult:
         upstream.calls += 1
         client = await self._client(upstream)
+        key = object()
+        if caller is not None:
+            upstream.callers[key] = caller
+        # Set only now: the connection's own tasks, started by the first call, never see it.
+        token = CALLER.set(caller)
         try:
+            # Cancelled here (the caller's scope, or the call timeout below), the SDK tells the
+            # server with notifications/cancelled before the cancellation goes on.
             with anyio.fail_after(self.call_timeout):
                 result = await client.call_tool(
                     tool, arguments, read_timeout_seconds=self.call_timeout, progress_callback=progress
                 )
         except TimeoutError:
+            if await self._answers(client):
+                raise UpstreamError(
+                    upstream.name,
+                    f"{tool} did not answer within {self.call_timeout:g} s; the call was cancelled on the "
+                    "server",
+                ) from None
             upstream.reset(client)
             raise UpstreamError(
                 upstream.name,
-                f"{tool} did not answer within {self.call_timeout:g} s; the server is restarted on the "
-                "next call",
+                f"{tool} did not answer within {self.call_timeout:g} s, nor the server to tools/list "
+                "afterwards; the server is restarted on the next call",
             ) from None
+        except MCPError as exc:
+            if exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
+                upstream.mark_broken()
+                raise UpstreamError(
+                    upstream.name,
+                    f"the call of {tool} failed ({_reason(exc)}); the server is restarted on the next call",
+                ) from exc
+            # An error answer (the server's, or the client's to what the server asked): the
+            # connection is sound.
+            said = " ".join(exc.message.split())[:300]
+            raise UpstreamError(
+                upstream.name, f"the call of {tool} failed: error {exc.code}: {said}"
+            ) from exc
         except Exception as exc:
             upstream.mark_broken()
             raise UpstreamError(
                 upstream.name,
                 f"the call of {tool} failed ({_reason(exc)}); the server is restarted on the next call",
             ) from exc
+        finally:
+            CALLER.reset(token)
+            upstream.callers.pop(key, None)
         size = len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
         if size > self.max_result_bytes:
             upstream.reset(client)
@@ -547,6 +683,37 @@ class Upstreams:
                 f"{self.max_result_bytes}) and was not forwarded; the server is restarted on the next call",
             )
         return result
+
+    async def _answers(self, client: Client) -> bool:
+        """Whether a server whose call timed out (and was cancelled) still answers: its
+        connection, and what the server holds for its other callers, is kept only then. A server
+        that no longer reads its input would time every later call out."""
+        try:
+            with anyio.fail_after(self.timeout):
+                await client.list_tools()
+        except (
+            TimeoutError,
+            MCPError,
+            anyio.ClosedResourceError,
+            anyio.BrokenResourceError,
+            ValidationError,
+        ):
+            return False
+        return True
+
+    async def roots_changed(self) -> None:
+        """Tell every open handshake-era connection that the client's roots changed (the
+        connections said they can list roots, and their list may change). 2026-07-28 has no
+        such notification: servers ask for the roots in each call that needs them."""
+        for upstream in list(self.servers.values()):
+            client = upstream.live
+            if client is None or client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                continue
+            try:
+                await client.session.send_notification(types.RootsListChangedNotification())
+            except (MCPError, RuntimeError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+                # A connection that just ended is opened again when next needed.
+                logger.info("server %r: roots change not sent: %s", upstream.name, _reason(exc))
 
     async def _client(self, upstream: Upstream) -> Client:
         if self._group is None:

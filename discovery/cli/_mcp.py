@@ -90,7 +90,8 @@ call_timeout_option = click.option(
     default=300.0,
     show_default=True,
     metavar="SECONDS",
-    help="Longest wait for one tool call's answer; then its server is restarted on the next call.",
+    help="Longest wait for one tool call's answer; then the call is cancelled on its server (restarted "
+    "on the next call if it no longer answers).",
 )
 max_starting_option = click.option(
     "--max-starting",

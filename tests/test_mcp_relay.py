@@ -1,0 +1,453 @@
+"""What passes through ``serve`` besides tool calls: cancellation (the client's, and the call
+timeout's) reaching the upstream, whose connection stays open; an upstream's sampling,
+elicitation and roots requests and its log messages reaching the client; the client's roots
+changes reaching the upstreams; and the whole of a tool's listing in ``call_tool``'s description.
+Real parts: ``tool-index serve`` processes driven by the SDK's ``Client``, upstreams
+(``tests/mcp_upstream.py --relay``) as processes over stdio."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, types
+from mcp.client.session import ClientRequestContext
+from mcp.client.stdio import stdio_client
+from pydantic import FileUrl
+
+from tests.mcp_helpers import (
+    WAIT,
+    call,
+    cli,
+    eventually,
+    http_gateway,
+    search,
+    serve_parameters,
+    stdio_gateway,
+    text_of,
+    upstream_entry,
+    write_config,
+)
+
+UPSTREAM_MODES = ["modern", "legacy"]
+"""How the gateway's connection to the upstream goes: 2026-07-28 (input requests embedded in a
+call's result), or the initialize handshake (requests of the server's own)."""
+
+
+def setup(tmp_path: Path, *extra: str) -> tuple[str, Path, Path, Path]:
+    """A synced database, its config (one upstream 'up'), the upstream's event file and the
+    directory that counts its starts."""
+    events = tmp_path / "events"
+    live = tmp_path / "live"
+    live.mkdir()
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    args = ("--slow", "--relay", "--events", str(events), "--live-dir", str(live), *extra)
+    config = write_config(tmp_path, {"up": upstream_entry(*args)})
+    done = cli(db, "sync", "--config", str(config))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (live / "counts").unlink()  # the gateway's starts are counted, not the sync's
+    return db, config, events, live
+
+
+def events_of(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+def starts(live: Path) -> int:
+    counts = live / "counts"
+    return len(counts.read_text().splitlines()) if counts.exists() else 0
+
+
+async def activate(client: Client, *names: str) -> None:
+    for name in names:
+        query = {
+            "slow": "answer slowly reporting progress",
+            "echo": "echo a text back",
+            "ask_sampling": "ask the client's model to sample a message",
+            "ask_elicitation": "ask the user for a value through the client",
+            "ask_roots": "ask the client for its roots",
+            "log": "send a log message to the client",
+            "freeze": "block the whole server process",
+        }[name]
+        found = await search(client, query, limit=1)
+        assert found["activated_tools"] == [f"mcp__up__{name}"], found
+
+
+class Asked:
+    """The test client's answers to what the gateway asks, and what it heard."""
+
+    def __init__(self) -> None:
+        self.logs: list[types.LoggingMessageNotificationParams] = []
+        self.sampled: list[types.CreateMessageRequestParams] = []
+
+    async def sampling(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        self.sampled.append(params)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(text="sampled by the client"), model="test-model"
+        )
+
+    async def elicitation(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams) and params.message == "your name?"
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def roots(self, context: ClientRequestContext) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=FileUrl("file:///work/project"), name="project")])
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.logs.append(params)
+
+
+@asynccontextmanager
+async def relaying_gateway(
+    db: str, config: Path, asked: Asked | None, *args: str, mode: str = "legacy"
+) -> AsyncIterator[Client]:
+    """A gateway process and a client that declares sampling, elicitation and roots (``asked``),
+    or nothing (``None``)."""
+    callbacks: dict[str, Any] = {}
+    if asked is not None:
+        callbacks = {
+            "sampling_callback": asked.sampling,
+            "elicitation_callback": asked.elicitation,
+            "list_roots_callback": asked.roots,
+            "logging_callback": asked.log,
+        }
+    transport = stdio_client(serve_parameters(db, config, "--session", "s", *args))
+    async with Client(transport, mode=mode, cache=None, read_timeout_seconds=WAIT, **callbacks) as client:
+        yield client
+
+
+def answer(result: types.CallToolResult) -> Any:
+    assert not result.is_error, text_of(result)
+    return json.loads(text_of(result))
+
+
+# Cancellation
+
+
+@pytest.mark.parametrize(("mode", "askable"), [("auto", False), ("auto", True), ("legacy", False)])
+def test_a_call_the_client_cancels_is_cancelled_upstream_whose_connection_stays(
+    tmp_path: Path, mode: str, askable: bool
+) -> None:
+    """``askable``: a 2026-07-28 client that can be asked, whose calls go in rounds."""
+    db, config, events, live = setup(tmp_path)
+
+    async def run() -> None:
+        async with relaying_gateway(db, config, Asked() if askable else None, mode=mode) as client:
+            await activate(client, "slow", "echo")
+            with anyio.move_on_after(1) as scope:
+                await call(client, "mcp__up__slow", {"steps": 30})
+            assert scope.cancelled_caught
+
+            async def cancelled() -> bool:
+                return "cancelled slow" in events_of(events)
+
+            await eventually(cancelled, "the upstream was never told the call was cancelled")
+            echoed = await call(client, "mcp__up__echo", {"text": "after"})
+            assert (text_of(echoed), echoed.is_error) == ("echo: after", False)
+            assert starts(live) == 1  # the same connection answered
+
+    anyio.run(run)
+    calls = json.loads(cli(db, "session", "show", "s", "--json").stdout)["calls"]
+    outcomes = [entry["params"]["outcome"] for entry in calls if entry["kind"] == "tool_call"]
+    assert outcomes == ["cancelled", "called"]
+
+
+def test_a_call_timeout_cancels_the_call_upstream_and_keeps_the_connection(tmp_path: Path) -> None:
+    db, config, events, live = setup(tmp_path)
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s", "--call-timeout", "1") as client:
+            await activate(client, "slow", "echo")
+            late = await call(client, "mcp__up__slow", {"steps": 3})
+            assert late.is_error
+            assert text_of(late) == (
+                "Calling mcp__up__slow failed: server 'up': slow did not answer within 1 s; the call was "
+                "cancelled on the server."
+            )
+            assert "cancelled slow" in events_of(events)  # told before the gateway answered
+            echoed = await call(client, "mcp__up__echo", {"text": "after"})
+            assert (text_of(echoed), echoed.is_error) == ("echo: after", False)
+            assert starts(live) == 1
+
+    anyio.run(run)
+
+
+@pytest.mark.slow
+def test_a_server_that_stops_answering_after_a_call_timeout_is_restarted(tmp_path: Path) -> None:
+    db, config, _, live = setup(tmp_path)
+
+    async def run() -> None:
+        options = ("--session", "s", "--call-timeout", "1", "--timeout", "2")
+        async with stdio_gateway(db, config, *options) as client:
+            await activate(client, "freeze", "echo")
+            frozen = await call(client, "mcp__up__freeze")
+            assert frozen.is_error
+            assert text_of(frozen) == (
+                "Calling mcp__up__freeze failed: server 'up': freeze did not answer within 1 s, nor the "
+                "server to tools/list afterwards; the server is restarted on the next call."
+            )
+            echoed = await call(client, "mcp__up__echo", {"text": "after"})
+            assert (text_of(echoed), echoed.is_error) == ("echo: after", False)
+            assert starts(live) == 2
+
+    anyio.run(run)
+
+
+# What an upstream asks of the client
+
+
+@pytest.mark.parametrize("upstream", UPSTREAM_MODES)
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_sampling_elicitation_and_roots_reach_the_client(tmp_path: Path, upstream: str, mode: str) -> None:
+    """A handshake-era client gets requests of the gateway's own; a 2026-07-28 client gets them as
+    input-required results of its call, answered in its retries."""
+    db, config, _, live = setup(tmp_path, *(["--legacy"] if upstream == "legacy" else []))
+    asked = Asked()
+
+    async def run() -> None:
+        async with relaying_gateway(db, config, asked, mode=mode) as client:
+            await activate(client, "ask_sampling", "ask_elicitation", "ask_roots")
+            sampled = answer(await call(client, "mcp__up__ask_sampling"))
+            assert sampled["content"] == {"type": "text", "text": "sampled by the client"}
+            assert sampled["model"] == "test-model"
+            assert asked.sampled[0].max_tokens == 20
+            elicited = answer(await call(client, "mcp__up__ask_elicitation"))
+            assert (elicited["action"], elicited["content"]) == ("accept", {"name": "Ada"})
+            rooted = answer(await call(client, "mcp__up__ask_roots"))
+            assert rooted["roots"] == [{"uri": "file:///work/project", "name": "project"}]
+            assert starts(live) == 1
+
+    anyio.run(run)
+
+
+@pytest.mark.parametrize(
+    ("mode", "upstream"), [("legacy", "legacy"), ("legacy", "modern"), ("auto", "modern")]
+)
+def test_over_http_a_request_goes_to_the_client_whose_call_it_is(
+    tmp_path: Path, mode: str, upstream: str
+) -> None:
+    db, config, _, live = setup(tmp_path, *(["--legacy"] if upstream == "legacy" else []))
+
+    def sampler(text: str) -> Any:
+        async def sample(
+            context: ClientRequestContext, params: types.CreateMessageRequestParams
+        ) -> types.CreateMessageResult:
+            return types.CreateMessageResult(
+                role="assistant", content=types.TextContent(text=text), model="m"
+            )
+
+        return sample
+
+    with http_gateway(db, config) as url:
+
+        async def run() -> None:
+            async with (
+                Client(
+                    f"{url}?session=alice", cache=None, mode=mode, sampling_callback=sampler("alice")
+                ) as alice,
+                Client(f"{url}?session=bob", cache=None, mode=mode, sampling_callback=sampler("bob")) as bob,
+            ):
+                await activate(alice, "ask_sampling")
+                await activate(bob, "ask_sampling")
+                for client, name in [(alice, "alice"), (bob, "bob")]:
+                    sampled = answer(await call(client, "mcp__up__ask_sampling"))
+                    assert sampled["content"]["text"] == name
+                sampled_by: list[str] = []
+
+                async def alice_calls() -> None:
+                    result = answer(await call(alice, "mcp__up__ask_sampling", {"delay": 1}))
+                    sampled_by.append(result["content"]["text"])
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(alice_calls)
+                    await anyio.sleep(0.3)
+                    await search(bob, "echo", limit=1)  # bob's is now the latest request
+                assert sampled_by == ["alice"]  # the server asked during alice's call
+                assert starts(live) == 1  # one upstream connection served both
+
+        anyio.run(run)
+
+
+def test_a_call_in_rounds_is_continued_only_by_its_own_session(tmp_path: Path) -> None:
+    db, config, _, _ = setup(tmp_path)
+    asked = Asked()
+    wrapped = {"name": "mcp__up__ask_sampling", "arguments": {}}
+
+    with http_gateway(db, config) as url:
+
+        async def run() -> None:
+            async with (
+                Client(f"{url}?session=alice", cache=None, sampling_callback=asked.sampling) as alice,
+                Client(f"{url}?session=bob", cache=None, sampling_callback=asked.sampling) as bob,
+            ):
+                await activate(alice, "ask_sampling")
+                await activate(bob, "ask_sampling")
+                first = await alice.session.call_tool("call_tool", wrapped, allow_input_required=True)
+                assert isinstance(first, types.InputRequiredResult) and first.input_requests
+                assert first.request_state is not None
+                [(key, request)] = first.input_requests.items()
+                assert isinstance(request, types.CreateMessageRequest)
+                sampled = types.CreateMessageResult(
+                    role="assistant", content=types.TextContent(text="alice's answer"), model="m"
+                )
+                stolen = await bob.session.call_tool(
+                    "call_tool",
+                    wrapped,
+                    input_responses={key: sampled},
+                    request_state=first.request_state,
+                    allow_input_required=True,
+                )
+                assert isinstance(stolen, types.CallToolResult) and stolen.is_error
+                assert "names no call in progress here" in text_of(stolen)
+                done = await alice.session.call_tool(
+                    "call_tool",
+                    wrapped,
+                    input_responses={key: sampled},
+                    request_state=first.request_state,
+                    allow_input_required=True,
+                )
+                assert isinstance(done, types.CallToolResult)
+                assert answer(done)["content"]["text"] == "alice's answer"
+
+                # An answer that is not one to the question fails the call, and only the call.
+                again = await alice.session.call_tool("call_tool", wrapped, allow_input_required=True)
+                assert isinstance(again, types.InputRequiredResult) and again.input_requests
+                [key] = again.input_requests
+                wrong = await alice.session.call_tool(
+                    "call_tool",
+                    wrapped,
+                    input_responses={key: types.ElicitResult(action="decline")},
+                    request_state=again.request_state,
+                    allow_input_required=True,
+                )
+                assert isinstance(wrong, types.CallToolResult) and wrong.is_error
+                assert text_of(wrong) == (
+                    "Calling mcp__up__ask_sampling failed: server 'up': the call of ask_sampling failed: "
+                    f"error {types.INVALID_PARAMS}: Sampling: the client's answer is not one."
+                )
+                assert (
+                    answer(await call(alice, "mcp__up__ask_sampling"))["content"]["text"]
+                    == "sampled by the client"
+                )
+
+        anyio.run(run)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_what_the_client_did_not_declare_is_an_error_for_the_upstream(tmp_path: Path, mode: str) -> None:
+    db, config, _, _ = setup(tmp_path, "--legacy")
+
+    async def run() -> None:
+        async with relaying_gateway(db, config, None, mode=mode) as client:
+            await activate(client, "ask_sampling", "ask_elicitation", "ask_roots", "echo")
+            for name, what in [
+                ("sampling", "Sampling"),
+                ("elicitation", "Elicitation"),
+                ("roots", "List roots"),
+            ]:
+                with anyio.fail_after(WAIT):
+                    refused = answer(await call(client, f"mcp__up__ask_{name}"))
+                assert refused == {
+                    "error": types.INVALID_REQUEST,
+                    "message": f"{what} not supported: the gateway's client did not declare it",
+                }
+            echoed = await call(client, "mcp__up__echo", {"text": "still there"})
+            assert (text_of(echoed), echoed.is_error) == ("echo: still there", False)
+
+    anyio.run(run)
+
+
+@pytest.mark.parametrize("upstream", UPSTREAM_MODES)
+def test_log_messages_reach_the_client_above_the_level_it_set(tmp_path: Path, upstream: str) -> None:
+    db, config, _, _ = setup(tmp_path, *(["--legacy"] if upstream == "legacy" else []))
+    asked = Asked()
+
+    async def run() -> None:
+        async with relaying_gateway(db, config, asked) as client:
+            await activate(client, "log")
+            await call(client, "mcp__up__log", {"level": "warning", "text": "first"})
+
+            async def heard() -> list[tuple[str, Any, str | None]]:
+                return [(log.level, log.data, log.logger) for log in asked.logs]
+
+            assert await eventually(heard, "the log message never came") == [("warning", "first", "up/up")]
+            await client.session.send_request(
+                types.SetLevelRequest(params=types.SetLevelRequestParams(level="error")), types.EmptyResult
+            )
+            await call(client, "mcp__up__log", {"level": "warning", "text": "below"})
+            await call(client, "mcp__up__log", {"level": "error", "text": "second"})
+
+            async def second() -> bool:
+                return any(log.data == "second" for log in asked.logs)
+
+            await eventually(second, "the error-level message never came")
+            assert [log.data for log in asked.logs] == ["first", "second"]
+            if upstream == "legacy":  # only handshake-era servers log outside a request
+                await call(client, "mcp__up__log", {"level": "critical", "text": "outside", "later": True})
+
+                async def outside() -> bool:
+                    return any(log.data == "outside" for log in asked.logs)
+
+                await eventually(outside, "the message sent outside a call never came")
+
+    anyio.run(run)
+
+
+def test_a_roots_change_reaches_the_connected_upstreams(tmp_path: Path) -> None:
+    db, config, events, _ = setup(tmp_path, "--legacy")
+    asked = Asked()
+
+    async def run() -> None:
+        async with relaying_gateway(db, config, asked) as client:
+            await activate(client, "echo")
+            await call(client, "mcp__up__echo", {"text": "connect"})
+            assert "roots changed" not in events_of(events)
+            await client.session.send_notification(types.RootsListChangedNotification())
+
+            async def told() -> bool:
+                return "roots changed" in events_of(events)
+
+            await eventually(told, "the upstream never heard that the roots changed")
+
+    anyio.run(run)
+
+
+# call_tool's description
+
+
+def test_call_tool_describes_a_tool_with_its_whole_listing(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tools.db'}"  # new: serve syncs it, and so reads its listing
+    config = write_config(tmp_path, {"up": upstream_entry("--slow")})
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s") as client:
+
+            async def activated() -> bool:
+                found = await client.call_tool(
+                    "search_tool_bm25", {"query": "every optional field", "limit": 1}
+                )
+                return not found.is_error and "mcp__up__described" in text_of(found)
+
+            await eventually(activated, "the tool is synced and activated")
+            described = answer(await client.call_tool("call_tool", {"name": "mcp__up__described"}))
+            assert described == {
+                "name": "mcp__up__described",
+                "title": "A Described Tool",
+                "description": "A tool with every optional field a tool can have",
+                "input_schema": {"type": "object"},
+                "output_schema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+                "annotations": {"readOnlyHint": True, "title": "Described"},
+                "icons": [{"src": "https://example.com/icon.png", "mimeType": "image/png"}],
+                "call": "call_tool with arguments",
+            }
+
+    anyio.run(run)
