@@ -5,6 +5,7 @@ parts: ``tool-index serve`` processes driven by the SDK's ``Client``, upstreams 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -103,5 +104,29 @@ def test_expose_active_keeps_title_annotations_output_schema_and_icons(tmp_path:
             assert described.icons == [types.Icon(src="https://example.com/icon.png", mime_type="image/png")]
             result = await client.call_tool("mcp__up__described", {})
             assert (result.structured_content, result.is_error) == ({"ok": True}, False)
+
+    anyio.run(run)
+
+
+def test_what_another_process_synced_is_listed_whole(tmp_path: Path) -> None:
+    """The title, annotations, output schema and icons live in the catalog: a server synced by
+    ``tool-index sync`` in another process is listed with them by a ``serve`` that never listed
+    it itself, and ``call_tool`` describes the tool with them."""
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = write_config(tmp_path, {"up": upstream_entry("--slow")})
+    assert cli(db, "sync", "--config", str(config)).returncode == 0
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s", "--expose-active") as client:
+            await search(client, "every optional field", limit=1)
+            listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+            described = listed["mcp__up__described"]
+            assert described.title == "A Described Tool"
+            assert described.annotations == types.ToolAnnotations(read_only_hint=True, title="Described")
+            assert described.output_schema == {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+            assert described.icons == [types.Icon(src="https://example.com/icon.png", mime_type="image/png")]
+            answer = json.loads(text_of(await client.call_tool("call_tool", {"name": "mcp__up__described"})))
+            assert answer["title"] == "A Described Tool"
+            assert answer["annotations"] == {"readOnlyHint": True, "title": "Described"}
 
     anyio.run(run)

@@ -211,9 +211,6 @@ class Gateway:
         self._connecting = anyio.Lock()
         self._buses: dict[str, tuple[InMemorySubscriptionBus, ListenHandler, int]] = {}
         self._backlog: deque[tuple[GatewaySession, Pending]] = deque()
-        self._listed: dict[str, dict[str, types.Tool]] = {}
-        """Each server's tools as this gateway last listed them (a sync): what the catalog does
-        not keep (title, annotations, output schema, icons) for ``expose_active`` listings."""
         self._draining = False
         self._rounds: dict[str, _Rounds] = {}
         """The calls of 2026-07-28 clients that go in rounds, by the ``requestState`` naming each."""
@@ -411,24 +408,23 @@ class Gateway:
         return types.ListToolsResult(tools=tools)
 
     def _listed_tool(self, tool: StoredTool) -> types.Tool:
-        """An active tool as ``expose_active`` lists it: the record, with the fields only the
-        server's own listing has when this gateway listed that very version of the tool (same
-        description and input schema)."""
+        """An active tool as ``expose_active`` lists it (and ``call_tool`` describes it): the
+        record, with what its server said of it beyond the record (``mcp_meta``: title,
+        annotations, output schema, icons) as the catalog keeps it."""
         schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
-        listed = self._listed.get(tool.server_name or "", {}).get(tool.mcp_tool_name or "")
-        if listed is not None and (
-            (listed.description or "") != tool.description or listed.input_schema != schema
-        ):
-            listed = None  # another version than the catalog's: the record alone
-        return types.Tool(
-            name=tool.name,
-            title=(listed.title if listed else None) or tool.label,
-            description=tool.description,
-            input_schema={"type": "object", **schema},
-            output_schema=listed.output_schema if listed else None,
-            annotations=listed.annotations if listed else None,
-            icons=listed.icons if listed else None,
-        )
+        fields: dict[str, Any] = {
+            "name": tool.name,
+            "title": tool.label,
+            "description": tool.description,
+            "inputSchema": {"type": "object", **schema},
+        }
+        for key, value in (tool.mcp_meta or {}).items():
+            try:  # what a server or a file said, kept only where it is the protocol's
+                types.Tool.model_validate({**fields, key: value})
+            except ValidationError:
+                continue
+            fields[key] = value
+        return types.Tool.model_validate(fields)
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
         return {SEARCH_TOOL_NAME: SEARCH_PARAMETERS, CALL_TOOL_NAME: CALL_PARAMETERS}.get(name)
@@ -876,15 +872,13 @@ class Gateway:
 
     async def _server_changed(self, server: str) -> None:
         """An upstream said its tools changed: sync it, so searches and pins see the change."""
-        self._report(await sync_server(self.library, self.upstreams, server, listed_hook=self._remember))
+        self._report(await sync_server(self.library, self.upstreams, server))
         await self._catalog_changed()
 
     async def _sync_in_background(self, servers: list[str]) -> None:
         """Sync ``servers`` while the gateway answers, each connection closed once its tools are
         written (a call opens it again), then tell the sessions their tools may have changed."""
-        for result in await sync_servers(
-            self.library, self.upstreams, servers, close=True, listed_hook=self._remember
-        ):
+        for result in await sync_servers(self.library, self.upstreams, servers, close=True):
             self._report(result)
         await self._catalog_changed()
 
@@ -967,14 +961,9 @@ class Gateway:
     async def _refresh_forever(self) -> None:
         assert self.options.refresh
         while True:
-            for result in await sync_servers(
-                self.library, self.upstreams, list(self.config.servers), listed_hook=self._remember
-            ):
+            for result in await sync_servers(self.library, self.upstreams, list(self.config.servers)):
                 self._report(result)
             await anyio.sleep(self.options.refresh)
-
-    def _remember(self, server: str, tools: list[types.Tool]) -> None:
-        self._listed[server] = {tool.name: tool for tool in tools}
 
     def _report(self, result: ServerSync) -> None:
         if result.report is None:

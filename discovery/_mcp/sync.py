@@ -62,21 +62,12 @@ def write_server_tools(index: ToolIndex, server: str, tools: list[types.Tool]) -
     return index.upsert_tools(parsed.records, replace=True, server=server)
 
 
-Listed = Callable[[str, list[types.Tool]], None]
-"""Told a server's tools as it listed them, before they are written (``serve`` keeps what the
-catalog does not)."""
-
-
-async def sync_server(
-    library: Library, upstreams: Upstreams, server: str, *, listed_hook: Listed | None = None
-) -> ServerSync:
+async def sync_server(library: Library, upstreams: Upstreams, server: str) -> ServerSync:
     """Sync one server: the tools the config's filters allow replace the ones it had."""
     tool_filter = upstreams.config.tool_filter
     try:
         listed = await upstreams.list_tools(server)
         tools = [tool for tool in listed if tool_filter.allows(server, tool.name)]
-        if listed_hook is not None:
-            listed_hook(server, tools)
         report = await library.run(write_server_tools, library.index, server, tools)
     except StoreError:
         raise  # a database error is not this server's failure: it ends the sync
@@ -91,7 +82,6 @@ async def sync_servers(
     servers: list[str],
     *,
     close: bool = False,
-    listed_hook: Listed | None = None,
 ) -> list[ServerSync]:
     """Sync ``servers`` concurrently; a failing server does not stop the others. With ``close``,
     each connection is closed once its server is synced, and at most ``upstreams.max_starting``
@@ -102,12 +92,12 @@ async def sync_servers(
     async def one(server: str) -> None:
         upstream = upstreams.upstream(server)
         if not close:
-            results[server] = await sync_server(library, upstreams, server, listed_hook=listed_hook)
+            results[server] = await sync_server(library, upstreams, server)
             return
         async with running if isinstance(upstream.config, StdioServer) else _nothing():
             calls = upstream.calls
             try:
-                results[server] = await sync_server(library, upstreams, server, listed_hook=listed_hook)
+                results[server] = await sync_server(library, upstreams, server)
             finally:
                 if upstream.calls == calls:  # else a call uses the connection: it stays open
                     await upstream.close(wait=True)
