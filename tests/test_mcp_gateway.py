@@ -300,9 +300,9 @@ def test_a_pinned_tool_that_changed_upstream_is_refused_until_found_again(tmp_pa
             refused = await call(client, "mcp__up__echo", {"text": "two"})
             assert refused.is_error
             assert text_of(refused) == (
-                "Refused: 'mcp__up__echo' changed on server 'up' since it was activated (its description or "
-                "input schema differ), so it was deactivated. Call search_tool_bm25 again to find it, with "
-                "what it now says, before calling it."
+                "Refused: 'mcp__up__echo' changed on server 'up' since it was activated (what it says of "
+                "itself differs: its description, input schema or annotations), so it was deactivated. Call "
+                "search_tool_bm25 again to find it, with what it now says, before calling it."
             )
             assert (await call(client, "mcp__up__echo", {"text": "three"})).is_error  # deactivated meanwhile
             assert (await search(client, "echo a text back", limit=1))["activated_tools"] == ["mcp__up__echo"]

@@ -122,3 +122,20 @@ def test_a_backlog_of_entries_is_written_in_order_and_a_deleted_session_is_named
             "tool_call",
         ]
         assert verify(index).ok
+
+
+def test_resolving_a_call_reads_once_and_writes_nothing(db_url: str) -> None:
+    """What ``call_tool`` checks — the tool's record and whether it is active — comes from one
+    read, stored session or not yet stored."""
+    from tests.test_cli_sessions import transactions
+
+    with ToolIndex.open(db_url) as index:
+        index.upsert_tools(TOOLS)
+        fresh = GatewaySession.open(index, "r", "mcp-only")
+        with transactions() as begun:
+            tool, active = fresh.resolve("mcp__gh__create_issue")
+        assert begun == ["read"] and tool is not None and not active and not fresh.stored
+        fresh.search({"query": "create issue", "limit": 1})
+        with transactions() as begun:
+            tool, active = fresh.resolve("mcp__gh__create_issue")
+        assert begun == ["read"] and tool is not None and active

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, TextIO, TypeVar, get_args
+from typing import Any, Literal, TextIO, TypeVar, get_args
 
 import anyio
 import anyio.to_thread
@@ -564,10 +564,20 @@ class Gateway:
         # The log of a call of an unknown name still says which server the name points to.
         guessed = split_catalog_name(name, self.config.servers) if tool is None else None
         server = located[0] if located else guessed[0] if guessed else None
-        refusal = await self._refusal(gateway_session, name, tool, active, located)
-        if refusal is not None:
-            await self._log(gateway_session, name, server, started, True, refusal[0])
-            return text_result(refusal[1], is_error=True)
+        check = self._check(gateway_session, name, tool, active, located)
+        if check.then == "pin":
+            # Activated outside the gateway, or by a search whose pins are still in the backlog.
+            try:
+                await self.library.run(self._written_first, self._pin_missing, gateway_session, name)
+            except NotYourSession as exc:
+                check = _Check("not yours", f"Refused: {exc}.")
+        elif check.then == "deactivate":
+            await self.library.run(self._written_first, gateway_session.unpin_changed, name)
+            if self.options.expose_active:
+                await self._notify(gateway_session.id)
+        if check.refused is not None:
+            await self._log(gateway_session, name, server, started, True, check.refused)
+            return text_result(check.message, is_error=True)
         assert tool is not None and located is not None
         if arguments is None:
             await self._log(gateway_session, name, server, started, False, "described")
@@ -594,19 +604,22 @@ class Gateway:
         await self._log(gateway_session, name, server, started, result.is_error, "called")
         return result.model_copy(update={"meta": None})
 
-    async def _refusal(
+    def _check(
         self,
         gateway_session: GatewaySession,
         name: str,
         tool: StoredTool | None,
         active: bool,
         located: tuple[str, str] | None,
-    ) -> tuple[str, str] | None:
-        """``(outcome, message)`` when ``name`` cannot be called now, else ``None``."""
+    ) -> _Check:
+        """Whether ``name`` can be called now, from what one read found (``tool``, ``active``) and
+        the session's pins; it reads and writes nothing itself, and says what the caller must
+        write first (pin the tool, or deactivate it)."""
         if tool is None:
-            return "unknown", (
+            return _Check(
+                "unknown",
                 f"Unknown tool {name!r}: it is not in the catalog. Call search_tool_bm25 to find a tool, "
-                "then call_tool with a name it activated."
+                "then call_tool with a name it activated.",
             )
         not_allowed = (
             self.config.tool_filter.refusal(tool.server_name, tool.mcp_tool_name)
@@ -614,33 +627,32 @@ class Gateway:
             else None
         )
         if not_allowed is not None:
-            return "not allowed", f"{name!r} is not allowed by this gateway's tool filters: {not_allowed}."
+            return _Check(
+                "not allowed", f"{name!r} is not allowed by this gateway's tool filters: {not_allowed}."
+            )
         if located is None or not self.scope.admits(tool.server_name, tool.mcp_tool_name):
             servers = ", ".join(self.config.servers) or "none"
-            return "not served", (
-                f"{name!r} is not a tool of a server this gateway fronts ({self.config.path}: {servers})."
+            return _Check(
+                "not served",
+                f"{name!r} is not a tool of a server this gateway fronts ({self.config.path}: {servers}).",
             )
         if not active:
-            return "not active", (
+            return _Check(
+                "not active",
                 f"{name!r} is not active in this session: call search_tool_bm25 first; it activates the "
-                "tools it finds, which call_tool can then call."
+                "tools it finds, which call_tool can then call.",
             )
         if name not in gateway_session.pins:
-            # Activated outside the gateway, or by a search whose pins are still in the backlog.
-            try:
-                await self.library.run(self._written_first, self._pin_missing, gateway_session, name)
-            except NotYourSession as exc:
-                return "not yours", f"Refused: {exc}."
-        elif gateway_session.changed(name, tool):
-            await self.library.run(self._written_first, gateway_session.unpin_changed, name)
-            if self.options.expose_active:
-                await self._notify(gateway_session.id)
-            return "changed", (
-                f"Refused: {name!r} changed on server {located[0]!r} since it was activated (its "
-                "description or input schema differ), so it was deactivated. Call search_tool_bm25 "
-                "again to find it, with what it now says, before calling it."
+            return _Check(then="pin")
+        if gateway_session.changed(name, tool):
+            return _Check(
+                "changed",
+                f"Refused: {name!r} changed on server {located[0]!r} since it was activated (what it says "
+                "of itself differs: its description, input schema or annotations), so it was deactivated. "
+                "Call search_tool_bm25 again to find it, with what it now says, before calling it.",
+                then="deactivate",
             )
-        return None
+        return _Check()
 
     async def _log(
         self,
@@ -1075,6 +1087,17 @@ class _Server(Server[Any]):
         return super().create_initialization_options(
             notification_options or self.notification_options, experimental_capabilities, extensions
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Check:
+    """What the check of a call found: ``refused`` names the outcome the log records (with the
+    ``message`` the client gets) when the call cannot go on; ``then`` is the write that must come
+    first (``pin`` an active tool no pin covers yet, ``deactivate`` one that changed)."""
+
+    refused: str | None = None
+    message: str = ""
+    then: Literal["pin", "deactivate"] | None = None
 
 
 def _described(tool: types.Tool) -> str:

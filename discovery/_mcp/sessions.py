@@ -215,10 +215,7 @@ class GatewaySession:
     def resolve(self, name: str) -> tuple[StoredTool | None, bool]:
         """The catalog record of ``name`` (``None`` when it is not there) and whether it is active,
         from one snapshot: every forwarded call starts here."""
-        if not self.stored:
-            found = self.session.tools_by_names([name])
-            return found.get(name), name in self.session.as_new(self.settings())[0]
-        active, found = self.session.lookup([name])
+        active, found = self.session.lookup([name], as_new=None if self.stored else self.settings())
         return found.get(name), name in active
 
     def changed(self, name: str, tool: StoredTool) -> bool:

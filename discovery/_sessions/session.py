@@ -143,15 +143,18 @@ class Session:
         """What this session would be if it were created now with ``settings``, nothing stored:
         its active tools and the overview of its corpus (the search tool's description). A host
         answers from it the read-only requests of a session it has not created yet."""
-        wanted = parsed_settings(settings or {})
         with self.store.reading() as reader:
-            catalog = reader.catalog.generation()
-            self.ranker.sync(reader, catalog)
-            active = opening_active(self.ranker, reader, wanted)
-            stamp = datetime.now(UTC)
-            state = SessionState(self.id, wanted.model_dump(mode="json"), active, [], 0, stamp, stamp)
-            view = self.view_in(reader, state, catalog)
+            view = self._view_as_new(reader, settings)
             return view.live_active, corpus_overview(self.ranker, reader, view.corpus)
+
+    def _view_as_new(self, reader: Reader, settings: dict[str, Any] | None) -> SessionView:
+        wanted = parsed_settings(settings or {})
+        catalog = reader.catalog.generation()
+        self.ranker.sync(reader, catalog)
+        active = opening_active(self.ranker, reader, wanted)
+        stamp = datetime.now(UTC)
+        state = SessionState(self.id, wanted.model_dump(mode="json"), active, [], 0, stamp, stamp)
+        return self.view_in(reader, state, catalog)
 
     def scoped(self, scope: Scope) -> Session:
         """A handle on the same session that searches and activates only what ``scope`` admits."""
@@ -220,11 +223,15 @@ class Session:
     def search_tool(self) -> SearchTool:
         return SearchTool(self)
 
-    def lookup(self, names: Sequence[str]) -> tuple[list[str], dict[str, StoredTool]]:
+    def lookup(
+        self, names: Sequence[str], *, as_new: dict[str, Any] | None = None
+    ) -> tuple[list[str], dict[str, StoredTool]]:
         """The active list and the catalog records of those of ``names`` that are catalog tools,
-        from one snapshot: what a host checks before it calls a tool, in one read."""
+        from one snapshot: what a host checks before it calls a tool, in one read. With
+        ``as_new``, the active list is that of the session created now with those settings
+        (``as_new``), for a host that has not stored the session yet."""
         with self.store.reading() as reader:
-            view = self._view(reader)
+            view = self._view(reader) if as_new is None else self._view_as_new(reader, as_new)
             return view.live_active, self.ranker.documents(reader, names)
 
     def active_tools(self) -> list[StoredTool]:
