@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -441,6 +442,48 @@ def test_refresh_re_syncs_every_server_in_the_background(tmp_path: Path) -> None
     anyio.run(run)
     with ToolIndex.open(db) as index:
         assert index.tool("mcp__up__echo").description == "Echo a text back, changed while the gateway runs"
+
+
+def test_refresh_stops_the_servers_it_started_and_keeps_those_calls_use(tmp_path: Path) -> None:
+    """A refresh of many servers never keeps them all running: a server no call opened is
+    started for the sync and stopped after it; one a call opened stays open across refreshes."""
+    used, idle = tmp_path / "used", tmp_path / "idle"
+    used.mkdir()
+    idle.mkdir()
+    db, _ = synced(tmp_path, {"up": upstream_entry(), "quiet": upstream_entry("--tool", "hush")})
+    config = write_config(
+        tmp_path,
+        {
+            "up": upstream_entry("--live-dir", str(used)),
+            "quiet": upstream_entry("--tool", "hush", "--live-dir", str(idle)),
+        },
+    )
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s", "--refresh", "1") as client:
+            found = await search(client, "echo a text back", limit=2)  # both servers' echo
+            assert "mcp__up__echo" in found["activated_tools"]
+            answer = await call(client, "mcp__up__echo", {"text": "x"})
+            assert not answer.is_error, text_of(answer)
+
+            def idle_started(times: int) -> Callable[[], Awaitable[bool]]:
+                async def check() -> bool:
+                    return starts(idle) >= times
+
+                return check
+
+            await eventually(idle_started(2), "the refresh never synced the idle server twice")
+            used_starts = starts(used)
+            await eventually(idle_started(3), "the refresh never synced the idle server again")
+            assert starts(used) == used_starts  # kept open: not started again by a refresh
+            assert len(list(used.glob("*.live"))) == 1
+
+            async def idle_stopped() -> bool:
+                return not list(idle.glob("*.live"))
+
+            await eventually(idle_stopped, "the idle server kept running after its sync")
+
+    anyio.run(run)
 
 
 def starts(live: Path) -> int:

@@ -973,7 +973,10 @@ class Gateway:
     async def _refresh_forever(self) -> None:
         assert self.options.refresh
         while True:
-            for result in await sync_servers(self.library, self.upstreams, list(self.config.servers)):
+            # Servers no call has opened are started for the sync and stopped after it: a refresh
+            # of many servers never keeps them all running.
+            servers = list(self.config.servers)
+            for result in await sync_servers(self.library, self.upstreams, servers, close=True):
                 self._report(result)
             await anyio.sleep(self.options.refresh)
 

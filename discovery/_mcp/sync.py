@@ -84,7 +84,8 @@ async def sync_servers(
     close: bool = False,
 ) -> list[ServerSync]:
     """Sync ``servers`` concurrently; a failing server does not stop the others. With ``close``,
-    each connection is closed once its server is synced, and at most ``upstreams.max_starting``
+    each connection the sync opened is closed once its server is synced (one that was open
+    before, or that a call uses meanwhile, stays open), and at most ``upstreams.max_starting``
     stdio servers run at once (each is a process); otherwise only their starts are limited."""
     results: dict[str, ServerSync] = {}
     running = anyio.Semaphore(upstreams.max_starting)
@@ -94,12 +95,13 @@ async def sync_servers(
         if not close:
             results[server] = await sync_server(library, upstreams, server)
             return
-        async with running if isinstance(upstream.config, StdioServer) else _nothing():
+        opened_here = not upstream.connected
+        async with running if isinstance(upstream.config, StdioServer) and opened_here else _nothing():
             calls = upstream.calls
             try:
                 results[server] = await sync_server(library, upstreams, server)
             finally:
-                if upstream.calls == calls:  # else a call uses the connection: it stays open
+                if opened_here and upstream.calls == calls:  # else a call uses the connection
                     await upstream.close(wait=True)
 
     async with anyio.create_task_group() as group:
