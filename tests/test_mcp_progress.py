@@ -81,6 +81,14 @@ def test_a_call_longer_than_the_call_timeout_is_an_error(tmp_path: Path) -> None
     anyio.run(run)
 
 
+def assert_listed_whole(described: types.Tool) -> None:
+    """``described`` as the upstream lists it: title, annotations, output schema and icons."""
+    assert described.title == "A Described Tool"
+    assert described.annotations == types.ToolAnnotations(read_only_hint=True, title="Described")
+    assert described.output_schema == {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    assert described.icons == [types.Icon(src="https://example.com/icon.png", mime_type="image/png")]
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_expose_active_keeps_title_annotations_output_schema_and_icons(tmp_path: Path, mode: str) -> None:
     db = f"sqlite:///{tmp_path / 'tools.db'}"  # new: serve syncs it, and so reads its listing
@@ -98,10 +106,7 @@ def test_expose_active_keeps_title_annotations_output_schema_and_icons(tmp_path:
             await eventually(activated, "the tool is synced and activated")
             listed = {tool.name: tool for tool in (await client.list_tools()).tools}
             described = listed["mcp__up__described"]
-            assert described.title == "A Described Tool"
-            assert described.annotations == types.ToolAnnotations(read_only_hint=True, title="Described")
-            assert described.output_schema == {"type": "object", "properties": {"ok": {"type": "boolean"}}}
-            assert described.icons == [types.Icon(src="https://example.com/icon.png", mime_type="image/png")]
+            assert_listed_whole(described)
             result = await client.call_tool("mcp__up__described", {})
             assert (result.structured_content, result.is_error) == ({"ok": True}, False)
 
@@ -121,10 +126,7 @@ def test_what_another_process_synced_is_listed_whole(tmp_path: Path) -> None:
             await search(client, "every optional field", limit=1)
             listed = {tool.name: tool for tool in (await client.list_tools()).tools}
             described = listed["mcp__up__described"]
-            assert described.title == "A Described Tool"
-            assert described.annotations == types.ToolAnnotations(read_only_hint=True, title="Described")
-            assert described.output_schema == {"type": "object", "properties": {"ok": {"type": "boolean"}}}
-            assert described.icons == [types.Icon(src="https://example.com/icon.png", mime_type="image/png")]
+            assert_listed_whole(described)
             answer = json.loads(text_of(await client.call_tool("call_tool", {"name": "mcp__up__described"})))
             assert answer["title"] == "A Described Tool"
             assert answer["annotations"] == {"readOnlyHint": True, "title": "Described"}
