@@ -29,6 +29,7 @@ from store import _vectors as stored_vectors
 from store._engine import read_transaction, write_transaction
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
 from tests.mcp_helpers import cli
+from tests.test_cli import run
 from tests.test_ranking import COLLATOR, QUERIES, RANDOM, catalogs, in_corpus, reference_ranking
 
 # A catalog in which the right tool for a request shares no word with it.
@@ -320,38 +321,44 @@ def test_query_vectors_are_normalised_and_repeatable(model_dir: Path) -> None:
     assert np.array_equal(model.embed_query("get the weather"), vectors[0])
 
 
+def here(db: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The command line in this process (the model loads once), answered as a process would be."""
+    result = run(db, *args)
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+
 def test_cli_embed_errors_and_output(sqlite_url: str, model_dir: Path, tmp_path: Path) -> None:
     (tmp_path / "catalog.json").write_text(json.dumps(CLOCKS))
-    assert cli(sqlite_url, "import", str(tmp_path / "catalog.json")).returncode == 0
-    missing = cli(sqlite_url, "embed")
+    assert here(sqlite_url, "import", str(tmp_path / "catalog.json")).returncode == 0
+    missing = here(sqlite_url, "embed")
     assert (missing.returncode, missing.stdout) == (2, "")
     assert "the index has no model yet: give --model" in missing.stderr
-    absent = cli(sqlite_url, "embed", "--model", str(tmp_path / "nothing"))
+    absent = here(sqlite_url, "embed", "--model", str(tmp_path / "nothing"))
     assert absent.returncode == 1
     assert absent.stderr == f"Error: {tmp_path / 'nothing'}: not a directory\n"
-    hostile = cli(sqlite_url, "embed", "--model", str(tmp_path / "x\x1b[31m\nline"))
+    hostile = here(sqlite_url, "embed", "--model", str(tmp_path / "x\x1b[31m\nline"))
     assert hostile.stderr == f"Error: {tmp_path}/x\\u001b[31m\\nline: not a directory\n"
     garbage = tmp_path / "garbage"
     garbage.mkdir()
     (garbage / "model.onnx").write_bytes(b"\x00not a model\n")
     (garbage / "tokenizer.json").symlink_to((model_dir / "tokenizer.json").resolve())
-    broken = cli(sqlite_url, "embed", "--model", str(garbage))
+    broken = here(sqlite_url, "embed", "--model", str(garbage))
     assert broken.returncode == 1 and broken.stderr.count("\n") == 1, broken.stderr
     assert broken.stderr.startswith(f"Error: {garbage}: cannot load the model (")
-    bad_weight = cli(sqlite_url, "embed", "--model", str(model_dir), "--weight", "nan")
+    bad_weight = here(sqlite_url, "embed", "--model", str(model_dir), "--weight", "nan")
     assert bad_weight.returncode == 2
-    done = cli(sqlite_url, "embed", "--model", str(model_dir), "--weight", "0.4")
+    done = here(sqlite_url, "embed", "--model", str(model_dir), "--weight", "0.4")
     assert done.stdout == f"embedded 3 tools with {model_dir.resolve()}; 3 of 3 tools have a current vector\n"
-    stats = cli(sqlite_url, "stats").stdout
+    stats = here(sqlite_url, "stats").stdout
     assert f"semantic:   {model_dir.resolve()} (384 dimensions, weight 0.4): 3 current, 0 stale\n" in stats
-    again = cli(sqlite_url, "embed").stdout
+    again = here(sqlite_url, "embed").stdout
     assert again == f"embedded 0 tools with {model_dir.resolve()}; 3 of 3 tools have a current vector\n"
-    explained = cli(sqlite_url, "explain", "what hour is it", "clock/get_current_time")
+    explained = here(sqlite_url, "explain", "what hour is it", "clock/get_current_time")
     assert explained.returncode == 0, explained.stderr
     assert "fused with the semantic signal, weight 0.4: lexical" in explained.stdout
-    off = cli(sqlite_url, "embed", "--off")
+    off = here(sqlite_url, "embed", "--off")
     assert off.stdout == "removed 3 vectors; searches are lexical\n"
-    assert "semantic:   off\n" in cli(sqlite_url, "stats").stdout
+    assert "semantic:   off\n" in here(sqlite_url, "stats").stdout
 
 
 @pytest.mark.slow
