@@ -12,13 +12,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from discovery import ToolIndex
+from discovery._ranking import learned as learned_module
+from discovery._ranking import topk as topk_module
 from discovery._ranking.bm25 import js_log
 from discovery._ranking.fields import LEARNED_WEIGHT
+from discovery._ranking.learned import LearnedTerm, Universe, add_learned, laid_out
 from discovery._rules import Corpus
 from discovery._sessions.learning import credits_of_log
 from discovery._text.analyzers import REFERENCE
@@ -205,11 +209,33 @@ def sessions_over(draw: st.DrawFn, names: list[str]) -> list[list[Step]]:
     return draw(st.lists(st.lists(step, max_size=6), max_size=4))
 
 
+LAYOUTS = {
+    "default": {},
+    "by id": {"UNIVERSE_SHARE": 10**9},
+    "gathered": {"UNIVERSE_SHARE": 0, "COMPACT_SHARE": 0, "SCAN_SHARE": 0},
+    "gathered compact": {"UNIVERSE_SHARE": 0, "COMPACT_SHARE": 10**9, "SCAN_SHARE": 10**9},
+}
+"""How the learned parts reach the scores (``learned.add_learned``): as their sizes decide, each
+in place at its ids, or through the learned tools' gathered scores, per posting or laid out over
+them once added again; and the top found among the terms' documents or by scanning the scores."""
+
+
+def laid_out_as(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    for name, value in LAYOUTS[layout].items():
+        monkeypatch.setattr(topk_module if name == "SCAN_SHARE" else learned_module, name, value)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @RANDOM
 @given(catalog=catalogs(), data=st.data())
 def test_the_learned_field_ranks_as_the_brute_force_reference(
-    index: ToolIndex, catalog: list[dict[str, Any]], data: st.DataObject
+    index: ToolIndex,
+    monkeypatch: pytest.MonkeyPatch,
+    layout: str,
+    catalog: list[dict[str, Any]],
+    data: st.DataObject,
 ) -> None:
+    laid_out_as(monkeypatch, layout)
     index.upsert_tools(catalog, replace=True)
     for number in range(len(index.sessions())):
         index.delete_session(f"s{number}")
@@ -236,6 +262,47 @@ def test_the_learned_field_ranks_as_the_brute_force_reference(
     from discovery._diagnostics.verify import verify
 
     assert verify(index).problems == []
+
+
+@st.composite
+def learned_parts(draw: st.DrawFn) -> tuple[np.ndarray, list[LearnedTerm], Universe]:
+    """Text scores over a catalog, some of its tools with a learned field, and parts each held by
+    some of those tools, with values of any magnitude."""
+    size = draw(st.integers(min_value=1, max_value=60))
+    values = st.floats(min_value=0, max_value=1e6, allow_subnormal=True)
+    scores = np.array(draw(st.lists(values, min_size=size, max_size=size)))
+    scores[sorted(draw(st.sets(st.integers(0, size - 1))))] = 0.0
+    universe = Universe.of(sorted(draw(st.sets(st.integers(0, size - 1), min_size=1))))
+    parts = []
+    for _ in range(draw(st.integers(min_value=1, max_value=5))):
+        held = sorted(draw(st.sets(st.sampled_from(universe.ids.tolist()), min_size=1)))
+        ids = np.array(held, dtype=np.intp)
+        added = np.array(draw(st.lists(values.filter(bool), min_size=ids.size, max_size=ids.size)))
+        parts.append(LearnedTerm("t", 1.0, 1, ids, added, added, added, at=universe.positions(ids)))
+    return scores, parts, universe
+
+
+@given(drawn=learned_parts(), data=st.data())
+def test_learned_parts_add_the_same_bits_in_place_or_gathered(
+    drawn: tuple[np.ndarray, list[LearnedTerm], Universe], data: st.DataObject
+) -> None:
+    """Through the learned tools' gathered scores, per posting or laid out over them (adding 0
+    where a part's term is absent), each score gets the bits of adding each part at its ids."""
+    scores, parts, universe = drawn
+    expected = scores.copy()
+    for part in parts:
+        for i, value in zip(part.ids.tolist(), part.values.tolist(), strict=True):
+            expected[i] = expected[i] + value
+    compact = data.draw(st.lists(st.booleans(), min_size=len(parts), max_size=len(parts)))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(learned_module, "COMPACT_SHARE", 10**9)
+        laid = [laid_out(part, universe) if lay else part for part, lay in zip(parts, compact, strict=True)]
+        assert [part.compact is not None for part in laid] == compact
+        for share in (0, 10**9):  # gathered, in place
+            got = scores.copy()
+            patch.setattr(learned_module, "UNIVERSE_SHARE", share)
+            add_learned(got, laid, universe, np.zeros(got.size))
+            assert got.view(np.int64).tolist() == expected.view(np.int64).tolist()
 
 
 def with_demo(index: ToolIndex) -> None:

@@ -104,17 +104,11 @@ class LearnedTerm:
     values: np.ndarray
     tf: np.ndarray
     length: np.ndarray
-    dense: np.ndarray | None = None
-    """``values`` laid out by tool id (0 elsewhere) when the term is common enough."""
-
-    def add_to(self, scores: np.ndarray) -> None:
-        """Add what the term gives each tool; adding 0 leaves a score's bits as they are, so
-        both layouts give the same scores."""
-        if self.dense is not None:
-            target = scores[: self.dense.size]
-            target += self.dense
-        else:
-            scores[self.ids] += self.values
+    at: np.ndarray | None = None
+    """Where ``ids`` stand among the learned tools (``Universe.ids``), when known."""
+    compact: np.ndarray | None = None
+    """``values`` laid out over the learned tools (0 where the term is absent), when the term is
+    common among them."""
 
     @property
     def max_id(self) -> int:
@@ -145,17 +139,41 @@ def learned_population(
 
 
 @dataclass(frozen=True, slots=True)
+class Universe:
+    """The catalog tools that learned anything, ascending by id: every learned posting is one of
+    theirs, so the learned parts of a search can be added to these tools' scores gathered in an
+    array of their own, shorter than the catalog's and dense with them."""
+
+    ids: np.ndarray
+
+    @classmethod
+    def of(cls, tool_ids: Sequence[int]) -> Universe:
+        return cls(np.unique(np.array(tool_ids, dtype=np.intp)))
+
+    def positions(self, ids: np.ndarray) -> np.ndarray | None:
+        """Where ``ids`` (ascending) stand among these tools; ``None`` when some are not."""
+        if self.ids.size == 0:
+            return None if ids.size else np.zeros(0, dtype=np.intp)
+        at = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
+        return at if bool(np.array_equal(self.ids[at], ids)) else None
+
+
+@dataclass(frozen=True, slots=True)
 class Membership:
-    """Which of a term's learned postings belong to a corpus (``mask``), and the term's ``df`` there:
-    the corpus tools holding it in their text or their learned field. Neither depends on tfs or
-    lengths, so it outlives the calls that change only those."""
+    """Which of a term's learned postings belong to a corpus (``mask``, and their tool ids), and
+    the term's ``df`` there: the corpus tools holding it in their text or their learned field.
+    None of it depends on tfs or lengths, so it outlives the calls that change only those; ``at``
+    holds while the learned tools stay the same ones."""
 
     mask: np.ndarray
     df: int
+    ids: np.ndarray
+    at: np.ndarray | None
+    """Where ``ids`` stand among the learned tools (``Universe.positions``)."""
 
 
 def learned_membership(
-    held: LearnedPostings, groups: Sequence[int], excluded: np.ndarray, text: TextMatches
+    held: LearnedPostings, groups: Sequence[int], excluded: np.ndarray, text: TextMatches, universe: Universe
 ) -> Membership | None:
     """``None`` when no corpus tool learned the term."""
     mask = held.in_corpus(groups, excluded)
@@ -167,7 +185,7 @@ def learned_membership(
     if text.ids.size:
         at = np.minimum(np.searchsorted(text.ids, ids), text.ids.size - 1)
         both = int(np.count_nonzero(text.ids[at] == ids))
-    return Membership(mask, text.df + learned - both)
+    return Membership(mask, text.df + learned - both, ids, universe.positions(ids))
 
 
 def learned_term(
@@ -183,20 +201,55 @@ def learned_term(
     weight = learned_weight(qtf, idf(n_docs, membership.df))
     tf, length = held.tf[mask], held.length[mask]
     values = contribution(weight, saturation_numerator(tf), tf, length_norm(length, population.avgdl))
-    return LearnedTerm(term, weight, membership.df, held.ids[mask], values, tf, length)
+    return LearnedTerm(term, weight, membership.df, membership.ids, values, tf, length, at=membership.at)
 
 
-DENSE_SHARE = 6
-"""As for the tool text's contributions (``postings.DENSE_SHARE``): a learned term held by at
-least one tool in this many ids is added as one contiguous pass, laid out by tool id."""
+COMPACT_SHARE = 6
+"""As for the tool text's contributions (``postings.DENSE_SHARE``), among the learned tools: a
+learned term held by at least one in this many of them is added as one contiguous pass over
+their scores, laid out in their order."""
 
 
-def laid_out(part: LearnedTerm) -> LearnedTerm:
-    """``part`` with its values laid out by tool id when it is common enough (``DENSE_SHARE``):
-    worth it for a part added again and again, not for one computed anew after every call."""
-    size = part.max_id + 1
-    if part.dense is not None or part.ids.size * DENSE_SHARE < size:
+def laid_out(part: LearnedTerm, universe: Universe) -> LearnedTerm:
+    """``part`` with its values laid out over the learned tools when it is common enough among
+    them (``COMPACT_SHARE``): worth it for a part added again and again, not for one computed
+    anew after every call."""
+    if part.compact is not None or part.at is None or part.ids.size * COMPACT_SHARE < universe.ids.size:
         return part
-    dense = np.zeros(size)
-    dense[part.ids] = part.values
-    return replace(part, dense=dense)
+    compact = np.zeros(int(part.at[-1]) + 1)
+    compact[part.at] = part.values
+    return replace(part, compact=compact)
+
+
+UNIVERSE_SHARE = 2
+"""The learned parts of a search are added through the learned tools' gathered scores once
+their postings together are at least one in this many learned tools: below that, gathering and
+writing back those scores costs more than adding each posting in place."""
+
+
+def add_learned(
+    scores: np.ndarray, parts: Sequence[LearnedTerm], universe: Universe, scratch: np.ndarray
+) -> None:
+    """Add ``parts`` to ``scores``, in their order; ``scratch`` is a float array at least as
+    long as ``scores``.
+
+    Either each part in place at its ids, or, when the parts are many postings and each knows
+    its positions among the learned tools, into those tools' scores gathered in ``scratch``,
+    then written back: each score gets the same additions in the same order either way, and
+    adding 0 (a compact part's value for a tool that did not learn its term) leaves a score's
+    bits as they are."""
+    postings = sum(part.ids.size for part in parts)
+    if postings * UNIVERSE_SHARE < universe.ids.size or any(part.at is None for part in parts):
+        for part in parts:
+            scores[part.ids] += part.values
+        return
+    # The learned tools inside the score array: every part's ids are below its end.
+    tools = universe.ids[: int(np.searchsorted(universe.ids, scores.size))]
+    gathered = np.take(scores, tools, out=scratch[: tools.size])
+    for part in parts:
+        if part.compact is not None:
+            target = gathered[: part.compact.size]
+            target += part.compact
+        else:
+            gathered[part.at] += part.values
+    scores[tools] = gathered
