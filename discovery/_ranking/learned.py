@@ -243,13 +243,18 @@ def add_learned(
         for part in parts:
             scores[part.ids] += part.values
         return
-    # The learned tools inside the score array: every part's ids are below its end.
-    tools = universe.ids[: int(np.searchsorted(universe.ids, scores.size))]
-    gathered = np.take(scores, tools, out=scratch[: tools.size])
+    tools = universe.ids
+    if tools.size and tools[-1] >= scores.size:  # only those inside the array, as every part's ids
+        tools = tools[: int(np.searchsorted(tools, scores.size))]
+    # Every index is in bounds: ``clip`` only spares checking each of them.
+    gathered = np.take(scores, tools, out=scratch[: tools.size], mode="clip")
     for part in parts:
-        if part.compact is not None:
-            target = gathered[: part.compact.size]
-            target += part.compact
-        else:
+        compact = part.compact
+        if compact is None:
             gathered[part.at] += part.values
+        elif compact.size == gathered.size:
+            gathered += compact
+        else:
+            target = gathered[: compact.size]
+            target += compact
     scores[tools] = gathered

@@ -653,10 +653,11 @@ class Ranker:
         fresh: list[str] = []
         for term in present:
             key = (term, query_terms[term], corpus)
-            if key not in parts:
+            try:
+                parts.move_to_end(key)
+            except KeyError:
                 fresh.append(term)
                 continue
-            parts.move_to_end(key)
             part = parts[key]
             if part is not None:
                 if part.compact is None:  # added again: lay it out if it is common
