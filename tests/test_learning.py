@@ -278,7 +278,7 @@ def learned_parts(draw: st.DrawFn) -> tuple[np.ndarray, list[LearnedTerm], Unive
         held = sorted(draw(st.sets(st.sampled_from(universe.ids.tolist()), min_size=1)))
         ids = np.array(held, dtype=np.intp)
         added = np.array(draw(st.lists(values.filter(bool), min_size=ids.size, max_size=ids.size)))
-        parts.append(LearnedTerm("t", 1.0, 1, ids, added, added, added, at=universe.positions(ids)))
+        parts.append(LearnedTerm("t", 1.0, 1, ids, added, added, at=universe.positions(ids)))
     return scores, parts, universe
 
 
@@ -516,7 +516,12 @@ def test_kill_9_while_calls_are_recorded_leaves_a_sound_index(db_url: str) -> No
 
 def test_a_process_catches_up_with_what_others_taught_from_the_journal(db_url: str) -> None:
     """One process keeps searching while another records calls: after every call, its next search
-    equals a search by a fresh process (which reads everything anew)."""
+    equals a search by a fresh process (which reads everything anew), in the whole catalog and in
+    corpora that leave out the tool taught or another."""
+    corpora = [
+        Corpus(MODE_GROUPS["all"], frozenset({TEACHER})),
+        Corpus(MODE_GROUPS["all"], frozenset({"mcp__notes__create_note"})),
+    ]
     with ToolIndex.open(db_url, learning=True) as index, ToolIndex.open(db_url) as other:
         with_demo(index)
         queries = ["notify the team", "create issue chat", "team notes"]
@@ -525,12 +530,16 @@ def test_a_process_catches_up_with_what_others_taught_from_the_journal(db_url: s
         ):
             for query in queries:
                 index.search(query, limit=10)  # cached here before the change
+                for corpus in corpora:
+                    rank(index, query, corpus, None)
             session = other.session(f"teacher-{number}", discovery_mode="all")
             session.search_tool.execute("c1", {"query": queries[number % 3]})
             session.record_call(tool)
             with ToolIndex.open(db_url) as fresh:
                 for query in queries:
                     assert index.search(query, limit=10) == fresh.search(query, limit=10)
+                    for corpus in corpora:
+                        assert rank(index, query, corpus, None) == rank(fresh, query, corpus, None)
         other.delete_session("teacher-0")  # journaled too: the credits of a session go with it
         with ToolIndex.open(db_url) as fresh:
             assert index.search("notify the team", limit=10) == fresh.search("notify the team", limit=10)

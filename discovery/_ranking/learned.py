@@ -20,12 +20,13 @@ import numpy as np
 
 from discovery._ranking.bm25 import average_length, contribution, idf, length_norm, saturation_numerator
 from discovery._ranking.fields import LEARNED_WEIGHT
+from discovery._ranking.postings import NORM_TABLE_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
 class LearnedPostings:
     """The tools holding one learned term, ascending by tool id: their group, tf (sessions that
-    taught the term) and learned length."""
+    taught the term) and learned length, as integers."""
 
     ids: np.ndarray
     grp: np.ndarray
@@ -38,14 +39,16 @@ class LearnedPostings:
         return cls(
             table[:, 0].astype(np.intp),
             table[:, 1],
-            table[:, 2].astype(np.float64),
-            table[:, 3].astype(np.float64),
+            table[:, 2],
+            table[:, 3],
         )
 
     def patched(self, tf: dict[int, tuple[int, int, int]], lengths: dict[int, int]) -> LearnedPostings | None:
         """These postings with ``tf`` applied (by tool id: ``(group, tf, length)``, tf 0 taking
         the tool out, a new id put in its place) and then the learned ``lengths`` of tools that
         moved; ``None`` when no posting is left."""
+        if not tf and not lengths:
+            return self
         ids, grp, tfs, length = self.ids, self.grp, self.tf, self.length
         if tf:
             changed = np.array(sorted(tf), dtype=np.intp)
@@ -54,8 +57,8 @@ class LearnedPostings:
             rows = np.array(added, dtype=np.int64).reshape(-1, 4)
             ids = np.concatenate([ids[kept], rows[:, 0].astype(np.intp)])
             grp = np.concatenate([grp[kept], rows[:, 1]])
-            tfs = np.concatenate([tfs[kept], rows[:, 2].astype(np.float64)])
-            length = np.concatenate([length[kept], rows[:, 3].astype(np.float64)])
+            tfs = np.concatenate([tfs[kept], rows[:, 2]])
+            length = np.concatenate([length[kept], rows[:, 3]])
             order = np.argsort(ids, kind="stable")
             ids, grp, tfs, length = ids[order], grp[order], tfs[order], length[order]
         if ids.size == 0:
@@ -67,7 +70,7 @@ class LearnedPostings:
             found[found] = ids[at[found]] == moved[found]
             if found.any():
                 length = length.copy() if length is self.length else length
-                length[at[found]] = [float(lengths[i]) for i in moved[found].tolist()]
+                length[at[found]] = [lengths[i] for i in moved[found].tolist()]
         return LearnedPostings(ids, grp, tfs, length)
 
     def in_corpus(self, groups: Sequence[int], excluded: np.ndarray) -> np.ndarray:
@@ -103,7 +106,6 @@ class LearnedTerm:
     ids: np.ndarray
     values: np.ndarray
     tf: np.ndarray
-    length: np.ndarray
     at: np.ndarray | None = None
     """Where ``ids`` stand among the learned tools (``Universe.ids``), when known."""
     compact: np.ndarray | None = None
@@ -170,6 +172,11 @@ class Membership:
     ids: np.ndarray
     at: np.ndarray | None
     """Where ``ids`` stand among the learned tools (``Universe.positions``)."""
+    rows: np.ndarray | None
+    """The indices of ``mask``'s postings, or ``None`` when it holds them all."""
+    tf: np.ndarray
+    """Their tfs: a change of one takes the term's memberships out of the cache."""
+    top_tf: int
 
 
 def learned_membership(
@@ -185,7 +192,9 @@ def learned_membership(
     if text.ids.size:
         at = np.minimum(np.searchsorted(text.ids, ids), text.ids.size - 1)
         both = int(np.count_nonzero(text.ids[at] == ids))
-    return Membership(mask, text.df + learned - both, ids, universe.positions(ids))
+    rows = None if learned == mask.size else np.flatnonzero(mask)
+    tf = held.tf if rows is None else held.tf[rows]
+    return Membership(mask, text.df + learned - both, ids, universe.positions(ids), rows, tf, int(tf.max()))
 
 
 def learned_term(
@@ -195,13 +204,36 @@ def learned_term(
     membership: Membership,
     n_docs: int,
     population: LearnedPopulation,
+    scratch: np.ndarray,
 ) -> LearnedTerm:
-    """What one query term adds through the learned field in a corpus of ``n_docs`` tools."""
-    mask = membership.mask
+    """What one query term adds through the learned field in a corpus of ``n_docs`` tools.
+
+    A contribution depends only on the posting's (tf, length), both small integers: as for the
+    tool text (``postings._contributions``), when every pair fits in a table smaller than
+    the postings, the table is computed (the same operations on the same doubles, so the same
+    bits) and looked up. ``scratch`` is an int64 array of two rows at least as long as the
+    postings: a term computed anew after every call is spared allocating its temporaries."""
     weight = learned_weight(qtf, idf(n_docs, membership.df))
-    tf, length = held.tf[mask], held.length[mask]
-    values = contribution(weight, saturation_numerator(tf), tf, length_norm(length, population.avgdl))
-    return LearnedTerm(term, weight, membership.df, membership.ids, values, tf, length, at=membership.at)
+    tf = membership.tf
+    size = tf.size
+    length = scratch[0, :size]
+    if membership.rows is None:
+        np.copyto(length, held.length)
+    else:
+        np.take(held.length, membership.rows, out=length, mode="clip")  # rows are in bounds
+    width = int(length.max()) + 1
+    if (membership.top_tf + 1) * width > size or width > NORM_TABLE_LIMIT:
+        as_float = tf.astype(np.float64)
+        norm = length_norm(length, population.avgdl)
+        values: np.ndarray = contribution(weight, saturation_numerator(as_float), as_float, norm)
+    else:
+        tfs = np.arange(membership.top_tf + 1.0)[:, None]
+        norms = length_norm(np.arange(float(width)), population.avgdl)
+        table = contribution(weight, saturation_numerator(tfs), tfs, norms[None, :]).ravel()
+        at = np.multiply(tf, width, out=scratch[1, :size])
+        at += length
+        values = table.take(at)
+    return LearnedTerm(term, weight, membership.df, membership.ids, values, tf, at=membership.at)
 
 
 COMPACT_SHARE = 6

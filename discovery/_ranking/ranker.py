@@ -144,6 +144,7 @@ class Ranker:
         self._scores = np.zeros(0)
         self._scores_zeroed = True
         self._scratch = np.zeros(0)
+        self._learned_scratch = np.zeros((2, 0), dtype=np.int64)
         # The semantic signal: the index's embedding setting (read with each new generation),
         # its current vectors (loaded on the first fused search) and the model's query vectors.
         self._embedding = EmbeddingState(None, None, 0, 0.0)
@@ -603,7 +604,13 @@ class Ranker:
                 continue
             self._learned[term] = held.patched(patch, lengths)
         self._learned_parts.clear()
-        self._learned_exclusions.clear()
+        # What a corpus' excluded tools learned moved only if one of them is among the tools.
+        moved = set(names)
+        self._learned_exclusions = {
+            corpus: kept
+            for corpus, kept in self._learned_exclusions.items()
+            if moved.isdisjoint(corpus.excluded)
+        }
 
     @_serialized
     def learning_enabled(self, reader: RankingSource) -> bool:
@@ -671,6 +678,9 @@ class Ranker:
         # order among those found cached.
         n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(exclusion.documents)
         population = self._learned_population(reader, corpus, exclusion)
+        longest = max(held.ids.size for term in fresh if (held := learned[term]) is not None)
+        if self._learned_scratch.shape[1] < longest:
+            self._learned_scratch = np.zeros((2, longest), dtype=np.int64)
         computed: dict[str, LearnedTerm | None] = {}
         for term in fresh:
             held = learned[term]
@@ -687,7 +697,9 @@ class Ranker:
             membership = self._learned_members[member_key]
             fresh_part = None
             if membership is not None:
-                fresh_part = learned_term(term, query_terms[term], held, membership, n_docs, population)
+                fresh_part = learned_term(
+                    term, query_terms[term], held, membership, n_docs, population, self._learned_scratch
+                )
             parts[(term, query_terms[term], corpus)] = computed[term] = fresh_part
             if len(parts) > LEARNED_PARTS_CACHED:
                 parts.popitem(last=False)
