@@ -111,6 +111,8 @@ class LearnedTerm:
     compact: np.ndarray | None = None
     """``values`` laid out over the learned tools (0 where the term is absent), when the term is
     common among them."""
+    laid: bool = False
+    """Whether ``laid_out`` decided the layout already."""
 
     @property
     def max_id(self) -> int:
@@ -246,11 +248,11 @@ def laid_out(part: LearnedTerm, universe: Universe) -> LearnedTerm:
     """``part`` with its values laid out over the learned tools when it is common enough among
     them (``COMPACT_SHARE``): worth it for a part added again and again, not for one computed
     anew after every call."""
-    if part.compact is not None or part.at is None or part.ids.size * COMPACT_SHARE < universe.ids.size:
-        return part
+    if part.laid or part.at is None or part.ids.size * COMPACT_SHARE < universe.ids.size:
+        return part if part.laid else replace(part, laid=True)
     compact = np.zeros(int(part.at[-1]) + 1)
     compact[part.at] = part.values
-    return replace(part, compact=compact)
+    return replace(part, compact=compact, laid=True)
 
 
 UNIVERSE_SHARE = 2
@@ -282,8 +284,9 @@ def add_learned(
     gathered = np.take(scores, tools, out=scratch[: tools.size], mode="clip")
     for part in parts:
         compact = part.compact
-        if compact is None:
-            gathered[part.at] += part.values
+        if compact is None:  # the positions are distinct: one addition each, as ``+=`` at them
+            assert part.at is not None
+            np.add.at(gathered, part.at, part.values)
         elif compact.size == gathered.size:
             gathered += compact
         else:

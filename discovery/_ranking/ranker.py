@@ -78,6 +78,9 @@ class SemanticQuery:
     weight: float
 
 
+CorpusKey = tuple[tuple[int, ...], frozenset[str]]
+"""A corpus' groups and excluded names."""
+
 Params = ParamSpec("Params")
 Result = TypeVar("Result")
 
@@ -131,7 +134,8 @@ class Ranker:
         self._learned_exclusions: dict[Corpus, tuple[np.ndarray, tuple[int, int]]] = {}
         # What each learned query term adds in a corpus, by (term, qtf, corpus), for the corpora
         # and terms searched last: a repeated search only adds them up, as for the tool text.
-        self._learned_parts: OrderedDict[tuple[str, int, Corpus], LearnedTerm | None] = OrderedDict()
+        # Keyed by the corpus' fields rather than the corpus: hashing those is cheaper.
+        self._learned_parts: OrderedDict[tuple[str, int, CorpusKey], LearnedTerm | None] = OrderedDict()
         # Which learned postings of a term a corpus holds, and its df there: kept across calls
         # that change only tfs and lengths of postings already there.
         self._learned_members: dict[tuple[str, Corpus], Membership | None] = {}
@@ -658,8 +662,9 @@ class Ranker:
         parts = self._learned_parts
         found: list[LearnedTerm] = []
         fresh: list[str] = []
+        corpus_key = (corpus.groups, corpus.excluded)
         for term in present:
-            key = (term, query_terms[term], corpus)
+            key = (term, query_terms[term], corpus_key)
             try:
                 parts.move_to_end(key)
             except KeyError:
@@ -667,10 +672,8 @@ class Ranker:
                 continue
             part = parts[key]
             if part is not None:
-                if part.compact is None:  # added again: lay it out if it is common
-                    laid = laid_out(part, universe)
-                    if laid is not part:
-                        part = parts[key] = laid
+                if not part.laid:  # added again: lay it out if it is common
+                    part = parts[key] = laid_out(part, universe)
                 found.append(part)
         if not fresh:
             return found
@@ -700,7 +703,7 @@ class Ranker:
                 fresh_part = learned_term(
                     term, query_terms[term], held, membership, n_docs, population, self._learned_scratch
                 )
-            parts[(term, query_terms[term], corpus)] = computed[term] = fresh_part
+            parts[(term, query_terms[term], corpus_key)] = computed[term] = fresh_part
             if len(parts) > LEARNED_PARTS_CACHED:
                 parts.popitem(last=False)
         by_term = {part.term: part for part in found} | computed
