@@ -217,7 +217,7 @@ LAYOUTS = {
 }
 """How the learned parts reach the scores (``learned.add_learned``): as their sizes decide, each
 in place at its ids, or through the learned tools' gathered scores, per posting or laid out over
-them once added again; and the top found among the terms' documents or by scanning the scores."""
+them; and the top found among the terms' documents or by scanning the scores."""
 
 
 def laid_out_as(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:

@@ -111,8 +111,6 @@ class LearnedTerm:
     compact: np.ndarray | None = None
     """``values`` laid out over the learned tools (0 where the term is absent), when the term is
     common among them."""
-    laid: bool = False
-    """Whether ``laid_out`` decided the layout already."""
 
     @property
     def max_id(self) -> int:
@@ -246,13 +244,14 @@ their scores, laid out in their order."""
 
 def laid_out(part: LearnedTerm, universe: Universe) -> LearnedTerm:
     """``part`` with its values laid out over the learned tools when it is common enough among
-    them (``COMPACT_SHARE``): worth it for a part added again and again, not for one computed
-    anew after every call."""
-    if part.laid or part.at is None or part.ids.size * COMPACT_SHARE < universe.ids.size:
-        return part if part.laid else replace(part, laid=True)
+    them (``COMPACT_SHARE``). Done when the part is computed: the layout is the learned tools'
+    size, not the catalog's, so even a part computed anew after every call soon pays for it, and
+    a part first laid out when added again would cost that search the layout's fresh memory."""
+    if part.at is None or part.ids.size * COMPACT_SHARE < universe.ids.size:
+        return part
     compact = np.zeros(int(part.at[-1]) + 1)
     compact[part.at] = part.values
-    return replace(part, compact=compact, laid=True)
+    return replace(part, compact=compact)
 
 
 UNIVERSE_SHARE = 2

@@ -672,8 +672,6 @@ class Ranker:
                 continue
             part = parts[key]
             if part is not None:
-                if not part.laid:  # added again: lay it out if it is common
-                    part = parts[key] = laid_out(part, universe)
                 found.append(part)
         if not fresh:
             return found
@@ -700,8 +698,11 @@ class Ranker:
             membership = self._learned_members[member_key]
             fresh_part = None
             if membership is not None:
-                fresh_part = learned_term(
-                    term, query_terms[term], held, membership, n_docs, population, self._learned_scratch
+                fresh_part = laid_out(
+                    learned_term(
+                        term, query_terms[term], held, membership, n_docs, population, self._learned_scratch
+                    ),
+                    universe,
                 )
             parts[(term, query_terms[term], corpus_key)] = computed[term] = fresh_part
             if len(parts) > LEARNED_PARTS_CACHED:
