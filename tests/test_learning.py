@@ -22,7 +22,17 @@ from discovery._ranking import learned as learned_module
 from discovery._ranking import topk as topk_module
 from discovery._ranking.bm25 import js_log
 from discovery._ranking.fields import LEARNED_WEIGHT
-from discovery._ranking.learned import LearnedTerm, Universe, add_learned, laid_out
+from discovery._ranking.learned import (
+    LearnedPopulation,
+    LearnedPostings,
+    LearnedTerm,
+    TextMatches,
+    Universe,
+    add_learned,
+    laid_out,
+    learned_membership,
+    learned_term,
+)
 from discovery._rules import Corpus
 from discovery._sessions.learning import credits_of_log
 from discovery._text.analyzers import REFERENCE
@@ -303,6 +313,33 @@ def test_learned_parts_add_the_same_bits_in_place_or_gathered(
             patch.setattr(learned_module, "UNIVERSE_SHARE", share)
             add_learned(got, laid, universe, np.zeros(got.size))
             assert got.view(np.int64).tolist() == expected.view(np.int64).tolist()
+
+
+@pytest.mark.parametrize("postings", [3, 40, 5000])
+@pytest.mark.parametrize("corpus_share", [1.0, 0.5])
+def test_learned_values_are_the_formula_s_per_posting(postings: int, corpus_share: float) -> None:
+    """A learned part's values, taken from a table over its (tf, length) pairs when it has many
+    postings, are the bits of the formula evaluated per posting, in or out of a corpus."""
+    rng = np.random.default_rng(postings)
+    ids = np.sort(rng.choice(postings * 3, postings, replace=False))
+    groups = np.where(rng.random(postings) < corpus_share, 1, 2)
+    tfs = rng.integers(1, 6, postings)
+    lengths = tfs + rng.integers(0, 40, postings)
+    rows = zip(ids.tolist(), groups.tolist(), tfs.tolist(), lengths.tolist(), strict=True)
+    held = LearnedPostings.of(list(rows))
+    universe = Universe.of(ids.tolist())
+    text = TextMatches(postings * 3, 0, np.zeros(0, dtype=np.intp))
+    membership = learned_membership(held, (1,), np.zeros(0, dtype=np.intp), text, universe)
+    assert membership is not None
+    population = LearnedPopulation(postings, 17.3)
+    part = learned_term("t", 2, held, membership, postings * 3, population, np.zeros((2, postings), np.int64))
+    kept = groups == 1
+    expected = [
+        part.weight * ((tf * (1.2 + 1)) / (tf + 1.2 * (1 - 0.75 + 0.75 * (length / 17.3))) + 1.0)
+        for tf, length in zip(tfs[kept].tolist(), lengths[kept].tolist(), strict=True)
+    ]
+    assert part.ids.tolist() == ids[kept].tolist()
+    assert part.values.view(np.int64).tolist() == np.array(expected).view(np.int64).tolist()
 
 
 def with_demo(index: ToolIndex) -> None:

@@ -162,21 +162,21 @@ class Universe:
 
 @dataclass(frozen=True, slots=True)
 class Membership:
-    """Which of a term's learned postings belong to a corpus (``mask``, and their tool ids), and
-    the term's ``df`` there: the corpus tools holding it in their text or their learned field.
-    None of it depends on tfs or lengths, so it outlives the calls that change only those; ``at``
-    holds while the learned tools stay the same ones."""
+    """Which of a term's learned postings belong to a corpus (``rows``, and their tool ids and
+    tfs), and the term's ``df`` there: the corpus tools holding it in their text or their learned
+    field. It outlives the calls that change only learned lengths (a change of one of the term's
+    tfs takes its memberships out of the cache); ``at`` holds while the learned tools stay the
+    same ones."""
 
-    mask: np.ndarray
     df: int
     ids: np.ndarray
     at: np.ndarray | None
     """Where ``ids`` stand among the learned tools (``Universe.positions``)."""
     rows: np.ndarray | None
-    """The indices of ``mask``'s postings, or ``None`` when it holds them all."""
+    """The indices of the corpus' postings among the term's, or ``None`` when it holds them all."""
     tf: np.ndarray
-    """Their tfs: a change of one takes the term's memberships out of the cache."""
     top_tf: int
+    """The largest of ``tf``."""
 
 
 def learned_membership(
@@ -194,7 +194,7 @@ def learned_membership(
         both = int(np.count_nonzero(text.ids[at] == ids))
     rows = None if learned == mask.size else np.flatnonzero(mask)
     tf = held.tf if rows is None else held.tf[rows]
-    return Membership(mask, text.df + learned - both, ids, universe.positions(ids), rows, tf, int(tf.max()))
+    return Membership(text.df + learned - both, ids, universe.positions(ids), rows, tf, int(tf.max()))
 
 
 def learned_term(

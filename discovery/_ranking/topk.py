@@ -43,7 +43,7 @@ def candidates(
     gives a floor close to the answer from few documents. With sparse contributions only, every
     positive score is among the terms' documents, and the rest of the array is never read unless
     they are so many that one pass over it costs less (``SCAN_SHARE``): the same documents either
-    way, ascending."""
+    way."""
     if not scored:
         return np.zeros(0, dtype=np.int64)
     floor = 0.0
