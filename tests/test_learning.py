@@ -12,13 +12,27 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from discovery import ToolIndex
+from discovery._ranking import learned as learned_module
+from discovery._ranking import topk as topk_module
 from discovery._ranking.bm25 import js_log
 from discovery._ranking.fields import LEARNED_WEIGHT
+from discovery._ranking.learned import (
+    LearnedPopulation,
+    LearnedPostings,
+    LearnedTerm,
+    TextMatches,
+    Universe,
+    add_learned,
+    laid_out,
+    learned_membership,
+    learned_term,
+)
 from discovery._rules import Corpus
 from discovery._sessions.learning import credits_of_log
 from discovery._text.analyzers import REFERENCE
@@ -205,11 +219,33 @@ def sessions_over(draw: st.DrawFn, names: list[str]) -> list[list[Step]]:
     return draw(st.lists(st.lists(step, max_size=6), max_size=4))
 
 
+LAYOUTS = {
+    "default": {},
+    "by id": {"UNIVERSE_SHARE": 10**9},
+    "gathered": {"UNIVERSE_SHARE": 0, "COMPACT_SHARE": 0, "SCAN_SHARE": 0},
+    "gathered compact": {"UNIVERSE_SHARE": 0, "COMPACT_SHARE": 10**9, "SCAN_SHARE": 10**9},
+}
+"""How the learned parts reach the scores (``learned.add_learned``): as their sizes decide, each
+in place at its ids, or through the learned tools' gathered scores, per posting or laid out over
+them; and the top found among the terms' documents or by scanning the scores."""
+
+
+def laid_out_as(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    for name, value in LAYOUTS[layout].items():
+        monkeypatch.setattr(topk_module if name == "SCAN_SHARE" else learned_module, name, value)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @RANDOM
 @given(catalog=catalogs(), data=st.data())
 def test_the_learned_field_ranks_as_the_brute_force_reference(
-    index: ToolIndex, catalog: list[dict[str, Any]], data: st.DataObject
+    index: ToolIndex,
+    monkeypatch: pytest.MonkeyPatch,
+    layout: str,
+    catalog: list[dict[str, Any]],
+    data: st.DataObject,
 ) -> None:
+    laid_out_as(monkeypatch, layout)
     index.upsert_tools(catalog, replace=True)
     for number in range(len(index.sessions())):
         index.delete_session(f"s{number}")
@@ -236,6 +272,74 @@ def test_the_learned_field_ranks_as_the_brute_force_reference(
     from discovery._diagnostics.verify import verify
 
     assert verify(index).problems == []
+
+
+@st.composite
+def learned_parts(draw: st.DrawFn) -> tuple[np.ndarray, list[LearnedTerm], Universe]:
+    """Text scores over a catalog, some of its tools with a learned field, and parts each held by
+    some of those tools, with values of any magnitude."""
+    size = draw(st.integers(min_value=1, max_value=60))
+    values = st.floats(min_value=0, max_value=1e6, allow_subnormal=True)
+    scores = np.array(draw(st.lists(values, min_size=size, max_size=size)))
+    scores[sorted(draw(st.sets(st.integers(0, size - 1))))] = 0.0
+    universe = Universe.of(sorted(draw(st.sets(st.integers(0, size - 1), min_size=1))))
+    parts = []
+    for _ in range(draw(st.integers(min_value=1, max_value=5))):
+        held = sorted(draw(st.sets(st.sampled_from(universe.ids.tolist()), min_size=1)))
+        ids = np.array(held, dtype=np.intp)
+        added = np.array(draw(st.lists(values.filter(bool), min_size=ids.size, max_size=ids.size)))
+        parts.append(LearnedTerm("t", 1.0, 1, ids, added, added, at=universe.positions(ids)))
+    return scores, parts, universe
+
+
+@given(drawn=learned_parts(), data=st.data())
+def test_learned_parts_add_the_same_bits_in_place_or_gathered(
+    drawn: tuple[np.ndarray, list[LearnedTerm], Universe], data: st.DataObject
+) -> None:
+    """Through the learned tools' gathered scores, per posting or laid out over them (adding 0
+    where a part's term is absent), each score gets the bits of adding each part at its ids."""
+    scores, parts, universe = drawn
+    expected = scores.copy()
+    for part in parts:
+        for i, value in zip(part.ids.tolist(), part.values.tolist(), strict=True):
+            expected[i] = expected[i] + value
+    compact = data.draw(st.lists(st.booleans(), min_size=len(parts), max_size=len(parts)))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(learned_module, "COMPACT_SHARE", 10**9)
+        laid = [laid_out(part, universe) if lay else part for part, lay in zip(parts, compact, strict=True)]
+        assert [part.compact is not None for part in laid] == compact
+        for share in (0, 10**9):  # gathered, in place
+            got = scores.copy()
+            patch.setattr(learned_module, "UNIVERSE_SHARE", share)
+            add_learned(got, laid, universe, np.zeros(got.size))
+            assert got.view(np.int64).tolist() == expected.view(np.int64).tolist()
+
+
+@pytest.mark.parametrize("postings", [3, 40, 5000])
+@pytest.mark.parametrize("corpus_share", [1.0, 0.5])
+def test_learned_values_are_the_formula_s_per_posting(postings: int, corpus_share: float) -> None:
+    """A learned part's values, taken from a table over its (tf, length) pairs when it has many
+    postings, are the bits of the formula evaluated per posting, in or out of a corpus."""
+    rng = np.random.default_rng(postings)
+    ids = np.sort(rng.choice(postings * 3, postings, replace=False))
+    groups = np.where(rng.random(postings) < corpus_share, 1, 2)
+    tfs = rng.integers(1, 6, postings)
+    lengths = tfs + rng.integers(0, 40, postings)
+    rows = zip(ids.tolist(), groups.tolist(), tfs.tolist(), lengths.tolist(), strict=True)
+    held = LearnedPostings.of(list(rows))
+    universe = Universe.of(ids.tolist())
+    text = TextMatches(postings * 3, 0, np.zeros(0, dtype=np.intp))
+    membership = learned_membership(held, (1,), np.zeros(0, dtype=np.intp), text, universe)
+    assert membership is not None
+    population = LearnedPopulation(postings, 17.3)
+    part = learned_term("t", 2, held, membership, postings * 3, population, np.zeros((2, postings), np.int64))
+    kept = groups == 1
+    expected = [
+        part.weight * ((tf * (1.2 + 1)) / (tf + 1.2 * (1 - 0.75 + 0.75 * (length / 17.3))) + 1.0)
+        for tf, length in zip(tfs[kept].tolist(), lengths[kept].tolist(), strict=True)
+    ]
+    assert part.ids.tolist() == ids[kept].tolist()
+    assert part.values.view(np.int64).tolist() == np.array(expected).view(np.int64).tolist()
 
 
 def with_demo(index: ToolIndex) -> None:
@@ -449,7 +553,12 @@ def test_kill_9_while_calls_are_recorded_leaves_a_sound_index(db_url: str) -> No
 
 def test_a_process_catches_up_with_what_others_taught_from_the_journal(db_url: str) -> None:
     """One process keeps searching while another records calls: after every call, its next search
-    equals a search by a fresh process (which reads everything anew)."""
+    equals a search by a fresh process (which reads everything anew), in the whole catalog and in
+    corpora that leave out the tool taught or another."""
+    corpora = [
+        Corpus(MODE_GROUPS["all"], frozenset({TEACHER})),
+        Corpus(MODE_GROUPS["all"], frozenset({"mcp__notes__create_note"})),
+    ]
     with ToolIndex.open(db_url, learning=True) as index, ToolIndex.open(db_url) as other:
         with_demo(index)
         queries = ["notify the team", "create issue chat", "team notes"]
@@ -458,12 +567,16 @@ def test_a_process_catches_up_with_what_others_taught_from_the_journal(db_url: s
         ):
             for query in queries:
                 index.search(query, limit=10)  # cached here before the change
+                for corpus in corpora:
+                    rank(index, query, corpus, None)
             session = other.session(f"teacher-{number}", discovery_mode="all")
             session.search_tool.execute("c1", {"query": queries[number % 3]})
             session.record_call(tool)
             with ToolIndex.open(db_url) as fresh:
                 for query in queries:
                     assert index.search(query, limit=10) == fresh.search(query, limit=10)
+                    for corpus in corpora:
+                        assert rank(index, query, corpus, None) == rank(fresh, query, corpus, None)
         other.delete_session("teacher-0")  # journaled too: the credits of a session go with it
         with ToolIndex.open(db_url) as fresh:
             assert index.search("notify the team", limit=10) == fresh.search("notify the team", limit=10)

@@ -20,12 +20,13 @@ import numpy as np
 
 from discovery._ranking.bm25 import average_length, contribution, idf, length_norm, saturation_numerator
 from discovery._ranking.fields import LEARNED_WEIGHT
+from discovery._ranking.postings import NORM_TABLE_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
 class LearnedPostings:
     """The tools holding one learned term, ascending by tool id: their group, tf (sessions that
-    taught the term) and learned length."""
+    taught the term) and learned length, as integers."""
 
     ids: np.ndarray
     grp: np.ndarray
@@ -38,14 +39,16 @@ class LearnedPostings:
         return cls(
             table[:, 0].astype(np.intp),
             table[:, 1],
-            table[:, 2].astype(np.float64),
-            table[:, 3].astype(np.float64),
+            table[:, 2],
+            table[:, 3],
         )
 
     def patched(self, tf: dict[int, tuple[int, int, int]], lengths: dict[int, int]) -> LearnedPostings | None:
         """These postings with ``tf`` applied (by tool id: ``(group, tf, length)``, tf 0 taking
         the tool out, a new id put in its place) and then the learned ``lengths`` of tools that
         moved; ``None`` when no posting is left."""
+        if not tf and not lengths:
+            return self
         ids, grp, tfs, length = self.ids, self.grp, self.tf, self.length
         if tf:
             changed = np.array(sorted(tf), dtype=np.intp)
@@ -54,8 +57,8 @@ class LearnedPostings:
             rows = np.array(added, dtype=np.int64).reshape(-1, 4)
             ids = np.concatenate([ids[kept], rows[:, 0].astype(np.intp)])
             grp = np.concatenate([grp[kept], rows[:, 1]])
-            tfs = np.concatenate([tfs[kept], rows[:, 2].astype(np.float64)])
-            length = np.concatenate([length[kept], rows[:, 3].astype(np.float64)])
+            tfs = np.concatenate([tfs[kept], rows[:, 2]])
+            length = np.concatenate([length[kept], rows[:, 3]])
             order = np.argsort(ids, kind="stable")
             ids, grp, tfs, length = ids[order], grp[order], tfs[order], length[order]
         if ids.size == 0:
@@ -67,7 +70,7 @@ class LearnedPostings:
             found[found] = ids[at[found]] == moved[found]
             if found.any():
                 length = length.copy() if length is self.length else length
-                length[at[found]] = [float(lengths[i]) for i in moved[found].tolist()]
+                length[at[found]] = [lengths[i] for i in moved[found].tolist()]
         return LearnedPostings(ids, grp, tfs, length)
 
     def in_corpus(self, groups: Sequence[int], excluded: np.ndarray) -> np.ndarray:
@@ -103,18 +106,11 @@ class LearnedTerm:
     ids: np.ndarray
     values: np.ndarray
     tf: np.ndarray
-    length: np.ndarray
-    dense: np.ndarray | None = None
-    """``values`` laid out by tool id (0 elsewhere) when the term is common enough."""
-
-    def add_to(self, scores: np.ndarray) -> None:
-        """Add what the term gives each tool; adding 0 leaves a score's bits as they are, so
-        both layouts give the same scores."""
-        if self.dense is not None:
-            target = scores[: self.dense.size]
-            target += self.dense
-        else:
-            scores[self.ids] += self.values
+    at: np.ndarray | None = None
+    """Where ``ids`` stand among the learned tools (``Universe.ids``), when known."""
+    compact: np.ndarray | None = None
+    """``values`` laid out over the learned tools (0 where the term is absent), when the term is
+    common among them."""
 
     @property
     def max_id(self) -> int:
@@ -145,17 +141,46 @@ def learned_population(
 
 
 @dataclass(frozen=True, slots=True)
-class Membership:
-    """Which of a term's learned postings belong to a corpus (``mask``), and the term's ``df`` there:
-    the corpus tools holding it in their text or their learned field. Neither depends on tfs or
-    lengths, so it outlives the calls that change only those."""
+class Universe:
+    """The catalog tools that learned anything, ascending by id: every learned posting is one of
+    theirs, so the learned parts of a search can be added to these tools' scores gathered in an
+    array of their own, shorter than the catalog's and dense with them."""
 
-    mask: np.ndarray
+    ids: np.ndarray
+
+    @classmethod
+    def of(cls, tool_ids: Sequence[int]) -> Universe:
+        return cls(np.unique(np.array(tool_ids, dtype=np.intp)))
+
+    def positions(self, ids: np.ndarray) -> np.ndarray | None:
+        """Where ``ids`` (ascending) stand among these tools; ``None`` when some are not."""
+        if self.ids.size == 0:
+            return None if ids.size else np.zeros(0, dtype=np.intp)
+        at = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
+        return at if bool(np.array_equal(self.ids[at], ids)) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """Which of a term's learned postings belong to a corpus (``rows``, and their tool ids and
+    tfs), and the term's ``df`` there: the corpus tools holding it in their text or their learned
+    field. It outlives the calls that change only learned lengths (a change of one of the term's
+    tfs takes its memberships out of the cache); ``at`` holds while the learned tools stay the
+    same ones."""
+
     df: int
+    ids: np.ndarray
+    at: np.ndarray | None
+    """Where ``ids`` stand among the learned tools (``Universe.positions``)."""
+    rows: np.ndarray | None
+    """The indices of the corpus' postings among the term's, or ``None`` when it holds them all."""
+    tf: np.ndarray
+    top_tf: int
+    """The largest of ``tf``."""
 
 
 def learned_membership(
-    held: LearnedPostings, groups: Sequence[int], excluded: np.ndarray, text: TextMatches
+    held: LearnedPostings, groups: Sequence[int], excluded: np.ndarray, text: TextMatches, universe: Universe
 ) -> Membership | None:
     """``None`` when no corpus tool learned the term."""
     mask = held.in_corpus(groups, excluded)
@@ -167,7 +192,9 @@ def learned_membership(
     if text.ids.size:
         at = np.minimum(np.searchsorted(text.ids, ids), text.ids.size - 1)
         both = int(np.count_nonzero(text.ids[at] == ids))
-    return Membership(mask, text.df + learned - both)
+    rows = None if learned == mask.size else np.flatnonzero(mask)
+    tf = held.tf if rows is None else held.tf[rows]
+    return Membership(text.df + learned - both, ids, universe.positions(ids), rows, tf, int(tf.max()))
 
 
 def learned_term(
@@ -177,26 +204,91 @@ def learned_term(
     membership: Membership,
     n_docs: int,
     population: LearnedPopulation,
+    scratch: np.ndarray,
 ) -> LearnedTerm:
-    """What one query term adds through the learned field in a corpus of ``n_docs`` tools."""
-    mask = membership.mask
+    """What one query term adds through the learned field in a corpus of ``n_docs`` tools.
+
+    A contribution depends only on the posting's (tf, length), both small integers: as for the
+    tool text (``postings._contributions``), when every pair fits in a table smaller than
+    the postings, the table is computed (the same operations on the same doubles, so the same
+    bits) and looked up. ``scratch`` is an int64 array of two rows at least as long as the
+    postings: a term computed anew after every call is spared allocating its temporaries."""
     weight = learned_weight(qtf, idf(n_docs, membership.df))
-    tf, length = held.tf[mask], held.length[mask]
-    values = contribution(weight, saturation_numerator(tf), tf, length_norm(length, population.avgdl))
-    return LearnedTerm(term, weight, membership.df, held.ids[mask], values, tf, length)
+    tf = membership.tf
+    size = tf.size
+    length = scratch[0, :size]
+    if membership.rows is None:
+        np.copyto(length, held.length)
+    else:
+        np.take(held.length, membership.rows, out=length, mode="clip")  # rows are in bounds
+    width = int(length.max()) + 1
+    if (membership.top_tf + 1) * width > size or width > NORM_TABLE_LIMIT:
+        as_float = tf.astype(np.float64)
+        norm = length_norm(length, population.avgdl)
+        values: np.ndarray = contribution(weight, saturation_numerator(as_float), as_float, norm)
+    else:
+        tfs = np.arange(membership.top_tf + 1.0)[:, None]
+        norms = length_norm(np.arange(float(width)), population.avgdl)
+        table = contribution(weight, saturation_numerator(tfs), tfs, norms[None, :]).ravel()
+        at = np.multiply(tf, width, out=scratch[1, :size])
+        at += length
+        values = table.take(at)
+    return LearnedTerm(term, weight, membership.df, membership.ids, values, tf, at=membership.at)
 
 
-DENSE_SHARE = 6
-"""As for the tool text's contributions (``postings.DENSE_SHARE``): a learned term held by at
-least one tool in this many ids is added as one contiguous pass, laid out by tool id."""
+COMPACT_SHARE = 6
+"""As for the tool text's contributions (``postings.DENSE_SHARE``), among the learned tools: a
+learned term held by at least one in this many of them is added as one contiguous pass over
+their scores, laid out in their order."""
 
 
-def laid_out(part: LearnedTerm) -> LearnedTerm:
-    """``part`` with its values laid out by tool id when it is common enough (``DENSE_SHARE``):
-    worth it for a part added again and again, not for one computed anew after every call."""
-    size = part.max_id + 1
-    if part.dense is not None or part.ids.size * DENSE_SHARE < size:
+def laid_out(part: LearnedTerm, universe: Universe) -> LearnedTerm:
+    """``part`` with its values laid out over the learned tools when it is common enough among
+    them (``COMPACT_SHARE``). Done when the part is computed: the layout is the learned tools'
+    size, not the catalog's, so even a part computed anew after every call soon pays for it, and
+    a part first laid out when added again would cost that search the layout's fresh memory."""
+    if part.at is None or part.ids.size * COMPACT_SHARE < universe.ids.size:
         return part
-    dense = np.zeros(size)
-    dense[part.ids] = part.values
-    return replace(part, dense=dense)
+    compact = np.zeros(int(part.at[-1]) + 1)
+    compact[part.at] = part.values
+    return replace(part, compact=compact)
+
+
+UNIVERSE_SHARE = 2
+"""The learned parts of a search are added through the learned tools' gathered scores once
+their postings together are at least one in this many learned tools: below that, gathering and
+writing back those scores costs more than adding each posting in place."""
+
+
+def add_learned(
+    scores: np.ndarray, parts: Sequence[LearnedTerm], universe: Universe, scratch: np.ndarray
+) -> None:
+    """Add ``parts`` to ``scores``, in their order; ``scratch`` is a float array at least as
+    long as ``scores``.
+
+    Either each part in place at its ids, or, when the parts are many postings and each knows
+    its positions among the learned tools, into those tools' scores gathered in ``scratch``,
+    then written back: each score gets the same additions in the same order either way, and
+    adding 0 (a compact part's value for a tool that did not learn its term) leaves a score's
+    bits as they are."""
+    postings = sum(part.ids.size for part in parts)
+    if postings * UNIVERSE_SHARE < universe.ids.size or any(part.at is None for part in parts):
+        for part in parts:
+            scores[part.ids] += part.values
+        return
+    tools = universe.ids
+    if tools.size and tools[-1] >= scores.size:  # only those inside the array, as every part's ids
+        tools = tools[: int(np.searchsorted(tools, scores.size))]
+    # Every index is in bounds: ``clip`` only spares checking each of them.
+    gathered = np.take(scores, tools, out=scratch[: tools.size], mode="clip")
+    for part in parts:
+        compact = part.compact
+        if compact is None:  # the positions are distinct: one addition each, as ``+=`` at them
+            assert part.at is not None
+            np.add.at(gathered, part.at, part.values)
+        elif compact.size == gathered.size:
+            gathered += compact
+        else:
+            target = gathered[: compact.size]
+            target += compact
+    scores[tools] = gathered

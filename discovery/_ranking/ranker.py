@@ -29,6 +29,8 @@ from discovery._ranking.learned import (
     LearnedTerm,
     Membership,
     TextMatches,
+    Universe,
+    add_learned,
     laid_out,
     learned_membership,
     learned_population,
@@ -36,7 +38,7 @@ from discovery._ranking.learned import (
 )
 from discovery._ranking.postings import Contribution, TermPostings, norm_table
 from discovery._ranking.source import RankingSource
-from discovery._ranking.topk import RankedTool, candidates, kth_best, ordered, union
+from discovery._ranking.topk import SCAN_SHARE, RankedTool, candidates, kth_best, ordered, union
 from discovery._rules import Corpus
 from discovery._text.analyzers import REFERENCE, Analyzer
 from discovery.errors import EmbeddingUnavailable, SemanticSignalOff
@@ -75,6 +77,9 @@ class SemanticQuery:
     query: np.ndarray
     weight: float
 
+
+CorpusKey = tuple[tuple[int, ...], frozenset[str]]
+"""A corpus' groups and excluded names."""
 
 Params = ParamSpec("Params")
 Result = TypeVar("Result")
@@ -123,10 +128,14 @@ class Ranker:
         # length; kept current from the learned journal, loaded whole only after a reset.
         self._learned_tools: dict[str, LearnedTool] | None = None
         self._learned_stats: dict[int, tuple[int, int]] = {}
+        # Their ids, which the learned parts are laid out against (``learned.Universe``); built
+        # again when a tool starts or stops having a learned field.
+        self._universe: Universe | None = None
         self._learned_exclusions: dict[Corpus, tuple[np.ndarray, tuple[int, int]]] = {}
         # What each learned query term adds in a corpus, by (term, qtf, corpus), for the corpora
         # and terms searched last: a repeated search only adds them up, as for the tool text.
-        self._learned_parts: OrderedDict[tuple[str, int, Corpus], LearnedTerm | None] = OrderedDict()
+        # Keyed by the corpus' fields rather than the corpus: hashing those is cheaper.
+        self._learned_parts: OrderedDict[tuple[str, int, CorpusKey], LearnedTerm | None] = OrderedDict()
         # Which learned postings of a term a corpus holds, and its df there: kept across calls
         # that change only tfs and lengths of postings already there.
         self._learned_members: dict[tuple[str, Corpus], Membership | None] = {}
@@ -139,6 +148,7 @@ class Ranker:
         self._scores = np.zeros(0)
         self._scores_zeroed = True
         self._scratch = np.zeros(0)
+        self._learned_scratch = np.zeros((2, 0), dtype=np.int64)
         # The semantic signal: the index's embedding setting (read with each new generation),
         # its current vectors (loaded on the first fused search) and the model's query vectors.
         self._embedding = EmbeddingState(None, None, 0, 0.0)
@@ -231,11 +241,12 @@ class Ranker:
             scored.append((weight, contribution.ids))
             sparse = sparse and not contribution.dense
         # The learned field's terms after the tool-text ones, in query order (``explain`` adds
-        # them so too).
-        for part in learned:
-            part.add_to(scores)
-            scored.append((part.weight, part.ids))
-            sparse = sparse and part.dense is None
+        # them so too). They are never laid out by tool id: the array stays sparse if the text's
+        # contributions leave it so.
+        if learned:
+            assert self._universe is not None
+            add_learned(scores, learned, self._universe, self._scratch)
+            scored += [(part.weight, part.ids) for part in learned]
         self._terms.evict()
         dropped = [doc.id for doc in excluded if doc.id < scores.size]
         scores[dropped] = 0.0
@@ -245,8 +256,9 @@ class Ranker:
             found = candidates(scores, self._scratch, limit, scored, sparse=sparse)
             hits = ordered(scores, found, limit, functools.partial(self._names_of, reader))
         # With sparse contributions only, the scores that are not 0 are all among the terms'
-        # documents: the array is zeroed for the next search without walking all of it.
-        if sparse:
+        # documents: the array is zeroed for the next search without walking all of it, unless
+        # they are so many that one pass over it costs less.
+        if sparse and sum(ids.size for _, ids in scored) * SCAN_SHARE <= scores.size:
             for _, ids in scored:
                 scores[ids] = 0.0
         else:
@@ -547,6 +559,7 @@ class Ranker:
     def _forget_learned(self) -> None:
         self._learned.clear()
         self._learned_tools = None
+        self._universe = None
         self._learned_stats = {}
         self._learned_members.clear()
         self._learned_exclusions.clear()
@@ -561,12 +574,17 @@ class Ranker:
         fresh = reader.learning.learned_tools(names)
         if self._learned_tools is not None:
             for name in names:
-                for info, sign in ((self._learned_tools.pop(name, None), -1), (fresh.get(name), 1)):
+                gone = self._learned_tools.pop(name, None)
+                for info, sign in ((gone, -1), (fresh.get(name), 1)):
                     if info is not None:
                         count, total = self._learned_stats.get(info.grp, (0, 0))
                         self._learned_stats[info.grp] = (count + sign, total + sign * info.length)
                 if name in fresh:
                     self._learned_tools[name] = fresh[name]
+                if (gone is None) != (name not in fresh):  # a tool came or went: the universe moved
+                    self._universe = None
+        if self._universe is None:  # positions among the learned tools are taken anew
+            self._learned_members.clear()
         ids = reader.learning.tool_ids(names)
         lengths = {ids[name]: (fresh[name].length if name in fresh else 0) for name in names if name in ids}
         cached_pairs = [(term, tool) for term, tool in changes if term in self._learned and tool in ids]
@@ -590,7 +608,13 @@ class Ranker:
                 continue
             self._learned[term] = held.patched(patch, lengths)
         self._learned_parts.clear()
-        self._learned_exclusions.clear()
+        # What a corpus' excluded tools learned moved only if one of them is among the tools.
+        moved = set(names)
+        self._learned_exclusions = {
+            corpus: kept
+            for corpus, kept in self._learned_exclusions.items()
+            if moved.isdisjoint(corpus.excluded)
+        }
 
     @_serialized
     def learning_enabled(self, reader: RankingSource) -> bool:
@@ -618,52 +642,79 @@ class Ranker:
     ) -> list[LearnedTerm]:
         if not self._learning.enabled:
             return []
-        missing = [term for term in query_terms if term not in self._learned]
+        learned = self._learned
+        missing = [term for term in query_terms if term not in learned]
         if missing:
-            if len(self._learned) + len(missing) > LEARNED_TERMS_CACHED:
-                self._learned.clear()
+            if len(learned) + len(missing) > LEARNED_TERMS_CACHED:
+                learned.clear()
                 self._learned_members.clear()
                 missing = list(query_terms)
             stored = reader.learning.postings(missing)
             for term in missing:
                 rows = stored.get(term)
-                self._learned[term] = (
+                learned[term] = (
                     LearnedPostings.of([(p.tool_id, p.grp, p.tf, p.length) for p in rows]) if rows else None
                 )
-        present = [term for term in query_terms if self._learned[term] is not None]
+        present = [term for term in query_terms if learned[term] is not None]
         if not present:
             return []
+        universe = self._learned_universe(reader)
+        parts = self._learned_parts
         found: list[LearnedTerm] = []
+        fresh: list[str] = []
+        corpus_key = (corpus.groups, corpus.excluded)
         for term in present:
-            key = (term, query_terms[term], corpus)
-            if key in self._learned_parts:
-                self._learned_parts.move_to_end(key)
-                part = self._learned_parts[key]
-                if part is not None and part.dense is None:  # added again: lay it out by id
-                    part = self._learned_parts[key] = laid_out(part)
-            else:
-                held = self._learned[term]
-                assert held is not None
-                text = self._text_matches(reader, term, corpus, exclusion)
-                member_key = (term, corpus)
-                if member_key not in self._learned_members:
-                    if len(self._learned_members) >= LEARNED_PARTS_CACHED:
-                        self._learned_members.clear()
-                    excluded, _ = self._learned_exclusion(reader, corpus, exclusion)
-                    self._learned_members[member_key] = learned_membership(
-                        held, corpus.groups, excluded, text
-                    )
-                membership = self._learned_members[member_key]
-                part = None
-                if membership is not None:
-                    population = self._learned_population(reader, corpus, exclusion)
-                    part = learned_term(term, query_terms[term], held, membership, text.n_docs, population)
-                self._learned_parts[key] = part
-                if len(self._learned_parts) > LEARNED_PARTS_CACHED:
-                    self._learned_parts.popitem(last=False)
+            key = (term, query_terms[term], corpus_key)
+            try:
+                parts.move_to_end(key)
+            except KeyError:
+                fresh.append(term)
+                continue
+            part = parts[key]
             if part is not None:
                 found.append(part)
-        return found
+        if not fresh:
+            return found
+        # Computed anew (first searched in this corpus, or the field changed since): in query
+        # order among those found cached.
+        n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(exclusion.documents)
+        population = self._learned_population(reader, corpus, exclusion)
+        longest = max(held.ids.size for term in fresh if (held := learned[term]) is not None)
+        if self._learned_scratch.shape[1] < longest:
+            self._learned_scratch = np.zeros((2, longest), dtype=np.int64)
+        computed: dict[str, LearnedTerm | None] = {}
+        for term in fresh:
+            held = learned[term]
+            assert held is not None
+            member_key = (term, corpus)
+            if member_key not in self._learned_members:
+                if len(self._learned_members) >= LEARNED_PARTS_CACHED:
+                    self._learned_members.clear()
+                text = self._text_matches(reader, term, corpus, exclusion)
+                excluded, _ = self._learned_exclusion(reader, corpus, exclusion)
+                self._learned_members[member_key] = learned_membership(
+                    held, corpus.groups, excluded, text, universe
+                )
+            membership = self._learned_members[member_key]
+            fresh_part = None
+            if membership is not None:
+                fresh_part = laid_out(
+                    learned_term(
+                        term, query_terms[term], held, membership, n_docs, population, self._learned_scratch
+                    ),
+                    universe,
+                )
+            parts[(term, query_terms[term], corpus_key)] = computed[term] = fresh_part
+            if len(parts) > LEARNED_PARTS_CACHED:
+                parts.popitem(last=False)
+        by_term = {part.term: part for part in found} | computed
+        return [part for term in present if (part := by_term.get(term)) is not None]
+
+    def _learned_universe(self, reader: RankingSource) -> Universe:
+        """The catalog tools that learned anything (``learned.Universe``)."""
+        if self._universe is None:
+            self._universe = Universe.of([info.tool_id for info in self._learned_tool_rows(reader).values()])
+        return self._universe
 
     def _text_matches(
         self, reader: RankingSource, term: str, corpus: Corpus, exclusion: Exclusion
@@ -682,9 +733,9 @@ class Ranker:
             self._text_ids[key] = np.sort(entry.tool_ids[entry.span(corpus.groups)]).astype(np.intp)
         return TextMatches(n_docs, df, self._text_ids[key])
 
-    def _learned_population(
-        self, reader: RankingSource, corpus: Corpus, exclusion: Exclusion
-    ) -> LearnedPopulation:
+    def _learned_tool_rows(self, reader: RankingSource) -> dict[str, LearnedTool]:
+        """The catalog tools that learned anything, by name (loaded whole once, then kept current
+        from the journal), with ``_learned_stats``."""
         if self._learned_tools is None:
             self._learned_tools = reader.learning.learned_tools()
             stats: dict[int, tuple[int, int]] = {}
@@ -692,6 +743,13 @@ class Ranker:
                 count, total = stats.get(info.grp, (0, 0))
                 stats[info.grp] = (count + 1, total + info.length)
             self._learned_stats = stats
+            self._universe = None
+        return self._learned_tools
+
+    def _learned_population(
+        self, reader: RankingSource, corpus: Corpus, exclusion: Exclusion
+    ) -> LearnedPopulation:
+        self._learned_tool_rows(reader)
         _, share = self._learned_exclusion(reader, corpus, exclusion)
         return learned_population(self._learned_stats, corpus.groups, share)
 
@@ -830,10 +888,6 @@ class Ranker:
 
 CACHED_TOOLS_LIMIT = 4096
 """Tool rows kept per process for search results."""
-
-SCAN_SHARE = 4
-"""Documents reaching a score are found by scanning the whole score array once the postings
-added are one in this many of its ids: looking up that many scattered ids costs more."""
 
 ROW_READ_POSTINGS = 128
 """What reading one tool's row costs, in postings of a term loaded: scattered rows each cost a

@@ -14,6 +14,10 @@ import numpy as np
 
 from discovery._text.collation import collation_key
 
+SCAN_SHARE = 4
+"""Documents reaching a score are found by scanning the whole score array once the postings
+added are one in this many of its ids: looking up that many scattered ids costs more."""
+
 
 @dataclass(frozen=True, slots=True)
 class RankedTool:
@@ -37,7 +41,9 @@ def candidates(
     A floor first: the limit-th best score among one term's documents is at most the limit-th
     best among all, so nothing below it can place. The term weighing most (the rarest, usually)
     gives a floor close to the answer from few documents. With sparse contributions only, every
-    positive score is among the terms' documents, and the rest of the array is never read."""
+    positive score is among the terms' documents, and the rest of the array is never read unless
+    they are so many that one pass over it costs less (``SCAN_SHARE``): the same documents either
+    way."""
     if not scored:
         return np.zeros(0, dtype=np.int64)
     floor = 0.0
@@ -46,7 +52,7 @@ def candidates(
         if enough:
             _, ids = max(enough, key=lambda term: term[0])
             floor = kth_best(scores, scratch, ids, limit)
-    if sparse:
+    if sparse and sum(ids.size for _, ids in scored) * SCAN_SHARE <= scores.size:
         parts = []
         for _, ids in scored:
             values = np.take(scores, ids, out=scratch[: ids.size])
