@@ -418,12 +418,16 @@ class Gateway:
             "description": tool.description,
             "inputSchema": {"type": "object", **schema},
         }
-        for key, value in (tool.mcp_meta or {}).items():
-            try:  # what a server or a file said, kept only where it is the protocol's
-                types.Tool.model_validate({**fields, key: value})
-            except ValidationError:
-                continue
-            fields[key] = value
+        meta = tool.mcp_meta or {}
+        try:
+            return types.Tool.model_validate({**fields, **meta})
+        except ValidationError:  # what a server or a file said, kept only where it is the protocol's
+            for key, value in meta.items():
+                try:
+                    types.Tool.model_validate({**fields, key: value})
+                except ValidationError:
+                    continue
+                fields[key] = value
         return types.Tool.model_validate(fields)
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
