@@ -30,9 +30,6 @@ from store._schema import (
 from store._sql import TOOL_COLUMNS, CheckedJSON, chunks
 from store.errors import CorruptIndex
 
-AUDIT_BATCH = 1000
-"""Tool rows read per batch (the term index is read whole: 24 bytes per posting)."""
-
 
 @dataclass(frozen=True, slots=True)
 class StoredPosting:
@@ -115,7 +112,7 @@ def catalog_postings(connection: Connection) -> np.ndarray:
 
 
 def tool_batches(
-    connection: Connection, *, batch_size: int = AUDIT_BATCH, indexed: np.ndarray | None = None
+    connection: Connection, *, batch_size: int, indexed: np.ndarray | None = None
 ) -> Iterator[list[AuditedTool]]:
     """Every catalog tool with its postings, in catalog order, ``batch_size`` tools at a time.
 
