@@ -14,7 +14,10 @@ from discovery.cli._main import main
 def command_paths(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
     yield path
     if isinstance(command, click.Group):
-        for name, subcommand in sorted(command.commands.items()):
+        context = click.Context(command)
+        for name in command.list_commands(context):
+            subcommand = command.get_command(context, name)
+            assert subcommand is not None, name
             yield from command_paths(subcommand, (*path, name))
 
 
@@ -22,7 +25,9 @@ def resolve(path: tuple[str, ...]) -> click.Command:
     command: click.Command = main
     for name in path:
         assert isinstance(command, click.Group)
-        command = command.commands[name]
+        found = command.get_command(click.Context(command), name)
+        assert found is not None, name
+        command = found
     return command
 
 

@@ -321,6 +321,33 @@ def test_a_read_only_search_on_the_command_line_does_not_load_pydantic(
         assert done.stderr.split() == [loaded]
 
 
+def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
+    """Commands are found by name and imported when they run: ``serve`` never loads the
+    modules of the commands that print tables, nor rich, which only they use."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from discovery.cli._main import main\n"
+        "try:\n"
+        "    main(sys.argv[1:], standalone_mode=False)\n"
+        "finally:\n"
+        "    cli = sorted(name for name in sys.modules if name.startswith('discovery.cli._'))\n"
+        "    print(*cli, 'rich' in sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, "--db", worked_example_db(tmp_path), "serve", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "search_tool_bm25" in done.stdout
+    modules = ["discovery.cli._app", "discovery.cli._collector", "discovery.cli._main"]
+    assert done.stderr.split() == [*modules, "discovery.cli._mcp", "discovery.cli._sanitize", "False"]
+
+
 COLLECTOR_CHECK = """
 import gc, json, sys
 mine = [[]]

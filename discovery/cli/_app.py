@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
 
 import click
-from rich.console import Console
 
 from discovery._index import ToolIndex
 from discovery._results import json_text
+from discovery.cli._collector import collector_paused
 from discovery.cli._sanitize import escaped
 from discovery.errors import DatabaseMissing, ToolIndexError
 from store import Store
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
+    from rich.console import Console
 
 PROGRESS_MIN_RECORDS = 500
 """Imports of more records than this draw a progress bar on a terminal."""
@@ -38,7 +40,28 @@ class ToolIndexGroup(click.Group):
     """A group that turns the errors a user can act on into ``Error: <message>`` and exit 1.
 
     Every message is sanitized: error lines quote field names, record text and paths.
+
+    Its commands may be named lazily, ``{"name": "module:attribute"}``: a command's module is
+    imported when that command runs (or help lists it), so a command pays only for its own
+    imports. ``tool-index serve`` answers its client sooner for not loading the tables and
+    renderers of the commands that print them.
     """
+
+    def __init__(self, *args: Any, lazy_commands: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = self.lazy_commands.get(cmd_name)
+        if where is not None and cmd_name not in self.commands:
+            module, attribute = where.split(":")
+            with collector_paused():  # as the program's own imports (``discovery.cli.__main__``)
+                imported = importlib.import_module(module)
+            self.add_command(getattr(imported, attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -128,6 +151,7 @@ def progress_bar(total: int, description: str = "Indexing tools") -> Iterator[Ca
     if total <= PROGRESS_MIN_RECORDS or not is_terminal(sys.stderr):
         yield None
         return
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
@@ -159,6 +183,8 @@ def stdout_width() -> int:
 
 
 def stdout_console() -> Console:
+    from rich.console import Console
+
     return Console(
         file=sys.stdout,
         width=stdout_width(),

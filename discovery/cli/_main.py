@@ -2,8 +2,9 @@
 
 Errors the user can act on (``ToolIndexError`` and every error under it) become ``Error: <message>``
 on stderr and exit status 1 in one place, ``ToolIndexGroup``; bad arguments are click usage errors
-(exit status 2). What only some commands need (reading catalog files, explain, verify, progress
-bars) is imported by those commands, so a read-only search never loads pydantic.
+(exit status 2). A command's module is imported only when that command runs, and what only some
+commands need (reading catalog files, explain, verify, progress bars) is imported by those
+commands, so a read-only search never loads pydantic and ``serve`` never loads the tables.
 """
 
 from __future__ import annotations
@@ -11,19 +12,36 @@ from __future__ import annotations
 import click
 
 from discovery.cli._app import App, ToolIndexGroup, example
-from discovery.cli._catalog import import_, reindex, remove, show, stats, tools
-from discovery.cli._database import db, verify
-from discovery.cli._learning import learned, learning
-from discovery.cli._mcp import MCP_COMMANDS
-from discovery.cli._quality import audit, eval_
-from discovery.cli._search import explain, search
-from discovery.cli._semantic import embed
-from discovery.cli._sessions import session, sessions
 from store import Store
+
+COMMANDS = {
+    "import": "discovery.cli._catalog:import_",
+    "search": "discovery.cli._search:search",
+    "sessions": "discovery.cli._sessions:sessions",
+    "session": "discovery.cli._sessions:session",
+    "tools": "discovery.cli._catalog:tools",
+    "show": "discovery.cli._catalog:show",
+    "remove": "discovery.cli._catalog:remove",
+    "stats": "discovery.cli._catalog:stats",
+    "reindex": "discovery.cli._catalog:reindex",
+    "explain": "discovery.cli._search:explain",
+    "verify": "discovery.cli._database:verify",
+    "db": "discovery.cli._database:db",
+    "sync": "discovery.cli._mcp:sync",
+    "serve": "discovery.cli._mcp:serve",
+    "client": "discovery.cli._client:client",
+    "eval": "discovery.cli._quality:eval_",
+    "audit": "discovery.cli._quality:audit",
+    "learning": "discovery.cli._learning:learning",
+    "learned": "discovery.cli._learning:learned",
+    "embed": "discovery.cli._semantic:embed",
+}
+"""Each command and where it lives; a run imports only the module of the command it runs."""
 
 
 @click.group(
     cls=ToolIndexGroup,
+    lazy_commands=COMMANDS,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=example(
         "tool-index import catalog.jsonl",
@@ -44,29 +62,6 @@ from store import Store
 def main(ctx: click.Context, db: str | None) -> None:
     """A persistent BM25+ index for tool discovery in LLM agents."""
     ctx.obj = App(Store.default_url() if db is None else db)
-
-
-for command in (
-    import_,
-    search,
-    sessions,
-    session,
-    tools,
-    show,
-    remove,
-    stats,
-    reindex,
-    explain,
-    verify,
-    db,
-    *MCP_COMMANDS,
-    eval_,
-    audit,
-    learning,
-    learned,
-    embed,
-):
-    main.add_command(command)
 
 
 if __name__ == "__main__":

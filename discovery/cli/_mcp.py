@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
-from discovery.cli._client import client
 from discovery.cli._sanitize import escaped
 
 if TYPE_CHECKING:
@@ -333,12 +332,12 @@ def serve(
     database yet are synced in the background, and a changed config file is applied without a
     restart. With --tokens, each session belongs to the identity that made it.
     """
-    config = _config(config_path, allow, deny)
     from discovery.cli._collector import collector_paused
 
-    # The SDK builds hundreds of models as it is imported: the same pause as the program's own
-    # imports (``discovery.cli.__main__``), for the same reason.
+    # pydantic and the SDK build hundreds of models as they are imported: the same pause as the
+    # program's own imports (``discovery.cli.__main__``), for the same reason.
     with collector_paused():
+        config = _config(config_path, allow, deny)
         from discovery._mcp.gateway import Gateway, GatewayOptions
         from discovery._mcp.serve import SINGLE_IDENTITY, check_bind, load_tokens, serve_http, serve_stdio
 
@@ -385,6 +384,3 @@ def serve(
             _anyio_run(serve_stdio, gateway)
         else:
             _anyio_run(serve_http, gateway, host, port, tokens)
-
-
-MCP_COMMANDS = (sync, serve, client)
