@@ -525,43 +525,16 @@ class TantivyPeer:
         self.writer = self.searcher = self.index = None
 
 
-def make_peer(engine: str, directory: Path, catalog: Path) -> Peer:
-    """The peer called ``engine``, working in ``directory``."""
-    from bench.memory import MemoryPeer
-
-    factories: dict[str, Callable[[], Peer]] = {
-        "tool-index": lambda: ToolIndexPeer(directory, catalog),
-        "tool-index-pg": lambda: ToolIndexPgPeer(directory, catalog),
-        "fts5": lambda: Fts5Peer(directory, catalog),
-        "fts5-ourtok": lambda: Fts5Peer(directory, catalog, our_tokens=True),
-        "rank_bm25": lambda: RankBm25Peer(directory, catalog),
-        "bm25s": lambda: Bm25sPeer(directory, catalog),
-        "tantivy": lambda: TantivyPeer(directory, catalog),
-        "memory": lambda: MemoryPeer(directory, catalog),
-    }
-    return factories[engine]()
-
-
-ENGINES = ("tool-index", "fts5", "fts5-ourtok", "bm25s", "tantivy", "rank_bm25", "memory")
-
-SERVER_ENGINES = ("tool-index-pg",)
-"""Engines that need a server, run only when asked for (or, by ``bench.run``, when it is named)."""
-
-
-def default_engines() -> tuple[str, ...]:
-    """Every engine this machine can run as the bench stands: the server ones when their server
-    is named."""
-    return ENGINES + (SERVER_ENGINES if os.environ.get(PG_SERVER_VARIABLE) else ())
-
-
 __all__ = [
-    "ENGINES",
     "PG_SERVER_VARIABLE",
-    "SERVER_ENGINES",
+    "Bm25sPeer",
+    "Fts5Peer",
     "Hit",
     "Peer",
-    "default_engines",
-    "make_peer",
+    "RankBm25Peer",
+    "TantivyPeer",
+    "ToolIndexPeer",
+    "ToolIndexPgPeer",
     "read_catalog",
     "tool_records",
 ]

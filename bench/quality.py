@@ -25,7 +25,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from bench.peers import ENGINES, make_peer, read_catalog
+from bench.engines import ENGINES, make_peer
+from bench.peers import read_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 METATOOL = ROOT / ".." / "shared" / "data" / "metatool"

@@ -29,8 +29,9 @@ from rich.console import Console
 from rich.table import Table
 
 from bench import quality, report
+from bench.engines import ENGINES, SERVER_ENGINES, default_engines
 from bench.generate import DEFAULT_SEED, generate_catalog, write_jsonl
-from bench.peers import ENGINES, PG_SERVER_VARIABLE, SERVER_ENGINES, default_engines, read_catalog
+from bench.peers import PG_SERVER_VARIABLE, read_catalog
 from bench.queries import query_set
 
 ROOT = Path(__file__).resolve().parent.parent

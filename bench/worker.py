@@ -66,7 +66,8 @@ def timed(action: Callable[[], object]) -> float:
 
 
 def build_phase(engine: str, plan: dict[str, Any], directory: Path) -> dict[str, Any]:
-    from bench.peers import make_peer, read_catalog
+    from bench.engines import make_peer
+    from bench.peers import read_catalog
 
     peer = make_peer(engine, directory, Path(plan["catalog"]))
     raw = read_catalog(Path(plan["catalog"]))
@@ -164,7 +165,8 @@ def session_latencies(index: Any, plan: dict[str, Any], texts: Sequence[str]) ->
 
 def serve_phase(engine: str, plan: dict[str, Any], directory: Path) -> dict[str, Any]:
     start = time.perf_counter()
-    from bench.peers import Hit, ToolIndexPeer, make_peer
+    from bench.engines import make_peer
+    from bench.peers import Hit, ToolIndexPeer
 
     texts = [query["text"] for query in plan["queries"]]
     limit = plan["limit"]
