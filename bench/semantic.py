@@ -13,8 +13,9 @@
   vector scan are timed apart. At ``--size`` the stored vectors are random unit vectors written
   straight into the table (the scan costs the same whatever they hold; embedding 100k synthetic
   tools would measure nothing more), the queries' vectors are the model's.
-- memory: a fresh process's resident memory after its first lexical search, then after its first
-  fused search (the model, the int8 vectors and the scan's buffers) at ``--size`` tools.
+- memory: a fresh process's resident memory at ``--size`` tools, lexical and fused (the model, the
+  int8 vectors and the scan's buffers), after three searches, then once every request of our
+  query files has been searched too (caches filled, the model's pages read in).
 - embed: tools embedded per second for the MCP catalog, all cores.
 """
 
@@ -229,25 +230,41 @@ def memory(model: str, size: int, workdir: Path, console: Console) -> None:
     shutil.copyfile(big, lexical_copy)
     with ToolIndex.open(str(lexical_copy)) as index:
         index.embedding_off()
+    # The requests of our query files, each once: a serving process's memory once its caches,
+    # the model's pages and the allocator have seen varied queries, not only its first three.
+    requests = list(
+        dict.fromkeys(
+            query.query for name in ("MCP catalog", "MCP recurring") for query in read_queries(SETS[name][1])
+        )
+    )
+    queries_file = workdir / "memory-queries.json"
+    queries_file.write_text(json.dumps(requests), encoding="utf-8")
     script = (
-        "import sys, psutil\n"
+        "import json, sys, psutil\n"
         "from discovery import ToolIndex\n"
         "index = ToolIndex.open(sys.argv[1])\n"
         "for query in ('create an issue', 'list pods', 'delete the invoice'):\n"
+        "    index.search(query, 8)\n"
+        "print(psutil.Process().memory_info().rss / 2**20)\n"
+        "for query in json.loads(open(sys.argv[2], encoding='utf-8').read()):\n"
         "    index.search(query, 8)\n"
         "print(psutil.Process().memory_info().rss / 2**20)\n"
     )
     measured = {}
     for label, path in (("lexical", lexical_copy), ("fused", big)):
         output = subprocess.run(
-            [sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True
+            [sys.executable, "-c", script, str(path), str(queries_file)],
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
-        measured[label] = float(output.split()[-1])
-    table = Table(title=f"Resident memory of a process after three searches, {size:,} tools (MiB)")
-    for column in ("lexical", "fused", "extra"):
-        table.add_column(column, justify="right")
-    extra = measured["fused"] - measured["lexical"]
-    table.add_row(f"{measured['lexical']:.0f}", f"{measured['fused']:.0f}", f"{extra:.0f}")
+        measured[label] = [float(value) for value in output.split()[-2:]]
+    table = Table(title=f"Resident memory of a process, {size:,} tools (MiB)")
+    for column in ("after", "lexical", "fused", "extra"):
+        table.add_column(column, justify="left" if column == "after" else "right")
+    for at, label in enumerate(("three searches", f"{len(requests)} more, each a new request")):
+        lexical, fused = measured["lexical"][at], measured["fused"][at]
+        table.add_row(label, f"{lexical:.0f}", f"{fused:.0f}", f"{fused - lexical:.0f}")
     console.print(table)
 
 

@@ -177,7 +177,8 @@ def current(connection: Connection, dimensions: int) -> StoredVectors:
         scales = np.zeros(count, dtype=np.float32)
         matrix = np.zeros((count, dimensions), dtype=np.int8)
         at = 0
-        for block in driver.fetch_blocks(connection, f"SELECT t.id, t.grp, v.scale, v.vector {join}"):
+        statement = f"SELECT t.id, t.grp, v.scale, v.vector {join}"
+        for block in driver.fetch_blocks(connection, statement, size=READ_ROWS):
             for tool_id, grp, scale, vector in block:
                 if at >= count:
                     raise damaged("the tool vectors changed while they were read")
@@ -205,8 +206,13 @@ def _small_page_cache(connection: Connection) -> Iterator[None]:
         driver.execute(connection, f"PRAGMA cache_size = {int(before)}")
 
 
-READ_CACHE_KIB = 2048
+READ_CACHE_KIB = 512
 """The page cache a read of every vector goes through."""
+
+READ_ROWS = 256
+"""Rows fetched at a time when every vector is read: the Python objects of a block outlive it in
+the interpreter's allocator (its arenas are returned only when empty), so a small block keeps
+the memory a serving process holds after the read close to the arrays'."""
 
 
 def of_tools(connection: Connection, names: Sequence[str]) -> dict[str, tuple[str, float, bytes]]:

@@ -51,7 +51,11 @@ def semantic_part(
     inside = np.isin(vectors.groups, groups)
     if dropped.size:
         inside &= ~np.isin(vectors.tool_ids, dropped)
-    ids, values = vectors.tool_ids[inside], every[inside]
+    if inside.all():
+        # The whole catalog (the usual search): no copies of a catalog-sized array per search.
+        ids, values = vectors.tool_ids, every
+    else:
+        ids, values = vectors.tool_ids[inside], every[inside]
     best = float(values.max()) if values.size else 0.0
     return SemanticPart(ids, values, max(best, 0.0))
 
@@ -61,9 +65,15 @@ def fused(lexical: np.ndarray, part: SemanticPart, weight: float, size: int) -> 
     scores by tool id (0 for tools outside it)."""
     scores = np.zeros(size)
     top = float(lexical.max()) if lexical.size else 0.0
+    # In place, the same operations in the same order as (1 - w) * (L / max L) and
+    # w * (c / max c): a search makes one temporary of the catalog's size, not five.
     if top > 0:
-        scores[: lexical.size] = (1.0 - weight) * (lexical / top)
+        head = scores[: lexical.size]
+        np.divide(lexical, top, out=head)
+        head *= 1.0 - weight
     if part.best > 0:
-        positive = np.maximum(part.cosines, 0.0).astype(np.float64)
-        scores[part.tool_ids] += weight * (positive / part.best)
+        positive = np.maximum(part.cosines, 0.0, dtype=np.float64)
+        positive /= part.best
+        positive *= weight
+        scores[part.tool_ids] += positive
     return scores

@@ -267,24 +267,31 @@ def _pooled(tokens: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
 CACHE_VAR = "TOOL_INDEX_CACHE"
 """Where quantized models are kept, instead of the user cache directory."""
 
+CACHE_LAYOUT = "weights apart"
+"""How a cached model is laid out, part of its key: a model cached another way is made anew."""
+
 
 def runnable_onnx(files: ModelFiles) -> Path:
     """The ONNX file to run: the model with its matrix weights quantized to int8 for ONNX Runtime's
     integer kernels (``onnxruntime.quantization.quantize_dynamic``), made once per machine and model
-    file in the user cache; the model as given when that cannot be done (no ``onnx`` package, a
-    read-only cache, or a graph the quantizer refuses).
+    file in the user cache, its weights in a file beside it (``.onnx.data``); the model as given
+    when that cannot be done (no ``onnx`` package, a read-only cache, or a graph the quantizer
+    refuses).
 
     A model exported with int8 weights that are cast to float at run time, or a float32 model,
     is held in memory as float32 (ONNX Runtime folds the casts); quantized for the integer kernels
     it stays int8, smaller and faster, ranking as the original does (bench/results.md has the
     figures)."""
     stat = files.onnx.stat()
-    key = hashlib.sha256(f"{files.onnx.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()
+    made_from = f"{files.onnx.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{CACHE_LAYOUT}"
+    key = hashlib.sha256(made_from.encode()).hexdigest()
     directory = Path(os.environ.get(CACHE_VAR) or user_cache_dir("tool-index", appauthor=False)) / "models"
     quantized = directory / f"{key[:32]}.onnx"
-    if quantized.is_file():
+    weights = directory / f"{quantized.name}.data"
+    if quantized.is_file() and weights.is_file():
         return quantized
     try:
+        import onnx
         import onnxruntime
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError:
@@ -302,7 +309,21 @@ def runnable_onnx(files: ModelFiles) -> Path:
             made = Path(scratch) / "quantized.onnx"
             with _quiet_logging():
                 quantize_dynamic(folded, made, weight_type=QuantType.QInt8)
-            os.replace(made, quantized)
+            # The weights in a file of their own, which ONNX Runtime maps rather than copies:
+            # the word-embedding table is then file pages, read in as queries use them, shared
+            # with other processes running the model and given back under memory pressure, and
+            # the matrices repacked for the integer kernels are unmapped once repacked. Weights
+            # inside the model file are copied out of it, and the allocator keeps the memory of
+            # those copies. The weights file is in place before the model that names it.
+            apart = Path(scratch) / quantized.name
+            onnx.save_model(
+                onnx.load(str(made)), str(apart), save_as_external_data=True, location=weights.name
+            )
+            # onnx creates the weights file readable by its owner only; it is as readable as the
+            # model that names it.
+            (Path(scratch) / weights.name).chmod(apart.stat().st_mode & 0o777)
+            os.replace(Path(scratch) / weights.name, weights)
+            os.replace(apart, quantized)
     except Exception:  # noqa: BLE001 - any failure leaves the model as given, which runs too
         return files.onnx
     return quantized
