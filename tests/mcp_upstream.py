@@ -2,11 +2,12 @@
 as a process of its own: ``python tests/mcp_upstream.py [--http] [--tools N] [--page K] [--state FILE]``.
 
 Over HTTP it listens on 127.0.0.1 on a free port and prints ``PORT <n>`` on stdout once it does.
-Its tools: ``echo`` (text and structured content), ``fail`` (an ``isError`` result), ``crash``
-(the process dies during the call), ``grow`` (adds the tool ``grown`` and says its list changed),
-``token_digest`` (the SHA-256 of the ``API_TOKEN`` it was started with, or of the request's
-``Authorization`` header over HTTP), ``stall`` (never answers), and ``filler_<i>`` tools to make
-the list long; each ``--tool NAME`` adds a tool of that name (a call answers ``NAME: done``). With
+Its tools: ``echo`` (text and structured content), ``fail`` (an ``isError`` result), ``crash`` (the
+process dies during the call), ``grow`` (adds the tool ``grown`` and says its list changed),
+``token_digest`` (the SHA-256 of the ``API_TOKEN`` it was started with, or of the variable its
+``variable`` argument names, or of the request's ``Authorization`` header over HTTP), ``stall``
+(never answers), and ``filler_<i>`` tools to make the list long; each ``--tool NAME`` adds a tool of
+that name (a call answers ``NAME: done``). With
 ``--state FILE``, a JSON object there replaces tool descriptions by name on every tools/list.
 ``--page-delay S`` waits S seconds before each page of tools/list. ``--live-dir DIR`` keeps a
 file in DIR while the process runs and, when it starts, appends to ``DIR/counts`` how many such
@@ -262,7 +263,7 @@ def serve(options: argparse.Namespace) -> None:
             credential = (
                 request.headers.get("authorization", "")
                 if request is not None
-                else os.environ.get("API_TOKEN", "")
+                else os.environ.get(str(arguments.get("variable", "API_TOKEN")), "")
             )
             return types.CallToolResult(
                 content=[types.TextContent(text=hashlib.sha256(credential.encode()).hexdigest())]

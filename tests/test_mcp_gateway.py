@@ -339,6 +339,23 @@ def test_secrets_reach_the_upstreams_and_never_the_database(tmp_path: Path) -> N
     assert SECRET.encode() not in stored
 
 
+def test_a_stdio_upstream_inherits_the_gateways_environment_but_not_its_settings(tmp_path: Path) -> None:
+    """What the client gave the gateway (a proxy, CA certificates, a token) reaches the servers
+    it starts, under the entry's own ``env``; the gateway's own settings (``TOOL_INDEX_*``) do not."""
+    db, config = synced(tmp_path)
+    env = {**os.environ, "API_TOKEN": SECRET, "TOOL_INDEX_TOKEN": "the gateway's own"}
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s", env=env) as client:
+            await search(client, "digest of the credential", limit=1)
+            inherited = await call(client, "mcp__up__token_digest")
+            own = await call(client, "mcp__up__token_digest", {"variable": "TOOL_INDEX_TOKEN"})
+            assert text_of(inherited) == hashlib.sha256(SECRET.encode()).hexdigest()
+            assert text_of(own) == hashlib.sha256(b"").hexdigest()
+
+    anyio.run(run)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_http_sessions_are_separate_and_the_endpoint_is_guarded(tmp_path: Path, mode: str) -> None:
     db, config = synced(tmp_path)

@@ -10,8 +10,9 @@ A Python host can call the MCP tools a session activated without running ``serve
 from __future__ import annotations
 
 import logging
+import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -63,6 +64,20 @@ CALLER: ContextVar[object | None] = ContextVar("tool_index_upstream_caller", def
 during it (a 2026-07-28 server's input requests, answered in the caller's own task) goes to them."""
 
 SamplingAnswer = types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData
+
+
+OWN_SETTINGS = "TOOL_INDEX_"
+"""The prefix of the gateway's own settings (its database, its bearer token): kept from upstreams."""
+
+
+def upstream_environment(entry: Mapping[str, str]) -> dict[str, str]:
+    """What a stdio upstream starts with: the gateway's whole environment, less its own settings,
+    with the entry's ``env`` on top. The client chose the gateway's environment; an upstream sees it
+    as if the client had started that server itself. The SDK's default would keep only a handful of
+    variables (``HOME``, ``PATH``, ...), and lose what a machine needs to reach a network (proxies, a
+    company's CA certificates): ``npx`` then hangs fetching its package until the start times out."""
+    inherited = {key: value for key, value in os.environ.items() if not key.startswith(OWN_SETTINGS)}
+    return {**inherited, **entry}
 
 
 class UpstreamPeer(Protocol):
@@ -341,7 +356,10 @@ class Upstream:
                 what = "is not a directory" if Path(config.cwd).exists() else "not found"
                 raise UpstreamError(self.name, f"cannot start: working directory {what} ({config.cwd})")
             parameters = StdioServerParameters(
-                command=config.command, args=list(config.args), env=dict(config.env) or None, cwd=config.cwd
+                command=config.command,
+                args=list(config.args),
+                env=upstream_environment(config.env),
+                cwd=config.cwd,
             )
             inner = stdio_client(parameters, errlog=self._errlog)
         else:
