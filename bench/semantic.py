@@ -14,7 +14,7 @@
   straight into the table (the scan costs the same whatever they hold; embedding 100k synthetic
   tools would measure nothing more), the queries' vectors are the model's.
 - memory: a fresh process's resident memory at ``--size`` tools, lexical and fused (the model, the
-  int8 vectors and the scan's buffers), after three searches, then once every request of our
+  4-bit vectors and the scan's buffers), after three searches, then once every request of our
   query files has been searched too (caches filled, the model's pages read in).
 - embed: tools embedded per second for the MCP catalog, all cores.
 """
@@ -43,7 +43,7 @@ from discovery._catalog.embedding import DEFAULT_WEIGHT
 from discovery._quality.evaluate import evaluate, read_queries
 from discovery._ranking.fusion import cosines
 from discovery._semantic.model import EmbeddingModel, load
-from discovery._semantic.vectors import quantized
+from discovery._semantic.vectors import packed
 from store import _vectors as stored_vectors
 from store._engine import read_transaction, write_transaction
 
@@ -158,7 +158,7 @@ def random_vectors(index: ToolIndex, model: str, dimensions: int, seed: int = 7)
         for start in range(0, len(pending), 10_000):
             part = pending[start : start + 10_000]
             raw = rng.standard_normal((len(part), dimensions)).astype(np.float32)
-            rows, scales = quantized(raw / np.linalg.norm(raw, axis=1, keepdims=True))
+            rows, scales = packed(raw / np.linalg.norm(raw, axis=1, keepdims=True))
             stored_vectors.write(
                 connection,
                 [

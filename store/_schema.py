@@ -266,6 +266,7 @@ tool_vectors_table = Table(
     Column("scale", Float, nullable=False),
     Column("vector", LargeBinary, nullable=False),
 )
-"""One embedding per tool, as int8 with its scale (the value of 1 in the int8 units). Current when
-``content_hash`` is the tool's: a tool changed since it was embedded has a stale vector, which no
-search uses. Keyed by name, so a removed tool's vector is dropped by the write that removes it."""
+"""One embedding per tool, as 4-bit values packed two to a byte (int8 before revision 0010) with
+its scale (the value of 1 in those units). Current when ``content_hash`` is the tool's: a tool
+changed since it was embedded has a stale vector, which no search uses. Keyed by name, so a
+removed tool's vector is dropped by the write that removes it."""

@@ -1,9 +1,10 @@
 """Tool vectors and the embedding setting: what the semantic signal keeps (``embedding_state``,
 ``tool_vectors``).
 
-Vectors are int8 with one scale each, written by name with the content hash of the record they
-were made from. A search uses only current vectors (hash equal to the tool's); readers join on
-the tools table for that, so a catalog write never has to touch this table to keep it honest.
+Vectors are 4-bit values packed two to a byte, with one scale each (the layout is
+``discovery._semantic.vectors.packed``'s), written by name with the content hash of the record
+they were made from. A search uses only current vectors (hash equal to the tool's); readers join
+on the tools table for that, so a catalog write never has to touch this table to keep it honest.
 Every write here bumps the catalog generation (under the catalog lock, as a catalog write does),
 so other processes reload the vectors with their other catalog caches.
 """
@@ -35,8 +36,9 @@ class EmbeddingState:
 
 @dataclass(frozen=True, slots=True)
 class StoredVectors:
-    """Every current vector of the catalog: tool ids and groups, int8 rows and their scales, in
-    the same order (not sorted by id)."""
+    """Every current vector of the catalog: tool ids and groups, packed rows (uint8, two 4-bit
+    values a byte, ``ceil(dimensions / 2)`` bytes a row) and their scales, in the same order (not
+    sorted by id)."""
 
     tool_ids: np.ndarray
     groups: np.ndarray
@@ -164,6 +166,11 @@ def counts(connection: Connection) -> VectorCounts:
     return VectorCounts(int(rows[0][0]), int(rows[0][1]))
 
 
+def packed_width(dimensions: int) -> int:
+    """The bytes of a stored vector of ``dimensions`` values: two values a byte."""
+    return (dimensions + 1) // 2
+
+
 def current(connection: Connection, dimensions: int) -> StoredVectors:
     """Every current vector, in no particular order. Read in blocks straight into the arrays and, on SQLite,
     through a small page cache: the table is read once per catalog generation, and its pages
@@ -175,7 +182,8 @@ def current(connection: Connection, dimensions: int) -> StoredVectors:
         tool_ids = np.zeros(count, dtype=np.int64)
         groups = np.zeros(count, dtype=np.int16)
         scales = np.zeros(count, dtype=np.float32)
-        matrix = np.zeros((count, dimensions), dtype=np.int8)
+        width = packed_width(dimensions)
+        matrix = np.zeros((count, width), dtype=np.uint8)
         at = 0
         statement = f"SELECT t.id, t.grp, v.scale, v.vector {join}"
         for block in driver.fetch_blocks(connection, statement, size=READ_ROWS):
@@ -183,9 +191,12 @@ def current(connection: Connection, dimensions: int) -> StoredVectors:
                 if at >= count:
                     raise damaged("the tool vectors changed while they were read")
                 value = bytes(vector)
-                if len(value) != dimensions:
-                    raise damaged(f"a stored vector has {len(value)} values, the index's model {dimensions}")
-                matrix[at] = np.frombuffer(value, dtype=np.int8)
+                if len(value) != width:
+                    raise damaged(
+                        f"a stored vector has {len(value)} bytes, the {dimensions} dimensions of "
+                        f"the index's model take {width}"
+                    )
+                matrix[at] = np.frombuffer(value, dtype=np.uint8)
                 tool_ids[at], groups[at], scales[at] = tool_id, grp, scale
                 at += 1
     if at != count:

@@ -24,10 +24,12 @@ from discovery._diagnostics.verify import verify
 from store import DatabaseUnavailable, SchemaOutdated, SchemaTooNew, json_digest
 from store import _migrate as migrate
 from store import _postings as packed_postings
+from store import _vectors as vectors_module
 from store._engine import make_engine
 from store._schema import metadata
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
 from tests.conftest import REPO
+from tests.nibbles import unpack_values
 
 MODEL_TABLES = set(metadata.tables)
 
@@ -520,3 +522,98 @@ def test_revision_0009_adds_mcp_meta_and_keeps_every_digest(empty_db_url: str, e
     with engine.connect() as connection:
         kept = text("SELECT count(*) FROM tools WHERE name = 'mcp__clock__now'")
         assert connection.execute(kept).scalar() == 1
+
+
+# --- 0009 → 0010: tool vectors from int8 to packed 4-bit values, both ways ----------------------
+
+
+def stored_vectors(engine: Engine) -> dict[str, tuple[str, float, bytes]]:
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT tool_name, content_hash, scale, vector FROM tool_vectors"))
+        return {name: (digest, float(scale), bytes(vector)) for name, digest, scale, vector in rows}
+
+
+def test_revision_0010_packs_every_int8_vector_in_4_bits_and_0009_gets_int8_back(
+    empty_db_url: str, engine: Engine
+) -> None:
+    # More vectors than one step of the migration takes; an odd dimension count, a zero vector
+    # and a stale vector among them.
+    batch = importlib.import_module("migrations.versions.0010_packed_4bit_vectors").BATCH
+    catalog = [*WORKED_EXAMPLE, *generated_catalog(batch + 40)]
+    dimensions = 385
+    with ToolIndex.open(empty_db_url) as index:
+        index.upsert_tools(catalog)
+    migrate.downgrade(engine, "0009")
+    hashes = stored_digests(engine)
+    names = sorted(hashes)
+    rng = np.random.default_rng(3)
+    raw = rng.standard_normal((len(names), dimensions))
+    raw[7] = 0.0
+    unit = raw / np.maximum(np.linalg.norm(raw, axis=1, keepdims=True), 1e-30)
+    # The int8 form revision 0008 stored: values in −127..127, the scale max|v| / 127.
+    int8: dict[str, tuple[float, np.ndarray]] = {}
+    for name, vector in zip(names, unit, strict=True):
+        largest = float(np.abs(vector).max())
+        scale = float(np.float32(largest / 127)) if largest > 0 else 1.0
+        int8[name] = (scale, np.clip(np.rint(vector / scale), -127, 127).astype(np.int8))
+    stale = names[11]
+    with engine.begin() as connection:
+        connection.execute(
+            text("UPDATE embedding_state SET model = 'm', model_digest = 'd', dimensions = :d WHERE id = 1"),
+            {"d": dimensions},
+        )
+        connection.execute(
+            text("INSERT INTO tool_vectors (tool_name, content_hash, scale, vector) VALUES (:n, :h, :s, :v)"),
+            [
+                {
+                    "n": name,
+                    "h": "0" * 64 if name == stale else hashes[name],
+                    "s": scale,
+                    "v": values.tobytes(),
+                }
+                for name, (scale, values) in int8.items()
+            ],
+        )
+    queries = rng.standard_normal((5, dimensions))
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+
+    migrate.upgrade(engine)
+    upgraded = stored_vectors(engine)
+    assert sorted(upgraded) == names
+    for name, (digest, scale, stored) in upgraded.items():
+        assert digest == ("0" * 64 if name == stale else hashes[name])
+        old_scale, old_values = int8[name]
+        values = np.array(unpack_values(stored, dimensions), dtype=np.float64)
+        largest = int(np.abs(old_values).max())
+        if largest == 0:
+            assert (scale, values.tolist()) == (1.0, [0.0] * dimensions)
+            continue
+        assert scale == pytest.approx(largest * old_scale / 7, rel=1e-6)
+        assert np.abs(values).max() == 7
+        # Each value within half a 4-bit step of the int8 one, so each cosine within half a step
+        # times the query's L1 norm.
+        old = old_values.astype(np.float64) * old_scale
+        assert np.abs(values * scale - old).max() <= scale * (0.5 + 1e-5)
+        for query in queries:
+            assert abs(scale * (values @ query) - old @ query) <= scale * 0.5 * np.abs(query).sum() + 1e-9
+    with engine.connect() as connection:
+        loaded = vectors_module.current(connection, dimensions)
+        ids = {name: tool_id for name, tool_id in connection.execute(text("SELECT name, id FROM tools"))}
+    assert sorted(loaded.tool_ids.tolist()) == sorted(ids[name] for name in names if name != stale)
+    assert (loaded.rows.dtype, loaded.rows.shape[1]) == (np.dtype(np.uint8), (dimensions + 1) // 2)
+
+    migrate.downgrade(engine, "0009")
+    downgraded = stored_vectors(engine)
+    for name, (digest, scale, stored) in downgraded.items():
+        assert (digest, scale) == upgraded[name][:2]
+        values = np.frombuffer(stored, np.int8).tolist()
+        assert values == unpack_values(upgraded[name][2], dimensions)
+    migrate.upgrade(engine)
+    again = stored_vectors(engine)
+    assert {name: stored for name, (_, _, stored) in again.items()} == {
+        name: stored for name, (_, _, stored) in upgraded.items()
+    }
+    for name, (_, scale, _) in again.items():
+        assert scale == pytest.approx(upgraded[name][1], rel=1e-6)
+    with ToolIndex.open(empty_db_url) as index:
+        assert verify(index).problems == []

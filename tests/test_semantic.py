@@ -19,16 +19,20 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from discovery import ToolIndex
+from discovery import CorruptIndex, ToolIndex
+from discovery._ranking.fusion import SCAN_ROWS, cosines
 from discovery._semantic.model import load, model_files, resolve, runnable_onnx
+from discovery._semantic.vectors import packed
 from discovery.errors import EmbeddingUnavailable
+from store import StoredVectors
 from store import _vectors as stored_vectors
 from store._engine import read_transaction, write_transaction
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
 from tests.mcp_helpers import cli
+from tests.nibbles import pack_values, unpack_values
 from tests.test_cli import run
 from tests.test_ranking import COLLATOR, QUERIES, RANDOM, catalogs, in_corpus, reference_ranking
 
@@ -103,6 +107,82 @@ def test_weight_zero_is_the_lexical_ranking_bit_for_bit(index: ToolIndex, model_
     assert {query: hits(index, query) for query in queries} != lexical
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    dimensions=st.integers(1, 41),
+    count=st.integers(0, 6),
+    seed=st.integers(0, 2**32 - 1),
+    zeros=st.sets(st.integers(0, 5)),
+)
+def test_packed_vectors_unpack_to_their_rounded_values(
+    dimensions: int, count: int, seed: int, zeros: set[int]
+) -> None:
+    rng = np.random.default_rng(seed)
+    vectors = (rng.standard_normal((count, dimensions)) * rng.uniform(1e-3, 10)).astype(np.float32)
+    vectors[[row for row in zeros if row < count]] = 0.0
+    if count and dimensions > 3:  # a scale of 1, and values half-way between two levels
+        vectors[0] = np.clip(vectors[0], -6.5, 6.5)
+        vectors[0, :4] = [7.0, 0.5, -2.5, 3.5]
+    rows, scales = packed(vectors)
+    assert (rows.dtype, rows.shape, scales.dtype, scales.shape) == (
+        np.dtype(np.uint8),
+        (count, (dimensions + 1) // 2),
+        np.dtype(np.float32),
+        (count,),
+    )
+    for vector, row, scale in zip(vectors, rows, scales, strict=True):
+        values = unpack_values(row.tobytes(), dimensions)
+        largest = float(np.abs(vector).max())
+        if largest == 0:
+            assert (float(scale), values) == (1.0, [0] * dimensions)
+            continue
+        assert float(scale) == pytest.approx(largest / 7, rel=1e-6)
+        rounded = np.clip(np.rint(vector / scale), -7, 7).astype(int).tolist()
+        assert values == rounded
+        assert max(abs(value) for value in values) == 7
+        assert np.abs(np.array(values) * np.float64(scale) - vector).max() <= float(scale) * (0.5 + 1e-5)
+        assert pack_values(values) == row.tobytes()
+
+
+def test_the_scan_takes_every_dimension_of_packed_vectors_in_blocks() -> None:
+    # More rows than one block of the scan, even and odd dimension counts.
+    rng = np.random.default_rng(11)
+    for dimensions in (1, 2, 7, 384, 385):
+        count = 2 * SCAN_ROWS + 3
+        values = rng.integers(-7, 8, (count, dimensions))
+        scales = rng.uniform(1e-3, 1e-1, count).astype(np.float32)
+        rows = np.frombuffer(b"".join(pack_values(row.tolist()) for row in values), np.uint8)
+        vectors = StoredVectors(
+            tool_ids=np.arange(count, dtype=np.int64),
+            groups=np.zeros(count, dtype=np.int16),
+            rows=rows.reshape(count, (dimensions + 1) // 2),
+            scales=scales,
+        )
+        query = rng.standard_normal(dimensions).astype(np.float32)
+        query /= np.linalg.norm(query)
+        expected = scales.astype(np.float64) * (values.astype(np.float64) @ query.astype(np.float64))
+        bound = scales * (np.abs(values) @ np.abs(query)) * (dimensions + 2) * 2**-24
+        found = cosines(vectors, query)
+        assert found.dtype == np.float32
+        assert np.all(np.abs(found - expected) <= bound + 1e-12)
+
+
+def test_a_stored_vector_of_the_wrong_length_is_damage(index: ToolIndex) -> None:
+    index.upsert_tools(CLOCKS)
+    name = CLOCKS[0]["name"]
+    with write_transaction(index.store.engine) as connection:
+        stored_vectors.set_state(connection, stored_vectors.EmbeddingState("m", "digest", 385, 0.5))
+        digest = dict(stored_vectors.missing_of(connection, [name]))[name]
+        stored_vectors.write(
+            connection, [stored_vectors.VectorRow(name, digest, 0.1, pack_values([1] * 385))]
+        )
+        assert stored_vectors.current(connection, 385).rows.shape == (1, 193)
+        # An int8 vector (one byte a value), as before revision 0010.
+        stored_vectors.write(connection, [stored_vectors.VectorRow(name, digest, 0.1, bytes(385))])
+        with pytest.raises(CorruptIndex, match="a stored vector has 385 bytes, the 385 dimensions"):
+            stored_vectors.current(connection, 385)
+
+
 def reference_fused(
     catalog: list[dict[str, Any]],
     text: str,
@@ -160,10 +240,10 @@ def test_fusion_equals_the_reference_over_random_catalogs_and_vectors(
         rows = []
         vectors: dict[str, tuple[float, np.ndarray]] = {}
         for name in with_vectors:
-            row = rng.integers(-127, 128, 384).astype(np.int8)
-            scale = float(np.float32(rng.uniform(1e-4, 1e-2)))
-            vectors[name] = (scale, row)
-            rows.append(stored_vectors.VectorRow(name, hashes[name], scale, row.tobytes()))
+            stored = pack_values(rng.integers(-7, 8, 384).tolist())
+            scale = float(np.float32(rng.uniform(1e-3, 1e-1)))
+            vectors[name] = (scale, np.array(unpack_values(stored, 384), dtype=np.int8))
+            rows.append(stored_vectors.VectorRow(name, hashes[name], scale, stored))
         stored_vectors.write(connection, rows)
     query_vector = model.embed_query(query)
     expected = reference_fused(catalog, query, vectors, query_vector, weight)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from discovery._semantic.model import EmbeddingModel, load, stored_spec
-from discovery._semantic.vectors import quantized, tool_text
+from discovery._semantic.vectors import packed, tool_text
 from discovery.errors import EmbeddingUnavailable
 from store import EmbeddingState, Store, StoredTool, VectorRow, Writer
 
@@ -117,7 +117,7 @@ def _vector_rows(
     model: EmbeddingModel, pending: Sequence[tuple[str, str]], tools: dict[str, StoredTool]
 ) -> list[VectorRow]:
     texts = [tool_text(tools[name].label, tools[name].description) for name, _ in pending]
-    rows, scales = quantized(model.embed(texts))
+    rows, scales = packed(model.embed(texts))
     return [
         VectorRow(name, digest, float(scale), row.tobytes())
         for (name, digest), row, scale in zip(pending, rows, scales, strict=True)

@@ -15,20 +15,37 @@ import numpy as np
 from store import StoredVectors
 
 SCAN_ROWS = 1024
-"""Vectors converted to float32 at a time, into one buffer: the int8 matrix is never widened
-whole (at a large catalog's size that would cost four times its memory on every search), and a
-block this size stays in the CPU's cache between its conversion and its product."""
+"""Vectors unpacked to float32 at a time, into one buffer: the packed matrix is never widened
+whole (at a large catalog's size that would cost eight times its memory on every search), and a
+block this size stays in the CPU's cache between its unpacking and its product."""
 
 
 def cosines(vectors: StoredVectors, query: np.ndarray) -> np.ndarray:
-    """The cosine of every vector with ``query`` (L2-normalised float32), in the vectors' order."""
+    """The cosine of every vector with ``query`` (L2-normalised float32), in the vectors' order.
+
+    Each block of packed rows (``discovery._semantic.vectors.packed``: even dimensions in the high
+    nibbles, odd ones in the low, two's complement) is unpacked into the buffer with the high
+    nibbles' values first, then the low ones', and multiplied by the query's components in that
+    same order (a padding nibble meets a 0)."""
     out = np.empty(len(vectors.tool_ids), dtype=np.float32)
-    buffer = np.empty((min(SCAN_ROWS, len(out)), vectors.rows.shape[1]), dtype=np.float32)
+    width = vectors.rows.shape[1]
+    ordered = np.zeros(2 * width, dtype=np.float32)
+    ordered[: len(query[0::2])] = query[0::2]
+    ordered[width : width + len(query[1::2])] = query[1::2]
+    rows = min(SCAN_ROWS, len(out))
+    buffer = np.empty((rows, 2 * width), dtype=np.float32)
+    nibbles = np.empty((rows, width), dtype=np.uint8)
     for start in range(0, len(out), SCAN_ROWS):
         block = vectors.rows[start : start + SCAN_ROWS]
-        widened = buffer[: len(block)]
-        np.copyto(widened, block, casting="unsafe")
-        np.matmul(widened, query, out=out[start : start + len(block)])
+        widened, signed = buffer[: len(block)], nibbles[: len(block)].view(np.int8)
+        # An arithmetic shift right by 4 of a byte read as int8 is its high nibble's value; the
+        # low nibble moved up (times 16, wrapping in uint8) and shifted back is the low one's.
+        np.right_shift(block.view(np.int8), 4, out=signed)
+        np.copyto(widened[:, :width], signed, casting="unsafe")
+        np.multiply(block, 16, out=signed.view(np.uint8))
+        np.right_shift(signed, 4, out=signed)
+        np.copyto(widened[:, width:], signed, casting="unsafe")
+        np.matmul(widened, ordered, out=out[start : start + len(block)])
     out *= vectors.scales
     return out
 
