@@ -85,6 +85,49 @@ class LearnedPostings:
 
 
 @dataclass(frozen=True, slots=True)
+class Roster:
+    """The catalog tools that learned anything, ascending by id, with their group and learned
+    length: what completes the stored postings of a term (ids and tfs) into ``LearnedPostings``."""
+
+    ids: np.ndarray
+    grp: np.ndarray
+    length: np.ndarray
+
+    @classmethod
+    def of(cls, tools: Sequence[tuple[int, int, int]]) -> Roster:
+        """From ``(tool id, group, learned length)`` rows, one a tool."""
+        table = np.array(tools, dtype=np.int64).reshape(-1, 3)
+        order = np.argsort(table[:, 0], kind="stable")
+        return cls(table[order, 0].astype(np.intp), table[order, 1], table[order, 2])
+
+    def postings(self, ids: np.ndarray, tf: np.ndarray) -> LearnedPostings | None:
+        """The postings of the tools ``ids`` (ascending) with their tfs, ``None`` when there are
+        none. A tool that is not among these (the stored sums miss it) is left out, as the
+        learned field counts only the tools with a learned length."""
+        if self.ids.size == 0:
+            return None
+        at = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
+        held = self.ids[at] == ids
+        if not held.all():
+            ids, tf, at = ids[held], tf[held], at[held]
+        if ids.size == 0:
+            return None
+        return LearnedPostings(ids.astype(np.intp), self.grp[at], tf, self.length[at])
+
+    def with_lengths(self, lengths: dict[int, int]) -> Roster:
+        """These tools with the learned ``lengths`` of those that moved (by id)."""
+        moved = np.array(sorted(lengths), dtype=np.intp)
+        at = np.searchsorted(self.ids, moved)
+        found = at < self.ids.size
+        found[found] = self.ids[at[found]] == moved[found]
+        if not found.any():
+            return self
+        length = self.length.copy()
+        length[at[found]] = [lengths[i] for i in moved[found].tolist()]
+        return replace(self, length=length)
+
+
+@dataclass(frozen=True, slots=True)
 class TextMatches:
     """What the tool texts of a corpus say of a term: the corpus size, how many corpus tools
     hold the term in their text, and their ids (excluded tools may be among them)."""

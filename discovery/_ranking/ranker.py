@@ -28,6 +28,7 @@ from discovery._ranking.learned import (
     LearnedPostings,
     LearnedTerm,
     Membership,
+    Roster,
     TextMatches,
     Universe,
     add_learned,
@@ -131,6 +132,9 @@ class Ranker:
         # Their ids, which the learned parts are laid out against (``learned.Universe``); built
         # again when a tool starts or stops having a learned field.
         self._universe: Universe | None = None
+        # The same tools with their group and learned length, which complete a term's stored
+        # postings; kept current from the journal with the lengths, and built with the universe.
+        self._roster: Roster | None = None
         self._learned_exclusions: dict[Corpus, tuple[np.ndarray, tuple[int, int]]] = {}
         # What each learned query term adds in a corpus, by (term, qtf, corpus), for the corpora
         # and terms searched last: a repeated search only adds them up, as for the tool text.
@@ -560,6 +564,7 @@ class Ranker:
         self._learned.clear()
         self._learned_tools = None
         self._universe = None
+        self._roster = None
         self._learned_stats = {}
         self._learned_members.clear()
         self._learned_exclusions.clear()
@@ -587,6 +592,10 @@ class Ranker:
             self._learned_members.clear()
         ids = reader.learning.tool_ids(names)
         lengths = {ids[name]: (fresh[name].length if name in fresh else 0) for name in names if name in ids}
+        if self._universe is None:
+            self._roster = None
+        elif self._roster is not None and lengths:
+            self._roster = self._roster.with_lengths(lengths)
         cached_pairs = [(term, tool) for term, tool in changes if term in self._learned and tool in ids]
         counts = reader.learning.term_counts(cached_pairs)
         per_term: dict[str, dict[int, tuple[int, int, int]]] = {}
@@ -650,11 +659,10 @@ class Ranker:
                 self._learned_members.clear()
                 missing = list(query_terms)
             stored = reader.learning.postings(missing)
+            roster = self._learned_roster(reader) if stored else None
             for term in missing:
                 rows = stored.get(term)
-                learned[term] = (
-                    LearnedPostings.of([(p.tool_id, p.grp, p.tf, p.length) for p in rows]) if rows else None
-                )
+                learned[term] = None if rows is None or roster is None else roster.postings(rows.ids, rows.tf)
         present = [term for term in query_terms if learned[term] is not None]
         if not present:
             return []
@@ -712,9 +720,18 @@ class Ranker:
 
     def _learned_universe(self, reader: RankingSource) -> Universe:
         """The catalog tools that learned anything (``learned.Universe``)."""
-        if self._universe is None:
-            self._universe = Universe.of([info.tool_id for info in self._learned_tool_rows(reader).values()])
+        self._learned_roster(reader)
+        assert self._universe is not None
         return self._universe
+
+    def _learned_roster(self, reader: RankingSource) -> Roster:
+        """The catalog tools that learned anything, with their group and learned length
+        (``learned.Roster``), built with their universe."""
+        if self._universe is None or self._roster is None:
+            tools = self._learned_tool_rows(reader)
+            self._roster = Roster.of([(info.tool_id, info.grp, info.length) for info in tools.values()])
+            self._universe = Universe(self._roster.ids)
+        return self._roster
 
     def _text_matches(
         self, reader: RankingSource, term: str, corpus: Corpus, exclusion: Exclusion
