@@ -46,7 +46,8 @@ class LearnedPostings:
     def patched(self, tf: dict[int, tuple[int, int, int]], lengths: dict[int, int]) -> LearnedPostings | None:
         """These postings with ``tf`` applied (by tool id: ``(group, tf, length)``, tf 0 taking
         the tool out, a new id put in its place) and then the learned ``lengths`` of tools that
-        moved; ``None`` when no posting is left."""
+        moved; ``None`` when no posting is left, these very postings when nothing of theirs
+        moved (what was computed from them still holds)."""
         if not tf and not lengths:
             return self
         ids, grp, tfs, length = self.ids, self.grp, self.tf, self.length
@@ -71,6 +72,8 @@ class LearnedPostings:
             if found.any():
                 length = length.copy() if length is self.length else length
                 length[at[found]] = [lengths[i] for i in moved[found].tolist()]
+        if ids is self.ids and length is self.length:
+            return self
         return LearnedPostings(ids, grp, tfs, length)
 
     def in_corpus(self, groups: Sequence[int], excluded: np.ndarray) -> np.ndarray:

@@ -138,8 +138,12 @@ class Ranker:
         self._learned_exclusions: dict[Corpus, tuple[np.ndarray, tuple[int, int]]] = {}
         # What each learned query term adds in a corpus, by (term, qtf, corpus), for the corpora
         # and terms searched last: a repeated search only adds them up, as for the tool text.
-        # Keyed by the corpus' fields rather than the corpus: hashing those is cheaper.
-        self._learned_parts: OrderedDict[tuple[str, int, CorpusKey], LearnedTerm | None] = OrderedDict()
+        # Keyed by the corpus' fields rather than the corpus: hashing those is cheaper. Each is
+        # kept with the corpus' learned population it was computed for: a call that moves no
+        # learned length of the corpus' tools and no posting of the term leaves it as it is.
+        self._learned_parts: OrderedDict[
+            tuple[str, int, CorpusKey], tuple[LearnedTerm | None, LearnedPopulation]
+        ] = OrderedDict()
         # Which learned postings of a term a corpus holds, and its df there: kept across calls
         # that change only tfs and lengths of postings already there.
         self._learned_members: dict[tuple[str, Corpus], Membership | None] = {}
@@ -608,15 +612,28 @@ class Ranker:
             self._learned_members = {
                 key: m for key, m in self._learned_members.items() if key[0] not in per_term
             }
-        for term, held in list(self._learned.items()):
+        moved_terms: set[str] = set()
+        for term, held in list(self._learned.items()) if per_term or lengths else []:
             patch = per_term.get(term, {})
             if held is None:
                 if patch:  # a term no tool had learned: its first postings
                     rows = [(i, grp, tf, length) for i, (grp, tf, length) in sorted(patch.items()) if tf > 0]
                     self._learned[term] = LearnedPostings.of(rows) if rows else None
+                    moved_terms.add(term)
                 continue
-            self._learned[term] = held.patched(patch, lengths)
-        self._learned_parts.clear()
+            patched = held.patched(patch, lengths)
+            if patched is not held:
+                self._learned[term] = patched
+                moved_terms.add(term)
+        # A part still holds if its term's postings did not move and its corpus' population
+        # did not either (checked when it is looked up), unless the learned tools moved. A
+        # journaled term counts as moved even when its postings are not cached: its part may be.
+        moved_terms.update(term for term, _ in changes)
+        if self._universe is None:
+            self._learned_parts.clear()
+        elif moved_terms:
+            for key in [key for key in self._learned_parts if key[0] in moved_terms]:
+                del self._learned_parts[key]
         # What a corpus' excluded tools learned moved only if one of them is among the tools.
         moved = set(names)
         self._learned_exclusions = {
@@ -667,26 +684,25 @@ class Ranker:
         if not present:
             return []
         universe = self._learned_universe(reader)
+        population = self._learned_population(reader, corpus, exclusion)
         parts = self._learned_parts
         found: list[LearnedTerm] = []
         fresh: list[str] = []
         corpus_key = (corpus.groups, corpus.excluded)
         for term in present:
             key = (term, query_terms[term], corpus_key)
-            try:
-                parts.move_to_end(key)
-            except KeyError:
+            cached = parts.get(key)
+            if cached is None or cached[1] != population:
                 fresh.append(term)
                 continue
-            part = parts[key]
-            if part is not None:
-                found.append(part)
+            parts.move_to_end(key)
+            if cached[0] is not None:
+                found.append(cached[0])
         if not fresh:
             return found
         # Computed anew (first searched in this corpus, or the field changed since): in query
         # order among those found cached.
         n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(exclusion.documents)
-        population = self._learned_population(reader, corpus, exclusion)
         longest = max(held.ids.size for term in fresh if (held := learned[term]) is not None)
         if self._learned_scratch.shape[1] < longest:
             self._learned_scratch = np.zeros((2, longest), dtype=np.int64)
@@ -712,7 +728,10 @@ class Ranker:
                     ),
                     universe,
                 )
-            parts[(term, query_terms[term], corpus_key)] = computed[term] = fresh_part
+            key = (term, query_terms[term], corpus_key)
+            parts[key] = (fresh_part, population)
+            parts.move_to_end(key)
+            computed[term] = fresh_part
             if len(parts) > LEARNED_PARTS_CACHED:
                 parts.popitem(last=False)
         by_term = {part.term: part for part in found} | computed
