@@ -136,6 +136,9 @@ class Ranker:
         # postings; kept current from the journal with the lengths, and built with the universe.
         self._roster: Roster | None = None
         self._learned_exclusions: dict[Corpus, tuple[np.ndarray, tuple[int, int]]] = {}
+        # Each corpus' learned population, until what was learned changes: the same object for
+        # as long, so that a cached part is checked against it by identity.
+        self._learned_populations: dict[CorpusKey, LearnedPopulation] = {}
         # What each learned query term adds in a corpus, by (term, qtf, corpus), for the corpora
         # and terms searched last: a repeated search only adds them up, as for the tool text.
         # Keyed by the corpus' fields rather than the corpus: hashing those is cheaper. Each is
@@ -572,6 +575,7 @@ class Ranker:
         self._learned_stats = {}
         self._learned_members.clear()
         self._learned_exclusions.clear()
+        self._learned_populations.clear()
         self._learned_parts.clear()
 
     def _learned_changed(self, reader: RankingSource, changes: list[tuple[str, str]]) -> None:
@@ -634,6 +638,7 @@ class Ranker:
         elif moved_terms:
             for key in [key for key in self._learned_parts if key[0] in moved_terms]:
                 del self._learned_parts[key]
+        self._learned_populations.clear()
         # What a corpus' excluded tools learned moved only if one of them is among the tools.
         moved = set(names)
         self._learned_exclusions = {
@@ -692,9 +697,14 @@ class Ranker:
         for term in present:
             key = (term, query_terms[term], corpus_key)
             cached = parts.get(key)
-            if cached is None or cached[1] != population:
+            if cached is None:
                 fresh.append(term)
                 continue
+            if cached[1] is not population:  # the field changed since: does the part still hold?
+                if cached[1] != population:
+                    fresh.append(term)
+                    continue
+                parts[key] = cached = (cached[0], population)
             parts.move_to_end(key)
             if cached[0] is not None:
                 found.append(cached[0])
@@ -785,9 +795,16 @@ class Ranker:
     def _learned_population(
         self, reader: RankingSource, corpus: Corpus, exclusion: Exclusion
     ) -> LearnedPopulation:
-        self._learned_tool_rows(reader)
-        _, share = self._learned_exclusion(reader, corpus, exclusion)
-        return learned_population(self._learned_stats, corpus.groups, share)
+        key = (corpus.groups, corpus.excluded)
+        found = self._learned_populations.get(key)
+        if found is None:
+            if len(self._learned_populations) >= EXCLUSION_CACHE_SIZE:
+                self._learned_populations.clear()
+            self._learned_tool_rows(reader)
+            _, share = self._learned_exclusion(reader, corpus, exclusion)
+            found = learned_population(self._learned_stats, corpus.groups, share)
+            self._learned_populations[key] = found
+        return found
 
     def _learned_exclusion(
         self, reader: RankingSource, corpus: Corpus, exclusion: Exclusion
