@@ -365,6 +365,13 @@ def test_the_roster_completes_stored_postings_with_groups_and_lengths() -> None:
     moved = roster.with_lengths({9: 31, 12: 4})
     assert moved.length.tolist() == [7, 11, 31] and roster.length.tolist() == [7, 11, 30]
     assert roster.with_lengths({12: 4}) is roster
+    changed = roster.with_tools({5: None, 4: (1, 2), 9: (2, 33)})
+    assert [changed.ids.tolist(), changed.grp.tolist(), changed.length.tolist()] == [
+        [3, 4, 9],
+        [1, 1, 2],
+        [7, 2, 33],
+    ]
+    assert roster.ids.tolist() == [3, 5, 9]
 
 
 def test_patched_postings_are_the_same_when_nothing_of_theirs_moved() -> None:

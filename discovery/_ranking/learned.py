@@ -117,6 +117,19 @@ class Roster:
             return None
         return LearnedPostings(ids.astype(np.intp), self.grp[at], tf, self.length[at])
 
+    def with_tools(self, tools: dict[int, tuple[int, int] | None]) -> Roster:
+        """These tools with ``tools`` applied (by id: ``(group, learned length)``, ``None``
+        taking the tool out, a new id put in its place)."""
+        changed = np.array(sorted(tools), dtype=np.intp)
+        kept = ~np.isin(self.ids, changed)
+        added = [(i, *found) for i in changed.tolist() if (found := tools[i]) is not None]
+        rows = np.array(added, dtype=np.int64).reshape(-1, 3)
+        ids = np.concatenate([self.ids[kept], rows[:, 0].astype(np.intp)])
+        order = np.argsort(ids, kind="stable")
+        grp = np.concatenate([self.grp[kept], rows[:, 1]])
+        length = np.concatenate([self.length[kept], rows[:, 2]])
+        return Roster(ids[order], grp[order], length[order])
+
     def with_lengths(self, lengths: dict[int, int]) -> Roster:
         """These tools with the learned ``lengths`` of those that moved (by id)."""
         moved = np.array(sorted(lengths), dtype=np.intp)

@@ -133,7 +133,8 @@ class Ranker:
         # again when a tool starts or stops having a learned field.
         self._universe: Universe | None = None
         # The same tools with their group and learned length, which complete a term's stored
-        # postings; kept current from the journal with the lengths, and built with the universe.
+        # postings: built with the universe, then kept current from the journal, and the
+        # universe taken from it when tools come or go.
         self._roster: Roster | None = None
         self._learned_exclusions: dict[Corpus, tuple[np.ndarray, tuple[int, int]]] = {}
         # Each corpus' learned population, until what was learned changes: the same object for
@@ -585,6 +586,7 @@ class Ranker:
         read for those terms and tools alone, not the whole field."""
         names = sorted({tool for _, tool in changes})
         fresh = reader.learning.learned_tools(names)
+        tools_moved = False  # a tool came or went: the universe moved
         if self._learned_tools is not None:
             for name in names:
                 gone = self._learned_tools.pop(name, None)
@@ -594,16 +596,21 @@ class Ranker:
                         self._learned_stats[info.grp] = (count + sign, total + sign * info.length)
                 if name in fresh:
                     self._learned_tools[name] = fresh[name]
-                if (gone is None) != (name not in fresh):  # a tool came or went: the universe moved
-                    self._universe = None
-        if self._universe is None:  # positions among the learned tools are taken anew
-            self._learned_members.clear()
+                tools_moved = tools_moved or (gone is None) != (name not in fresh)
         ids = reader.learning.tool_ids(names)
         lengths = {ids[name]: (fresh[name].length if name in fresh else 0) for name in names if name in ids}
-        if self._universe is None:
-            self._roster = None
+        if self._roster is not None and tools_moved:
+            changed_tools = {
+                i: (fresh[name].grp, fresh[name].length) if name in fresh else None for name, i in ids.items()
+            }
+            self._roster = self._roster.with_tools(changed_tools)
+            self._universe = Universe(self._roster.ids)
         elif self._roster is not None and lengths:
             self._roster = self._roster.with_lengths(lengths)
+        elif tools_moved:
+            self._universe = self._roster = None
+        if tools_moved or self._universe is None:  # positions among the learned tools are taken anew
+            self._learned_members.clear()
         cached_pairs = [(term, tool) for term, tool in changes if term in self._learned and tool in ids]
         counts = reader.learning.term_counts(cached_pairs)
         per_term: dict[str, dict[int, tuple[int, int, int]]] = {}
@@ -633,7 +640,7 @@ class Ranker:
         # did not either (checked when it is looked up), unless the learned tools moved. A
         # journaled term counts as moved even when its postings are not cached: its part may be.
         moved_terms.update(term for term, _ in changes)
-        if self._universe is None:
+        if tools_moved or self._universe is None:
             self._learned_parts.clear()
         elif moved_terms:
             for key in [key for key in self._learned_parts if key[0] in moved_terms]:
