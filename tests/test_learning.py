@@ -718,3 +718,8 @@ def test_a_change_keeps_the_learned_parts_it_leaves_as_they_were(
         with ToolIndex.open(db_url) as fresh:
             for query in ("ping", "pong crew", "crew team notes"):
                 assert rank(index, query, corpus, None) == rank(fresh, query, corpus, None)
+        parts("crew")
+        changed(("s4", "zap", other), ("s4", "zip", other))  # crew's tool learns more: its length moves
+        with ToolIndex.open(db_url) as fresh:
+            for query in ("crew", "ping", "zap crew"):
+                assert rank(index, query, corpus, None) == rank(fresh, query, corpus, None)

@@ -117,6 +117,20 @@ class Roster:
             return None
         return LearnedPostings(ids.astype(np.intp), self.grp[at], tf, self.length[at])
 
+    def lengths_of(self, held: LearnedPostings, at: np.ndarray | None) -> tuple[LearnedPostings, np.ndarray]:
+        """``held`` with these tools' learned lengths, and where its tools stand among these
+        (``at``, when known from a roster with the same ids). A tool not among these keeps the
+        length it had."""
+        if at is None:
+            at = np.minimum(np.searchsorted(self.ids, held.ids), max(self.ids.size - 1, 0))
+        if self.ids.size == 0:
+            return held, at
+        length = self.length.take(at)
+        missing = self.ids[at] != held.ids
+        if missing.any():
+            length[missing] = held.length[missing]
+        return replace(held, length=length), at
+
     def with_tools(self, tools: dict[int, tuple[int, int] | None]) -> Roster:
         """These tools with ``tools`` applied (by id: ``(group, learned length)``, ``None``
         taking the tool out, a new id put in its place)."""

@@ -125,6 +125,10 @@ class Ranker:
         self._exclusions: dict[Corpus, Exclusion] = {}
         self._learning = LearningState(enabled=False, generation=-1)
         self._learned: dict[str, LearnedPostings | None] = {}
+        # The roster whose learned lengths each cached term's postings carry, and where their
+        # tools stand among its tools: a call that moves lengths changes the roster alone, and a
+        # term takes the new lengths when its part is next computed.
+        self._learned_lengths: dict[str, tuple[Roster, np.ndarray | None]] = {}
         # The catalog tools that learned anything, and per group their count and total learned
         # length; kept current from the learned journal, loaded whole only after a reset.
         self._learned_tools: dict[str, LearnedTool] | None = None
@@ -570,6 +574,7 @@ class Ranker:
 
     def _forget_learned(self) -> None:
         self._learned.clear()
+        self._learned_lengths.clear()
         self._learned_tools = None
         self._universe = None
         self._roster = None
@@ -623,24 +628,24 @@ class Ranker:
             self._learned_members = {
                 key: m for key, m in self._learned_members.items() if key[0] not in per_term
             }
+        # The postings of the terms journaled get their new tfs; learned lengths that moved are
+        # taken from the roster when a term's part is next computed (``_current_lengths``).
         moved_terms: set[str] = set()
-        for term, held in list(self._learned.items()) if per_term or lengths else []:
-            patch = per_term.get(term, {})
-            if held is None:
-                if patch:  # a term no tool had learned: its first postings
-                    rows = [(i, grp, tf, length) for i, (grp, tf, length) in sorted(patch.items()) if tf > 0]
-                    self._learned[term] = LearnedPostings.of(rows) if rows else None
-                    moved_terms.add(term)
-                continue
-            patched = held.patched(patch, lengths)
-            if patched is not held:
-                self._learned[term] = patched
-                moved_terms.add(term)
+        for term, patch in per_term.items():
+            held = self._learned[term]
+            if held is None:  # a term no tool had learned: its first postings
+                rows = [(i, grp, tf, length) for i, (grp, tf, length) in sorted(patch.items()) if tf > 0]
+                self._learned[term] = LearnedPostings.of(rows) if rows else None
+            else:
+                self._learned[term] = held.patched(patch, lengths)
+            self._learned_lengths.pop(term, None)
+            moved_terms.add(term)
         # A part still holds if its term's postings did not move and its corpus' population
-        # did not either (checked when it is looked up), unless the learned tools moved. A
-        # journaled term counts as moved even when its postings are not cached: its part may be.
+        # did not either (checked when it is looked up), unless the learned tools or their
+        # lengths moved. A journaled term counts as moved even when its postings are not cached:
+        # its part may be.
         moved_terms.update(term for term, _ in changes)
-        if tools_moved or self._universe is None:
+        if tools_moved or lengths or self._universe is None:
             self._learned_parts.clear()
         elif moved_terms:
             for key in [key for key in self._learned_parts if key[0] in moved_terms]:
@@ -685,6 +690,7 @@ class Ranker:
         if missing:
             if len(learned) + len(missing) > LEARNED_TERMS_CACHED:
                 learned.clear()
+                self._learned_lengths.clear()
                 self._learned_members.clear()
                 missing = list(query_terms)
             stored = reader.learning.postings(missing)
@@ -692,6 +698,8 @@ class Ranker:
             for term in missing:
                 rows = stored.get(term)
                 learned[term] = None if rows is None or roster is None else roster.postings(rows.ids, rows.tf)
+                if roster is not None:
+                    self._learned_lengths[term] = (roster, None)
         present = [term for term in query_terms if learned[term] is not None]
         if not present:
             return []
@@ -725,8 +733,7 @@ class Ranker:
             self._learned_scratch = np.zeros((2, longest), dtype=np.int64)
         computed: dict[str, LearnedTerm | None] = {}
         for term in fresh:
-            held = learned[term]
-            assert held is not None
+            held = self._current_lengths(reader, term)
             member_key = (term, corpus)
             if member_key not in self._learned_members:
                 if len(self._learned_members) >= LEARNED_PARTS_CACHED:
@@ -753,6 +760,20 @@ class Ranker:
                 parts.popitem(last=False)
         by_term = {part.term: part for part in found} | computed
         return [part for term in present if (part := by_term.get(term)) is not None]
+
+    def _current_lengths(self, reader: RankingSource, term: str) -> LearnedPostings:
+        """``term``'s cached postings (there are some) with the learned lengths of now."""
+        held = self._learned[term]
+        assert held is not None
+        roster = self._learned_roster(reader)
+        known = self._learned_lengths.get(term)
+        if known is not None and known[0] is roster:
+            return held
+        at = known[1] if known is not None and known[0].ids is roster.ids else None
+        held, at = roster.lengths_of(held, at)
+        self._learned[term] = held
+        self._learned_lengths[term] = (roster, at)
+        return held
 
     def _learned_universe(self, reader: RankingSource) -> Universe:
         """The catalog tools that learned anything (``learned.Universe``)."""
