@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import groupby
+from typing import Any
 
+import numpy as np
 from sqlalchemy import Connection
 
 from store import _driver as driver
@@ -39,14 +42,14 @@ class LearningState:
 
 
 @dataclass(frozen=True, slots=True)
-class LearnedPosting:
-    """A tool holding a learned term: its catalog id and group, how many sessions taught the
-    term to it (its tf) and its learned length."""
+class StoredLearnedPostings:
+    """The catalog tools holding one learned term, ascending by id, and how many sessions taught
+    the term to each (its tf): two int64 arrays. A tool's group and learned length are the same in
+    every term it holds, so they are read with the tools (``learned_tools``), not with each
+    posting."""
 
-    tool_id: int
-    grp: int
-    tf: int
-    length: int
+    ids: np.ndarray
+    tf: np.ndarray
 
 
 def _marks(count: int) -> str:
@@ -247,21 +250,47 @@ def sums(connection: Connection) -> tuple[dict[tuple[str, str], int], dict[str, 
     )
 
 
-def postings(connection: Connection, terms: Sequence[str]) -> dict[str, list[LearnedPosting]]:
-    """The learned postings of ``terms`` among the catalog's tools, by term, in tool id order."""
+def postings(connection: Connection, terms: Sequence[str]) -> dict[str, StoredLearnedPostings]:
+    """The learned postings of ``terms`` among the catalog's tools, by term (a term no catalog
+    tool learned is absent).
+
+    The tools' ids come from the catalog's name index alone, without reading their rows; the rows
+    are read a block at a time into arrays, so a common term's many postings never stand as one
+    Python object each all at once."""
     if not terms:
         return {}
-    rows = driver.fetch(
-        connection,
-        "SELECT lt.term, t.id, t.grp, lt.sessions, lk.length FROM learned_terms lt "
-        "JOIN tools t ON t.name = lt.tool_name JOIN learned_tools lk ON lk.tool_name = lt.tool_name "
-        f"WHERE lt.term IN ({_marks(len(terms))}) ORDER BY lt.term, t.id",
-        tuple(terms),
+    statement = (
+        "SELECT lt.term, t.id, lt.sessions FROM learned_terms lt JOIN tools t ON t.name = lt.tool_name "
+        f"WHERE lt.term IN ({_marks(len(terms))}) ORDER BY lt.term, t.id"
     )
-    found: dict[str, list[LearnedPosting]] = {}
-    for term, tool_id, grp, tf, length in rows:
-        found.setdefault(str(term), []).append(LearnedPosting(int(tool_id), int(grp), int(tf), int(length)))
+    runs: list[list[Any]] = []  # [term, rows], in the rows' order
+    ids: list[np.ndarray] = []
+    tfs: list[np.ndarray] = []
+    for block in driver.fetch_blocks(connection, statement, tuple(terms), size=POSTINGS_BLOCK):
+        column_terms, column_ids, column_tfs = zip(*block, strict=True)
+        ids.append(np.array(column_ids, dtype=np.int64))
+        tfs.append(np.array(column_tfs, dtype=np.int64))
+        for term, run in groupby(column_terms):  # each term's rows are one run
+            count = sum(1 for _ in run)
+            if runs and runs[-1][0] == term:
+                runs[-1][1] += count
+            else:
+                runs.append([term, count])
+    if not runs:
+        return {}
+    all_ids, all_tfs = np.concatenate(ids), np.concatenate(tfs)
+    found: dict[str, StoredLearnedPostings] = {}
+    start = 0
+    for term, count in runs:
+        found[str(term)] = StoredLearnedPostings(
+            all_ids[start : start + count], all_tfs[start : start + count]
+        )
+        start += count
     return found
+
+
+POSTINGS_BLOCK = 4096
+"""Learned postings read per fetch."""
 
 
 @dataclass(frozen=True, slots=True)

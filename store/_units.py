@@ -44,7 +44,7 @@ from store._engine import (
     translated_errors,
     write_transaction,
 )
-from store._learning import Credit, LearnedPosting, LearnedTerm, LearnedTool, LearningState
+from store._learning import Credit, LearnedTerm, LearnedTool, LearningState, StoredLearnedPostings
 from store._postings import PostingBlock
 from store._records import GroupStats, IndexedBatch, StoredTool, TermStats, WriteReport
 from store._sessions import Event, LoggedEvent, SessionState
@@ -329,7 +329,7 @@ class LearningReads:
     def sums(self) -> tuple[dict[tuple[str, str], int], dict[str, int]]:
         return _learning.sums(self._connection)
 
-    def postings(self, terms: Sequence[str]) -> dict[str, list[LearnedPosting]]:
+    def postings(self, terms: Sequence[str]) -> dict[str, StoredLearnedPostings]:
         return _learning.postings(self._connection, terms)
 
     def learned_tools(self, tool_names: Sequence[str] | None = None) -> dict[str, LearnedTool]:

@@ -18,7 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from discovery import ToolIndex
+from discovery._params import query_terms
 from discovery._ranking import learned as learned_module
+from discovery._ranking import ranker as ranker_module
 from discovery._ranking import topk as topk_module
 from discovery._ranking.bm25 import js_log
 from discovery._ranking.fields import LEARNED_WEIGHT
@@ -26,6 +28,7 @@ from discovery._ranking.learned import (
     LearnedPopulation,
     LearnedPostings,
     LearnedTerm,
+    Roster,
     TextMatches,
     Universe,
     add_learned,
@@ -38,6 +41,8 @@ from discovery._sessions.learning import credits_of_log
 from discovery._text.analyzers import REFERENCE
 from discovery._text.tokenizer import tokenize
 from store import ToolNotFound
+from store import _learning as stored_learning
+from store._engine import write_transaction
 from store._sessions import Event, LoggedEvent
 from tests.catalogs import rank
 from tests.test_cli import DEMO, REPO, fails, ok
@@ -342,6 +347,42 @@ def test_learned_values_are_the_formula_s_per_posting(postings: int, corpus_shar
     assert part.values.view(np.int64).tolist() == np.array(expected).view(np.int64).tolist()
 
 
+def test_the_roster_completes_stored_postings_with_groups_and_lengths() -> None:
+    """A term's stored postings (ids, tfs) get each tool's group and learned length; a tool the
+    roster does not hold is left out, and a length that moved is the one they get."""
+    roster = Roster.of([(9, 2, 30), (3, 1, 7), (5, 2, 11)])
+    assert roster.ids.tolist() == [3, 5, 9]
+    held = roster.postings(np.array([3, 4, 9], np.int64), np.array([1, 2, 3], np.int64))
+    assert held is not None
+    assert [held.ids.tolist(), held.grp.tolist(), held.tf.tolist(), held.length.tolist()] == [
+        [3, 9],
+        [1, 2],
+        [1, 3],
+        [7, 30],
+    ]
+    assert roster.postings(np.array([4], np.int64), np.array([1], np.int64)) is None
+    assert Roster.of([]).postings(np.array([3], np.int64), np.array([1], np.int64)) is None
+    moved = roster.with_lengths({9: 31, 12: 4})
+    assert moved.length.tolist() == [7, 11, 31] and roster.length.tolist() == [7, 11, 30]
+    assert roster.with_lengths({12: 4}) is roster
+    changed = roster.with_tools({5: None, 4: (1, 2), 9: (2, 33)})
+    assert [changed.ids.tolist(), changed.grp.tolist(), changed.length.tolist()] == [
+        [3, 4, 9],
+        [1, 1, 2],
+        [7, 2, 33],
+    ]
+    assert roster.ids.tolist() == [3, 5, 9]
+
+
+def test_patched_postings_are_the_same_when_nothing_of_theirs_moved() -> None:
+    held = LearnedPostings.of([(3, 1, 1, 7), (9, 2, 3, 30)])
+    assert held.patched({}, {5: 12}) is held
+    moved = held.patched({}, {9: 31})
+    assert moved is not None and moved is not held and moved.length.tolist() == [7, 31]
+    added = held.patched({5: (2, 1, 4)}, {5: 4})
+    assert added is not None and added.ids.tolist() == [3, 5, 9]
+
+
 def with_demo(index: ToolIndex) -> None:
     index.upsert_tools([json.loads(line) for line in DEMO.read_text().splitlines() if line.strip()])
 
@@ -610,3 +651,75 @@ def test_eval_learns_from_a_training_file_in_a_throwaway_copy(db_url: str, tmp_p
     assert fails(db_url, "eval", str(queries), "--learn-from", str(training)) == (
         f'Error: {training}:1: no tool named "nope" in the catalog\n'
     )
+
+
+def test_learned_postings_are_read_as_arrays_by_term(
+    index: ToolIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each term's postings: the catalog tools that learned it, ascending by id, with their tf;
+    a tool outside the catalog is left out, a term nobody learned is absent, and a term's rows
+    read over several blocks stay one term's."""
+    with_demo(index)
+    names = [json.loads(line)["name"] for line in DEMO.read_text().splitlines() if line.strip()]
+    terms = ("chat", "note", "team")
+    credits = [(f"s{n % 3}", term, name) for n, name in enumerate(names) for term in terms[: 1 + n % 3]]
+    credits += [(f"s{3 + n % 2}", "team", name) for n, name in enumerate(names[::2])]
+    credits += [("s0", "team", "mcp__gone__tool"), ("s0", "zzz", "mcp__gone__tool")]
+    with write_transaction(index.store.engine) as connection:
+        stored_learning.replace_all(connection, credits)
+    monkeypatch.setattr(stored_learning, "POSTINGS_BLOCK", 2)
+    with index.store.reading() as reader:
+        found = reader.learning.postings([*terms, "zzz", "absent"])
+        ids = reader.learning.tool_ids(names)
+    counts = Counter((term, tool) for _, term, tool in set(credits))
+    assert sorted(found) == sorted(terms)
+    for term in terms:
+        expected = sorted((ids[tool], n) for (t, tool), n in counts.items() if t == term and tool in ids)
+        assert list(zip(found[term].ids.tolist(), found[term].tf.tolist(), strict=True)) == expected
+        assert max(found[term].tf.tolist()) >= (2 if term == "team" else 1)
+
+
+def test_a_change_keeps_the_learned_parts_it_leaves_as_they_were(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new learned generation that changed nothing keeps the parts computed before it; a change
+    of a term's postings computes its part anew, even when its postings were no longer cached
+    and the learned lengths, so the corpus' learned population, came out the same."""
+    monkeypatch.setattr(ranker_module, "LEARNED_TERMS_CACHED", 2)
+    corpus = Corpus(MODE_GROUPS["all"], frozenset())
+    other = "mcp__notes__create_note"
+
+    def changed(*credits: tuple[str, str, str], forgotten: str | None = None) -> None:
+        with write_transaction(index.store.engine) as connection:
+            if forgotten is not None:
+                stored_learning.remove_credits(connection, session_id=forgotten)
+            stored_learning.add_credits(connection, credits)
+
+    def parts(query: str) -> list[LearnedTerm]:
+        with index.store.reading() as reader:
+            found, _ = index.ranker.learned(reader, query_terms(query), corpus)
+        return found
+
+    with ToolIndex.open(db_url, learning=True) as index:
+        with_demo(index)
+        changed(("s1", "ping", TEACHER), ("s2", "ping", other), ("s2", "crew", other))
+        [before] = parts("ping")
+        with index.store.reading() as reader:
+            ids = reader.learning.tool_ids([TEACHER, other])
+        assert before.ids.tolist() == sorted(ids.values())
+        with write_transaction(index.store.engine) as connection:
+            connection.exec_driver_sql("UPDATE learning_state SET generation = generation + 1")
+        assert parts("ping")[0] is before
+        parts("crew team notes")  # more terms than are cached: those of "ping" are dropped
+        assert "ping" not in index.ranker._learned
+        changed(("s3", "pong", TEACHER), forgotten="s1")  # the teacher's length as it was
+        [after] = parts("ping")
+        assert after.ids.tolist() == [ids[other]]
+        with ToolIndex.open(db_url) as fresh:
+            for query in ("ping", "pong crew", "crew team notes"):
+                assert rank(index, query, corpus, None) == rank(fresh, query, corpus, None)
+        parts("crew")
+        changed(("s4", "zap", other), ("s4", "zip", other))  # crew's tool learns more: its length moves
+        with ToolIndex.open(db_url) as fresh:
+            for query in ("crew", "ping", "zap crew"):
+                assert rank(index, query, corpus, None) == rank(fresh, query, corpus, None)

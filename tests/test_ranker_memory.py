@@ -22,10 +22,10 @@ from store import (
     GROUPS,
     EmbeddingState,
     GroupStats,
-    LearnedPosting,
     LearnedTool,
     LearningState,
     PostingBlock,
+    StoredLearnedPostings,
     StoredTool,
     StoredVectors,
     TermStats,
@@ -129,7 +129,7 @@ class NothingLearned:
     def changes_since(self, generation: int) -> list[tuple[str, str]]:
         return []
 
-    def postings(self, terms: Sequence[str]) -> dict[str, list[LearnedPosting]]:
+    def postings(self, terms: Sequence[str]) -> dict[str, StoredLearnedPostings]:
         return {}
 
     def learned_tools(self, tool_names: Sequence[str] | None = None) -> dict[str, LearnedTool]:

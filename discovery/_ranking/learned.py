@@ -46,7 +46,8 @@ class LearnedPostings:
     def patched(self, tf: dict[int, tuple[int, int, int]], lengths: dict[int, int]) -> LearnedPostings | None:
         """These postings with ``tf`` applied (by tool id: ``(group, tf, length)``, tf 0 taking
         the tool out, a new id put in its place) and then the learned ``lengths`` of tools that
-        moved; ``None`` when no posting is left."""
+        moved; ``None`` when no posting is left, these very postings when nothing of theirs
+        moved (what was computed from them still holds)."""
         if not tf and not lengths:
             return self
         ids, grp, tfs, length = self.ids, self.grp, self.tf, self.length
@@ -71,6 +72,8 @@ class LearnedPostings:
             if found.any():
                 length = length.copy() if length is self.length else length
                 length[at[found]] = [lengths[i] for i in moved[found].tolist()]
+        if ids is self.ids and length is self.length:
+            return self
         return LearnedPostings(ids, grp, tfs, length)
 
     def in_corpus(self, groups: Sequence[int], excluded: np.ndarray) -> np.ndarray:
@@ -82,6 +85,76 @@ class LearnedPostings:
             at = np.minimum(np.searchsorted(excluded, self.ids), excluded.size - 1)
             mask &= excluded[at] != self.ids
         return mask
+
+
+@dataclass(frozen=True, slots=True)
+class Roster:
+    """The catalog tools that learned anything, ascending by id, with their group and learned
+    length: what completes the stored postings of a term (ids and tfs) into ``LearnedPostings``."""
+
+    ids: np.ndarray
+    grp: np.ndarray
+    length: np.ndarray
+
+    @classmethod
+    def of(cls, tools: Sequence[tuple[int, int, int]]) -> Roster:
+        """From ``(tool id, group, learned length)`` rows, one a tool."""
+        table = np.array(tools, dtype=np.int64).reshape(-1, 3)
+        order = np.argsort(table[:, 0], kind="stable")
+        return cls(table[order, 0].astype(np.intp), table[order, 1], table[order, 2])
+
+    def postings(self, ids: np.ndarray, tf: np.ndarray) -> LearnedPostings | None:
+        """The postings of the tools ``ids`` (ascending) with their tfs, ``None`` when there are
+        none. A tool that is not among these (the stored sums miss it) is left out, as the
+        learned field counts only the tools with a learned length."""
+        if self.ids.size == 0:
+            return None
+        at = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
+        held = self.ids[at] == ids
+        if not held.all():
+            ids, tf, at = ids[held], tf[held], at[held]
+        if ids.size == 0:
+            return None
+        return LearnedPostings(ids.astype(np.intp), self.grp[at], tf, self.length[at])
+
+    def lengths_of(self, held: LearnedPostings, at: np.ndarray | None) -> tuple[LearnedPostings, np.ndarray]:
+        """``held`` with these tools' learned lengths, and where its tools stand among these
+        (``at``, when known from a roster with the same ids). A tool not among these keeps the
+        length it had."""
+        if at is None:
+            at = np.minimum(np.searchsorted(self.ids, held.ids), max(self.ids.size - 1, 0))
+        if self.ids.size == 0:
+            return held, at
+        length = self.length.take(at)
+        missing = self.ids[at] != held.ids
+        if missing.any():
+            length[missing] = held.length[missing]
+        return replace(held, length=length), at
+
+    def with_tools(self, tools: dict[int, tuple[int, int] | None]) -> Roster:
+        """These tools with ``tools`` applied (by id: ``(group, learned length)``, ``None``
+        taking the tool out, a new id put in its place)."""
+        changed = np.array(sorted(tools), dtype=np.intp)
+        kept = ~np.isin(self.ids, changed)
+        added = [(i, *found) for i in changed.tolist() if (found := tools[i]) is not None]
+        rows = np.array(added, dtype=np.int64).reshape(-1, 3)
+        ids = np.concatenate([self.ids[kept], rows[:, 0].astype(np.intp)])
+        order = np.argsort(ids, kind="stable")
+        grp = np.concatenate([self.grp[kept], rows[:, 1]])
+        length = np.concatenate([self.length[kept], rows[:, 2]])
+        return Roster(ids[order], grp[order], length[order])
+
+    def with_lengths(self, lengths: dict[int, int]) -> Roster:
+        """These tools with the learned ``lengths`` of those that moved (by id)."""
+        moved = np.array(sorted(lengths), dtype=np.intp)
+        at = np.searchsorted(self.ids, moved)
+        found = at < self.ids.size
+        found[found] = self.ids[at[found]] == moved[found]
+        if not found.any():
+            return self
+        length = self.length.copy()
+        length[at[found]] = [lengths[i] for i in moved[found].tolist()]
+        return replace(self, length=length)
 
 
 @dataclass(frozen=True, slots=True)

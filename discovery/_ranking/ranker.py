@@ -28,6 +28,7 @@ from discovery._ranking.learned import (
     LearnedPostings,
     LearnedTerm,
     Membership,
+    Roster,
     TextMatches,
     Universe,
     add_learned,
@@ -124,6 +125,10 @@ class Ranker:
         self._exclusions: dict[Corpus, Exclusion] = {}
         self._learning = LearningState(enabled=False, generation=-1)
         self._learned: dict[str, LearnedPostings | None] = {}
+        # The roster whose learned lengths each cached term's postings carry, and where their
+        # tools stand among its tools: a call that moves lengths changes the roster alone, and a
+        # term takes the new lengths when its part is next computed.
+        self._learned_lengths: dict[str, tuple[Roster, np.ndarray | None]] = {}
         # The catalog tools that learned anything, and per group their count and total learned
         # length; kept current from the learned journal, loaded whole only after a reset.
         self._learned_tools: dict[str, LearnedTool] | None = None
@@ -131,11 +136,22 @@ class Ranker:
         # Their ids, which the learned parts are laid out against (``learned.Universe``); built
         # again when a tool starts or stops having a learned field.
         self._universe: Universe | None = None
+        # The same tools with their group and learned length, which complete a term's stored
+        # postings: built with the universe, then kept current from the journal, and the
+        # universe taken from it when tools come or go.
+        self._roster: Roster | None = None
         self._learned_exclusions: dict[Corpus, tuple[np.ndarray, tuple[int, int]]] = {}
+        # Each corpus' learned population, until what was learned changes: the same object for
+        # as long, so that a cached part is checked against it by identity.
+        self._learned_populations: dict[CorpusKey, LearnedPopulation] = {}
         # What each learned query term adds in a corpus, by (term, qtf, corpus), for the corpora
         # and terms searched last: a repeated search only adds them up, as for the tool text.
-        # Keyed by the corpus' fields rather than the corpus: hashing those is cheaper.
-        self._learned_parts: OrderedDict[tuple[str, int, CorpusKey], LearnedTerm | None] = OrderedDict()
+        # Keyed by the corpus' fields rather than the corpus: hashing those is cheaper. Each is
+        # kept with the corpus' learned population it was computed for: a call that moves no
+        # learned length of the corpus' tools and no posting of the term leaves it as it is.
+        self._learned_parts: OrderedDict[
+            tuple[str, int, CorpusKey], tuple[LearnedTerm | None, LearnedPopulation]
+        ] = OrderedDict()
         # Which learned postings of a term a corpus holds, and its df there: kept across calls
         # that change only tfs and lengths of postings already there.
         self._learned_members: dict[tuple[str, Corpus], Membership | None] = {}
@@ -558,11 +574,14 @@ class Ranker:
 
     def _forget_learned(self) -> None:
         self._learned.clear()
+        self._learned_lengths.clear()
         self._learned_tools = None
         self._universe = None
+        self._roster = None
         self._learned_stats = {}
         self._learned_members.clear()
         self._learned_exclusions.clear()
+        self._learned_populations.clear()
         self._learned_parts.clear()
 
     def _learned_changed(self, reader: RankingSource, changes: list[tuple[str, str]]) -> None:
@@ -572,6 +591,7 @@ class Ranker:
         read for those terms and tools alone, not the whole field."""
         names = sorted({tool for _, tool in changes})
         fresh = reader.learning.learned_tools(names)
+        tools_moved = False  # a tool came or went: the universe moved
         if self._learned_tools is not None:
             for name in names:
                 gone = self._learned_tools.pop(name, None)
@@ -581,12 +601,21 @@ class Ranker:
                         self._learned_stats[info.grp] = (count + sign, total + sign * info.length)
                 if name in fresh:
                     self._learned_tools[name] = fresh[name]
-                if (gone is None) != (name not in fresh):  # a tool came or went: the universe moved
-                    self._universe = None
-        if self._universe is None:  # positions among the learned tools are taken anew
-            self._learned_members.clear()
+                tools_moved = tools_moved or (gone is None) != (name not in fresh)
         ids = reader.learning.tool_ids(names)
         lengths = {ids[name]: (fresh[name].length if name in fresh else 0) for name in names if name in ids}
+        if self._roster is not None and tools_moved:
+            changed_tools = {
+                i: (fresh[name].grp, fresh[name].length) if name in fresh else None for name, i in ids.items()
+            }
+            self._roster = self._roster.with_tools(changed_tools)
+            self._universe = Universe(self._roster.ids)
+        elif self._roster is not None and lengths:
+            self._roster = self._roster.with_lengths(lengths)
+        elif tools_moved:
+            self._universe = self._roster = None
+        if tools_moved or self._universe is None:  # positions among the learned tools are taken anew
+            self._learned_members.clear()
         cached_pairs = [(term, tool) for term, tool in changes if term in self._learned and tool in ids]
         counts = reader.learning.term_counts(cached_pairs)
         per_term: dict[str, dict[int, tuple[int, int, int]]] = {}
@@ -599,15 +628,29 @@ class Ranker:
             self._learned_members = {
                 key: m for key, m in self._learned_members.items() if key[0] not in per_term
             }
-        for term, held in list(self._learned.items()):
-            patch = per_term.get(term, {})
-            if held is None:
-                if patch:  # a term no tool had learned: its first postings
-                    rows = [(i, grp, tf, length) for i, (grp, tf, length) in sorted(patch.items()) if tf > 0]
-                    self._learned[term] = LearnedPostings.of(rows) if rows else None
-                continue
-            self._learned[term] = held.patched(patch, lengths)
-        self._learned_parts.clear()
+        # The postings of the terms journaled get their new tfs; learned lengths that moved are
+        # taken from the roster when a term's part is next computed (``_current_lengths``).
+        moved_terms: set[str] = set()
+        for term, patch in per_term.items():
+            held = self._learned[term]
+            if held is None:  # a term no tool had learned: its first postings
+                rows = [(i, grp, tf, length) for i, (grp, tf, length) in sorted(patch.items()) if tf > 0]
+                self._learned[term] = LearnedPostings.of(rows) if rows else None
+            else:
+                self._learned[term] = held.patched(patch, lengths)
+            self._learned_lengths.pop(term, None)
+            moved_terms.add(term)
+        # A part still holds if its term's postings did not move and its corpus' population
+        # did not either (checked when it is looked up), unless the learned tools or their
+        # lengths moved. A journaled term counts as moved even when its postings are not cached:
+        # its part may be.
+        moved_terms.update(term for term, _ in changes)
+        if tools_moved or lengths or self._universe is None:
+            self._learned_parts.clear()
+        elif moved_terms:
+            for key in [key for key in self._learned_parts if key[0] in moved_terms]:
+                del self._learned_parts[key]
+        self._learned_populations.clear()
         # What a corpus' excluded tools learned moved only if one of them is among the tools.
         moved = set(names)
         self._learned_exclusions = {
@@ -647,45 +690,50 @@ class Ranker:
         if missing:
             if len(learned) + len(missing) > LEARNED_TERMS_CACHED:
                 learned.clear()
+                self._learned_lengths.clear()
                 self._learned_members.clear()
                 missing = list(query_terms)
             stored = reader.learning.postings(missing)
+            roster = self._learned_roster(reader) if stored else None
             for term in missing:
                 rows = stored.get(term)
-                learned[term] = (
-                    LearnedPostings.of([(p.tool_id, p.grp, p.tf, p.length) for p in rows]) if rows else None
-                )
+                learned[term] = None if rows is None or roster is None else roster.postings(rows.ids, rows.tf)
+                if roster is not None:
+                    self._learned_lengths[term] = (roster, None)
         present = [term for term in query_terms if learned[term] is not None]
         if not present:
             return []
         universe = self._learned_universe(reader)
+        population = self._learned_population(reader, corpus, exclusion)
         parts = self._learned_parts
         found: list[LearnedTerm] = []
         fresh: list[str] = []
         corpus_key = (corpus.groups, corpus.excluded)
         for term in present:
             key = (term, query_terms[term], corpus_key)
-            try:
-                parts.move_to_end(key)
-            except KeyError:
+            cached = parts.get(key)
+            if cached is None:
                 fresh.append(term)
                 continue
-            part = parts[key]
-            if part is not None:
-                found.append(part)
+            if cached[1] is not population:  # the field changed since: does the part still hold?
+                if cached[1] != population:
+                    fresh.append(term)
+                    continue
+                parts[key] = cached = (cached[0], population)
+            parts.move_to_end(key)
+            if cached[0] is not None:
+                found.append(cached[0])
         if not fresh:
             return found
         # Computed anew (first searched in this corpus, or the field changed since): in query
         # order among those found cached.
         n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(exclusion.documents)
-        population = self._learned_population(reader, corpus, exclusion)
         longest = max(held.ids.size for term in fresh if (held := learned[term]) is not None)
         if self._learned_scratch.shape[1] < longest:
             self._learned_scratch = np.zeros((2, longest), dtype=np.int64)
         computed: dict[str, LearnedTerm | None] = {}
         for term in fresh:
-            held = learned[term]
-            assert held is not None
+            held = self._current_lengths(reader, term)
             member_key = (term, corpus)
             if member_key not in self._learned_members:
                 if len(self._learned_members) >= LEARNED_PARTS_CACHED:
@@ -704,17 +752,43 @@ class Ranker:
                     ),
                     universe,
                 )
-            parts[(term, query_terms[term], corpus_key)] = computed[term] = fresh_part
+            key = (term, query_terms[term], corpus_key)
+            parts[key] = (fresh_part, population)
+            parts.move_to_end(key)
+            computed[term] = fresh_part
             if len(parts) > LEARNED_PARTS_CACHED:
                 parts.popitem(last=False)
         by_term = {part.term: part for part in found} | computed
         return [part for term in present if (part := by_term.get(term)) is not None]
 
+    def _current_lengths(self, reader: RankingSource, term: str) -> LearnedPostings:
+        """``term``'s cached postings (there are some) with the learned lengths of now."""
+        held = self._learned[term]
+        assert held is not None
+        roster = self._learned_roster(reader)
+        known = self._learned_lengths.get(term)
+        if known is not None and known[0] is roster:
+            return held
+        at = known[1] if known is not None and known[0].ids is roster.ids else None
+        held, at = roster.lengths_of(held, at)
+        self._learned[term] = held
+        self._learned_lengths[term] = (roster, at)
+        return held
+
     def _learned_universe(self, reader: RankingSource) -> Universe:
         """The catalog tools that learned anything (``learned.Universe``)."""
-        if self._universe is None:
-            self._universe = Universe.of([info.tool_id for info in self._learned_tool_rows(reader).values()])
+        self._learned_roster(reader)
+        assert self._universe is not None
         return self._universe
+
+    def _learned_roster(self, reader: RankingSource) -> Roster:
+        """The catalog tools that learned anything, with their group and learned length
+        (``learned.Roster``), built with their universe."""
+        if self._universe is None or self._roster is None:
+            tools = self._learned_tool_rows(reader)
+            self._roster = Roster.of([(info.tool_id, info.grp, info.length) for info in tools.values()])
+            self._universe = Universe(self._roster.ids)
+        return self._roster
 
     def _text_matches(
         self, reader: RankingSource, term: str, corpus: Corpus, exclusion: Exclusion
@@ -749,9 +823,16 @@ class Ranker:
     def _learned_population(
         self, reader: RankingSource, corpus: Corpus, exclusion: Exclusion
     ) -> LearnedPopulation:
-        self._learned_tool_rows(reader)
-        _, share = self._learned_exclusion(reader, corpus, exclusion)
-        return learned_population(self._learned_stats, corpus.groups, share)
+        key = (corpus.groups, corpus.excluded)
+        found = self._learned_populations.get(key)
+        if found is None:
+            if len(self._learned_populations) >= EXCLUSION_CACHE_SIZE:
+                self._learned_populations.clear()
+            self._learned_tool_rows(reader)
+            _, share = self._learned_exclusion(reader, corpus, exclusion)
+            found = learned_population(self._learned_stats, corpus.groups, share)
+            self._learned_populations[key] = found
+        return found
 
     def _learned_exclusion(
         self, reader: RankingSource, corpus: Corpus, exclusion: Exclusion

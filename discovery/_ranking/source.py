@@ -17,10 +17,10 @@ if TYPE_CHECKING:
     from store import (
         EmbeddingState,
         GroupStats,
-        LearnedPosting,
         LearnedTool,
         LearningState,
         PostingBlock,
+        StoredLearnedPostings,
         StoredTool,
         StoredVectors,
         TermStats,
@@ -67,7 +67,7 @@ class LearningSource(Protocol):
 
     def changes_since(self, generation: int) -> list[tuple[str, str]]: ...
 
-    def postings(self, terms: Sequence[str]) -> dict[str, list[LearnedPosting]]: ...
+    def postings(self, terms: Sequence[str]) -> dict[str, StoredLearnedPostings]: ...
 
     def learned_tools(self, tool_names: Sequence[str] | None = None) -> dict[str, LearnedTool]: ...
 
