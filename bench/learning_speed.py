@@ -9,11 +9,15 @@ thousands of tools, as common description words are held by thousands). It is wr
 into the learned tables (what the rule would have stored for such logs), since only its size
 matters here. The fixed query set (``bench.queries``) is then searched ``--rounds`` times with
 learning off and on, alternately, after a warm-up round each, with the limit an agent uses (8).
+The third row puts a real call before every search: a new session searches a request of two
+words and records an ok call of a taught tool, which credits those words to it (what another
+agent's work does to a shared index); only the search after it is timed.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 import statistics
 import tempfile
@@ -48,19 +52,37 @@ def learned_credits(names: list[str], share: float, sessions: int, seed: int) ->
     return credits
 
 
-def timed(index: ToolIndex, queries: list[str], rounds: int, *, after_calls: bool = False) -> list[float]:
+def timed(
+    index: ToolIndex, queries: list[str], rounds: int, *, callers: list[tuple[str, str]] | None = None
+) -> list[float]:
+    """Seconds of each search; with ``callers`` (request, tool), a new session's call before each."""
     for query in queries:  # warm: postings cached, as in a long-lived process
         index.search(query, LIMIT)
-    seconds = []
+    seconds: list[float] = []
     for _ in range(rounds):
         for query in queries:
-            if after_calls:  # another session's call changed what was learned: reload it
-                with write_transaction(index.store.engine) as connection:
-                    connection.exec_driver_sql("UPDATE learning_state SET generation = generation + 1")
+            if callers:
+                request, tool = callers[len(seconds) % len(callers)]
+                session = index.session(f"bench-call-{next(CALLS)}", discovery_mode="mcp-only")
+                session.search_tool.execute("search", {"query": request, "limit": 1})
+                session.record_call(tool)
             started = time.perf_counter()
             index.search(query, LIMIT)
             seconds.append(time.perf_counter() - started)
     return seconds
+
+
+CALLS = itertools.count()
+"""Every timed call is a new session, so each one teaches (a session credits a term to a tool once)."""
+
+
+def callers(credits: list[tuple[str, str, str]], seed: int) -> list[tuple[str, str]]:
+    """Requests of two learned words, each with a tool that learned other words: a call teaches
+    the tool new terms and so moves its learned length, as real calls do."""
+    rng = random.Random(seed)
+    words = sorted({word for _, word, _ in credits})
+    tools = sorted({tool for _, _, tool in credits})
+    return [(" ".join(rng.sample(words, 2)), rng.choice(tools)) for _ in range(200)]
 
 
 def main() -> None:
@@ -84,7 +106,9 @@ def main() -> None:
             with write_transaction(index.store.engine) as connection:
                 stored_learning.replace_all(connection, credits)
             summary = index.stats()["learning"]
-            results: dict[str, list[float]] = {"off": [], "on": [], "on, a call between searches": []}
+            calls = callers(credits, args.seed)
+            between = "on, another session's call between searches"
+            results: dict[str, list[float]] = {"off": [], "on": [], between: []}
             for _ in range(2):  # alternate, so neither side has the machine's quieter minutes
                 for state in results:
                     # Off drops the learned tables (the logs keep what they came from; here there are
@@ -93,8 +117,8 @@ def main() -> None:
                     if state != "off":
                         with write_transaction(index.store.engine) as connection:
                             stored_learning.replace_all(connection, credits)
-                    after_calls = state != "on" and state != "off"
-                    results[state] += timed(index, queries, args.rounds // 2, after_calls=after_calls)
+                    chosen = calls if state == between else None
+                    results[state] += timed(index, queries, args.rounds // 2, callers=chosen)
     table = Table(title=f"Search at {args.size:,} tools, limit {LIMIT}: learning off and on")
     for column in ("learning", "learned tools", "learned pairs", "searches", "p50 ms", "p95 ms"):
         table.add_column(column, justify="right")
