@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -278,9 +280,6 @@ def test_opening_and_searching_an_index_loads_neither_pydantic_the_orm_nor_numpy
     process that only searches (the cold start of every CLI search) skips pydantic, and the
     store's tables are Core tables, so it never imports ``sqlalchemy.orm`` either. Nor does
     ranking call what imports ``numpy.ma`` (``np.unique``): 15–35 ms of a cold start."""
-    import subprocess
-    import sys
-
     url = worked_example_db(tmp_path)
     script = (
         "import sys\n"
@@ -294,29 +293,31 @@ def test_opening_and_searching_an_index_loads_neither_pydantic_the_orm_nor_numpy
     assert done.stdout.split() == ["mcp__github_create_issue", "False", "False", "False"]
 
 
+def run_cli_then(report: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``tool-index ARGS`` in a new interpreter, then the ``report`` lines (Python, indented by
+    four), which print what the run imported to stderr."""
+    script = (
+        "import sys\n"
+        "from discovery.cli._main import main\n"
+        "try:\n"
+        "    main(sys.argv[1:], standalone_mode=False)\n"
+        "finally:\n" + report
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], cwd=REPO, capture_output=True, text=True, check=True
+    )
+
+
 @pytest.mark.parametrize("output", [[], ["--json"]])
 def test_a_read_only_search_on_the_command_line_does_not_load_pydantic(
     tmp_path: Path, output: list[str]
 ) -> None:
     """The commands that read catalog files, explain or verify import what they need themselves,
     so ``tool-index search`` starts without pydantic; a session search does load it."""
-    import subprocess
-    import sys
-
     url = worked_example_db(tmp_path)
-    script = (
-        "import sys\n"
-        "from discovery.cli._main import main\n"
-        "try:\n"
-        "    main(sys.argv[1:], standalone_mode=False)\n"
-        "finally:\n"
-        "    print('pydantic' in sys.modules, file=sys.stderr)\n"
-    )
+    report = "    print('pydantic' in sys.modules, file=sys.stderr)\n"
     for extra, loaded in (([], "False"), (["--session", "s", "--mode", "mcp-only"], "True")):
-        args = ["--db", url, "search", "github issue", *output, *extra]
-        done = subprocess.run(
-            [sys.executable, "-c", script, *args], cwd=REPO, capture_output=True, text=True, check=True
-        )
+        done = run_cli_then(report, "--db", url, "search", "github issue", *output, *extra)
         assert "create_issue" in done.stdout
         assert done.stderr.split() == [loaded]
 
@@ -324,25 +325,11 @@ def test_a_read_only_search_on_the_command_line_does_not_load_pydantic(
 def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
     """Commands are found by name and imported when they run: ``serve`` never loads the
     modules of the commands that print tables, nor rich, which only they use."""
-    import subprocess
-    import sys
-
-    script = (
-        "import sys\n"
-        "from discovery.cli._main import main\n"
-        "try:\n"
-        "    main(sys.argv[1:], standalone_mode=False)\n"
-        "finally:\n"
+    report = (
         "    cli = sorted(name for name in sys.modules if name.startswith('discovery.cli._'))\n"
         "    print(*cli, 'rich' in sys.modules, file=sys.stderr)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script, "--db", worked_example_db(tmp_path), "serve", "--help"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    done = run_cli_then(report, "--db", worked_example_db(tmp_path), "serve", "--help")
     assert "search_tool_bm25" in done.stdout
     modules = ["discovery.cli._app", "discovery.cli._collector", "discovery.cli._main"]
     assert done.stderr.split() == [*modules, "discovery.cli._mcp", "discovery.cli._sanitize", "False"]
@@ -370,8 +357,6 @@ def test_importing_the_package_leaves_the_collector_as_it_found_it(before: str) 
     generations while the collector is off (nor out of the frozen ones). The command line pauses
     the collector for its own process only, in ``discovery.cli.__main__``."""
     import json
-    import subprocess
-    import sys
 
     done = subprocess.run(
         [sys.executable, "-c", COLLECTOR_CHECK.format(before=before)],
