@@ -25,7 +25,6 @@ from discovery._ranking import topk as topk_module
 from discovery._ranking.bm25 import js_log
 from discovery._ranking.fields import LEARNED_WEIGHT
 from discovery._ranking.learned import (
-    LearnedPopulation,
     LearnedPostings,
     LearnedTerm,
     Roster,
@@ -156,8 +155,6 @@ def learned_reference(
     n_docs = len(documents)
     lengths = {name: sum(terms.values()) for name, terms in documents.items()}
     avgdl = (sum(lengths.values()) / n_docs if n_docs else 0.0) or 1.0
-    learned_lengths = {name: sum(terms.values()) for name, terms in learned.items()}
-    learned_avgdl = (sum(learned_lengths.values()) / len(learned) if learned else 0.0) or 1.0
     query_counts = Counter(tokenize(query))
     hits = []
     for name, terms in documents.items():
@@ -176,7 +173,7 @@ def learned_reference(
                     1 for other in documents if term in documents[other] or term in learned.get(other, {})
                 )
                 idf = js_log(1 + (n_docs - df + 0.5) / (df + 0.5))
-                norm = 1.2 * (1 - 0.75 + 0.75 * (learned_lengths[name] / learned_avgdl))
+                norm = 1.2  # k1: the learned field is not length-normalised (b = 0)
                 score += LEARNED_WEIGHT * qtf * idf * ((tf * (1.2 + 1)) / (tf + norm) + 1.0)
         if score > 0:
             hits.append((name, score))
@@ -323,64 +320,49 @@ def test_learned_parts_add_the_same_bits_in_place_or_gathered(
 @pytest.mark.parametrize("postings", [3, 40, 5000])
 @pytest.mark.parametrize("corpus_share", [1.0, 0.5])
 def test_learned_values_are_the_formula_s_per_posting(postings: int, corpus_share: float) -> None:
-    """A learned part's values, taken from a table over its (tf, length) pairs when it has many
-    postings, are the bits of the formula evaluated per posting, in or out of a corpus."""
+    """A learned part's values, taken from a table over its tfs when they are fewer than its
+    postings, are the bits of the formula evaluated per posting, in or out of a corpus; the
+    field is not length-normalised, so its norm is k1 whatever the tool."""
     rng = np.random.default_rng(postings)
     ids = np.sort(rng.choice(postings * 3, postings, replace=False))
     groups = np.where(rng.random(postings) < corpus_share, 1, 2)
     tfs = rng.integers(1, 6, postings)
-    lengths = tfs + rng.integers(0, 40, postings)
-    rows = zip(ids.tolist(), groups.tolist(), tfs.tolist(), lengths.tolist(), strict=True)
+    rows = zip(ids.tolist(), groups.tolist(), tfs.tolist(), strict=True)
     held = LearnedPostings.of(list(rows))
     universe = Universe.of(ids.tolist())
     text = TextMatches(postings * 3, 0, np.zeros(0, dtype=np.intp))
     membership = learned_membership(held, (1,), np.zeros(0, dtype=np.intp), text, universe)
     assert membership is not None
-    population = LearnedPopulation(postings, 17.3)
-    part = learned_term("t", 2, held, membership, postings * 3, population, np.zeros((2, postings), np.int64))
+    part = learned_term("t", 2, membership, postings * 3)
     kept = groups == 1
-    expected = [
-        part.weight * ((tf * (1.2 + 1)) / (tf + 1.2 * (1 - 0.75 + 0.75 * (length / 17.3))) + 1.0)
-        for tf, length in zip(tfs[kept].tolist(), lengths[kept].tolist(), strict=True)
-    ]
+    expected = [part.weight * ((tf * (1.2 + 1)) / (tf + 1.2) + 1.0) for tf in tfs[kept].tolist()]
     assert part.ids.tolist() == ids[kept].tolist()
     assert part.values.view(np.int64).tolist() == np.array(expected).view(np.int64).tolist()
 
 
-def test_the_roster_completes_stored_postings_with_groups_and_lengths() -> None:
-    """A term's stored postings (ids, tfs) get each tool's group and learned length; a tool the
-    roster does not hold is left out, and a length that moved is the one they get."""
-    roster = Roster.of([(9, 2, 30), (3, 1, 7), (5, 2, 11)])
+def test_the_roster_completes_stored_postings_with_groups() -> None:
+    """A term's stored postings (ids, tfs) get each tool's group; a tool the roster does not
+    hold is left out; tools join and leave it."""
+    roster = Roster.of([(9, 2), (3, 1), (5, 2)])
     assert roster.ids.tolist() == [3, 5, 9]
     held = roster.postings(np.array([3, 4, 9], np.int64), np.array([1, 2, 3], np.int64))
     assert held is not None
-    assert [held.ids.tolist(), held.grp.tolist(), held.tf.tolist(), held.length.tolist()] == [
-        [3, 9],
-        [1, 2],
-        [1, 3],
-        [7, 30],
-    ]
+    assert [held.ids.tolist(), held.grp.tolist(), held.tf.tolist()] == [[3, 9], [1, 2], [1, 3]]
     assert roster.postings(np.array([4], np.int64), np.array([1], np.int64)) is None
     assert Roster.of([]).postings(np.array([3], np.int64), np.array([1], np.int64)) is None
-    moved = roster.with_lengths({9: 31, 12: 4})
-    assert moved.length.tolist() == [7, 11, 31] and roster.length.tolist() == [7, 11, 30]
-    assert roster.with_lengths({12: 4}) is roster
-    changed = roster.with_tools({5: None, 4: (1, 2), 9: (2, 33)})
-    assert [changed.ids.tolist(), changed.grp.tolist(), changed.length.tolist()] == [
-        [3, 4, 9],
-        [1, 1, 2],
-        [7, 2, 33],
-    ]
+    changed = roster.with_tools({5: None, 4: 1, 9: 2})
+    assert [changed.ids.tolist(), changed.grp.tolist()] == [[3, 4, 9], [1, 1, 2]]
     assert roster.ids.tolist() == [3, 5, 9]
 
 
-def test_patched_postings_are_the_same_when_nothing_of_theirs_moved() -> None:
-    held = LearnedPostings.of([(3, 1, 1, 7), (9, 2, 3, 30)])
-    assert held.patched({}, {5: 12}) is held
-    moved = held.patched({}, {9: 31})
-    assert moved is not None and moved is not held and moved.length.tolist() == [7, 31]
-    added = held.patched({5: (2, 1, 4)}, {5: 4})
-    assert added is not None and added.ids.tolist() == [3, 5, 9]
+def test_patched_postings_take_new_tfs_and_tools() -> None:
+    held = LearnedPostings.of([(3, 1, 1), (9, 2, 3)])
+    assert held.patched({}) is held
+    added = held.patched({5: (2, 1), 9: (2, 4)})
+    assert added is not None and added.ids.tolist() == [3, 5, 9] and added.tf.tolist() == [1, 1, 4]
+    removed = held.patched({3: (1, 0)})
+    assert removed is not None and removed.ids.tolist() == [9]
+    assert held.patched({3: (1, 0), 9: (2, 0)}) is None
 
 
 def with_demo(index: ToolIndex) -> None:
@@ -697,7 +679,7 @@ def test_a_change_keeps_the_learned_parts_it_leaves_as_they_were(
 
     def parts(query: str) -> list[LearnedTerm]:
         with index.store.reading() as reader:
-            found, _ = index.ranker.learned(reader, query_terms(query), corpus)
+            found = index.ranker.learned(reader, query_terms(query), corpus)
         return found
 
     with ToolIndex.open(db_url, learning=True) as index:

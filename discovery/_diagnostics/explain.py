@@ -110,9 +110,6 @@ class Explanation:
     terms: list[TermExplanation]
     learning: bool = False
     learned_len: int = 0
-    learned_tools: int = 0
-    """Corpus tools that learned anything: the learned field's ``N``."""
-    learned_avgdl: float = 1.0
     learned: list[LearnedExplanation] = field(default_factory=list)
     semantic: SemanticExplanation | None = None
     """The fused side of the score, when the index has vectors (``None``: lexical only)."""
@@ -183,8 +180,6 @@ class Explanation:
             ],
             "learning": self.learning,
             "learned_len": self.learned_len,
-            "learned_tools": self.learned_tools,
-            "learned_avgdl": self.learned_avgdl,
             "learned": [
                 {
                     "term": part.term,
@@ -227,7 +222,7 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
         statistics = corpus_statistics(reader, corpus, list(counts))
         postings = reader.index.postings_of_tools([tool.id])
         learning = index.ranker.learning_enabled(reader)
-        learned_parts, population = index.ranker.learned(reader, counts, corpus)
+        learned_parts = index.ranker.learned(reader, counts, corpus)
         learned_len = reader.learning.lengths([name]).get(name, 0)
         semantic = _semantic(index, reader, trimmed, counts, corpus, tool.id)
     n_docs, total_len, dfs = statistics
@@ -264,8 +259,6 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
         terms=terms,
         learning=learning,
         learned_len=learned_len,
-        learned_tools=population.count,
-        learned_avgdl=population.avgdl,
         learned=learned,
         semantic=semantic,
     )

@@ -37,7 +37,7 @@ def weak_matches_in(reader: Reader, ranker: Ranker, query: str, names: list[str]
     tools = reader.catalog.tools_by_names(names)
     n_docs, _, df = corpus_statistics(reader, corpus, terms)
     postings = reader.index.postings_of_tools([tool.id for tool in tools.values()])
-    learned, _ = ranker.learned(reader, counts, corpus)
+    learned = ranker.learned(reader, counts, corpus)
     taught: dict[int, set[str]] = {}
     for part in learned:  # a term a tool learned is matched as well as one of its text
         for tool_id in part.ids.tolist():

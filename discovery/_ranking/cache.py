@@ -8,7 +8,8 @@ The ranker owns one of each and clears them whenever the catalog generation chan
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -171,3 +172,39 @@ class RowCache:
         if not parts:
             return np.empty((0, len(FORWARD_COLUMNS)), np.int64)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+Key = TypeVar("Key")
+Value = TypeVar("Value")
+
+
+class ByTerm(Generic[Key, Value]):
+    """Values by term and then by a key, at most ``limit`` of them (when full, all go: what is
+    kept is cheap to compute again, and a search computes few); a term's values go together."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._by_term: dict[str, dict[Key, Value]] = {}
+        self._size = 0
+
+    def holds(self, term: str, key: Key) -> bool:
+        found = self._by_term.get(term)
+        return found is not None and key in found
+
+    def get(self, term: str, key: Key) -> Value:
+        return self._by_term[term][key]
+
+    def put(self, term: str, key: Key, value: Value) -> None:
+        if self._size >= self._limit:
+            self.clear()
+        values = self._by_term.setdefault(term, {})
+        self._size += key not in values
+        values[key] = value
+
+    def drop(self, terms: Iterable[str]) -> None:
+        for term in terms:
+            self._size -= len(self._by_term.pop(term, ()))
+
+    def clear(self) -> None:
+        self._by_term.clear()
+        self._size = 0

@@ -5,10 +5,13 @@ document per tool, with the corpus' ``N`` and, for ``df``, the corpus tools that
 either field (their text or what they learned), as BM25F counts a term's documents. A word that
 every request holds ("the", "my") is then as common as it is in tool texts and weighs little,
 while a word no tool text holds ("notify") weighs as much as its rarity says, however few tools
-learned it. The length normalisation is the field's own: its length against the average over the
-corpus tools that learned anything. Each term's weight is ``LEARNED_WEIGHT · qtf · idf``. A search
-adds these contributions, in query order, after the tool-text ones, and ``explain`` adds them in
-the same order, so both give the same doubles.
+learned it. The field is not length-normalised (``b`` = 0, so its norm is ``k1`` for every
+tool): its length counts how often and how variously a tool was asked for, not how wordy it is,
+and normalising by it would hold the most used tools back. A term's contribution to a tool is then
+a function of its tf alone, and a call changes only the parts of the terms it taught. Each term's
+weight is ``LEARNED_WEIGHT · qtf · idf``. A search adds these contributions, in query order,
+after the tool-text ones, and ``explain`` adds them in the same order, so both give the same
+doubles.
 """
 
 from __future__ import annotations
@@ -18,63 +21,59 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from discovery._ranking.bm25 import average_length, contribution, idf, length_norm, saturation_numerator
+from discovery._ranking.bm25 import K1, contribution, idf, saturation_numerator
 from discovery._ranking.fields import LEARNED_WEIGHT
-from discovery._ranking.postings import NORM_TABLE_LIMIT
+
+LEARNED_NORM = K1
+"""``k1 · (1 − b + b · len/avgdl)`` at ``b`` = 0: the learned field's norm, whatever its length."""
 
 
 @dataclass(frozen=True, slots=True)
 class LearnedPostings:
-    """The tools holding one learned term, ascending by tool id: their group, tf (sessions that
-    taught the term) and learned length, as integers."""
+    """The tools holding one learned term, ascending by tool id: their group and tf (sessions
+    that taught the term), as integers."""
 
     ids: np.ndarray
     grp: np.ndarray
     tf: np.ndarray
-    length: np.ndarray
 
     @classmethod
-    def of(cls, rows: Sequence[tuple[int, int, int, int]]) -> LearnedPostings:
-        table = np.array(rows, dtype=np.int64).reshape(-1, 4)
-        return cls(
-            table[:, 0].astype(np.intp),
-            table[:, 1],
-            table[:, 2],
-            table[:, 3],
-        )
+    def of(cls, rows: Sequence[tuple[int, int, int]]) -> LearnedPostings:
+        table = np.array(rows, dtype=np.int64).reshape(-1, 3)
+        return cls(table[:, 0].astype(np.intp), table[:, 1], table[:, 2])
 
-    def patched(self, tf: dict[int, tuple[int, int, int]], lengths: dict[int, int]) -> LearnedPostings | None:
-        """These postings with ``tf`` applied (by tool id: ``(group, tf, length)``, tf 0 taking
-        the tool out, a new id put in its place) and then the learned ``lengths`` of tools that
-        moved; ``None`` when no posting is left, these very postings when nothing of theirs
-        moved (what was computed from them still holds)."""
-        if not tf and not lengths:
+    def patched(self, tf: dict[int, tuple[int, int]]) -> LearnedPostings | None:
+        """These postings with ``tf`` applied (by tool id: ``(group, tf)``, tf 0 taking the tool
+        out, a new id put in its place); ``None`` when no posting is left. The changed tools are
+        found by bisection: a call changes a few postings of terms that many tools hold."""
+        if not tf:
             return self
-        ids, grp, tfs, length = self.ids, self.grp, self.tf, self.length
-        if tf:
-            changed = np.array(sorted(tf), dtype=np.intp)
-            kept = ~np.isin(ids, changed)
-            added = [(i, *tf[i]) for i in changed.tolist() if tf[i][1] > 0]
-            rows = np.array(added, dtype=np.int64).reshape(-1, 4)
-            ids = np.concatenate([ids[kept], rows[:, 0].astype(np.intp)])
-            grp = np.concatenate([grp[kept], rows[:, 1]])
-            tfs = np.concatenate([tfs[kept], rows[:, 2]])
-            length = np.concatenate([length[kept], rows[:, 3]])
-            order = np.argsort(ids, kind="stable")
-            ids, grp, tfs, length = ids[order], grp[order], tfs[order], length[order]
+        changed = np.array(sorted(tf), dtype=np.intp)
+        rows = np.array([tf[i] for i in changed.tolist()], dtype=np.int64).reshape(-1, 2)
+        groups, counts = rows[:, 0], rows[:, 1]
+        at = np.searchsorted(self.ids, changed)
+        held = at < self.ids.size
+        held[held] = self.ids[at[held]] == changed[held]
+        ids, grp, tfs = self.ids, self.grp, self.tf.copy()
+        kept = held & (counts > 0)
+        tfs[at[kept]] = counts[kept]
+        if not np.array_equal(grp[at[kept]], groups[kept]):  # a tool moved group (a catalog change)
+            grp = grp.copy()
+            grp[at[kept]] = groups[kept]
+        gone = held & (counts == 0)
+        if gone.any():
+            keep = np.ones(ids.size, dtype=bool)
+            keep[at[gone]] = False
+            ids, grp, tfs = ids[keep], grp[keep], tfs[keep]
+        new = ~held & (counts > 0)
+        if new.any():
+            where = np.searchsorted(ids, changed[new])
+            ids = np.insert(ids, where, changed[new])
+            grp = np.insert(grp, where, groups[new])
+            tfs = np.insert(tfs, where, counts[new])
         if ids.size == 0:
             return None
-        if lengths:
-            moved = np.array(sorted(lengths), dtype=np.intp)
-            at = np.searchsorted(ids, moved)
-            found = at < ids.size
-            found[found] = ids[at[found]] == moved[found]
-            if found.any():
-                length = length.copy() if length is self.length else length
-                length[at[found]] = [lengths[i] for i in moved[found].tolist()]
-        if ids is self.ids and length is self.length:
-            return self
-        return LearnedPostings(ids, grp, tfs, length)
+        return LearnedPostings(ids, grp, tfs)
 
     def in_corpus(self, groups: Sequence[int], excluded: np.ndarray) -> np.ndarray:
         """Which postings belong to the corpus: a mask."""
@@ -89,24 +88,23 @@ class LearnedPostings:
 
 @dataclass(frozen=True, slots=True)
 class Roster:
-    """The catalog tools that learned anything, ascending by id, with their group and learned
-    length: what completes the stored postings of a term (ids and tfs) into ``LearnedPostings``."""
+    """The catalog tools that learned anything, ascending by id, with their group: what completes
+    the stored postings of a term (ids and tfs) into ``LearnedPostings``."""
 
     ids: np.ndarray
     grp: np.ndarray
-    length: np.ndarray
 
     @classmethod
-    def of(cls, tools: Sequence[tuple[int, int, int]]) -> Roster:
-        """From ``(tool id, group, learned length)`` rows, one a tool."""
-        table = np.array(tools, dtype=np.int64).reshape(-1, 3)
+    def of(cls, tools: Sequence[tuple[int, int]]) -> Roster:
+        """From ``(tool id, group)`` rows, one a tool."""
+        table = np.array(tools, dtype=np.int64).reshape(-1, 2)
         order = np.argsort(table[:, 0], kind="stable")
-        return cls(table[order, 0].astype(np.intp), table[order, 1], table[order, 2])
+        return cls(table[order, 0].astype(np.intp), table[order, 1])
 
     def postings(self, ids: np.ndarray, tf: np.ndarray) -> LearnedPostings | None:
         """The postings of the tools ``ids`` (ascending) with their tfs, ``None`` when there are
         none. A tool that is not among these (the stored sums miss it) is left out, as the
-        learned field counts only the tools with a learned length."""
+        learned field counts only the tools that learned anything."""
         if self.ids.size == 0:
             return None
         at = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
@@ -115,46 +113,19 @@ class Roster:
             ids, tf, at = ids[held], tf[held], at[held]
         if ids.size == 0:
             return None
-        return LearnedPostings(ids.astype(np.intp), self.grp[at], tf, self.length[at])
+        return LearnedPostings(ids.astype(np.intp), self.grp[at], tf)
 
-    def lengths_of(self, held: LearnedPostings, at: np.ndarray | None) -> tuple[LearnedPostings, np.ndarray]:
-        """``held`` with these tools' learned lengths, and where its tools stand among these
-        (``at``, when known from a roster with the same ids). A tool not among these keeps the
-        length it had."""
-        if at is None:
-            at = np.minimum(np.searchsorted(self.ids, held.ids), max(self.ids.size - 1, 0))
-        if self.ids.size == 0:
-            return held, at
-        length = self.length.take(at)
-        missing = self.ids[at] != held.ids
-        if missing.any():
-            length[missing] = held.length[missing]
-        return replace(held, length=length), at
-
-    def with_tools(self, tools: dict[int, tuple[int, int] | None]) -> Roster:
-        """These tools with ``tools`` applied (by id: ``(group, learned length)``, ``None``
-        taking the tool out, a new id put in its place)."""
+    def with_tools(self, tools: dict[int, int | None]) -> Roster:
+        """These tools with ``tools`` applied (by id: the group, ``None`` taking the tool out, a
+        new id put in its place)."""
         changed = np.array(sorted(tools), dtype=np.intp)
         kept = ~np.isin(self.ids, changed)
-        added = [(i, *found) for i in changed.tolist() if (found := tools[i]) is not None]
-        rows = np.array(added, dtype=np.int64).reshape(-1, 3)
+        added = [(i, group) for i in changed.tolist() if (group := tools[i]) is not None]
+        rows = np.array(added, dtype=np.int64).reshape(-1, 2)
         ids = np.concatenate([self.ids[kept], rows[:, 0].astype(np.intp)])
         order = np.argsort(ids, kind="stable")
         grp = np.concatenate([self.grp[kept], rows[:, 1]])
-        length = np.concatenate([self.length[kept], rows[:, 2]])
-        return Roster(ids[order], grp[order], length[order])
-
-    def with_lengths(self, lengths: dict[int, int]) -> Roster:
-        """These tools with the learned ``lengths`` of those that moved (by id)."""
-        moved = np.array(sorted(lengths), dtype=np.intp)
-        at = np.searchsorted(self.ids, moved)
-        found = at < self.ids.size
-        found[found] = self.ids[at[found]] == moved[found]
-        if not found.any():
-            return self
-        length = self.length.copy()
-        length[at[found]] = [lengths[i] for i in moved[found].tolist()]
-        return replace(self, length=length)
+        return Roster(ids[order], grp[order])
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,24 +167,6 @@ def learned_weight(qtf: int, idf_value: float) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class LearnedPopulation:
-    """The corpus tools that learned anything: how many, and their average learned length."""
-
-    count: int
-    avgdl: float
-
-
-def learned_population(
-    stats: dict[int, tuple[int, int]], groups: Sequence[int], excluded: tuple[int, int]
-) -> LearnedPopulation:
-    """From the per-group ``(count, total length)`` of the tools that learned anything, less the
-    excluded tools' ``(count, total length)``."""
-    count = sum(stats.get(g, (0, 0))[0] for g in groups) - excluded[0]
-    total = sum(stats.get(g, (0, 0))[1] for g in groups) - excluded[1]
-    return LearnedPopulation(count, average_length(count, total))
-
-
-@dataclass(frozen=True, slots=True)
 class Universe:
     """The catalog tools that learned anything, ascending by id: every learned posting is one of
     theirs, so the learned parts of a search can be added to these tools' scores gathered in an
@@ -235,18 +188,15 @@ class Universe:
 
 @dataclass(frozen=True, slots=True)
 class Membership:
-    """Which of a term's learned postings belong to a corpus (``rows``, and their tool ids and
-    tfs), and the term's ``df`` there: the corpus tools holding it in their text or their learned
-    field. It outlives the calls that change only learned lengths (a change of one of the term's
-    tfs takes its memberships out of the cache); ``at`` holds while the learned tools stay the
-    same ones."""
+    """Which of a term's learned postings belong to a corpus (their tool ids and tfs), and the
+    term's ``df`` there: the corpus tools holding it in their text or their learned field. It
+    outlives the calls that teach other terms (a change of one of the term's tfs takes its
+    memberships out of the cache); ``at`` holds while the learned tools stay the same ones."""
 
     df: int
     ids: np.ndarray
     at: np.ndarray | None
     """Where ``ids`` stand among the learned tools (``Universe.positions``)."""
-    rows: np.ndarray | None
-    """The indices of the corpus' postings among the term's, or ``None`` when it holds them all."""
     tf: np.ndarray
     top_tf: int
     """The largest of ``tf``."""
@@ -265,47 +215,27 @@ def learned_membership(
     if text.ids.size:
         at = np.minimum(np.searchsorted(text.ids, ids), text.ids.size - 1)
         both = int(np.count_nonzero(text.ids[at] == ids))
-    rows = None if learned == mask.size else np.flatnonzero(mask)
-    tf = held.tf if rows is None else held.tf[rows]
-    return Membership(text.df + learned - both, ids, universe.positions(ids), rows, tf, int(tf.max()))
+    tf = held.tf if learned == mask.size else held.tf[mask]
+    return Membership(text.df + learned - both, ids, universe.positions(ids), tf, int(tf.max()))
 
 
-def learned_term(
-    term: str,
-    qtf: int,
-    held: LearnedPostings,
-    membership: Membership,
-    n_docs: int,
-    population: LearnedPopulation,
-    scratch: np.ndarray,
-) -> LearnedTerm:
+def learned_term(term: str, qtf: int, membership: Membership, n_docs: int) -> LearnedTerm:
     """What one query term adds through the learned field in a corpus of ``n_docs`` tools.
 
-    A contribution depends only on the posting's (tf, length), both small integers: as for the
-    tool text (``postings._contributions``), when every pair fits in a table smaller than
-    the postings, the table is computed (the same operations on the same doubles, so the same
-    bits) and looked up. ``scratch`` is an int64 array of two rows at least as long as the
-    postings: a term computed anew after every call is spared allocating its temporaries."""
+    A contribution depends only on the posting's tf, a small integer: when the tfs are fewer
+    than the postings, a table by tf is computed (the same operations on the same doubles, so the
+    same bits) and looked up."""
     weight = learned_weight(qtf, idf(n_docs, membership.df))
     tf = membership.tf
-    size = tf.size
-    length = scratch[0, :size]
-    if membership.rows is None:
-        np.copyto(length, held.length)
+    if membership.top_tf < tf.size:
+        tfs = np.arange(membership.top_tf + 1.0)
+        table = contribution(weight, saturation_numerator(tfs), tfs, np.full_like(tfs, LEARNED_NORM))
+        values: np.ndarray = table.take(tf)
     else:
-        np.take(held.length, membership.rows, out=length, mode="clip")  # rows are in bounds
-    width = int(length.max()) + 1
-    if (membership.top_tf + 1) * width > size or width > NORM_TABLE_LIMIT:
         as_float = tf.astype(np.float64)
-        norm = length_norm(length, population.avgdl)
-        values: np.ndarray = contribution(weight, saturation_numerator(as_float), as_float, norm)
-    else:
-        tfs = np.arange(membership.top_tf + 1.0)[:, None]
-        norms = length_norm(np.arange(float(width)), population.avgdl)
-        table = contribution(weight, saturation_numerator(tfs), tfs, norms[None, :]).ravel()
-        at = np.multiply(tf, width, out=scratch[1, :size])
-        at += length
-        values = table.take(at)
+        values = contribution(
+            weight, saturation_numerator(as_float), as_float, np.full_like(as_float, LEARNED_NORM)
+        )
     return LearnedTerm(term, weight, membership.df, membership.ids, values, tf, at=membership.at)
 
 

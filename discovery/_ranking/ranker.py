@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 import warnings
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
@@ -21,10 +21,9 @@ import numpy as np
 from discovery._params import query_terms, stored_analyzer_named
 from discovery._ranking import pruning
 from discovery._ranking.bm25 import average_length, idf
-from discovery._ranking.cache import RowCache, TermCache
+from discovery._ranking.cache import ByTerm, RowCache, TermCache
 from discovery._ranking.fusion import SemanticPart, fused, semantic_part
 from discovery._ranking.learned import (
-    LearnedPopulation,
     LearnedPostings,
     LearnedTerm,
     Membership,
@@ -34,7 +33,6 @@ from discovery._ranking.learned import (
     add_learned,
     laid_out,
     learned_membership,
-    learned_population,
     learned_term,
 )
 from discovery._ranking.postings import Contribution, TermPostings, norm_table
@@ -124,37 +122,27 @@ class Ranker:
         self._synced_on: RankingSource | None = None
         self._exclusions: dict[Corpus, Exclusion] = {}
         self._learning = LearningState(enabled=False, generation=-1)
+        # The learned postings of the terms searched last: kept current from the learned journal.
         self._learned: dict[str, LearnedPostings | None] = {}
-        # The roster whose learned lengths each cached term's postings carry, and where their
-        # tools stand among its tools: a call that moves lengths changes the roster alone, and a
-        # term takes the new lengths when its part is next computed.
-        self._learned_lengths: dict[str, tuple[Roster, np.ndarray | None]] = {}
-        # The catalog tools that learned anything, and per group their count and total learned
-        # length; kept current from the learned journal, loaded whole only after a reset.
+        # The catalog tools that learned anything, by name: loaded whole once, then kept current
+        # from the learned journal.
         self._learned_tools: dict[str, LearnedTool] | None = None
-        self._learned_stats: dict[int, tuple[int, int]] = {}
-        # Their ids, which the learned parts are laid out against (``learned.Universe``); built
-        # again when a tool starts or stops having a learned field.
-        self._universe: Universe | None = None
-        # The same tools with their group and learned length, which complete a term's stored
-        # postings: built with the universe, then kept current from the journal, and the
-        # universe taken from it when tools come or go.
+        # The same tools with their group (``learned.Roster``), which complete a term's stored
+        # postings, and their ids (``learned.Universe``), which the learned parts are laid out
+        # against: built from them, then kept current as tools start or stop having a field.
         self._roster: Roster | None = None
-        self._learned_exclusions: dict[Corpus, tuple[np.ndarray, tuple[int, int]]] = {}
-        # Each corpus' learned population, until what was learned changes: the same object for
-        # as long, so that a cached part is checked against it by identity.
-        self._learned_populations: dict[CorpusKey, LearnedPopulation] = {}
-        # What each learned query term adds in a corpus, by (term, qtf, corpus), for the corpora
-        # and terms searched last: a repeated search only adds them up, as for the tool text.
-        # Keyed by the corpus' fields rather than the corpus: hashing those is cheaper. Each is
-        # kept with the corpus' learned population it was computed for: a call that moves no
-        # learned length of the corpus' tools and no posting of the term leaves it as it is.
-        self._learned_parts: OrderedDict[
-            tuple[str, int, CorpusKey], tuple[LearnedTerm | None, LearnedPopulation]
-        ] = OrderedDict()
-        # Which learned postings of a term a corpus holds, and its df there: kept across calls
-        # that change only tfs and lengths of postings already there.
-        self._learned_members: dict[tuple[str, Corpus], Membership | None] = {}
+        self._universe: Universe | None = None
+        # The ids of each corpus' excluded tools, sorted (until the catalog changes).
+        self._learned_exclusions: dict[Corpus, np.ndarray] = {}
+        # What each learned query term adds in a corpus, by term and then (qtf, corpus): a
+        # repeated search only adds them up, as for the tool text. A call takes out the parts of
+        # the terms it taught and no other, since a part depends on its term's postings alone
+        # (the field is not length-normalised); keyed by the corpus' fields rather than the
+        # corpus, whose hash costs more.
+        self._learned_parts: ByTerm[tuple[int, CorpusKey], LearnedTerm | None] = ByTerm(LEARNED_PARTS_CACHED)
+        # Which learned postings of a term each corpus holds, and its df there: kept across
+        # calls that teach other terms.
+        self._learned_members: ByTerm[Corpus, Membership | None] = ByTerm(LEARNED_PARTS_CACHED)
         # The tool ids holding a term in their text, sorted, per corpus groups (until the catalog
         # changes): what a learned term's df is counted against.
         self._text_ids: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
@@ -164,7 +152,6 @@ class Ranker:
         self._scores = np.zeros(0)
         self._scores_zeroed = True
         self._scratch = np.zeros(0)
-        self._learned_scratch = np.zeros((2, 0), dtype=np.int64)
         # The semantic signal: the index's embedding setting (read with each new generation),
         # its current vectors (loaded on the first fused search) and the model's query vectors.
         self._embedding = EmbeddingState(None, None, 0, 0.0)
@@ -574,90 +561,55 @@ class Ranker:
 
     def _forget_learned(self) -> None:
         self._learned.clear()
-        self._learned_lengths.clear()
         self._learned_tools = None
-        self._universe = None
         self._roster = None
-        self._learned_stats = {}
-        self._learned_members.clear()
+        self._universe = None
         self._learned_exclusions.clear()
-        self._learned_populations.clear()
         self._learned_parts.clear()
+        self._learned_members.clear()
 
     def _learned_changed(self, reader: RankingSource, changes: list[tuple[str, str]]) -> None:
         """Bring the learned caches up to date with the journaled ``changes`` (term, tool): the
-        cached postings of those terms get the tools' new tf, every cached posting of a tool whose
-        learned length moved its new length, and the group figures the tools' new lengths — all
-        read for those terms and tools alone, not the whole field."""
+        cached postings of those terms get the tools' new tf, and tools that started or stopped
+        having a learned field join or leave the roster — all read for those terms and tools
+        alone, not the whole field. The parts of the journaled terms are computed anew; the
+        others hold, unless the learned tools changed (their positions moved)."""
         names = sorted({tool for _, tool in changes})
         fresh = reader.learning.learned_tools(names)
         tools_moved = False  # a tool came or went: the universe moved
         if self._learned_tools is not None:
             for name in names:
                 gone = self._learned_tools.pop(name, None)
-                for info, sign in ((gone, -1), (fresh.get(name), 1)):
-                    if info is not None:
-                        count, total = self._learned_stats.get(info.grp, (0, 0))
-                        self._learned_stats[info.grp] = (count + sign, total + sign * info.length)
                 if name in fresh:
                     self._learned_tools[name] = fresh[name]
                 tools_moved = tools_moved or (gone is None) != (name not in fresh)
         ids = reader.learning.tool_ids(names)
-        lengths = {ids[name]: (fresh[name].length if name in fresh else 0) for name in names if name in ids}
-        if self._roster is not None and tools_moved:
-            changed_tools = {
-                i: (fresh[name].grp, fresh[name].length) if name in fresh else None for name, i in ids.items()
-            }
-            self._roster = self._roster.with_tools(changed_tools)
-            self._universe = Universe(self._roster.ids)
-        elif self._roster is not None and lengths:
-            self._roster = self._roster.with_lengths(lengths)
-        elif tools_moved:
-            self._universe = self._roster = None
+        if tools_moved and self._roster is not None:
+            roster = self._roster.with_tools(
+                {i: fresh[name].grp if name in fresh else None for name, i in ids.items()}
+            )
+            self._roster, self._universe = roster, Universe(roster.ids)
         if tools_moved or self._universe is None:  # positions among the learned tools are taken anew
             self._learned_members.clear()
+            self._learned_parts.clear()
         cached_pairs = [(term, tool) for term, tool in changes if term in self._learned and tool in ids]
         counts = reader.learning.term_counts(cached_pairs)
-        per_term: dict[str, dict[int, tuple[int, int, int]]] = {}
+        per_term: dict[str, dict[int, tuple[int, int]]] = {}
         for term, tool in cached_pairs:
             info = fresh.get(tool)
             tf = counts.get((term, tool), 0) if info is not None else 0
-            grp = info.grp if info is not None else 0
-            per_term.setdefault(term, {})[ids[tool]] = (grp, tf, lengths[ids[tool]])
-        if per_term:  # their postings gain or lose tools: which belong to a corpus is counted anew
-            self._learned_members = {
-                key: m for key, m in self._learned_members.items() if key[0] not in per_term
-            }
-        # The postings of the terms journaled get their new tfs; learned lengths that moved are
-        # taken from the roster when a term's part is next computed (``_current_lengths``).
-        moved_terms: set[str] = set()
+            per_term.setdefault(term, {})[ids[tool]] = (info.grp if info is not None else 0, tf)
         for term, patch in per_term.items():
             held = self._learned[term]
             if held is None:  # a term no tool had learned: its first postings
-                rows = [(i, grp, tf, length) for i, (grp, tf, length) in sorted(patch.items()) if tf > 0]
+                rows = [(i, grp, tf) for i, (grp, tf) in sorted(patch.items()) if tf > 0]
                 self._learned[term] = LearnedPostings.of(rows) if rows else None
             else:
-                self._learned[term] = held.patched(patch, lengths)
-            self._learned_lengths.pop(term, None)
-            moved_terms.add(term)
-        # A part still holds if its term's postings did not move and its corpus' population
-        # did not either (checked when it is looked up), unless the learned tools or their
-        # lengths moved. A journaled term counts as moved even when its postings are not cached:
-        # its part may be.
-        moved_terms.update(term for term, _ in changes)
-        if tools_moved or lengths or self._universe is None:
-            self._learned_parts.clear()
-        elif moved_terms:
-            for key in [key for key in self._learned_parts if key[0] in moved_terms]:
-                del self._learned_parts[key]
-        self._learned_populations.clear()
-        # What a corpus' excluded tools learned moved only if one of them is among the tools.
-        moved = set(names)
-        self._learned_exclusions = {
-            corpus: kept
-            for corpus, kept in self._learned_exclusions.items()
-            if moved.isdisjoint(corpus.excluded)
-        }
+                self._learned[term] = held.patched(patch)
+        # A journaled term counts as moved even when its postings are not cached: its part may be.
+        journaled = {term for term, _ in changes}
+        self._learned_members.drop(journaled)
+        self._learned_parts.drop(journaled)
 
     @_serialized
     def learning_enabled(self, reader: RankingSource) -> bool:
@@ -668,13 +620,11 @@ class Ranker:
     @_serialized
     def learned(
         self, reader: RankingSource, query_terms: dict[str, int], corpus: Corpus
-    ) -> tuple[list[LearnedTerm], LearnedPopulation]:
-        """What the learned field adds to a search of ``corpus`` (nothing when learning is off),
-        and the corpus tools that learned anything: what ``rank`` adds, for ``explain``."""
+    ) -> list[LearnedTerm]:
+        """What the learned field adds to a search of ``corpus`` (nothing when learning is off):
+        what ``rank`` adds, for ``explain``."""
         self._sync(reader)
-        exclusion = self._exclusion(reader, corpus)
-        found = self._learned_terms(reader, query_terms, corpus, exclusion)
-        return found, self._learned_population(reader, corpus, exclusion)
+        return self._learned_terms(reader, query_terms, corpus, self._exclusion(reader, corpus))
 
     def _learned_terms(
         self,
@@ -690,7 +640,6 @@ class Ranker:
         if missing:
             if len(learned) + len(missing) > LEARNED_TERMS_CACHED:
                 learned.clear()
-                self._learned_lengths.clear()
                 self._learned_members.clear()
                 missing = list(query_terms)
             stored = reader.learning.postings(missing)
@@ -698,82 +647,42 @@ class Ranker:
             for term in missing:
                 rows = stored.get(term)
                 learned[term] = None if rows is None or roster is None else roster.postings(rows.ids, rows.tf)
-                if roster is not None:
-                    self._learned_lengths[term] = (roster, None)
-        present = [term for term in query_terms if learned[term] is not None]
-        if not present:
-            return []
-        universe = self._learned_universe(reader)
-        population = self._learned_population(reader, corpus, exclusion)
-        parts = self._learned_parts
-        found: list[LearnedTerm] = []
-        fresh: list[str] = []
         corpus_key = (corpus.groups, corpus.excluded)
-        for term in present:
-            key = (term, query_terms[term], corpus_key)
-            cached = parts.get(key)
-            if cached is None:
-                fresh.append(term)
+        found: list[LearnedTerm] = []
+        for term, qtf in query_terms.items():
+            held = learned[term]
+            if held is None:
                 continue
-            if cached[1] is not population:  # the field changed since: does the part still hold?
-                if cached[1] != population:
-                    fresh.append(term)
-                    continue
-                parts[key] = cached = (cached[0], population)
-            parts.move_to_end(key)
-            if cached[0] is not None:
-                found.append(cached[0])
-        if not fresh:
-            return found
-        # Computed anew (first searched in this corpus, or the field changed since): in query
-        # order among those found cached.
-        n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(exclusion.documents)
-        longest = max(held.ids.size for term in fresh if (held := learned[term]) is not None)
-        if self._learned_scratch.shape[1] < longest:
-            self._learned_scratch = np.zeros((2, longest), dtype=np.int64)
-        computed: dict[str, LearnedTerm | None] = {}
-        for term in fresh:
-            held = self._current_lengths(reader, term)
-            member_key = (term, corpus)
-            if member_key not in self._learned_members:
-                if len(self._learned_members) >= LEARNED_PARTS_CACHED:
-                    self._learned_members.clear()
-                text = self._text_matches(reader, term, corpus, exclusion)
-                excluded, _ = self._learned_exclusion(reader, corpus, exclusion)
-                self._learned_members[member_key] = learned_membership(
-                    held, corpus.groups, excluded, text, universe
-                )
-            membership = self._learned_members[member_key]
-            fresh_part = None
-            if membership is not None:
-                fresh_part = laid_out(
-                    learned_term(
-                        term, query_terms[term], held, membership, n_docs, population, self._learned_scratch
-                    ),
-                    universe,
-                )
-            key = (term, query_terms[term], corpus_key)
-            parts[key] = (fresh_part, population)
-            parts.move_to_end(key)
-            computed[term] = fresh_part
-            if len(parts) > LEARNED_PARTS_CACHED:
-                parts.popitem(last=False)
-        by_term = {part.term: part for part in found} | computed
-        return [part for term in present if (part := by_term.get(term)) is not None]
+            parts, key = self._learned_parts, (qtf, corpus_key)
+            if not parts.holds(term, key):  # not computed for this corpus yet, or taught since
+                parts.put(term, key, self._learned_part(reader, term, qtf, held, corpus, exclusion))
+            part = parts.get(term, key)
+            if part is not None:
+                found.append(part)
+        return found
 
-    def _current_lengths(self, reader: RankingSource, term: str) -> LearnedPostings:
-        """``term``'s cached postings (there are some) with the learned lengths of now."""
-        held = self._learned[term]
-        assert held is not None
-        roster = self._learned_roster(reader)
-        known = self._learned_lengths.get(term)
-        if known is not None and known[0] is roster:
-            return held
-        at = known[1] if known is not None and known[0].ids is roster.ids else None
-        held, at = roster.lengths_of(held, at)
-        self._learned[term] = held
-        self._learned_lengths[term] = (roster, at)
-        return held
+    def _learned_part(
+        self,
+        reader: RankingSource,
+        term: str,
+        qtf: int,
+        held: LearnedPostings,
+        corpus: Corpus,
+        exclusion: Exclusion,
+    ) -> LearnedTerm | None:
+        """What ``term`` adds through the learned field in ``corpus`` (``None``: none of the
+        corpus' tools learned it)."""
+        universe = self._learned_universe(reader)
+        members = self._learned_members
+        if not members.holds(term, corpus):
+            text = self._text_matches(reader, term, corpus, exclusion)
+            excluded = self._learned_exclusion(corpus, exclusion)
+            members.put(term, corpus, learned_membership(held, corpus.groups, excluded, text, universe))
+        membership = members.get(term, corpus)
+        if membership is None:
+            return None
+        n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(exclusion.documents)
+        return laid_out(learned_term(term, qtf, membership, n_docs), universe)
 
     def _learned_universe(self, reader: RankingSource) -> Universe:
         """The catalog tools that learned anything (``learned.Universe``)."""
@@ -782,11 +691,12 @@ class Ranker:
         return self._universe
 
     def _learned_roster(self, reader: RankingSource) -> Roster:
-        """The catalog tools that learned anything, with their group and learned length
-        (``learned.Roster``), built with their universe."""
+        """The catalog tools that learned anything, with their group (``learned.Roster``), built
+        with their universe."""
         if self._universe is None or self._roster is None:
-            tools = self._learned_tool_rows(reader)
-            self._roster = Roster.of([(info.tool_id, info.grp, info.length) for info in tools.values()])
+            if self._learned_tools is None:
+                self._learned_tools = reader.learning.learned_tools()
+            self._roster = Roster.of([(info.tool_id, info.grp) for info in self._learned_tools.values()])
             self._universe = Universe(self._roster.ids)
         return self._roster
 
@@ -807,46 +717,15 @@ class Ranker:
             self._text_ids[key] = np.sort(entry.tool_ids[entry.span(corpus.groups)]).astype(np.intp)
         return TextMatches(n_docs, df, self._text_ids[key])
 
-    def _learned_tool_rows(self, reader: RankingSource) -> dict[str, LearnedTool]:
-        """The catalog tools that learned anything, by name (loaded whole once, then kept current
-        from the journal), with ``_learned_stats``."""
-        if self._learned_tools is None:
-            self._learned_tools = reader.learning.learned_tools()
-            stats: dict[int, tuple[int, int]] = {}
-            for info in self._learned_tools.values():
-                count, total = stats.get(info.grp, (0, 0))
-                stats[info.grp] = (count + 1, total + info.length)
-            self._learned_stats = stats
-            self._universe = None
-        return self._learned_tools
-
-    def _learned_population(
-        self, reader: RankingSource, corpus: Corpus, exclusion: Exclusion
-    ) -> LearnedPopulation:
-        key = (corpus.groups, corpus.excluded)
-        found = self._learned_populations.get(key)
+    def _learned_exclusion(self, corpus: Corpus, exclusion: Exclusion) -> np.ndarray:
+        """The ids of the corpus' excluded tools, sorted (cached per corpus)."""
+        found = self._learned_exclusions.get(corpus)
         if found is None:
-            if len(self._learned_populations) >= EXCLUSION_CACHE_SIZE:
-                self._learned_populations.clear()
-            self._learned_tool_rows(reader)
-            _, share = self._learned_exclusion(reader, corpus, exclusion)
-            found = learned_population(self._learned_stats, corpus.groups, share)
-            self._learned_populations[key] = found
-        return found
-
-    def _learned_exclusion(
-        self, reader: RankingSource, corpus: Corpus, exclusion: Exclusion
-    ) -> tuple[np.ndarray, tuple[int, int]]:
-        """The ids of the corpus' excluded tools, and how many of them learned anything and their
-        total learned length (cached per corpus until what was learned changes)."""
-        if corpus not in self._learned_exclusions:
             if len(self._learned_exclusions) >= EXCLUSION_CACHE_SIZE:
                 self._learned_exclusions.clear()
-            documents = exclusion.documents
-            lengths = reader.learning.lengths([doc.name for doc in documents])
-            ids = np.array(sorted(doc.id for doc in documents), dtype=np.intp)
-            self._learned_exclusions[corpus] = (ids, (len(lengths), sum(lengths.values())))
-        return self._learned_exclusions[corpus]
+            found = np.array(sorted(doc.id for doc in exclusion.documents), dtype=np.intp)
+            self._learned_exclusions[corpus] = found
+        return found
 
     def _excluded_documents(self, reader: RankingSource, corpus: Corpus) -> list[StoredTool]:
         self._remember_documents(reader, list(corpus.excluded))
@@ -982,7 +861,8 @@ LEARNED_TERMS_CACHED = 4096
 """Query terms whose learned postings are kept per process."""
 
 LEARNED_PARTS_CACHED = 1024
-"""Learned contributions (per term, query count and corpus) kept per process."""
+"""Learned contributions (per term, query count and corpus) kept per process, and as many of the
+terms' memberships in corpora."""
 
 EXCLUSION_CACHE_SIZE = 256
 """Corpora (sessions' exclusion sets) whose per-term exclusion counts are kept."""

@@ -202,8 +202,8 @@ def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
     print_table(rows)
     if explanation.learning:
         echo(
-            f"learned field: length {explanation.learned_len}; {explanation.learned_tools} corpus tools "
-            f"learned anything, average length {explanation.learned_avgdl:.3f}"
+            f"learned field: length {explanation.learned_len} (the field is not length-normalised: "
+            f"its norm is k1 for every tool)"
         )
         if explanation.learned:
             learned: list[tuple[str, ...]] = [("learned term", "qtf", "df", "weight", "tf", "score")]
