@@ -127,18 +127,17 @@ def main() -> None:
     table = Table(title=f"Search at {args.size:,} tools, limit {LIMIT}: learning off and on")
     for column in ("learning", "learned tools", "learned pairs", "searches", "p50 ms", "p95 ms"):
         table.add_column(column, justify="right")
+    p95 = {state: statistics.quantiles(seconds, n=20)[-1] for state, seconds in results.items()}
     for state, seconds in results.items():
-        p95 = statistics.quantiles(seconds, n=20)[-1]
         table.add_row(
             state,
             f"{summary['tools']:,}" if state.startswith("on") else "0",
             f"{summary['terms']:,}" if state.startswith("on") else "0",
             str(len(seconds)),
             f"{statistics.median(seconds) * 1000:.2f}",
-            f"{p95 * 1000:.2f}",
+            f"{p95[state] * 1000:.2f}",
         )
     Console(width=120).print(table)
-    p95 = {state: statistics.quantiles(seconds, n=20)[-1] for state, seconds in results.items()}
     print(f"p95 on / off: {p95['on'] / p95['off']:.2f}x")
     print(f"p95 with a call between searches, on / off: {p95[on_between] / p95[off_between]:.2f}x")
 
