@@ -12,7 +12,7 @@ starts with ``_``)."""
 from store._audit import AuditedTool, StoredPosting
 from store._catalog import ReplaceScope
 from store._digests import json_digest, record_digest
-from store._learning import Credit, LearnedTool, LearningState, StoredLearnedPostings
+from store._learning import Credit, LearnedChange, LearnedTool, LearningState, StoredLearnedPostings
 from store._logged_json import column_json, same_logged, storable
 from store._postings import PostingBlock
 from store._records import GroupStats, IndexedBatch, IndexedTool, StoredTool, TermStats, ToolRow, WriteReport
@@ -49,6 +49,7 @@ __all__ = [
     "GroupStats",
     "IndexedBatch",
     "IndexedTool",
+    "LearnedChange",
     "LearnedTool",
     "LearningState",
     "LoggedEvent",

@@ -116,12 +116,45 @@ def _reset(connection: Connection) -> None:
     driver.execute(connection, "DELETE FROM learned_journal")
 
 
-def changes_since(connection: Connection, generation: int) -> list[tuple[str, str]]:
-    """The (term, tool) sums changed after ``generation`` (complete when ``journaled_since``)."""
+@dataclass(frozen=True, slots=True)
+class LearnedChange:
+    """A (term, tool) sum that changed, as it is now: the tool's catalog id and group (``None``
+    and 0 when it is not a catalog tool), whether it has a learned field, and the term's tf there
+    (0: none)."""
+
+    term: str
+    tool_name: str
+    tool_id: int | None
+    grp: int
+    learned: bool
+    tf: int
+
+
+def changes_since(connection: Connection, generation: int) -> list[LearnedChange]:
+    """The (term, tool) sums changed after ``generation`` (complete when ``journaled_since``),
+    with what a process that cached the field needs to catch up: one statement, since every
+    search after another session's call runs it."""
     rows = driver.fetch(
-        connection, "SELECT DISTINCT term, tool_name FROM learned_journal WHERE generation > ?", (generation,)
+        connection,
+        "SELECT DISTINCT j.term, j.tool_name, t.id, t.grp, lk.tool_name, lt.sessions "
+        "FROM learned_journal j "
+        "LEFT JOIN tools t ON t.name = j.tool_name "
+        "LEFT JOIN learned_tools lk ON lk.tool_name = j.tool_name "
+        "LEFT JOIN learned_terms lt ON lt.term = j.term AND lt.tool_name = j.tool_name "
+        "WHERE j.generation > ?",
+        (generation,),
     )
-    return [(str(term), str(tool)) for term, tool in rows]
+    return [
+        LearnedChange(
+            str(term),
+            str(tool),
+            None if tool_id is None else int(tool_id),
+            0 if grp is None else int(grp),
+            learned := tool_id is not None and field is not None,
+            int(sessions or 0) if learned else 0,
+        )
+        for term, tool, tool_id, grp, field, sessions in rows
+    ]
 
 
 def add_credits(connection: Connection, credits: Iterable[Credit]) -> int:
@@ -295,52 +328,19 @@ POSTINGS_BLOCK = 4096
 
 @dataclass(frozen=True, slots=True)
 class LearnedTool:
-    """A catalog tool with a learned field: its id, group and learned length."""
+    """A catalog tool with a learned field: its id and group."""
 
     tool_id: int
     grp: int
-    length: int
 
 
-def learned_tools(connection: Connection, tool_names: Sequence[str] | None = None) -> dict[str, LearnedTool]:
-    """The catalog tools with a learned field (of ``tool_names`` when given), by name."""
-    statement = "SELECT lk.tool_name, t.id, t.grp, lk.length FROM learned_tools lk "
-    statement += "JOIN tools t ON t.name = lk.tool_name"
-    params: tuple[str, ...] = ()
-    if tool_names is not None:
-        if not tool_names:
-            return {}
-        statement += f" WHERE lk.tool_name IN ({_marks(len(tool_names))})"
-        params = tuple(tool_names)
-    rows = driver.fetch(connection, statement, params)
-    return {
-        str(name): LearnedTool(int(tool_id), int(grp), int(length)) for name, tool_id, grp, length in rows
-    }
-
-
-def term_counts(connection: Connection, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
-    """How many sessions taught each (term, tool) of ``pairs`` (absent: none)."""
-    found: dict[tuple[str, str], int] = {}
-    for start in range(0, len(pairs), 400):
-        chunk = pairs[start : start + 400]
-        rows = driver.fetch(
-            connection,
-            "SELECT term, tool_name, sessions FROM learned_terms WHERE "
-            + " OR ".join(["(term = ? AND tool_name = ?)"] * len(chunk)),
-            tuple(value for pair in chunk for value in pair),
-        )
-        found.update({(str(term), str(tool)): int(count) for term, tool, count in rows})
-    return found
-
-
-def tool_ids(connection: Connection, tool_names: Sequence[str]) -> dict[str, int]:
-    """The catalog ids of those of ``tool_names`` that are catalog tools."""
-    if not tool_names:
-        return {}
+def learned_tools(connection: Connection) -> dict[str, LearnedTool]:
+    """The catalog tools with a learned field, by name."""
     rows = driver.fetch(
-        connection, f"SELECT name, id FROM tools WHERE name IN ({_marks(len(tool_names))})", tuple(tool_names)
+        connection,
+        "SELECT lk.tool_name, t.id, t.grp FROM learned_tools lk JOIN tools t ON t.name = lk.tool_name",
     )
-    return {str(name): int(tool_id) for name, tool_id in rows}
+    return {str(name): LearnedTool(int(tool_id), int(grp)) for name, tool_id, grp in rows}
 
 
 def lengths(connection: Connection, tool_names: Sequence[str]) -> dict[str, int]:

@@ -44,7 +44,14 @@ from store._engine import (
     translated_errors,
     write_transaction,
 )
-from store._learning import Credit, LearnedTerm, LearnedTool, LearningState, StoredLearnedPostings
+from store._learning import (
+    Credit,
+    LearnedChange,
+    LearnedTerm,
+    LearnedTool,
+    LearningState,
+    StoredLearnedPostings,
+)
 from store._postings import PostingBlock
 from store._records import GroupStats, IndexedBatch, StoredTool, TermStats, WriteReport
 from store._sessions import Event, LoggedEvent, SessionState
@@ -319,8 +326,8 @@ class LearningReads:
     def with_catalog_generation(self) -> tuple[int, LearningState]:
         return _learning.with_catalog_generation(self._connection)
 
-    def changes_since(self, generation: int) -> list[tuple[str, str]]:
-        """``(term, tool)`` pairs whose sums changed after learned ``generation``."""
+    def changes_since(self, generation: int) -> list[LearnedChange]:
+        """The ``(term, tool)`` sums changed after learned ``generation``, as they are now."""
         return _learning.changes_since(self._connection, generation)
 
     def credits(self) -> set[Credit]:
@@ -332,14 +339,8 @@ class LearningReads:
     def postings(self, terms: Sequence[str]) -> dict[str, StoredLearnedPostings]:
         return _learning.postings(self._connection, terms)
 
-    def learned_tools(self, tool_names: Sequence[str] | None = None) -> dict[str, LearnedTool]:
-        return _learning.learned_tools(self._connection, tool_names)
-
-    def term_counts(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
-        return _learning.term_counts(self._connection, pairs)
-
-    def tool_ids(self, tool_names: Sequence[str]) -> dict[str, int]:
-        return _learning.tool_ids(self._connection, tool_names)
+    def learned_tools(self) -> dict[str, LearnedTool]:
+        return _learning.learned_tools(self._connection)
 
     def lengths(self, tool_names: Sequence[str]) -> dict[str, int]:
         return _learning.lengths(self._connection, tool_names)

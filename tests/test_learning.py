@@ -39,7 +39,7 @@ from discovery._rules import Corpus
 from discovery._sessions.learning import credits_of_log
 from discovery._text.analyzers import REFERENCE
 from discovery._text.tokenizer import tokenize
-from store import ToolNotFound
+from store import LearnedChange, ToolNotFound
 from store import _learning as stored_learning
 from store._engine import write_transaction
 from store._sessions import Event, LoggedEvent
@@ -652,7 +652,7 @@ def test_learned_postings_are_read_as_arrays_by_term(
     monkeypatch.setattr(stored_learning, "POSTINGS_BLOCK", 2)
     with index.store.reading() as reader:
         found = reader.learning.postings([*terms, "zzz", "absent"])
-        ids = reader.learning.tool_ids(names)
+        ids = {name: tool.id for name, tool in reader.catalog.tools_by_names(names).items()}
     counts = Counter((term, tool) for _, term, tool in set(credits))
     assert sorted(found) == sorted(terms)
     for term in terms:
@@ -665,8 +665,7 @@ def test_a_change_keeps_the_learned_parts_it_leaves_as_they_were(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A new learned generation that changed nothing keeps the parts computed before it; a change
-    of a term's postings computes its part anew, even when its postings were no longer cached
-    and the learned lengths, so the corpus' learned population, came out the same."""
+    of a term's postings computes its part anew, even when its postings were no longer cached."""
     monkeypatch.setattr(ranker_module, "LEARNED_TERMS_CACHED", 2)
     corpus = Corpus(MODE_GROUPS["all"], frozenset())
     other = "mcp__notes__create_note"
@@ -687,21 +686,51 @@ def test_a_change_keeps_the_learned_parts_it_leaves_as_they_were(
         changed(("s1", "ping", TEACHER), ("s2", "ping", other), ("s2", "crew", other))
         [before] = parts("ping")
         with index.store.reading() as reader:
-            ids = reader.learning.tool_ids([TEACHER, other])
+            ids = {name: tool.id for name, tool in reader.catalog.tools_by_names([TEACHER, other]).items()}
         assert before.ids.tolist() == sorted(ids.values())
         with write_transaction(index.store.engine) as connection:
             connection.exec_driver_sql("UPDATE learning_state SET generation = generation + 1")
         assert parts("ping")[0] is before
         parts("crew team notes")  # more terms than are cached: those of "ping" are dropped
         assert "ping" not in index.ranker._learned
-        changed(("s3", "pong", TEACHER), forgotten="s1")  # the teacher's length as it was
+        changed(("s3", "pong", TEACHER), forgotten="s1")  # the teacher forgets ping, learns pong
         [after] = parts("ping")
         assert after.ids.tolist() == [ids[other]]
         with ToolIndex.open(db_url) as fresh:
             for query in ("ping", "pong crew", "crew team notes"):
                 assert rank(index, query, corpus, None) == rank(fresh, query, corpus, None)
-        parts("crew")
-        changed(("s4", "zap", other), ("s4", "zip", other))  # crew's tool learns more: its length moves
+        [crew] = parts("crew")
+        changed(("s4", "zap", other), ("s4", "zip", other))  # crew's tool learns other terms
+        assert parts("crew")[0] is crew  # the field is not length-normalised: crew's part holds
         with ToolIndex.open(db_url) as fresh:
             for query in ("crew", "ping", "zap crew"):
                 assert rank(index, query, corpus, None) == rank(fresh, query, corpus, None)
+
+
+def test_the_journal_says_what_each_change_left(db_url: str) -> None:
+    """What a process catching up reads after a generation: each changed (term, tool) as it is
+    now — the tool's id and group, whether it has a learned field, the term's tf — in one read."""
+    with ToolIndex.open(db_url, learning=True) as index:
+        with_demo(index)
+        with index.store.reading() as reader:
+            start = reader.learning.state().generation
+            teacher = reader.catalog.tools_by_names([TEACHER])[TEACHER]
+        with write_transaction(index.store.engine) as connection:
+            stored_learning.add_credits(connection, [("s1", "ping", TEACHER), ("s2", "ping", TEACHER)])
+            stored_learning.add_credits(connection, [("s1", "pong", TEACHER), ("s1", "x", "mcp__gone__tool")])
+        with index.store.reading() as reader:
+            middle = reader.learning.state().generation
+            assert sorted(reader.learning.changes_since(start), key=lambda c: (c.term, c.tool_name)) == [
+                LearnedChange("ping", TEACHER, teacher.id, teacher.grp, True, 2),
+                LearnedChange("pong", TEACHER, teacher.id, teacher.grp, True, 1),
+                LearnedChange("x", "mcp__gone__tool", None, 0, False, 0),
+            ]
+        with write_transaction(index.store.engine) as connection:
+            stored_learning.remove_credits(connection, session_id="s1")
+        with index.store.reading() as reader:
+            after = reader.learning.changes_since(middle)
+            assert sorted(after, key=lambda c: (c.term, c.tool_name)) == [
+                LearnedChange("ping", TEACHER, teacher.id, teacher.grp, True, 1),
+                LearnedChange("pong", TEACHER, teacher.id, teacher.grp, True, 0),
+                LearnedChange("x", "mcp__gone__tool", None, 0, False, 0),
+            ]

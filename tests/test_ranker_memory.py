@@ -22,6 +22,7 @@ from store import (
     GROUPS,
     EmbeddingState,
     GroupStats,
+    LearnedChange,
     LearnedTool,
     LearningState,
     PostingBlock,
@@ -126,19 +127,13 @@ class NothingLearned:
     def with_catalog_generation(self) -> tuple[int, LearningState]:
         return 1, self.state()
 
-    def changes_since(self, generation: int) -> list[tuple[str, str]]:
+    def changes_since(self, generation: int) -> list[LearnedChange]:
         return []
 
     def postings(self, terms: Sequence[str]) -> dict[str, StoredLearnedPostings]:
         return {}
 
-    def learned_tools(self, tool_names: Sequence[str] | None = None) -> dict[str, LearnedTool]:
-        return {}
-
-    def term_counts(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
-        return {}
-
-    def tool_ids(self, tool_names: Sequence[str]) -> dict[str, int]:
+    def learned_tools(self) -> dict[str, LearnedTool]:
         return {}
 
     def lengths(self, tool_names: Sequence[str]) -> dict[str, int]:

@@ -41,7 +41,15 @@ from discovery._ranking.topk import SCAN_SHARE, RankedTool, candidates, kth_best
 from discovery._rules import Corpus
 from discovery._text.analyzers import REFERENCE, Analyzer
 from discovery.errors import EmbeddingUnavailable, SemanticSignalOff
-from store import EmbeddingState, GroupStats, LearnedTool, LearningState, StoredTool, StoredVectors
+from store import (
+    EmbeddingState,
+    GroupStats,
+    LearnedChange,
+    LearnedTool,
+    LearningState,
+    StoredTool,
+    StoredVectors,
+)
 
 if TYPE_CHECKING:
     from discovery._semantic.model import EmbeddingModel
@@ -122,8 +130,11 @@ class Ranker:
         self._synced_on: RankingSource | None = None
         self._exclusions: dict[Corpus, Exclusion] = {}
         self._learning = LearningState(enabled=False, generation=-1)
-        # The learned postings of the terms searched last: kept current from the learned journal.
+        # The learned postings of the terms searched last, and the changes the learned journal
+        # made to them since, by tool id (group, tf): applied when the term is next searched, so
+        # a call costs the processes that catch up with it nothing for terms they do not search.
         self._learned: dict[str, LearnedPostings | None] = {}
+        self._learned_pending: dict[str, dict[int, tuple[int, int]]] = {}
         # The catalog tools that learned anything, by name: loaded whole once, then kept current
         # from the learned journal.
         self._learned_tools: dict[str, LearnedTool] | None = None
@@ -553,7 +564,7 @@ class Ranker:
                 and learning.generation > cached.generation
                 and learning.journaled_since(cached.generation)
             ):
-                self._learned_changed(reader, reader.learning.changes_since(cached.generation))
+                self._learned_changed(reader.learning.changes_since(cached.generation))
             else:
                 self._forget_learned()
             self._learning = learning
@@ -561,6 +572,7 @@ class Ranker:
 
     def _forget_learned(self) -> None:
         self._learned.clear()
+        self._learned_pending.clear()
         self._learned_tools = None
         self._roster = None
         self._universe = None
@@ -568,46 +580,33 @@ class Ranker:
         self._learned_parts.clear()
         self._learned_members.clear()
 
-    def _learned_changed(self, reader: RankingSource, changes: list[tuple[str, str]]) -> None:
-        """Bring the learned caches up to date with the journaled ``changes`` (term, tool): the
-        cached postings of those terms get the tools' new tf, and tools that started or stopped
-        having a learned field join or leave the roster — all read for those terms and tools
-        alone, not the whole field. The parts of the journaled terms are computed anew; the
-        others hold, unless the learned tools changed (their positions moved)."""
-        names = sorted({tool for _, tool in changes})
-        fresh = reader.learning.learned_tools(names)
+    def _learned_changed(self, changes: list[LearnedChange]) -> None:
+        """Bring the learned caches up to date with the journaled ``changes``: the cached postings
+        of their terms get the tools' new tf, and tools that started or stopped having a learned
+        field join or leave the roster, without reading the rest of the field. The parts of the
+        journaled terms are computed anew; the others hold, unless the learned tools changed
+        (their positions moved)."""
+        tools = {change.tool_name: change for change in changes}
         tools_moved = False  # a tool came or went: the universe moved
         if self._learned_tools is not None:
-            for name in names:
-                gone = self._learned_tools.pop(name, None)
-                if name in fresh:
-                    self._learned_tools[name] = fresh[name]
-                tools_moved = tools_moved or (gone is None) != (name not in fresh)
-        ids = reader.learning.tool_ids(names)
+            for name, change in tools.items():
+                had = self._learned_tools.pop(name, None) is not None
+                if change.learned and change.tool_id is not None:
+                    self._learned_tools[name] = LearnedTool(change.tool_id, change.grp)
+                tools_moved = tools_moved or had != change.learned
         if tools_moved and self._roster is not None:
-            roster = self._roster.with_tools(
-                {i: fresh[name].grp if name in fresh else None for name, i in ids.items()}
-            )
-            self._roster, self._universe = roster, Universe(roster.ids)
+            moved = {c.tool_id: c.grp if c.learned else None for c in tools.values() if c.tool_id is not None}
+            self._roster = self._roster.with_tools(moved)
+            self._universe = Universe(self._roster.ids)
         if tools_moved or self._universe is None:  # positions among the learned tools are taken anew
             self._learned_members.clear()
             self._learned_parts.clear()
-        cached_pairs = [(term, tool) for term, tool in changes if term in self._learned and tool in ids]
-        counts = reader.learning.term_counts(cached_pairs)
-        per_term: dict[str, dict[int, tuple[int, int]]] = {}
-        for term, tool in cached_pairs:
-            info = fresh.get(tool)
-            tf = counts.get((term, tool), 0) if info is not None else 0
-            per_term.setdefault(term, {})[ids[tool]] = (info.grp if info is not None else 0, tf)
-        for term, patch in per_term.items():
-            held = self._learned[term]
-            if held is None:  # a term no tool had learned: its first postings
-                rows = [(i, grp, tf) for i, (grp, tf) in sorted(patch.items()) if tf > 0]
-                self._learned[term] = LearnedPostings.of(rows) if rows else None
-            else:
-                self._learned[term] = held.patched(patch)
+        for change in changes:  # each the tf as it is now: a later one replaces an earlier one
+            if change.term in self._learned and change.tool_id is not None:
+                pending = self._learned_pending.setdefault(change.term, {})
+                pending[change.tool_id] = (change.grp, change.tf)
         # A journaled term counts as moved even when its postings are not cached: its part may be.
-        journaled = {term for term, _ in changes}
+        journaled = {change.term for change in changes}
         self._learned_members.drop(journaled)
         self._learned_parts.drop(journaled)
 
@@ -640,6 +639,7 @@ class Ranker:
         if missing:
             if len(learned) + len(missing) > LEARNED_TERMS_CACHED:
                 learned.clear()
+                self._learned_pending.clear()
                 self._learned_members.clear()
                 missing = list(query_terms)
             stored = reader.learning.postings(missing)
@@ -647,6 +647,9 @@ class Ranker:
             for term in missing:
                 rows = stored.get(term)
                 learned[term] = None if rows is None or roster is None else roster.postings(rows.ids, rows.tf)
+        for term in query_terms:
+            if term in self._learned_pending:
+                learned[term] = _patched(learned[term], self._learned_pending.pop(term))
         corpus_key = (corpus.groups, corpus.excluded)
         found: list[LearnedTerm] = []
         for term, qtf in query_terms.items():
@@ -856,6 +859,15 @@ page read and a decode of their own, postings are read by the page."""
 FORWARD_SCORED = 2048
 """The most documents a pruned search scores from their own terms; more, and it takes one
 more term over all its postings (whose bound then no longer counts) to rule more out."""
+
+
+def _patched(held: LearnedPostings | None, patch: dict[int, tuple[int, int]]) -> LearnedPostings | None:
+    """A term's cached postings with the journal's changes (by tool id: group, tf) applied."""
+    if held is not None:
+        return held.patched(patch)
+    rows = [(i, grp, tf) for i, (grp, tf) in sorted(patch.items()) if tf > 0]  # its first postings
+    return LearnedPostings.of(rows) if rows else None
+
 
 LEARNED_TERMS_CACHED = 4096
 """Query terms whose learned postings are kept per process."""
