@@ -9,12 +9,12 @@ thousands of tools, as common description words are held by thousands). It is wr
 into the learned tables (what the rule would have stored for such logs), since only its size
 matters here. The fixed query set (``bench.queries``) is then searched ``--rounds`` times with
 learning off and on, alternately, after a warm-up round each, with the limit an agent uses (8).
-The last two rows put a real call before every search: a new session searches a request of two
-words and records an ok call of a taught tool, which with learning on credits those words to it
-(what another agent's work does to a shared index); only the search after it is timed. Learning
-off, the same calls are logged and teach nothing: that row is what the same work costs a search
-without learning (the session's writes in this process leave its caches colder), so the two rows
-together show what learning adds to it.
+The other rows put a real call before every search: a new session searches a request of two
+words and records an ok call of a taught tool, which with learning on credits those words to it;
+only the search after it is timed. The call is made by another process (another agent sharing
+the database: this process catches up from the journal) or by this one (a gateway serving many
+sessions: the call's own work leaves this process's caches colder too). Learning off, the same
+calls are logged and teach nothing: each pair of rows shows what learning adds to a search.
 """
 
 from __future__ import annotations
@@ -23,8 +23,11 @@ import argparse
 import itertools
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -56,19 +59,16 @@ def learned_credits(names: list[str], share: float, sessions: int, seed: int) ->
 
 
 def timed(
-    index: ToolIndex, queries: list[str], rounds: int, *, callers: list[tuple[str, str]] | None = None
+    index: ToolIndex, queries: list[str], rounds: int, *, call: Callable[[int], None] | None = None
 ) -> list[float]:
-    """Seconds of each search; with ``callers`` (request, tool), a new session's call before each."""
+    """Seconds of each search; with ``call``, ``call(n)`` before the n-th."""
     for query in queries:  # warm: postings cached, as in a long-lived process
         index.search(query, LIMIT)
     seconds: list[float] = []
     for _ in range(rounds):
         for query in queries:
-            if callers:
-                request, tool = callers[len(seconds) % len(callers)]
-                session = index.session(f"bench-call-{next(CALLS)}", discovery_mode="mcp-only")
-                session.search_tool.execute("search", {"query": request, "limit": 1})
-                session.record_call(tool)
+            if call is not None:
+                call(len(seconds))
             started = time.perf_counter()
             index.search(query, LIMIT)
             seconds.append(time.perf_counter() - started)
@@ -77,6 +77,51 @@ def timed(
 
 CALLS = itertools.count()
 """Every timed call is a new session, so each one teaches (a session credits a term to a tool once)."""
+
+
+def make_call(index: ToolIndex, request: str, tool: str) -> None:
+    """A new session searches ``request`` and records an ok call of ``tool``."""
+    session = index.session(f"bench-call-{next(CALLS)}", discovery_mode="mcp-only")
+    session.search_tool.execute("search", {"query": request, "limit": 1})
+    session.record_call(tool)
+
+
+def serve_calls() -> None:
+    """The other process: for each line ``request<TAB>tool`` on stdin, ``make_call``, then a line
+    on stdout once it has committed."""
+    with ToolIndex.open(sys.argv[1]) as index:
+        for line in sys.stdin:
+            request, tool = line.rstrip("\n").split("\t")
+            make_call(index, request, tool)
+            print("done", flush=True)
+
+
+class OtherProcess:
+    """Calls made by another process on the same database, one at a time."""
+
+    def __init__(self, url: str, calls: list[tuple[str, str]]) -> None:
+        self.calls = calls
+        code = "from bench.learning_speed import serve_calls; serve_calls()"
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code, url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+
+    def __call__(self, number: int) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        request, tool = self.calls[number % len(self.calls)]
+        self.process.stdin.write(f"{request}\t{tool}\n")
+        self.process.stdin.flush()
+        if self.process.stdout.readline() != "done\n":
+            raise RuntimeError("the calling process stopped")
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=60)
 
 
 def callers(credits: list[tuple[str, str, str]], seed: int) -> list[tuple[str, str]]:
@@ -110,20 +155,30 @@ def main() -> None:
                 stored_learning.replace_all(connection, credits)
             summary = index.stats()["learning"]
             calls = callers(credits, args.seed)
-            off_between = "off, another session's call between searches"
-            on_between = "on, another session's call between searches"
-            results: dict[str, list[float]] = {"off": [], "on": [], off_between: [], on_between: []}
-            for _ in range(2):  # alternate, so neither side has the machine's quieter minutes
-                for state in results:
-                    # Off drops the learned tables (the logs keep what they came from; here the
-                    # field has no logs), so on writes them again.
-                    learning = state.startswith("on")
-                    index.set_learning(learning)
-                    if learning:
-                        with write_transaction(index.store.engine) as connection:
-                            stored_learning.replace_all(connection, credits)
-                    chosen = calls if "between" in state else None
-                    results[state] += timed(index, queries, args.rounds // 2, callers=chosen)
+            other = OtherProcess(url, calls)
+
+            def here(number: int) -> None:
+                make_call(index, *calls[number % len(calls)])
+
+            ways: dict[str, Callable[[int], None] | None] = {
+                "": None,
+                ", a call in another process before each search": other,
+                ", a call in this process before each search": here,
+            }
+            results: dict[str, list[float]] = {f"{state}{way}": [] for way in ways for state in ("off", "on")}
+            try:
+                for _ in range(2):  # alternate, so no row has the machine's quieter minutes
+                    for way, call in ways.items():
+                        for state in ("off", "on"):
+                            # Off drops the learned tables (the logs keep what they came from;
+                            # here the field has no logs), so on writes them again.
+                            index.set_learning(state == "on")
+                            if state == "on":
+                                with write_transaction(index.store.engine) as connection:
+                                    stored_learning.replace_all(connection, credits)
+                            results[f"{state}{way}"] += timed(index, queries, args.rounds // 2, call=call)
+            finally:
+                other.close()
     table = Table(title=f"Search at {args.size:,} tools, limit {LIMIT}: learning off and on")
     for column in ("learning", "learned tools", "learned pairs", "searches", "p50 ms", "p95 ms"):
         table.add_column(column, justify="right")
@@ -138,8 +193,8 @@ def main() -> None:
             f"{p95[state] * 1000:.2f}",
         )
     Console(width=120).print(table)
-    print(f"p95 on / off: {p95['on'] / p95['off']:.2f}x")
-    print(f"p95 with a call between searches, on / off: {p95[on_between] / p95[off_between]:.2f}x")
+    for way in ways:
+        print(f"p95 on / off{way}: {p95['on' + way] / p95['off' + way]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -144,7 +144,7 @@ def learned_reference(
     mode: str = "all",
     excluded: frozenset[str] = frozenset(),
 ) -> list[tuple[str, float]]:
-    """The tool-text BM25+ of the contract, then the learned field's, term by term in query order:
+    """The learned field's BM25+, then the tool-text one of the contract, term by term in query order:
     ``taught[tool][term]`` sessions taught ``term`` to ``tool``. Everything is recounted here."""
     documents = {
         record["name"]: weighted_terms(record)
@@ -160,13 +160,6 @@ def learned_reference(
     for name, terms in documents.items():
         score = 0.0
         for term, qtf in query_counts.items():
-            tf = terms.get(term, 0)
-            if tf:
-                df = sum(1 for other in documents.values() if term in other)
-                idf = js_log(1 + (n_docs - df + 0.5) / (df + 0.5))
-                norm = 1.2 * (1 - 0.75 + 0.75 * (lengths[name] / avgdl))
-                score += qtf * idf * ((tf * (1.2 + 1)) / (tf + norm) + 1.0)
-        for term, qtf in query_counts.items():
             tf = learned.get(name, Counter())[term]
             if tf:
                 df = sum(
@@ -175,6 +168,13 @@ def learned_reference(
                 idf = js_log(1 + (n_docs - df + 0.5) / (df + 0.5))
                 norm = 1.2  # k1: the learned field is not length-normalised (b = 0)
                 score += LEARNED_WEIGHT * qtf * idf * ((tf * (1.2 + 1)) / (tf + norm) + 1.0)
+        for term, qtf in query_counts.items():
+            tf = terms.get(term, 0)
+            if tf:
+                df = sum(1 for other in documents.values() if term in other)
+                idf = js_log(1 + (n_docs - df + 0.5) / (df + 0.5))
+                norm = 1.2 * (1 - 0.75 + 0.75 * (lengths[name] / avgdl))
+                score += qtf * idf * ((tf * (1.2 + 1)) / (tf + norm) + 1.0)
         if score > 0:
             hits.append((name, score))
     return sorted(hits, key=lambda hit: (-hit[1], COLLATOR.sort_key(hit[0]), hit[0]))
@@ -298,9 +298,11 @@ def learned_parts(draw: st.DrawFn) -> tuple[np.ndarray, list[LearnedTerm], Unive
 def test_learned_parts_add_the_same_bits_in_place_or_gathered(
     drawn: tuple[np.ndarray, list[LearnedTerm], Universe], data: st.DataObject
 ) -> None:
-    """Through the learned tools' gathered scores, per posting or laid out over them (adding 0
-    where a part's term is absent), each score gets the bits of adding each part at its ids."""
+    """Through an array of the learned tools' own, per posting or laid out over them (adding 0
+    where a part's term is absent), each score gets the bits of adding each part at its ids to
+    0.0 in order."""
     scores, parts, universe = drawn
+    scores[:] = 0.0
     expected = scores.copy()
     for part in parts:
         for i, value in zip(part.ids.tolist(), part.values.tolist(), strict=True):

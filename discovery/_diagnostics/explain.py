@@ -96,8 +96,9 @@ class SemanticExplanation:
 class Explanation:
     """A tool's score for a query in a read-only corpus, with the corpus statistics behind it.
 
-    ``score`` is the term contributions added left to right in query order from 0.0, then the
-    learned field's (``learned``, empty when learning is off), exactly as the ranking adds them.
+    ``score`` is the learned field's contributions (``learned``, empty when learning is off) added
+    left to right in query order from 0.0, then the tool-text terms', exactly as the ranking adds
+    them.
     """
 
     query: str
@@ -125,14 +126,15 @@ class Explanation:
 
     @property
     def lexical_score(self) -> float:
-        """BM25+ (and the learned field): the terms' contributions in query order."""
+        """BM25+ and the learned field: the learned terms' contributions in query order from
+        0.0, then the tool-text terms', as a search adds them."""
         total = 0.0
-        for term in self.terms:
-            if term.tf > 0:
-                total += term.contribution
         for part in self.learned:
             if part.tf > 0:
                 total += part.contribution
+        for term in self.terms:
+            if term.tf > 0:
+                total += term.contribution
         return total
 
     def rows(self) -> list[dict[str, Any]]:

@@ -9,9 +9,9 @@ learned it. The field is not length-normalised (``b`` = 0, so its norm is ``k1``
 tool): its length counts how often and how variously a tool was asked for, not how wordy it is,
 and normalising by it would hold the most used tools back. A term's contribution to a tool is then
 a function of its tf alone, and a call changes only the parts of the terms it taught. Each term's
-weight is ``LEARNED_WEIGHT · qtf · idf``. A search adds these contributions, in query order,
-after the tool-text ones, and ``explain`` adds them in the same order, so both give the same
-doubles.
+weight is ``LEARNED_WEIGHT · qtf · idf``. A search adds these contributions first, in query
+order from 0.0, then the tool-text ones, and ``explain`` adds them in the same order, so both
+give the same doubles.
 """
 
 from __future__ import annotations
@@ -258,22 +258,23 @@ def laid_out(part: LearnedTerm, universe: Universe) -> LearnedTerm:
 
 
 UNIVERSE_SHARE = 2
-"""The learned parts of a search are added through the learned tools' gathered scores once
-their postings together are at least one in this many learned tools: below that, gathering and
-writing back those scores costs more than adding each posting in place."""
+"""The learned parts of a search are added in an array of the learned tools' own once their
+postings together are at least one in this many learned tools: below that, writing that array
+into the scores costs more than adding each posting in place."""
 
 
 def add_learned(
     scores: np.ndarray, parts: Sequence[LearnedTerm], universe: Universe, scratch: np.ndarray
 ) -> None:
-    """Add ``parts`` to ``scores``, in their order; ``scratch`` is a float array at least as
-    long as ``scores``.
+    """Put the learned field's score in ``scores``, which are all 0 (a search adds the tool
+    text's after it): ``parts`` added in their order from 0.0. ``scratch`` is a float array at
+    least as long as ``scores``.
 
     Either each part in place at its ids, or, when the parts are many postings and each knows
-    its positions among the learned tools, into those tools' scores gathered in ``scratch``,
-    then written back: each score gets the same additions in the same order either way, and
-    adding 0 (a compact part's value for a tool that did not learn its term) leaves a score's
-    bits as they are."""
+    its positions among the learned tools, in an array of those tools' own (``scratch``) then
+    written into ``scores``: each score gets the same additions in the same order either way,
+    and adding 0 (a compact part's value for a tool that did not learn its term) leaves a
+    score's bits as they are. Starting from 0 spares reading the scores first."""
     postings = sum(part.ids.size for part in parts)
     if postings * UNIVERSE_SHARE < universe.ids.size or any(part.at is None for part in parts):
         for part in parts:
@@ -282,8 +283,8 @@ def add_learned(
     tools = universe.ids
     if tools.size and tools[-1] >= scores.size:  # only those inside the array, as every part's ids
         tools = tools[: int(np.searchsorted(tools, scores.size))]
-    # Every index is in bounds: ``clip`` only spares checking each of them.
-    gathered = np.take(scores, tools, out=scratch[: tools.size], mode="clip")
+    gathered = scratch[: tools.size]
+    gathered.fill(0.0)
     for part in parts:
         compact = part.compact
         if compact is None:  # the positions are distinct: one addition each, as ``+=`` at them

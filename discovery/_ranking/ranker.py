@@ -241,6 +241,13 @@ class Ranker:
         scores = self._zeroed_scores(max(highest, default=-1) + 1)
         scored: list[tuple[float, np.ndarray]] = []  # each term's weight and documents
         sparse = True
+        # The learned field's terms first, in query order, from 0.0 (``explain`` adds them so
+        # too); then the tool-text ones. They are never laid out by tool id: the array stays
+        # sparse if the text's contributions leave it so.
+        if learned:
+            assert self._universe is not None
+            add_learned(scores, learned, self._universe, self._scratch)
+            scored += [(part.weight, part.ids) for part in learned]
         for term, qtf in query_terms.items():
             entry = entries.get(term)
             if entry is None:
@@ -254,13 +261,6 @@ class Ranker:
             contribution.add_to(scores)
             scored.append((weight, contribution.ids))
             sparse = sparse and not contribution.dense
-        # The learned field's terms after the tool-text ones, in query order (``explain`` adds
-        # them so too). They are never laid out by tool id: the array stays sparse if the text's
-        # contributions leave it so.
-        if learned:
-            assert self._universe is not None
-            add_learned(scores, learned, self._universe, self._scratch)
-            scored += [(part.weight, part.ids) for part in learned]
         self._terms.evict()
         dropped = [doc.id for doc in excluded if doc.id < scores.size]
         scores[dropped] = 0.0
