@@ -23,6 +23,7 @@ from discovery._ranking import ranker as ranker_module
 from discovery._ranking.ranker import Ranker
 from discovery._rules import Corpus
 from store import GROUP_LOCAL, GROUP_MCP, CorruptIndex
+from store import _learning as stored_learning
 from store import _reads as reads
 from store._engine import read_transaction, write_transaction
 from tests.conftest import migrated_sqlite_url
@@ -121,6 +122,86 @@ def test_common_terms_are_pruned(indexes: dict[int, ToolIndex], monkeypatch: pyt
     assert pruned == exhaustive
     assert len(rescored) == 1
     assert 5 <= rescored[0] < len(catalog(2, 600)) // 4
+
+
+LEARNED_WORDS = [*VOCABULARY[:20], *(f"l{i}" for i in range(10))]
+"""What sessions taught: words of the tool texts, and words no tool text holds."""
+
+
+def taught(seed: int, tools: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """Credits (session, term, tool) for two tools in five, one to four sessions each."""
+    rng = random.Random(seed + 100)
+    credits = []
+    for number, tool in enumerate(tools):
+        if rng.random() < 0.4:
+            for session in range(rng.randint(1, 4)):
+                for word in rng.sample(LEARNED_WORDS, rng.randint(1, 4)):
+                    credits.append((f"s{number}-{session}", word, tool["name"]))
+    return credits
+
+
+@pytest.fixture(scope="module")
+def learned_indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, ToolIndex]]:
+    """The catalogs of ``indexes`` with learning on and a learned field."""
+    opened = {}
+    for seed in range(2):
+        path: Path = tmp_path_factory.mktemp(f"pruning-learned-{seed}") / "tools.db"
+        index = ToolIndex.open(migrated_sqlite_url(path), learning=True)
+        tools = catalog(seed, 300 + 150 * seed)
+        index.upsert_tools(tools)
+        with write_transaction(index.store.engine) as connection:
+            stored_learning.replace_all(connection, taught(seed, tools))
+        opened[seed] = index
+    yield opened
+    for index in opened.values():
+        index.close()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 1),
+    words=st.lists(st.sampled_from([*VOCABULARY, *LEARNED_WORDS, "absent"]), min_size=1, max_size=9),
+    limit=st.integers(1, 12),
+    mode=st.sampled_from([(GROUP_MCP,), (GROUP_LOCAL, GROUP_MCP)]),
+    excluded=st.lists(st.integers(0, 449), max_size=30),
+)
+def test_pruned_search_with_a_learned_field_equals_exhaustive(
+    learned_indexes: dict[int, ToolIndex],
+    seed: int,
+    words: list[str],
+    limit: int,
+    mode: tuple[int, ...],
+    excluded: list[int],
+) -> None:
+    """The learned field's terms take part in pruning as terms of their own: the same hits
+    with the same doubles as the exhaustive search."""
+    tools = catalog(seed, 300 + 150 * seed)
+    names = frozenset(tools[i]["name"] for i in excluded if i < len(tools))
+    pruned, exhaustive = both(learned_indexes[seed], " ".join(words), Corpus(mode, names), limit)
+    assert pruned == exhaustive  # floats compared for equality: bit for bit
+
+
+def test_learned_terms_are_pruned(
+    learned_indexes: dict[int, ToolIndex], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query of learned words and common text words takes the pruned path, scores a few
+    documents in full, and answers as the exhaustive search does."""
+    rescored: list[int] = []
+    original = ranker_module.Ranker._rescored
+
+    def spy(self: Ranker, connection: Any, ids: Any, *args: Any) -> Any:
+        rescored.append(int(ids.size))
+        return original(self, connection, ids, *args)
+
+    monkeypatch.setattr(ranker_module.Ranker, "_rescored", spy)
+    index = learned_indexes[1]
+    pruned, exhaustive = both(index, "l3 w39 w0 w1", Corpus((GROUP_LOCAL, GROUP_MCP)), 5)
+    assert pruned == exhaustive
+    assert len(rescored) == 1
+    assert 5 <= rescored[0] < len(catalog(1, 450)) // 4
+    with index.store.reading() as reader:
+        learned = index.ranker.learned(reader, query_terms("l3 w0"), Corpus((GROUP_LOCAL, GROUP_MCP)))
+    assert {part.term for part in learned} == {"l3", "w0"}  # the learned field was searched
 
 
 @pytest.mark.parametrize("torn", [bytes(5), "twelve chars"], ids=["not whole entries", "text"])
