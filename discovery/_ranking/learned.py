@@ -155,23 +155,10 @@ class LearnedTerm:
     compact: np.ndarray | None = None
     """``values`` laid out over the learned tools (0 where the term is absent), when the term is
     common among them."""
-    best: float = 0.0
-    """The largest of ``values``: what the term can add to any score (pruning's bound)."""
 
     @property
     def max_id(self) -> int:
         return int(self.ids[-1])
-
-
-def learned_scores(ids: np.ndarray, parts: Sequence[LearnedTerm]) -> np.ndarray:
-    """The learned field's score of each of ``ids`` (ascending): ``parts`` added in their order
-    from 0.0 where they hold the tool, as ``add_learned`` adds them, so the same doubles."""
-    scores = np.zeros(ids.size)
-    for part in parts:
-        at = np.minimum(np.searchsorted(part.ids, ids), part.ids.size - 1)
-        held = part.ids[at] == ids
-        scores[held] += part.values[at[held]]
-    return scores
 
 
 def learned_weight(qtf: int, idf_value: float) -> float:
@@ -244,14 +231,12 @@ def learned_term(term: str, qtf: int, membership: Membership, n_docs: int) -> Le
         tfs = np.arange(membership.top_tf + 1.0)
         table = contribution(weight, saturation_numerator(tfs), tfs, np.full_like(tfs, LEARNED_NORM))
         values: np.ndarray = table.take(tf)
-        best = float(table[membership.top_tf])  # a contribution grows with tf
     else:
         as_float = tf.astype(np.float64)
         values = contribution(
             weight, saturation_numerator(as_float), as_float, np.full_like(as_float, LEARNED_NORM)
         )
-        best = float(values.max())
-    return LearnedTerm(term, weight, membership.df, membership.ids, values, tf, at=membership.at, best=best)
+    return LearnedTerm(term, weight, membership.df, membership.ids, values, tf, at=membership.at)
 
 
 COMPACT_SHARE = 6

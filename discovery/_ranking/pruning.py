@@ -25,12 +25,6 @@ are evaluated in floating point, in another order; a margin far above the roundi
 few dozen additions keeps them safe, and costs only a few extra documents to score."""
 
 
-def learned_bound(best: float) -> float:
-    """No document gets more than this from a learned term whose largest contribution is
-    ``best``, with the margin."""
-    return best * (1 + SLACK)
-
-
 def upper_bound(weight: float, max_tf: int) -> float:
     """No document of the corpus gets more than this from a term of ``weight`` whose largest tf
     in the corpus' groups is ``max_tf`` (its best tf at length 0), with the margin."""
@@ -57,18 +51,15 @@ class Held:
     doc_len: np.ndarray
 
 
-def exact_scores(
-    size: int, terms: Iterable[tuple[Held | None, float]], avgdl: float, *, start: np.ndarray | None = None
-) -> np.ndarray:
+def exact_scores(size: int, terms: Iterable[tuple[Held | None, float]], avgdl: float) -> np.ndarray:
     """The full scores of ``size`` documents, from each query term's ``Held`` (``None`` or empty:
-    none holds it) and weight ``qtf · idf``, the terms in query order, added to ``start`` (the
-    documents' learned field's scores; 0 when ``None``).
+    none holds it) and weight ``qtf · idf``, the terms in query order.
 
     Each term's contribution is the formula of ``TermPostings.contribution`` on the same inputs
-    and dtypes, and the terms are added one after the other, as the exhaustive search adds them
-    to its score array (a term a document lacks adds nothing there, and nothing here).
+    and dtypes, and the terms are added one after the other from 0, as the exhaustive search
+    adds them to its score array (a term a document lacks adds nothing there, and nothing here).
     """
-    scores = np.zeros(size) if start is None else start.copy()
+    scores = np.zeros(size)
     for held, weight in terms:
         if held is None or held.positions.size == 0:
             continue

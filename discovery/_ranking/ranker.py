@@ -33,7 +33,6 @@ from discovery._ranking.learned import (
     add_learned,
     laid_out,
     learned_membership,
-    learned_scores,
     learned_term,
 )
 from discovery._ranking.postings import Contribution, TermPostings, norm_table
@@ -220,14 +219,16 @@ class Ranker:
             return Ranking(total_tools=n_docs, hits=[])
         learned = self._learned_terms(reader, query_terms, corpus, exclusion)
         semantic = self._semantic_query(reader, query) if query is not None else None
-        # A fused query is ranked exhaustively: a semantic score has no bound worth pruning by.
+        # A query that reaches the learned field or is fused is ranked exhaustively: the pruning
+        # bounds cover the tool-text terms only, and exhaustive is exact by construction.
         if (
-            semantic is None
+            not learned
+            and semantic is None
             and limit is not None
             and self.prune_from is not None
             and n_docs >= self.prune_from
         ):
-            pruned = self._pruned(reader, query_terms, corpus, exclusion, n_docs, avgdl, limit, learned)
+            pruned = self._pruned(reader, query_terms, corpus, exclusion, n_docs, avgdl, limit)
             if pruned is not None:
                 return Ranking(total_tools=n_docs, hits=pruned)
         entries = self._terms.postings(reader, list(query_terms))
@@ -343,18 +344,15 @@ class Ranker:
         n_docs: int,
         avgdl: float,
         limit: int,
-        learned: list[LearnedTerm],
     ) -> list[RankedTool] | None:
         """The top ``limit`` found without scoring every posting (``pruning``), or ``None`` when
         the bounds do not rule out enough documents: then the exhaustive search runs.
 
         Terms are taken strongest bound first, each over all its postings, until the k-th best
         partial score is a floor that no document outside their postings can reach and few
-        inside them can; those few are scored in full from their own terms. The learned field's
-        terms (``learned``) take part as terms of their own, bounded by their largest value."""
+        inside them can; those few are scored in full from their own terms."""
         weights: dict[str, tuple[int, float]] = {}
-        # By (term, -1) for a tool-text term, (term, its position in ``learned``) for a learned one.
-        bounds: dict[tuple[str, int], float] = {}
+        bounds: dict[str, float] = {}
         known = self._terms.stats(reader, list(query_terms))
         for term, qtf in query_terms.items():
             found = known[term]
@@ -368,31 +366,22 @@ class Ranker:
             weight = qtf * idf(n_docs, df)
             weights[term] = (term_id, weight)
             max_tf = max(stats[g].max_tf for g in corpus.groups if g in stats)
-            bounds[(term, -1)] = pruning.upper_bound(weight, max_tf)
-        for position, part in enumerate(learned):
-            bounds[(part.term, position)] = pruning.learned_bound(part.best)
-        if len(bounds) < 2:
+            bounds[term] = pruning.upper_bound(weight, max_tf)
+        if len(weights) < 2:
             return None
-        order = sorted(bounds, key=lambda key: -bounds[key])
+        order = sorted(weights, key=lambda term: -bounds[term])
         dropped = [doc.id for doc in exclusion.documents]
         scores: np.ndarray | None = None
         kept: list[Contribution] = []
         probe: np.ndarray | None = None
         try:
-            for taken, (term, position) in enumerate(order, 1):
-                if position >= 0:  # a learned term: its part is at hand
-                    part = learned[position]
-                    added = Contribution(part.values, part.ids, dense=False)
-                    size = part.max_id + 1
-                else:
-                    entry = self._terms.postings(reader, [term])[term]
-                    if entry is None:
-                        return None
-                    norms = functools.partial(norm_table, [entry], avgdl)
-                    weight = weights[term][1]
-                    added = self._terms.contribution(term, entry, corpus.groups, avgdl, norms, weight)
-                    size = entry.max_id + 1
-                scores = self._grown_scores(scores, size)
+            for taken, term in enumerate(order, 1):
+                entry = self._terms.postings(reader, [term])[term]
+                if entry is None:
+                    return None
+                norms = functools.partial(norm_table, [entry], avgdl)
+                added = self._terms.contribution(term, entry, corpus.groups, avgdl, norms, weights[term][1])
+                scores = self._grown_scores(scores, entry.max_id + 1)
                 added.add_to(scores)
                 kept.append(added)
                 scores[[i for i in dropped if i < scores.size]] = 0.0
@@ -409,9 +398,7 @@ class Ranker:
                 placing = self._reaching(scores, kept, pruning.floor_of(floor - rest))
                 if placing.size > FORWARD_SCORED:
                     continue
-                return self._rescored(
-                    reader, placing, query_terms, weights, avgdl, limit, corpus.groups, learned
-                )
+                return self._rescored(reader, placing, query_terms, weights, avgdl, limit, corpus.groups)
             return None
         finally:
             self._terms.evict()
@@ -448,12 +435,10 @@ class Ranker:
         avgdl: float,
         limit: int,
         groups: tuple[int, ...],
-        learned: list[LearnedTerm],
     ) -> list[RankedTool]:
         """``ids`` (ascending) ranked by their full scores, computed from their own terms: from
         the postings of the query terms when those cost less to have at hand than the rows of
-        ``ids`` (``_postings_at_hand``), else from the rows; their learned field's first, from
-        the learned parts at hand, as the exhaustive search adds them."""
+        ``ids`` (``_postings_at_hand``), else from the rows."""
         in_order = [term for term in query_terms if term in weights]
         id_list: list[int] = ids.tolist()
         entries = self._postings_at_hand(reader, in_order, id_list)
@@ -462,8 +447,7 @@ class Ranker:
         else:
             held = pruning.held_in_forward(ids, self._rows.postings(reader, id_list))
             parts = [(held(weights[term][0]), weights[term][1]) for term in in_order]
-        start = learned_scores(ids, learned) if learned else None
-        full = pruning.exact_scores(ids.size, parts, avgdl, start=start)
+        full = pruning.exact_scores(ids.size, parts, avgdl)
 
         def names_at(positions: list[int]) -> dict[int, str]:
             names = self._names_of(reader, [id_list[p] for p in positions])
