@@ -54,15 +54,26 @@ def catalog(seed: int, count: int) -> list[dict[str, Any]]:
     return tools
 
 
+def open_indexes(factory: pytest.TempPathFactory, seeds: range, *, learned: bool) -> dict[int, ToolIndex]:
+    """One index per seed of ``catalog``; with ``learned``, learning on and the field ``taught``
+    describes."""
+    opened = {}
+    for seed in seeds:
+        path: Path = factory.mktemp(f"pruning-{'learned-' if learned else ''}{seed}") / "tools.db"
+        index = ToolIndex.open(migrated_sqlite_url(path), learning=learned)
+        tools = catalog(seed, 300 + 150 * seed)
+        index.upsert_tools(tools)
+        if learned:
+            with write_transaction(index.store.engine) as connection:
+                stored_learning.replace_all(connection, taught(seed, tools))
+        opened[seed] = index
+    return opened
+
+
 @pytest.fixture(scope="module")
 def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, ToolIndex]]:
     """One index per seed of a few catalogs, kept for the module (hypothesis draws from them)."""
-    opened = {}
-    for seed in range(3):
-        path: Path = tmp_path_factory.mktemp(f"pruning-{seed}") / "tools.db"
-        index = ToolIndex.open(migrated_sqlite_url(path))
-        index.upsert_tools(catalog(seed, 300 + 150 * seed))
-        opened[seed] = index
+    opened = open_indexes(tmp_path_factory, range(3), learned=False)
     yield opened
     for index in opened.values():
         index.close()
@@ -143,15 +154,7 @@ def taught(seed: int, tools: list[dict[str, Any]]) -> list[tuple[str, str, str]]
 @pytest.fixture(scope="module")
 def learned_indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, ToolIndex]]:
     """The catalogs of ``indexes`` with learning on and a learned field."""
-    opened = {}
-    for seed in range(2):
-        path: Path = tmp_path_factory.mktemp(f"pruning-learned-{seed}") / "tools.db"
-        index = ToolIndex.open(migrated_sqlite_url(path), learning=True)
-        tools = catalog(seed, 300 + 150 * seed)
-        index.upsert_tools(tools)
-        with write_transaction(index.store.engine) as connection:
-            stored_learning.replace_all(connection, taught(seed, tools))
-        opened[seed] = index
+    opened = open_indexes(tmp_path_factory, range(2), learned=True)
     yield opened
     for index in opened.values():
         index.close()
