@@ -126,7 +126,8 @@ class OtherProcess:
 
 def callers(credits: list[tuple[str, str, str]], seed: int) -> list[tuple[str, str]]:
     """Requests of two learned words, each with a tool that learned other words: a call teaches
-    the tool new terms and so moves its learned length, as real calls do."""
+    the tool new terms, as real calls do, without making a new tool learned (which would lay out
+    every learned part anew, as happens only while a catalog's use is young)."""
     rng = random.Random(seed)
     words = sorted({word for _, word, _ in credits})
     tools = sorted({tool for _, _, tool in credits})

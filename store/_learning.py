@@ -44,9 +44,8 @@ class LearningState:
 @dataclass(frozen=True, slots=True)
 class StoredLearnedPostings:
     """The catalog tools holding one learned term, ascending by id, and how many sessions taught
-    the term to each (its tf): two int64 arrays. A tool's group and learned length are the same in
-    every term it holds, so they are read with the tools (``learned_tools``), not with each
-    posting."""
+    the term to each (its tf): two int64 arrays. A tool's group is the same in every term it
+    holds, so it is read with the tools (``learned_tools``), not with each posting."""
 
     ids: np.ndarray
     tf: np.ndarray

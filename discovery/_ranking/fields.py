@@ -69,5 +69,5 @@ def document_term_frequencies(
 
 LEARNED_WEIGHT = 0.5
 """What the learned field's BM25+ score counts for beside the tool's own text: the field is scored
-as a document of its own (its own length normalisation, the corpus' ``N``) and added at this
-weight (measured: bench/results.md, "Learning from use")."""
+as a document of its own (the corpus' ``N``, no length normalisation) and added at this weight
+(measured: bench/results.md, "Learning from use")."""
