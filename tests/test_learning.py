@@ -23,6 +23,7 @@ from discovery._ranking import learned as learned_module
 from discovery._ranking import ranker as ranker_module
 from discovery._ranking import topk as topk_module
 from discovery._ranking.bm25 import js_log
+from discovery._ranking.cache import ByTerm
 from discovery._ranking.fields import LEARNED_WEIGHT
 from discovery._ranking.learned import (
     LearnedPostings,
@@ -355,6 +356,23 @@ def test_the_roster_completes_stored_postings_with_groups() -> None:
     changed = roster.with_tools({5: None, 4: 1, 9: 2})
     assert [changed.ids.tolist(), changed.grp.tolist()] == [[3, 4, 9], [1, 1, 2]]
     assert roster.ids.tolist() == [3, 5, 9]
+
+
+def test_values_kept_by_term_go_together_and_within_their_limit() -> None:
+    """What the ranker keeps per learned term: a term's values are dropped together (a call
+    that taught it), and when the limit is reached everything goes."""
+    kept: ByTerm[int, str] = ByTerm(limit=3)
+    kept.put("a", 1, "a1")
+    kept.put("a", 2, "a2")
+    kept.put("a", 2, "a2 again")  # the same key: no room taken
+    kept.put("b", 1, "b1")
+    assert kept.holds("a", 2) and kept.get("a", 2) == "a2 again" and not kept.holds("b", 2)
+    kept.drop(["a", "absent"])
+    assert not kept.holds("a", 1) and kept.holds("b", 1)
+    kept.put("c", 1, "c1")
+    kept.put("d", 1, "d1")
+    kept.put("e", 1, "e1")  # three held: full, so all went first
+    assert [kept.holds(term, 1) for term in "bcde"] == [False, False, False, True]
 
 
 def test_patched_postings_take_new_tfs_and_tools() -> None:
