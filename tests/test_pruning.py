@@ -54,9 +54,11 @@ def catalog(seed: int, count: int) -> list[dict[str, Any]]:
     return tools
 
 
-def open_indexes(factory: pytest.TempPathFactory, seeds: range, *, learned: bool) -> dict[int, ToolIndex]:
-    """One index per seed of ``catalog``; with ``learned``, learning on and the field ``taught``
-    describes."""
+def open_indexes(
+    factory: pytest.TempPathFactory, seeds: range, *, learned: bool
+) -> Iterator[dict[int, ToolIndex]]:
+    """One index per seed of ``catalog``, closed when the fixture ends; with ``learned``, learning
+    on and the field ``taught`` describes."""
     opened = {}
     for seed in seeds:
         path: Path = factory.mktemp(f"pruning-{'learned-' if learned else ''}{seed}") / "tools.db"
@@ -67,16 +69,15 @@ def open_indexes(factory: pytest.TempPathFactory, seeds: range, *, learned: bool
             with write_transaction(index.store.engine) as connection:
                 stored_learning.replace_all(connection, taught(seed, tools))
         opened[seed] = index
-    return opened
+    yield opened
+    for index in opened.values():
+        index.close()
 
 
 @pytest.fixture(scope="module")
 def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, ToolIndex]]:
     """One index per seed of a few catalogs, kept for the module (hypothesis draws from them)."""
-    opened = open_indexes(tmp_path_factory, range(3), learned=False)
-    yield opened
-    for index in opened.values():
-        index.close()
+    yield from open_indexes(tmp_path_factory, range(3), learned=False)
 
 
 def both(index: ToolIndex, query: str, corpus: Corpus, limit: int) -> tuple[list[Any], list[Any]]:
@@ -154,10 +155,7 @@ def taught(seed: int, tools: list[dict[str, Any]]) -> list[tuple[str, str, str]]
 @pytest.fixture(scope="module")
 def learned_indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, ToolIndex]]:
     """The catalogs of ``indexes`` with learning on and a learned field."""
-    opened = open_indexes(tmp_path_factory, range(2), learned=True)
-    yield opened
-    for index in opened.values():
-        index.close()
+    yield from open_indexes(tmp_path_factory, range(2), learned=True)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
