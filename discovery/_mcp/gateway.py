@@ -63,8 +63,7 @@ from discovery._mcp.upstreams import (
 from discovery._rules import SEARCH_TOOL_NAME
 from discovery._sessions.search_tool import PARAMETERS as SEARCH_PARAMETERS
 from discovery.errors import ToolIndexError
-from store import StoredTool
-from store.errors import StoreError
+from store import StoredTool, StoreError
 
 T = TypeVar("T")
 
