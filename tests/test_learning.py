@@ -285,7 +285,7 @@ def learned_parts(draw: st.DrawFn) -> tuple[np.ndarray, list[LearnedTerm], Unive
     values = st.floats(min_value=0, max_value=1e6, allow_subnormal=True)
     scores = np.array(draw(st.lists(values, min_size=size, max_size=size)))
     scores[sorted(draw(st.sets(st.integers(0, size - 1))))] = 0.0
-    universe = Universe.of(sorted(draw(st.sets(st.integers(0, size - 1), min_size=1))))
+    universe = Universe(np.array(sorted(draw(st.sets(st.integers(0, size - 1), min_size=1))), dtype=np.intp))
     parts = []
     for _ in range(draw(st.integers(min_value=1, max_value=5))):
         held = sorted(draw(st.sets(st.sampled_from(universe.ids.tolist()), min_size=1)))
@@ -332,7 +332,7 @@ def test_learned_values_are_the_formula_s_per_posting(postings: int, corpus_shar
     tfs = rng.integers(1, 6, postings)
     rows = zip(ids.tolist(), groups.tolist(), tfs.tolist(), strict=True)
     held = LearnedPostings.of(list(rows))
-    universe = Universe.of(ids.tolist())
+    universe = Universe(ids.astype(np.intp))
     text = TextMatches(postings * 3, 0, np.zeros(0, dtype=np.intp))
     membership = learned_membership(held, (1,), np.zeros(0, dtype=np.intp), text, universe)
     assert membership is not None

@@ -87,11 +87,27 @@ class LearnedPostings:
 
 
 @dataclass(frozen=True, slots=True)
-class Roster:
-    """The catalog tools that learned anything, ascending by id, with their group: what completes
-    the stored postings of a term (ids and tfs) into ``LearnedPostings``."""
+class Universe:
+    """The catalog tools that learned anything, ascending by id: every learned posting is one of
+    theirs, so the learned parts of a search can be added to these tools' scores gathered in an
+    array of their own, shorter than the catalog's and dense with them."""
 
     ids: np.ndarray
+
+    def positions(self, ids: np.ndarray) -> np.ndarray | None:
+        """Where ``ids`` (ascending) stand among these tools; ``None`` when some are not."""
+        if self.ids.size == 0:
+            return None if ids.size else np.zeros(0, dtype=np.intp)
+        at = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
+        return at if bool(np.array_equal(self.ids[at], ids)) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Roster(Universe):
+    """The catalog tools that learned anything, ascending by id, with their group: what completes
+    the stored postings of a term (ids and tfs) into ``LearnedPostings``, and the universe the
+    learned parts are laid out against."""
+
     grp: np.ndarray
 
     @classmethod
@@ -164,26 +180,6 @@ class LearnedTerm:
 def learned_weight(qtf: int, idf_value: float) -> float:
     """``LEARNED_WEIGHT · qtf · idf``, in that order."""
     return LEARNED_WEIGHT * qtf * idf_value
-
-
-@dataclass(frozen=True, slots=True)
-class Universe:
-    """The catalog tools that learned anything, ascending by id: every learned posting is one of
-    theirs, so the learned parts of a search can be added to these tools' scores gathered in an
-    array of their own, shorter than the catalog's and dense with them."""
-
-    ids: np.ndarray
-
-    @classmethod
-    def of(cls, tool_ids: Sequence[int]) -> Universe:
-        return cls(np.unique(np.array(tool_ids, dtype=np.intp)))
-
-    def positions(self, ids: np.ndarray) -> np.ndarray | None:
-        """Where ``ids`` (ascending) stand among these tools; ``None`` when some are not."""
-        if self.ids.size == 0:
-            return None if ids.size else np.zeros(0, dtype=np.intp)
-        at = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
-        return at if bool(np.array_equal(self.ids[at], ids)) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,6 @@ from discovery._ranking.learned import (
     Membership,
     Roster,
     TextMatches,
-    Universe,
     add_learned,
     laid_out,
     learned_membership,
@@ -139,10 +138,9 @@ class Ranker:
         # from the learned journal.
         self._learned_tools: dict[str, LearnedTool] | None = None
         # The same tools with their group (``learned.Roster``), which complete a term's stored
-        # postings, and their ids (``learned.Universe``), which the learned parts are laid out
-        # against: built from them, then kept current as tools start or stop having a field.
+        # postings and are the universe the learned parts are laid out against: built from
+        # them, then kept current as tools start or stop having a field.
         self._roster: Roster | None = None
-        self._universe: Universe | None = None
         # The ids of each corpus' excluded tools, sorted (until the catalog changes).
         self._learned_exclusions: dict[Corpus, np.ndarray] = {}
         # What each learned query term adds in a corpus, by term and then (qtf, corpus): a
@@ -245,8 +243,8 @@ class Ranker:
         # too); then the tool-text ones. They are never laid out by tool id: the array stays
         # sparse if the text's contributions leave it so.
         if learned:
-            assert self._universe is not None
-            add_learned(scores, learned, self._universe, self._scratch)
+            assert self._roster is not None
+            add_learned(scores, learned, self._roster, self._scratch)
             scored += [(part.weight, part.ids) for part in learned]
         for term, qtf in query_terms.items():
             entry = entries.get(term)
@@ -575,7 +573,6 @@ class Ranker:
         self._learned_pending.clear()
         self._learned_tools = None
         self._roster = None
-        self._universe = None
         self._learned_exclusions.clear()
         self._learned_parts.clear()
         self._learned_members.clear()
@@ -597,8 +594,7 @@ class Ranker:
         if tools_moved and self._roster is not None:
             moved = {c.tool_id: c.grp if c.learned else None for c in tools.values() if c.tool_id is not None}
             self._roster = self._roster.with_tools(moved)
-            self._universe = Universe(self._roster.ids)
-        if tools_moved or self._universe is None:  # positions among the learned tools are taken anew
+        if tools_moved or self._roster is None:  # positions among the learned tools are taken anew
             self._learned_members.clear()
             self._learned_parts.clear()
         for change in changes:  # each the tf as it is now: a later one replaces an earlier one
@@ -675,7 +671,7 @@ class Ranker:
     ) -> LearnedTerm | None:
         """What ``term`` adds through the learned field in ``corpus`` (``None``: none of the
         corpus' tools learned it)."""
-        universe = self._learned_universe(reader)
+        universe = self._learned_roster(reader)
         members = self._learned_members
         if not members.holds(term, corpus):
             text = self._text_matches(reader, term, corpus, exclusion)
@@ -687,20 +683,12 @@ class Ranker:
         n_docs = sum(self._group_stats[g].doc_count for g in corpus.groups) - len(exclusion.documents)
         return laid_out(learned_term(term, qtf, membership, n_docs), universe)
 
-    def _learned_universe(self, reader: RankingSource) -> Universe:
-        """The catalog tools that learned anything (``learned.Universe``)."""
-        self._learned_roster(reader)
-        assert self._universe is not None
-        return self._universe
-
     def _learned_roster(self, reader: RankingSource) -> Roster:
-        """The catalog tools that learned anything, with their group (``learned.Roster``), built
-        with their universe."""
-        if self._universe is None or self._roster is None:
+        """The catalog tools that learned anything, with their group (``learned.Roster``)."""
+        if self._roster is None:
             if self._learned_tools is None:
                 self._learned_tools = reader.learning.learned_tools()
             self._roster = Roster.of([(info.tool_id, info.grp) for info in self._learned_tools.values()])
-            self._universe = Universe(self._roster.ids)
         return self._roster
 
     def _text_matches(
