@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from platformdirs import user_data_dir
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, NoSuchModuleError
@@ -23,7 +22,6 @@ from store._checkpoints import FALLBACK_PAGES, Checkpointer
 from store._urls import display_url, parse_url, sqlite_timeout
 from store.errors import ConcurrentUpdate, DatabaseUnavailable, ReadOnlyDatabase, StorageFull, StoreError
 
-ENV_VAR = "TOOL_INDEX_DB"
 BUSY_TIMEOUT_MS = 30_000
 """How long a writer waits for another's lock before giving up with ``ConcurrentUpdate``: SQLite's
 busy timeout (a URL's ``?timeout=SECONDS`` sets another) and PostgreSQL's ``lock_timeout``."""
@@ -45,15 +43,6 @@ _POSTGRES_CONNECTIONS: weakref.WeakSet[Any] = weakref.WeakSet()
 _INHERITED_POOLS: list[Any] = []
 """In a forked child: the pools of the parent's engines, kept so their connections are never
 garbage-collected (and so closed) here."""
-
-
-def default_url() -> str:
-    """``TOOL_INDEX_DB`` if set, else a SQLite file in the user's data directory."""
-    from_env = os.environ.get(ENV_VAR)
-    if from_env:
-        return from_env
-    directory = Path(user_data_dir("tool-index", appauthor=False))
-    return f"sqlite:///{directory / 'tool-index.db'}"
 
 
 def make_engine(url: str | URL) -> Engine:

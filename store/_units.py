@@ -29,6 +29,7 @@ from sqlalchemy import URL, Connection, Engine
 
 from store import _audit as _audit
 from store import _catalog as _catalog
+from store import _first_answers as _first_answers
 from store import _learning as _learning
 from store import _migrate as _migrate
 from store import _reads as _reads
@@ -36,8 +37,6 @@ from store import _sessions as _sessions
 from store import _vectors as _vectors
 from store._audit import AuditedTool, StoredPosting, TermStatMismatch
 from store._engine import (
-    ENV_VAR,
-    default_url,
     make_engine,
     read_transaction,
     sqlite_file,
@@ -52,6 +51,7 @@ from store._learning import (
     LearningState,
     StoredLearnedPostings,
 )
+from store._location import ENV_VAR, default_url
 from store._postings import PostingBlock
 from store._records import GroupStats, IndexedBatch, StoredTool, TermStats, WriteReport
 from store._sessions import Event, LoggedEvent, SessionState
@@ -466,6 +466,25 @@ class AuditReads:
         return _audit.unknown_block_layouts(self._connection, limit=limit)
 
 
+class FirstAnswerReads:
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    def stamp(self, session_id: str | None) -> str | None:
+        """The stamp of the catalog and of the session ``session_id`` (``None``: a new one) now;
+        ``None`` where first answers are not kept (a database other than SQLite)."""
+        return _first_answers.stamp(self._connection, session_id)
+
+    def kept(self, key: str) -> tuple[str, str] | None:
+        """``(stamp, answer)`` kept under ``key``."""
+        return _first_answers.kept(self._connection, key)
+
+
+class FirstAnswerWrites(FirstAnswerReads):
+    def keep(self, key: str, stamp: str, answer: str) -> None:
+        _first_answers.keep(self._connection, key, stamp, answer)
+
+
 class Reader:
     """The reads of one unit, by concern."""
 
@@ -473,6 +492,7 @@ class Reader:
     sessions: SessionReads
     learning: LearningReads
     vectors: VectorReads
+    first_answers: FirstAnswerReads
 
     def __init__(self, connection: Connection) -> None:
         self.catalog = CatalogReads(connection)
@@ -481,6 +501,7 @@ class Reader:
         self.learning = LearningReads(connection)
         self.vectors = VectorReads(connection)
         self.audit = AuditReads(connection)
+        self.first_answers = FirstAnswerReads(connection)
 
 
 class Writer(Reader):
@@ -490,6 +511,7 @@ class Writer(Reader):
     sessions: SessionWrites
     learning: LearningWrites
     vectors: VectorWrites
+    first_answers: FirstAnswerWrites
 
     def __init__(self, connection: Connection) -> None:  # every view is its concern's writes view
         self.catalog = CatalogWrites(connection)
@@ -498,3 +520,4 @@ class Writer(Reader):
         self.learning = LearningWrites(connection)
         self.vectors = VectorWrites(connection)
         self.audit = AuditReads(connection)
+        self.first_answers = FirstAnswerWrites(connection)

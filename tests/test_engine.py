@@ -199,7 +199,7 @@ def test_a_disk_error_is_one_clear_error(sqlite_url: str) -> None:
 
 def test_default_url_is_tool_index_db_when_set(monkeypatch: pytest.MonkeyPatch, sqlite_url: str) -> None:
     monkeypatch.setenv("TOOL_INDEX_DB", sqlite_url)
-    assert store._engine.default_url() == sqlite_url
+    assert store.default_url() == sqlite_url
     with ToolIndex.open() as index:
         assert index.url == sqlite_url
     assert database_path(sqlite_url).exists()
@@ -208,7 +208,7 @@ def test_default_url_is_tool_index_db_when_set(monkeypatch: pytest.MonkeyPatch, 
 def test_default_url_is_a_file_in_the_user_data_directory(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TOOL_INDEX_DB", raising=False)
     expected = Path(user_data_dir("tool-index", appauthor=False)) / "tool-index.db"
-    assert store._engine.default_url() == f"sqlite:///{expected}"
+    assert store.default_url() == f"sqlite:///{expected}"
 
 
 @pytest.mark.parametrize(

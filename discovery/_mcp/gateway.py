@@ -27,7 +27,7 @@ from typing import Any, Literal, TextIO, TypeVar, get_args
 import anyio
 import anyio.to_thread
 from mcp import MCPError, types
-from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server import ServerRequestContext
 from mcp.server.connection import Connection, allowed_log_levels
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
@@ -40,6 +40,7 @@ from pydantic import ValidationError
 
 from discovery._index import ToolIndex
 from discovery._mcp.config import McpConfig
+from discovery._mcp.front import IDENTITY, LOG_LEVEL, Front, connection_of, first_answer_key
 from discovery._mcp.scope import GatewayScope
 from discovery._mcp.sessions import (
     NEW_SESSION_MODE,
@@ -73,11 +74,6 @@ when it is next used. Each holds its pins and a cached view: a client naming ses
 must not grow the process without bound."""
 LOG_LEVELS: tuple[types.LoggingLevel, ...] = get_args(types.LoggingLevel)
 """Log levels from the least severe up."""
-LOG_LEVEL = "tool_index.log_level"
-"""The key of a client connection's state where the level it set (logging/setLevel) is kept."""
-IDENTITY = "tool_index.identity"
-"""The key of the ASGI scope where ``serve --tokens`` puts the identity whose token a request
-carried (``discovery._mcp.serve``)."""
 
 CALL_TOOL_NAME = "call_tool"
 CALL_PARAMETERS: dict[str, Any] = {
@@ -152,14 +148,6 @@ def _relay(ctx: ServerRequestContext[Any, Any]) -> ProgressFnT | None:
     return relay
 
 
-def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
-    """The client's connection a request came on (over HTTP, its ``Mcp-Session-Id``): the SDK
-    gives each request a ``ServerSession`` of its own, over the connection's one object, which
-    lives as long as the connection does and no longer."""
-    connection: Connection = ctx.session._connection
-    return connection
-
-
 def text_result(text: str, *, is_error: bool) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
 
@@ -176,6 +164,7 @@ class Gateway:
         errlog: TextIO | None = None,
         upstream_errlog: TextIO | None = None,
         reload_config: Callable[[], McpConfig] | None = None,
+        front: Front | None = None,
     ) -> None:
         self.index = index
         self.config = config
@@ -213,22 +202,9 @@ class Gateway:
         self._draining = False
         self._rounds: dict[str, _Rounds] = {}
         """The calls of 2026-07-28 clients that go in rounds, by the ``requestState`` naming each."""
-        self.server: Server[Any] = _Server(
-            NotificationOptions(tools_changed=options.expose_active),
-            "tool-index",
-            version=_version(),
-            instructions="Call search_tool_bm25 to find tools, then call_tool to call them.",
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            on_subscriptions_listen=self._listen,
-            get_tool_input_schema=self._input_schema,
-        )
-        # Registered apart: the constructor's arguments for them warn that they are deprecated in
-        # 2026-07-28, and handshake-era clients (most of them) still use both.
-        self.server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._set_level)
-        self.server.add_notification_handler(
-            "notifications/roots/list_changed", types.NotificationParams, self._roots_changed
-        )
+        self.front = front if front is not None else Front(expose_active=options.expose_active)
+        """The server the clients talk to; this gateway answers its requests once entered."""
+        self.server = self.front.server
 
     async def __aenter__(self) -> Gateway:
         await self.upstreams.__aenter__()
@@ -245,12 +221,16 @@ class Gateway:
             self.upstreams.start_soon(lambda: self._sync_in_background(unsynced))
         if self.reload_config is not None:
             self.upstreams.start_soon(self._watch_config)
+        await self.front.attach(self)
+        self.upstreams.start_soon(self._keep_first_answer)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         try:
             with anyio.CancelScope(shield=True):  # what was answered is logged, even on the way out
                 await self.library.run(self._write_backlog)
+                if self.options.session_id is not None:  # a new session is not the next start's
+                    await self._keep_first_answer()
         finally:
             await self.upstreams.__aexit__(None, None, None)
 
@@ -381,15 +361,26 @@ class Gateway:
             self._by_connection[connection_of(ctx)] = gateway_session.id
             return gateway_session
 
+    async def seen(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        """A request the front answered before this gateway was attached: its client is known
+        from now on as if the gateway had answered it."""
+        with contextlib.suppress(NotYourSession, ToolIndexError):
+            await self.session_of(ctx)
+
     # tools/list
 
-    async def _list_tools(
+    async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         try:
             gateway_session = await self.session_of(ctx)
         except NotYourSession as exc:
             raise MCPError(INVALID_PARAMS, str(exc)) from None
+        return await self._listing(gateway_session)
+
+    async def _listing(self, gateway_session: GatewaySession) -> types.ListToolsResult:
+        """The session's ``tools/list``: the two tools of the gateway, and with ``expose_active``
+        its active tools that this gateway serves."""
         tools = [
             types.Tool(
                 name=SEARCH_TOOL_NAME,
@@ -429,12 +420,52 @@ class Gateway:
                 fields[key] = value
         return types.Tool.model_validate(fields)
 
-    def _input_schema(self, name: str) -> Mapping[str, Any] | None:
+    async def _keep_first_answer(self) -> None:
+        """Store the first ``tools/list`` the next process would answer for its session, for its
+        front to give before its library loads (``discovery._mcp.front``): made from the session
+        opened anew, as that process opens it (this one keeps the description it rendered when
+        it opened the session, which searches since have not changed). The stamp is read before
+        the answer is made, so an answer never outlives the state it was made from. Nothing is
+        written when the stored one is already this answer; a database that refuses the write
+        (read-only, busy) only means that the next start answers as this one did."""
+        if self.default_session is None or self.options.per_client:
+            return
+        key = first_answer_key(
+            list(self.config.servers),
+            self.config.tool_filter,
+            session_id=self.options.session_id,
+            mode=self.options.mode,
+            expose_active=self.options.expose_active,
+        )
+        try:
+            stamp = await self.library.run(self._first_answer_stamp, self.options.session_id)
+            if stamp is None:
+                return
+            session = await self.library.run(
+                GatewaySession.open, self.index, self.options.session_id, self.options.mode, self.scope
+            )
+            answer = (await self._listing(session)).model_dump_json(by_alias=True, exclude_none=True)
+            await self.library.run(self._store_first_answer, key, stamp, answer)
+        except StoreError:
+            return
+
+    def _first_answer_stamp(self, session_id: str | None) -> str | None:
+        with self.index.store.reading() as reader:
+            return reader.first_answers.stamp(session_id)
+
+    def _store_first_answer(self, key: str, stamp: str, answer: str) -> None:
+        with self.index.store.reading() as reader:
+            if reader.first_answers.kept(key) == (stamp, answer):
+                return
+        with self.index.store.writing() as writer:
+            writer.first_answers.keep(key, stamp, answer)
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
         return {SEARCH_TOOL_NAME: SEARCH_PARAMETERS, CALL_TOOL_NAME: CALL_PARAMETERS}.get(name)
 
     # tools/call
 
-    async def _call_tool(
+    async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         try:
@@ -836,20 +867,12 @@ class Gateway:
             if _wants(connection, params.level):
                 await connection.notify("notifications/message", dumped)
 
-    async def _set_level(
-        self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
-    ) -> types.EmptyResult:
-        connection_of(ctx).state[LOG_LEVEL] = params.level
-        return types.EmptyResult()
-
-    async def _roots_changed(
-        self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams
-    ) -> None:
+    async def roots_changed(self) -> None:
         await self.upstreams.roots_changed()
 
     # Change notifications
 
-    async def _listen(
+    async def listen(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
         try:
@@ -1076,25 +1099,6 @@ class _Rounds:
                 await relay(progress, total, message)
 
 
-class _Server(Server[Any]):
-    """A ``Server`` whose capabilities say whether its tools/list changes, on every transport:
-    the HTTP session manager asks for the initialization options itself, with no arguments."""
-
-    def __init__(self, notification_options: NotificationOptions, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.notification_options = notification_options
-
-    def create_initialization_options(
-        self,
-        notification_options: NotificationOptions | None = None,
-        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
-        extensions: dict[str, dict[str, Any]] | None = None,
-    ) -> Any:
-        return super().create_initialization_options(
-            notification_options or self.notification_options, experimental_capabilities, extensions
-        )
-
-
 @dataclass(frozen=True, slots=True)
 class _Check:
     """What the check of a call found: ``refused`` names the outcome the log records (with the
@@ -1129,12 +1133,3 @@ def _wants(connection: Connection, level: types.LoggingLevel) -> bool:
     """Whether a client wants a log message of ``level``: at or above the level it set, if any."""
     minimum = connection.state.get(LOG_LEVEL)
     return minimum not in LOG_LEVELS or LOG_LEVELS.index(level) >= LOG_LEVELS.index(minimum)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("tool-index")
-    except PackageNotFoundError:
-        return "0"

@@ -6,32 +6,42 @@ from __future__ import annotations
 
 import hmac
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
+import anyio.to_thread
 from mcp.server.stdio import stdio_server
-from mcp.server.transport_security import TransportSecuritySettings
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from discovery._files import load_json, read_bounded
-from discovery._mcp.gateway import IDENTITY, Gateway
+from discovery._mcp.front import IDENTITY, Front
 from discovery.errors import ToolIndexError
+
+if TYPE_CHECKING:
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from discovery._mcp.gateway import Gateway
 
 PROTECTED_HOSTS = ("127.0.0.1", "localhost", "::1")
 """The hosts served without a token, spelled exactly so. Other spellings of loopback (127.0.0.2,
 127.1, ::ffff:127.0.0.1, LOCALHOST.) need one too: anything a browser page can reach is guarded
 by the token or by Host and Origin checks, and only these names are sure to get the checks."""
-REBINDING_GUARD = TransportSecuritySettings(
-    enable_dns_rebinding_protection=True,
-    allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-    allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-)
-"""Host and Origin checks of a tokenless gateway: a page on another site that rebinds its name
-to 127.0.0.1 sends its own name as Host, and is refused (421)."""
+
+
+def rebinding_guard() -> TransportSecuritySettings:
+    """Host and Origin checks of a tokenless gateway: a page on another site that rebinds its name
+    to 127.0.0.1 sends its own name as Host, and is refused (421)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+
+
 MCP_PATH = "/mcp"
 
 
@@ -88,9 +98,32 @@ class CannotListen(ToolIndexError):
     """The HTTP server could not bind its host and port (in use, or not an address of this machine)."""
 
 
-async def serve_stdio(gateway: Gateway) -> None:
-    async with gateway, stdio_server() as (read_stream, write_stream):
-        await gateway.server.run(read_stream, write_stream, gateway.initialization_options())
+async def serve_stdio(front: Front, open_gateway: Callable[[], Gateway]) -> None:
+    """Serve the one client on stdin and stdout. The front answers at once, while
+    ``open_gateway`` (the library's imports, the index) runs in a worker; its gateway is entered
+    (and so attached to the front) as soon as it is made, and left once the client has gone."""
+    gone = anyio.Event()
+
+    async def run_gateway() -> None:
+        gateway = await anyio.to_thread.run_sync(open_gateway)
+        async with gateway:
+            await gone.wait()
+
+    try:
+        async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as tasks:
+            tasks.start_soon(run_gateway)
+            await front.server.run(read_stream, write_stream, front.initialization_options())
+            gone.set()
+    except BaseExceptionGroup as group:
+        raise _first_error(group) from None
+
+
+def _first_error(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The error that ended a task group (a gateway that could not open, say), as if raised alone."""
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
 
 
 class BearerToken:
@@ -115,6 +148,9 @@ class BearerToken:
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
             identity = self.identity(given)
             if identity is not None:
+                from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+                from mcp.server.auth.provider import AccessToken
+
                 scope[IDENTITY] = identity
                 scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=identity, scopes=[]))
             else:
@@ -134,7 +170,7 @@ def http_app(gateway: Gateway, host: str, tokens: Mapping[str, str] | None) -> A
     """The Starlette app of the gateway; without tokens, it checks Host and Origin."""
     check_bind(host, "yes" if tokens else None)
     # Given explicitly, so the checks do not hang on the SDK's own list of hosts it protects.
-    guard = None if tokens else REBINDING_GUARD
+    guard = None if tokens else rebinding_guard()
     app: ASGIApp = gateway.server.streamable_http_app(
         streamable_http_path=MCP_PATH, host=host, transport_security=guard
     )

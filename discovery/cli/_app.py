@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
 
 import click
 
-from discovery._index import ToolIndex
-from discovery._results import json_text
 from discovery.cli._collector import collector_paused
 from discovery.cli._sanitize import escaped
 from discovery.errors import DatabaseMissing, ToolIndexError
-from store import Store
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
     from rich.console import Console
+
+    from discovery._index import ToolIndex
+    from store import Store
 
 PROGRESS_MIN_RECORDS = 500
 """Imports of more records than this draw a progress bar on a terminal."""
@@ -102,6 +102,8 @@ class App:
         Only the commands that write a catalog or a new session pass ``create``: reading a
         database that does not exist (a typo'd path) is an error, and creates nothing.
         """
+        from discovery._index import ToolIndex
+
         try:
             return ToolIndex.open(self.db, upgrade=False, create=create, analyzer=analyzer)
         except DatabaseMissing as exc:
@@ -110,6 +112,8 @@ class App:
     @contextmanager
     def store(self, *, must_exist: bool) -> Iterator[Store]:
         """The bare store for the ``db`` commands: no schema is created or checked."""
+        from store import Store
+
         missing = Store.missing_file(self.db)
         if must_exist and missing:
             raise click.ClickException(no_database(missing))
@@ -202,5 +206,7 @@ def echo(text: str = "", *, err: bool = False) -> None:
 
 def echo_json(value: Any) -> None:
     """JSON, exact when piped; on a terminal, unsafe characters as JSON escapes (same value)."""
+    from discovery._results import json_text
+
     text = json_text(value, indent=2)
     click.echo(escaped(text) if is_terminal(sys.stdout) else text)

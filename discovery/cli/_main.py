@@ -12,7 +12,7 @@ from __future__ import annotations
 import click
 
 from discovery.cli._app import App, ToolIndexGroup, example
-from store import Store
+from store import ENV_VAR, default_url
 
 COMMANDS = {
     "import": "discovery.cli._catalog:import_",
@@ -52,7 +52,7 @@ COMMANDS = {
 @click.option(
     "--db",
     metavar="URL",
-    envvar=Store.ENV_VAR,
+    envvar=ENV_VAR,
     show_envvar=True,
     help="Database: a SQLAlchemy URL or a SQLite file path "
     "[default: tool-index.db in the user data directory].",
@@ -61,7 +61,7 @@ COMMANDS = {
 @click.pass_context
 def main(ctx: click.Context, db: str | None) -> None:
     """A persistent BM25+ index for tool discovery in LLM agents."""
-    ctx.obj = App(Store.default_url() if db is None else db)
+    ctx.obj = App(default_url() if db is None else db)
 
 
 if __name__ == "__main__":
