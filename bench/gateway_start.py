@@ -73,10 +73,19 @@ def tool_index() -> list[str]:
 NOTHING_STORED = "tool-index serve, 10 upstreams, nothing stored"
 
 
-def forget_first_answers(db: str) -> None:
-    """Clear the gateway's stored first answers, as a catalog or session change outdates them."""
+SESSION = "bench-start"
+UPSTREAMS = [f"up{i}" for i in range(10)]
+
+
+def forget_first_answer(db: str) -> None:
+    """Drop the answer the gateway with 10 upstreams stored, as a catalog or session change
+    outdates it (the others are left for their own starts)."""
+    from discovery._mcp.front import first_answer_key
+    from discovery._mcp.scope import ToolFilter
+
+    key = first_answer_key(UPSTREAMS, ToolFilter(), session_id=SESSION, mode="mcp-only", expose_active=False)
     with sqlite3.connect(db.removeprefix("sqlite:///")) as connection:
-        connection.execute("DELETE FROM first_answers")
+        connection.execute("DELETE FROM first_answers WHERE key = ?", (key,))
 
 
 def first_answer(command: list[str], *, timeout: float = 120.0) -> float:
@@ -125,11 +134,11 @@ def prepare(directory: Path, db: str) -> dict[str, list[str]]:
     none.write_text(json.dumps({"mcpServers": {}}), encoding="utf-8")
     ten = directory / "ten.json"
     upstream = {"command": sys.executable, "args": [str(UPSTREAM)]}
-    ten.write_text(json.dumps({"mcpServers": {f"up{i}": upstream for i in range(10)}}), encoding="utf-8")
+    ten.write_text(json.dumps({"mcpServers": dict.fromkeys(UPSTREAMS, upstream)}), encoding="utf-8")
     if REAL_CATALOG.exists():
         cli(db, "import", str(REAL_CATALOG))
     cli(db, "sync", "--config", str(ten))
-    serve = [*tool_index(), "--db", db, "serve", "--session", "bench-start", "--config"]
+    serve = [*tool_index(), "--db", db, "serve", "--session", SESSION, "--config"]
     return {
         "tool-index serve, 10 upstreams": [*serve, str(ten)],
         NOTHING_STORED: [*serve, str(ten)],
@@ -190,7 +199,7 @@ def main() -> None:
         for _ in range(options.starts):
             for name, command in runs.items():
                 if name == NOTHING_STORED:
-                    forget_first_answers(db)
+                    forget_first_answer(db)
                 samples[name].append(first_answer(command))
         imported, imports = (
             importtime(runs["tool-index serve, 10 upstreams"], 12) if options.importtime else (0.0, [])
