@@ -192,9 +192,10 @@ def test_the_front_gives_the_stored_answer_once_and_then_waits_for_the_gateway()
     anyio.run(run)
 
 
-def test_without_a_stored_answer_the_first_list_is_the_gateways() -> None:
+@pytest.mark.parametrize("stored", [None, "not json", '{"tools": "not a list"}', "[]"])
+def test_without_a_stored_answer_the_first_list_is_the_gateways(stored: str | None) -> None:
     async def run() -> None:
-        front = Front(expose_active=False)
+        front = Front(expose_active=False, first_answer=stored)
         async with Client(front.server, read_timeout_seconds=WAIT, mode="legacy") as client:
             async with anyio.create_task_group() as tasks:
                 listed: list[types.ListToolsResult] = []

@@ -23,6 +23,7 @@ import anyio
 from mcp import types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.connection import Connection
+from pydantic import ValidationError
 
 from discovery._mcp.scope import ToolFilter
 
@@ -133,9 +134,14 @@ class Front:
     ) -> types.ListToolsResult:
         first, self.first_answer = self.first_answer, None
         if first is not None and self._gateway is None and (params is None or params.cursor is None):
-            self.answered_first = True
-            self._early.append(ctx)
-            return types.ListToolsResult.model_validate_json(first)
+            try:
+                answer = types.ListToolsResult.model_validate_json(first)
+            except ValidationError:  # a row that is not an answer: the gateway's own, then
+                pass
+            else:
+                self.answered_first = True
+                self._early.append(ctx)
+                return answer
         return await (await self._ready()).list_tools(ctx, params)
 
     async def _call_tool(
