@@ -6,7 +6,10 @@ in-process client, ``tool-index serve`` processes with upstreams as processes.""
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -295,3 +298,62 @@ def test_a_resumed_session_lists_its_active_tools_from_the_first_answer(tmp_path
     early, later = anyio.run(two_lists, db, config, *args)
     assert description(early) != "MARKED" and early == later
     assert "mcp__up__echo" not in [tool.name for tool in early.tools]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_ends_serve_as_the_client_leaving_does(tmp_path: Path, stop: signal.Signals) -> None:
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = write_config(tmp_path, {"up": upstream_entry()})
+    assert cli(db, "sync", "--config", str(config)).returncode == 0
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "search_tool_bm25", "arguments": {"query": "echo text"}},
+        },
+    ]
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "discovery.cli",
+            "--db",
+            db,
+            "serve",
+            "--config",
+            str(config),
+            "--session",
+            "s",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write("".join(json.dumps(message) + "\n" for message in messages))
+    process.stdin.flush()
+    for line in process.stdout:
+        if json.loads(line).get("id") == 2:
+            break
+    process.send_signal(stop)
+    _, err = process.communicate(timeout=WAIT)
+    assert process.returncode == 0 and "Traceback" not in err, err
+    shown = cli(db, "session", "show", "s", "--json")
+    kinds = [call["kind"] for call in json.loads(shown.stdout)["calls"]]
+    assert kinds[-2:] == ["search", "pin"]  # the pin of what it activated, written on the way out
+    key = first_answer_key(["up"], ToolFilter(), session_id="s", mode="mcp-only", expose_active=False)
+    assert stored_first_answer(db, key, "s") is not None  # stored as the session is now

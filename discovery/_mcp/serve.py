@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hmac
 import re
+import signal
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,7 +102,9 @@ class CannotListen(ToolIndexError):
 async def serve_stdio(front: Front, open_gateway: Callable[[], Gateway]) -> None:
     """Serve the one client on stdin and stdout. The front answers at once, while
     ``open_gateway`` (the library's imports, the index) runs in a worker; its gateway is entered
-    (and so attached to the front) as soon as it is made, and left once the client has gone."""
+    (and so attached to the front) as soon as it is made, and left once the client has gone:
+    its stdin closed, or SIGINT or SIGTERM received (a client stopping its server, a user's
+    Ctrl-C), which end the process as the client's leaving does, what it answered logged."""
     gone = anyio.Event()
 
     async def run_gateway() -> None:
@@ -112,10 +115,26 @@ async def serve_stdio(front: Front, open_gateway: Callable[[], Gateway]) -> None
     try:
         async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as tasks:
             tasks.start_soon(run_gateway)
-            await front.server.run(read_stream, write_stream, front.initialization_options())
+            with anyio.CancelScope() as serving:
+                async with anyio.create_task_group() as watching:
+                    watching.start_soon(_stop_on_signal, serving)
+                    await front.server.run(read_stream, write_stream, front.initialization_options())
+                    watching.cancel_scope.cancel()
             gone.set()
     except BaseExceptionGroup as group:
         raise _first_error(group) from None
+
+
+async def _stop_on_signal(serving: anyio.CancelScope) -> None:
+    """Cancel ``serving`` at the first SIGINT or SIGTERM (a second one is not caught)."""
+    try:
+        receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
+    except NotImplementedError:  # no signal handlers on this platform's event loop
+        return
+    with receiver as signals:
+        async for _ in signals:
+            serving.cancel()
+            return
 
 
 def _first_error(group: BaseExceptionGroup[Any]) -> BaseException:
