@@ -168,12 +168,18 @@ class Waiting:
 
 def test_the_front_gives_the_stored_answer_once_and_then_waits_for_the_gateway() -> None:
     async def run() -> None:
-        front = Front(expose_active=False, first_answer=ANSWER)
+        reads: list[str] = []
+
+        def read() -> str:
+            reads.append(ANSWER)
+            return ANSWER
+
+        front = Front(expose_active=False, first_answer=read)
         gateway = Waiting()
         async with Client(front.server, read_timeout_seconds=WAIT, mode="legacy") as client:
             first = await client.list_tools()
             assert [tool.name for tool in first.tools] == ["search_tool_bm25"]
-            assert front.answered_first
+            assert front.answered_first and len(reads) == 1  # read when asked, and once
             with pytest.warns(MCPDeprecationWarning):  # handshake-era clients still send it
                 await client.set_logging_level("info")  # the connection's own: answered at once
             answers: list[Any] = []
@@ -198,7 +204,7 @@ def test_the_front_gives_the_stored_answer_once_and_then_waits_for_the_gateway()
 @pytest.mark.parametrize("stored", [None, "not json", '{"tools": "not a list"}', "[]"])
 def test_without_a_stored_answer_the_first_list_is_the_gateways(stored: str | None) -> None:
     async def run() -> None:
-        front = Front(expose_active=False, first_answer=stored)
+        front = Front(expose_active=False, first_answer=lambda: stored)
         async with Client(front.server, read_timeout_seconds=WAIT, mode="legacy") as client:
             async with anyio.create_task_group() as tasks:
                 listed: list[types.ListToolsResult] = []
@@ -350,8 +356,11 @@ def test_a_signal_ends_serve_as_the_client_leaving_does(tmp_path: Path, stop: si
         if json.loads(line).get("id") == 2:
             break
     process.send_signal(stop)
-    _, err = process.communicate(timeout=WAIT)
+    process.wait(timeout=WAIT)  # its stdin still open, as a client that signals may leave it
+    assert process.stderr is not None
+    err = process.stderr.read()
     assert process.returncode == 0 and "Traceback" not in err, err
+    process.stdin.close()
     shown = cli(db, "session", "show", "s", "--json")
     kinds = [call["kind"] for call in json.loads(shown.stdout)["calls"]]
     assert kinds[-2:] == ["search", "pin"]  # the pin of what it activated, written on the way out

@@ -4,18 +4,19 @@ Loading the index (SQLAlchemy, numpy, the store, the ranking) takes a while, and
 for the first ``tools/list`` before it shows the gateway's tools. So ``serve`` over stdio starts
 this front first, with the MCP SDK alone, and loads the gateway in a worker meanwhile: the first
 ``tools/list`` of the process's session is answered from the answer a previous process stored
-(``store.stored_first_answer``: given only while the catalog and the session are as they were
-when it was made), and every other request waits until the gateway is attached, then is the
-gateway's. Without a stored answer, the first ``tools/list`` waits too, and is answered exactly
-as every later one.
+(``store.stored_first_answer``, read as that request comes: given only while the catalog and the
+session are as they were when it was made), and every other request waits until the gateway
+is attached, then is the gateway's. Without a stored answer, the first ``tools/list`` waits
+too, and is answered exactly as every later one.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -84,11 +85,12 @@ class FrontServer(Server[Any]):
 class Front:
     """The server of one gateway process; ``attach`` hands it the gateway once loaded.
 
-    ``first_answer``: the JSON of a ``tools/list`` answer for the process's own session, given
-    once, to the first ``tools/list`` that comes before the gateway is attached (stdio only: over
-    HTTP each client has a session of its own)."""
+    ``first_answer``: what reads the stored ``tools/list`` answer for the process's own session
+    (its JSON, or ``None`` when none holds now), called for the first ``tools/list`` that comes
+    before the gateway is attached, and only then (stdio only: over HTTP each client has a
+    session of its own)."""
 
-    def __init__(self, *, expose_active: bool, first_answer: str | None = None) -> None:
+    def __init__(self, *, expose_active: bool, first_answer: Callable[[], str | None] | None = None) -> None:
         self.server = FrontServer(
             NotificationOptions(tools_changed=expose_active),
             "tool-index",
@@ -132,13 +134,14 @@ class Front:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        first, self.first_answer = self.first_answer, None
-        if first is not None and self._gateway is None and (params is None or params.cursor is None):
+        read, self.first_answer = self.first_answer, None
+        if read is not None and self._gateway is None and (params is None or params.cursor is None):
+            first = read()  # as the database is now, not as it was when the process started
             try:
-                answer = types.ListToolsResult.model_validate_json(first)
+                answer = None if first is None else types.ListToolsResult.model_validate_json(first)
             except ValidationError:  # a row that is not an answer: the gateway's own, then
-                pass
-            else:
+                answer = None
+            if answer is not None:
                 self.answered_first = True
                 self._early.append(ctx)
                 return answer
@@ -189,10 +192,12 @@ def first_answer_key(
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
 
 
+@functools.cache
 def code_digest() -> str:
     """The version of the code of the packages that make an answer: the installed version and the
     size and modification time of each of their modules, so that an edited checkout never gives an
-    answer an older version of its code made."""
+    answer an older version of its code made. Taken once, when the process first asks: the code
+    it runs is what it loaded then, even if the files change before it stores its answer."""
     root = Path(__file__).resolve().parents[2]
     listed: list[str] = [_version()]
     for package in ("discovery", "store"):

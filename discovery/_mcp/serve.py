@@ -4,14 +4,20 @@ own for its connection)."""
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+import io
+import os
 import re
 import signal
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 from mcp.server.stdio import stdio_server
 
@@ -113,16 +119,63 @@ async def serve_stdio(front: Front, open_gateway: Callable[[], Gateway]) -> None
             await gone.wait()
 
     try:
-        async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as tasks:
-            tasks.start_soon(run_gateway)
-            with anyio.CancelScope() as serving:
-                async with anyio.create_task_group() as watching:
-                    watching.start_soon(_stop_on_signal, serving)
-                    await front.server.run(read_stream, write_stream, front.initialization_options())
-                    watching.cancel_scope.cancel()
-            gone.set()
+        # The SDK's transport ends when the client closes its stdin; after a signal the client's
+        # stdin may stay open and silent, so the transport is cancelled once the gateway has left.
+        with anyio.CancelScope() as transport:
+            async with stdio_server(stdin=_client_lines()) as (read_stream, write_stream):
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(run_gateway)
+                    with anyio.CancelScope() as serving:
+                        async with anyio.create_task_group() as watching:
+                            watching.start_soon(_stop_on_signal, serving)
+                            await front.server.run(read_stream, write_stream, front.initialization_options())
+                            watching.cancel_scope.cancel()
+                    gone.set()
+                if serving.cancel_called:
+                    transport.cancel()
     except BaseExceptionGroup as group:
         raise _first_error(group) from None
+
+
+class _ClientLines(anyio.AsyncFile[str]):
+    """The client's stdin for ``stdio_server``, a line at a time, each read by a daemon thread.
+
+    anyio reads a file in worker threads that a cancellation waits for and the process's exit
+    joins: a client that stops the gateway with a signal, its stdin open and silent, would keep
+    the process alive until it closed that stdin. A daemon thread's read is left behind instead.
+    (Given its stdin, the SDK leaves descriptor 0 as it is: the upstreams the gateway starts get
+    pipes of their own, never that descriptor.)"""
+
+    async def readline(self) -> str:
+        finished = anyio.Event()
+        outcome: list[str | BaseException] = []
+        token = anyio.lowlevel.current_token()
+
+        def read() -> None:
+            try:
+                outcome.append(self.wrapped.readline())
+            except (OSError, ValueError) as exc:  # a failing or closed descriptor: the reader's
+                outcome.append(exc)
+            finally:
+                with contextlib.suppress(RuntimeError):  # the event loop has ended meanwhile
+                    anyio.from_thread.run_sync(finished.set, token=token)
+
+        threading.Thread(target=read, name="tool-index stdin", daemon=True).start()
+        await finished.wait()
+        line = outcome[0] if outcome else ""  # a read that failed otherwise ends the input
+        if isinstance(line, BaseException):
+            raise line
+        return line
+
+
+def _client_lines() -> anyio.AsyncFile[str] | None:
+    """Descriptor 0 as UTF-8 lines (a malformed byte replaced, as the SDK does); ``None`` (the
+    SDK's own reading) when the process has no descriptor 0."""
+    try:
+        duplicate = os.dup(0)
+    except OSError:
+        return None
+    return _ClientLines(io.TextIOWrapper(os.fdopen(duplicate, "rb"), encoding="utf-8", errors="replace"))
 
 
 async def _stop_on_signal(serving: anyio.CancelScope) -> None:

@@ -5,6 +5,7 @@ The MCP SDK is imported when one of them runs, never when the command line start
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -371,7 +372,7 @@ def serve(
             mode=mode,
             expose_active=expose_active,
         )
-        first_answer = stored_first_answer(app.db, key, session_id)
+        first_answer = functools.partial(stored_first_answer, app.db, key, session_id)
     front = Front(expose_active=expose_active, first_answer=first_answer)
     with ExitStack() as resources:
 
