@@ -14,7 +14,6 @@ the store as always.
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -29,16 +28,17 @@ KEPT = 64
 changed since) are dropped as new ones are written."""
 STAMP_SQL = (
     "SELECT (SELECT generation FROM catalog_state WHERE id = 1), s.settings, s.active, s.selected, "
-    "s.event_count FROM (SELECT 1) AS one LEFT JOIN sessions AS s ON s.id = ?"
+    "s.event_count, s.created_at, s.updated_at FROM (SELECT 1) AS one LEFT JOIN sessions AS s ON s.id = ?"
 )
 """The state an answer is made from, as the SQLite driver returns it: the catalog generation and
-the session's stored lists and log length (all null for a session not stored)."""
+the session's row (all null for a session not stored), its times included, so that a session
+deleted and made again just as it was is not the same state."""
 ANSWER_SQL = "SELECT stamp, answer FROM first_answers WHERE key = ?"
 
 
 def stamp_of(row: Any) -> str:
-    """A digest of ``STAMP_SQL``'s row."""
-    return hashlib.sha256(json.dumps(list(row), separators=(",", ":")).encode()).hexdigest()
+    """A digest of ``STAMP_SQL``'s row, whatever its values' types (a damaged row included)."""
+    return hashlib.sha256(repr(tuple(row)).encode()).hexdigest()
 
 
 def stamp(connection: Connection, session_id: str | None) -> str | None:
@@ -73,13 +73,14 @@ def stored_first_answer(url: str, key: str, session_id: str | None) -> str | Non
     """The answer kept under ``key`` in the SQLite file of ``url``, if it was made from the state
     the database is in now (for the session ``session_id``); ``None`` otherwise, and for every
     database this cannot read: another backend, no such file, a schema without first answers,
-    a file that is locked or damaged. Reads with ``sqlite3`` in one read-only transaction; never
-    creates or changes anything."""
+    a file that is locked or damaged. Reads with ``sqlite3`` in one read-only transaction, which
+    never changes the database (and never makes one), though on a database in WAL mode it may
+    leave the ``-wal`` and ``-shm`` files every reader of such a database needs."""
     path = plain_sqlite_file(url)
     if path is None:
         return None
     try:
-        connection = sqlite3.connect(f"file:{_uri_path(path)}?mode=ro", uri=True, timeout=0.5)
+        connection = sqlite3.connect(f"file:{_uri_path(path)}?mode=ro", uri=True, timeout=0.1)
     except sqlite3.Error:
         return None
     try:

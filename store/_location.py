@@ -24,10 +24,10 @@ def plain_sqlite_file(url: str) -> str | None:
     """The file of ``sqlite:///PATH`` or of a bare path, as ``parse_url`` reads them; ``None`` for
     every other form (another backend or driver, a query, a ``file:`` URI, memory), which only
     the store's full parse may interpret."""
-    if "?" in url or "#" in url or url.startswith("file:"):
-        return None
+    if any(mark in url for mark in "?#%~") or url.startswith("file:"):
+        return None  # a query, an escape, a home directory: only the store's parse reads them
     if "://" not in url:
-        return os.path.expanduser(url) if url.strip() and ":" not in url.split("/", 1)[0] else None
+        return url if url.strip() and ":" not in url.split("/", 1)[0] else None
     prefix = "sqlite:///"
     if not url.startswith(prefix) or url[len(prefix) :] in ("", ":memory:"):
         return None

@@ -5,6 +5,7 @@ in-process client, ``tool-index serve`` processes with upstreams as processes.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import sqlite3
@@ -19,13 +20,29 @@ from mcp import Client, types
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from discovery import ToolIndex
+from discovery._mcp.config import load_config
 from discovery._mcp.front import Front, first_answer_key
+from discovery._mcp.gateway import Gateway, GatewayOptions
 from discovery._mcp.scope import ToolFilter
 from store import Store, stored_first_answer
 from store._first_answers import KEPT
 from store._location import plain_sqlite_file
 from tests.mcp_helpers import WAIT, cli, search, stdio_gateway, upstream_entry, write_config
 
+HANDSHAKE = [
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+]
 ANSWER = json.dumps({"tools": [{"name": "search_tool_bm25", "inputSchema": {"type": "object"}}]})
 
 
@@ -117,6 +134,10 @@ def test_what_cannot_be_read_gives_no_answer_and_is_left_as_it_was(
         ("file:x.db?mode=ro", None),
         ("postgresql://u@h/db", None),
         ("c:x.db", None),
+        ("sqlite:///~/x.db", None),
+        ("~/x.db", None),
+        ("sqlite:///a%20b.db", None),
+        ("a%41.db", None),
         ("", None),
     ],
 )
@@ -312,25 +333,8 @@ def test_a_signal_ends_serve_as_the_client_leaving_does(tmp_path: Path, stop: si
     db = f"sqlite:///{tmp_path / 'tools.db'}"
     config = write_config(tmp_path, {"up": upstream_entry()})
     assert cli(db, "sync", "--config", str(config)).returncode == 0
-    messages = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "tools/call",
-            "params": {"name": "search_tool_bm25", "arguments": {"query": "echo text"}},
-        },
-    ]
+    search = {"name": "search_tool_bm25", "arguments": {"query": "echo text"}}
+    messages = [*HANDSHAKE[:2], {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": search}]
     process = subprocess.Popen(
         [
             sys.executable,
@@ -366,3 +370,72 @@ def test_a_signal_ends_serve_as_the_client_leaving_does(tmp_path: Path, stop: si
     assert kinds[-2:] == ["search", "pin"]  # the pin of what it activated, written on the way out
     key = first_answer_key(["up"], ToolFilter(), session_id="s", mode="mcp-only", expose_active=False)
     assert stored_first_answer(db, key, "s") is not None  # stored as the session is now
+
+
+def test_a_damaged_session_row_gives_no_answer_and_no_error(url: str) -> None:
+    with ToolIndex.open(url) as index:
+        index.session("s", discovery_mode="all").search_tool.execute("c1", {"query": "issue"})
+    keep(url, "k", "s")
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as connection:
+        connection.execute("UPDATE sessions SET selected = CAST(selected AS BLOB) WHERE id = 's'")
+    assert stored_first_answer(url, "k", "s") is None  # another state now, read without an error
+    keep(url, "k", "s")  # the stamp of a damaged row is a stamp all the same
+    assert stored_first_answer(url, "k", "s") == ANSWER
+
+
+def test_a_config_applied_while_the_answer_is_made_leaves_nothing_stored(tmp_path: Path, url: str) -> None:
+    """The answer is made from the config in force when the gateway began to make it; one applied
+    meanwhile (here at the first await, where the config watcher could apply it) would have the
+    old config's key name the new scope's answer."""
+    with ToolIndex.open(url) as index:
+        index.upsert_tools([{"name": "mcp__slack__post", "description": "Post a message"}])
+    both = write_config(tmp_path, {"github": {"command": "true"}, "slack": {"command": "true"}})
+    config = load_config(both)
+    fewer = dataclasses.replace(config, servers={"github": config.servers["github"]})
+    key = first_answer_key(
+        ["github", "slack"], ToolFilter(), session_id=None, mode="mcp-only", expose_active=False
+    )
+
+    async def run() -> None:
+        with ToolIndex.open(url) as index:
+            gateway = Gateway(index, config, GatewayOptions())
+            async with gateway:
+                with sqlite3.connect(url.removeprefix("sqlite:///")) as connection:
+                    connection.execute("DELETE FROM first_answers")
+                run_in_library = gateway.library.run
+
+                async def reloading(work: Any, *args: Any) -> Any:
+                    done = await run_in_library(work, *args)
+                    if gateway.config is config:
+                        await gateway.apply_config(fewer)
+                    return done
+
+                gateway.library.run = reloading  # type: ignore[method-assign]
+                await gateway._keep_first_answer()
+                assert gateway.config is fewer
+
+    anyio.run(run)
+    assert stored_first_answer(url, key, None) is None
+
+
+@pytest.mark.slow
+def test_a_gateway_that_cannot_open_ends_serve_with_its_error_while_the_client_waits(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = write_config(tmp_path, {"up": upstream_entry()})
+    assert cli(db, "import", "--example").returncode == 0
+    with sqlite3.connect(tmp_path / "tools.db") as connection:
+        connection.execute("UPDATE alembic_version SET version_num = '9999'")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "discovery.cli", "--db", db, "serve", "--config", str(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdin is not None and process.stderr is not None
+    process.stdin.write("".join(json.dumps(message) + "\n" for message in HANDSHAKE))
+    process.stdin.flush()
+    process.wait(timeout=WAIT)  # the client waits for its tools/list, its stdin open
+    err = process.stderr.read()
+    assert process.returncode == 1 and err.startswith("Error: ") and "9999" in err, err
+    process.stdin.close()

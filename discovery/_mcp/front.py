@@ -136,7 +136,10 @@ class Front:
     ) -> types.ListToolsResult:
         read, self.first_answer = self.first_answer, None
         if read is not None and self._gateway is None and (params is None or params.cursor is None):
-            first = read()  # as the database is now, not as it was when the process started
+            # As the database is now, not as it was at the start. Read here, in the event loop: a
+            # read of a WAL database waits for no writer, and a thread's hop would let a client's
+            # end of input (a pipe closed at once) come first and cancel this answer.
+            first = read()
             try:
                 answer = None if first is None else types.ListToolsResult.model_validate_json(first)
             except ValidationError:  # a row that is not an answer: the gateway's own, then
@@ -205,7 +208,11 @@ def code_digest() -> str:
             folders[:] = sorted(folder for folder in folders if folder != "__pycache__")
             for name in sorted(files):
                 if name.endswith(".py"):
-                    status = os.stat(os.path.join(directory, name))
+                    try:
+                        status = os.stat(os.path.join(directory, name))
+                    except OSError:  # gone between the listing and now (an upgrade under way)
+                        listed.append(f"{directory}/{name}:gone")
+                        continue
                     listed.append(f"{directory}/{name}:{status.st_size}:{status.st_mtime_ns}")
     return hashlib.sha256("\n".join(listed).encode()).hexdigest()
 

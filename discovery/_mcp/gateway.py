@@ -200,6 +200,8 @@ class Gateway:
         self._buses: dict[str, tuple[InMemorySubscriptionBus, ListenHandler, int]] = {}
         self._backlog: deque[tuple[GatewaySession, Pending]] = deque()
         self._draining = False
+        self._keeping = anyio.Lock()
+        """Held while the next start's first answer is made and stored."""
         self._rounds: dict[str, _Rounds] = {}
         """The calls of 2026-07-28 clients that go in rounds, by the ``requestState`` naming each."""
         self.front = front if front is not None else Front(expose_active=options.expose_active)
@@ -376,11 +378,13 @@ class Gateway:
             gateway_session = await self.session_of(ctx)
         except NotYourSession as exc:
             raise MCPError(INVALID_PARAMS, str(exc)) from None
-        return await self._listing(gateway_session)
+        return await self._listing(gateway_session, self.config, self.scope)
 
-    async def _listing(self, gateway_session: GatewaySession) -> types.ListToolsResult:
-        """The session's ``tools/list``: the two tools of the gateway, and with ``expose_active``
-        its active tools that this gateway serves."""
+    async def _listing(
+        self, gateway_session: GatewaySession, config: McpConfig, scope: GatewayScope
+    ) -> types.ListToolsResult:
+        """The session's ``tools/list`` under ``config`` and ``scope``: the two tools of the
+        gateway, and with ``expose_active`` its active tools that the config's servers serve."""
         tools = [
             types.Tool(
                 name=SEARCH_TOOL_NAME,
@@ -392,8 +396,8 @@ class Gateway:
         ]
         if self.options.expose_active:
             for tool in await self.library.run(gateway_session.active_tools):
-                in_scope = self.scope.admits(tool.server_name, tool.mcp_tool_name)
-                if in_scope and route(tool, self.config.servers) is not None:
+                in_scope = scope.admits(tool.server_name, tool.mcp_tool_name)
+                if in_scope and route(tool, config.servers) is not None:
                     tools.append(self._listed_tool(tool))
         return types.ListToolsResult(tools=tools)
 
@@ -424,30 +428,39 @@ class Gateway:
         """Store the first ``tools/list`` the next process would answer for its session, for its
         front to give before its library loads (``discovery._mcp.front``): made from the session
         opened anew, as that process opens it (this one keeps the description it rendered when
-        it opened the session, which searches since have not changed). The stamp is read before
-        the answer is made, so an answer never outlives the state it was made from. Nothing is
-        written when the stored one is already this answer; a database that refuses the write
-        (read-only, busy) only means that the next start answers as this one did."""
+        it opened the session, which searches since have not changed), under the config in force
+        when it began (a config applied meanwhile leaves nothing written). The stamp is read
+        before the answer is made, so an answer never outlives the state it was made from.
+        Nothing is written when the stored one is already this answer. This only makes the next
+        start sooner: whatever fails here (a read-only or busy database, a damaged row) leaves the
+        next start answering as this one did, and never stops the gateway."""
         if self.default_session is None or self.options.per_client:
             return
-        key = first_answer_key(
-            list(self.config.servers),
-            self.config.tool_filter,
-            session_id=self.options.session_id,
-            mode=self.options.mode,
-            expose_active=self.options.expose_active,
-        )
-        try:
-            stamp = await self.library.run(self._first_answer_stamp, self.options.session_id)
-            if stamp is None:
-                return
-            session = await self.library.run(
-                GatewaySession.open, self.index, self.options.session_id, self.options.mode, self.scope
+        async with self._keeping:  # the answer at exit is written after the one at start
+            config, scope = self.config, self.scope
+            key = first_answer_key(
+                list(config.servers),
+                config.tool_filter,
+                session_id=self.options.session_id,
+                mode=self.options.mode,
+                expose_active=self.options.expose_active,
             )
-            answer = (await self._listing(session)).model_dump_json(by_alias=True, exclude_none=True)
-            await self.library.run(self._store_first_answer, key, stamp, answer)
-        except StoreError:
-            return
+            try:
+                stamp = await self.library.run(self._first_answer_stamp, self.options.session_id)
+                if stamp is None:
+                    return
+                session = await self.library.run(
+                    GatewaySession.open, self.index, self.options.session_id, self.options.mode, scope
+                )
+                listing = await self._listing(session, config, scope)
+                if self.config is not config:
+                    return
+                answer = listing.model_dump_json(by_alias=True, exclude_unset=True)
+                # Not in the library's worker: a write waiting on another process's lock must
+                # not hold up this gateway's searches.
+                await anyio.to_thread.run_sync(self._store_first_answer, key, stamp, answer)
+            except Exception:  # noqa: BLE001 (see above: an optional write that may never stop serving)
+                return
 
     def _first_answer_stamp(self, session_id: str | None) -> str | None:
         with self.index.store.reading() as reader:

@@ -362,9 +362,8 @@ def serve(
                 "--session is for stdio; over HTTP each client names its own: /mcp?session=ID"
             )
     first_answer = None
-    if transport == "stdio" and analyzer is None:  # --analyzer may have to make the database first
-        from store import stored_first_answer
-
+    if transport == "stdio":
+        # Made now, before the library is imported: the key names the code this process runs.
         key = first_answer_key(
             list(config.servers),
             config.tool_filter,
@@ -372,7 +371,10 @@ def serve(
             mode=mode,
             expose_active=expose_active,
         )
-        first_answer = functools.partial(stored_first_answer, app.db, key, session_id)
+        if analyzer is None:  # --analyzer may have to make the database first
+            from store import stored_first_answer
+
+            first_answer = functools.partial(stored_first_answer, app.db, key, session_id)
     front = Front(expose_active=expose_active, first_answer=first_answer)
     with ExitStack() as resources:
 
