@@ -27,7 +27,7 @@ from discovery._mcp.scope import ToolFilter
 from store import Store, stored_first_answer
 from store._first_answers import KEPT
 from store._location import plain_sqlite_file
-from tests.mcp_helpers import WAIT, cli, search, stdio_gateway, upstream_entry, write_config
+from tests.mcp_helpers import WAIT, cli, eventually, search, stdio_gateway, upstream_entry, write_config
 
 HANDSHAKE = [
     {
@@ -439,3 +439,25 @@ def test_a_gateway_that_cannot_open_ends_serve_with_its_error_while_the_client_w
     err = process.stderr.read()
     assert process.returncode == 1 and err.startswith("Error: ") and "9999" in err, err
     process.stdin.close()
+
+
+@pytest.mark.slow
+def test_the_answer_stored_after_a_first_start_has_the_tools_it_synced(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = write_config(tmp_path, {"up": upstream_entry()})  # never synced: serve syncs it
+
+    async def first_start() -> None:
+        async with stdio_gateway(db, config) as client:
+
+            async def synced() -> bool:
+                return "up (6 tools)" in (description(await client.list_tools()) or "")
+
+            await eventually(synced, "the background sync")
+
+    anyio.run(first_start)
+    key = first_answer_key(["up"], ToolFilter(), session_id=None, mode="mcp-only", expose_active=False)
+    stored_answer = stored_first_answer(db, key, None)
+    assert stored_answer is not None and "up (6 tools)" in stored_answer
+    mark(db)
+    early, later = anyio.run(two_lists, db, config)
+    assert description(early) == "MARKED" and "up (6 tools)" in (description(later) or "")

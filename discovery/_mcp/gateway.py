@@ -231,8 +231,7 @@ class Gateway:
         try:
             with anyio.CancelScope(shield=True):  # what was answered is logged, even on the way out
                 await self.library.run(self._write_backlog)
-                if self.options.session_id is not None:  # a new session is not the next start's
-                    await self._keep_first_answer()
+                await self._keep_first_answer()
         finally:
             await self.upstreams.__aexit__(None, None, None)
 
@@ -935,7 +934,9 @@ class Gateway:
 
     async def _catalog_changed(self) -> None:
         """After a sync or a new config: the search tool's description of each session in memory
-        says the new counts, and with ``expose_active`` its clients are told to list again."""
+        says the new counts, with ``expose_active`` its clients are told to list again, and the
+        next start's first answer is stored anew (a process killed before its exit still leaves
+        one that holds)."""
         for gateway_session in list(self.sessions.values()):
             try:
                 await self.library.run(gateway_session.describe)
@@ -945,6 +946,7 @@ class Gateway:
             notified = {session_id for ids in list(self._clients.values()) for session_id in ids}
             for session_id in notified | set(self._buses):
                 await self._notify(session_id)
+        self.upstreams.start_soon(self._keep_first_answer)
 
     # The config file, watched
 
