@@ -29,7 +29,7 @@ from store._first_answers import KEPT
 from store._location import plain_sqlite_file
 from tests.mcp_helpers import WAIT, cli, eventually, search, stdio_gateway, upstream_entry, write_config
 
-HANDSHAKE = [
+HANDSHAKE: list[dict[str, Any]] = [
     {
         "jsonrpc": "2.0",
         "id": 1,
@@ -266,6 +266,22 @@ async def two_lists(db: str, config: Path, *args: str) -> tuple[types.ListToolsR
         return await client.list_tools(), await client.list_tools()
 
 
+def raw_serve(db: str, config: Path, messages: list[dict[str, Any]], *args: str) -> subprocess.Popen[str]:
+    """``tool-index serve`` as a process, written to without a client library: ``messages`` sent
+    at once, and its stdin left open, as a client that waits for its answers leaves it."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "discovery.cli", "--db", db, "serve", "--config", str(config), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdin is not None
+    process.stdin.write("".join(json.dumps(message) + "\n" for message in messages))
+    process.stdin.flush()
+    return process
+
+
 def description(listed: types.ListToolsResult) -> str | None:
     return listed.tools[0].description
 
@@ -335,27 +351,8 @@ def test_a_signal_ends_serve_as_the_client_leaving_does(tmp_path: Path, stop: si
     assert cli(db, "sync", "--config", str(config)).returncode == 0
     search = {"name": "search_tool_bm25", "arguments": {"query": "echo text"}}
     messages = [*HANDSHAKE[:2], {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": search}]
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "discovery.cli",
-            "--db",
-            db,
-            "serve",
-            "--config",
-            str(config),
-            "--session",
-            "s",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = raw_serve(db, config, messages, "--session", "s")
     assert process.stdin is not None and process.stdout is not None
-    process.stdin.write("".join(json.dumps(message) + "\n" for message in messages))
-    process.stdin.flush()
     for line in process.stdout:
         if json.loads(line).get("id") == 2:
             break
@@ -425,16 +422,8 @@ def test_a_gateway_that_cannot_open_ends_serve_with_its_error_while_the_client_w
     assert cli(db, "import", "--example").returncode == 0
     with sqlite3.connect(tmp_path / "tools.db") as connection:
         connection.execute("UPDATE alembic_version SET version_num = '9999'")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "discovery.cli", "--db", db, "serve", "--config", str(config)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = raw_serve(db, config, HANDSHAKE)
     assert process.stdin is not None and process.stderr is not None
-    process.stdin.write("".join(json.dumps(message) + "\n" for message in HANDSHAKE))
-    process.stdin.flush()
     process.wait(timeout=WAIT)  # the client waits for its tools/list, its stdin open
     err = process.stderr.read()
     assert process.returncode == 1 and err.startswith("Error: ") and "9999" in err, err
