@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         SessionNotFound,
         StorageFull,
         StoreError,
+        ToolIndexError,
         ToolNotFound,
     )
 
@@ -95,6 +96,7 @@ _HOMES = {
     "SessionNotFound": "store.errors",
     "StorageFull": "store.errors",
     "StoreError": "store.errors",
+    "ToolIndexError": "store.errors",
     "ToolNotFound": "store.errors",
 }
 """The module each exported name is defined in. Each is imported when first used, so that a
@@ -151,6 +153,7 @@ __all__ = [
     "StoredTool",
     "StoredVectors",
     "TermStats",
+    "ToolIndexError",
     "ToolNotFound",
     "ToolRow",
     "VectorRow",

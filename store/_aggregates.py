@@ -15,7 +15,7 @@ from store import _postings as postings
 from store._changes import CHANGE_DTYPE, Key, key_counts, key_of
 from store._schema import group_stats_table, term_stats_table, terms_table, tools_table
 from store._sql import chunks
-from store.errors import damaged
+from store.errors import CorruptIndex
 
 
 class AggregateDelta:
@@ -144,7 +144,7 @@ def apply_aggregates(connection: Connection, delta: AggregateDelta) -> None:
             )
         )
         if changed.rowcount != 1:  # the write rolls back: a count cannot be kept on a missing row
-            raise damaged(f"no group_stats row for group {grp}")
+            raise CorruptIndex.found(f"no group_stats row for group {grp}")
     figures = delta.key_figures()
     keys = sorted(set(figures.df) | set(figures.added_max_tf))
     current = stored_term_stats(connection, keys)

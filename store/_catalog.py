@@ -33,7 +33,7 @@ from store._changes import CHANGE_DTYPE
 from store._records import IndexedBatch, ToolRow, WriteReport
 from store._schema import catalog_state_table, tools_table
 from store._sql import chunks, lookup_keys
-from store.errors import damaged
+from store.errors import CorruptIndex
 
 
 def lock_catalog(connection: Connection) -> int:
@@ -43,7 +43,7 @@ def lock_catalog(connection: Connection) -> int:
         query = query.with_for_update()
     generation = connection.execute(query).scalar()
     if generation is None:
-        raise damaged("the catalog_state row is missing")
+        raise CorruptIndex.found("the catalog_state row is missing")
     return int(generation)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from sqlalchemy import Connection
 
 from store import _driver as driver
-from store.errors import damaged
+from store.errors import CorruptIndex
 
 Credit = tuple[str, str, str]
 """``(session id, term, tool name)``."""
@@ -65,7 +65,7 @@ def state(connection: Connection, *, lock: str | None = None) -> LearningState:
         statement += " FOR SHARE" if lock == "share" else " FOR UPDATE"
     rows = driver.fetch(connection, statement)
     if not rows:
-        raise damaged("the learning_state row is missing")
+        raise CorruptIndex.found("the learning_state row is missing")
     return LearningState(bool(rows[0][0]), int(rows[0][1]), int(rows[0][2]))
 
 
@@ -78,7 +78,7 @@ def with_catalog_generation(connection: Connection) -> tuple[int, LearningState]
         "FROM catalog_state c, learning_state l WHERE c.id = 1 AND l.id = 1",
     )
     if not rows:
-        raise damaged("the catalog_state or learning_state row is missing")
+        raise CorruptIndex.found("the catalog_state or learning_state row is missing")
     generation, enabled, learned, reset = rows[0]
     return int(generation), LearningState(bool(enabled), int(learned), int(reset))
 

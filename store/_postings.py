@@ -25,7 +25,7 @@ from sqlalchemy import Connection
 
 from store import _driver as driver
 from store._changes import CHANGE_DTYPE, Key, in_key_order
-from store.errors import damaged
+from store.errors import CorruptIndex
 
 REWRITE_FACTOR = 16
 """A write rewrites a key's block rather than adding overrides when the block and its pending
@@ -96,7 +96,7 @@ def forward_entries(packed: bytes, tool_id: int) -> np.ndarray:
     try:
         return np.frombuffer(packed, FORWARD_DTYPE)
     except (TypeError, ValueError) as exc:
-        raise damaged(f"indexed terms of tool id {tool_id}: {exc}") from None
+        raise CorruptIndex.found(f"indexed terms of tool id {tool_id}: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,16 +117,16 @@ class PostingBlock:
         where = f"posting block of term id {key[0]}, group {key[1]}"
         dtypes = LAYOUTS.get(widths)
         if dtypes is None:
-            raise damaged(f"{where}: unknown widths {widths}")
+            raise CorruptIndex.found(f"{where}: unknown widths {widths}")
         try:
             id_type, tf_type, len_type = dtypes
             block = cls(
                 np.frombuffer(tool_ids, id_type), np.frombuffer(tf, tf_type), np.frombuffer(doc_len, len_type)
             )
         except (TypeError, ValueError) as exc:
-            raise damaged(f"{where}: {exc}") from None
+            raise CorruptIndex.found(f"{where}: {exc}") from None
         if not block.tool_ids.size == block.tf.size == block.doc_len.size:
-            raise damaged(f"{where}: arrays of unequal length")
+            raise CorruptIndex.found(f"{where}: arrays of unequal length")
         return block
 
     def encode(self) -> tuple[int, bytes, bytes, bytes]:

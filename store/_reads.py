@@ -22,14 +22,14 @@ from store._schema import (
     tools_table,
 )
 from store._sql import TOOL_COLUMNS, chunks, lookup_keys, matchable
-from store.errors import damaged
+from store.errors import CorruptIndex
 
 
 def generation(connection: Connection) -> int:
     """The catalog generation; every read-only search starts here, so straight to the driver."""
     rows = driver.fetch(connection, "SELECT generation FROM catalog_state WHERE id = 1")
     if not rows:
-        raise damaged("the catalog_state row is missing")
+        raise CorruptIndex.found("the catalog_state row is missing")
     return int(rows[0][0])
 
 
@@ -39,7 +39,7 @@ def analyzer(connection: Connection) -> str:
         select(catalog_state_table.c.analyzer).where(catalog_state_table.c.id == 1)
     ).scalar()
     if value is None:
-        raise damaged("the catalog_state row is missing")
+        raise CorruptIndex.found("the catalog_state row is missing")
     return str(value)
 
 
@@ -50,7 +50,7 @@ def group_stats(connection: Connection) -> dict[int, GroupStats]:
     stats = {grp: GroupStats(int(count), int(total)) for grp, count, total in rows}
     missing = sorted(set(GROUPS) - stats.keys())
     if missing:
-        raise damaged(f"no group_stats row for group {missing[0]}")
+        raise CorruptIndex.found(f"no group_stats row for group {missing[0]}")
     return stats
 
 

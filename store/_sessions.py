@@ -18,7 +18,7 @@ from sqlalchemy import JSON, Connection, DateTime, delete, func, select
 from store import _driver as driver
 from store._logged_json import json_text, plain_json_text
 from store._schema import session_events_table, sessions_table
-from store.errors import CorruptIndex, damaged
+from store.errors import CorruptIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +178,7 @@ def _state(row: Sequence[Any], codec: _Codec) -> SessionState:
         )
     except (TypeError, ValueError):
         # Only a damaged row gets here: find out which column, for the message.
-        raise damaged(f"session {row[0]!r}: {_unreadable(row, codec, _SESSION_READERS)}") from None
+        raise CorruptIndex.found(f"session {row[0]!r}: {_unreadable(row, codec, _SESSION_READERS)}") from None
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -417,7 +417,7 @@ def _logged(row: Sequence[Any], codec: _Codec, session_id: str) -> LoggedEvent:
         )
     except (TypeError, ValueError):
         what = _unreadable(row, codec, _EVENT_READERS)
-        raise damaged(f"session {session_id!r}, log entry {seq}: {what}") from None
+        raise CorruptIndex.found(f"session {session_id!r}, log entry {seq}: {what}") from None
 
 
 def all_sessions(connection: Connection, *, readable_only: bool = False) -> list[SessionState]:

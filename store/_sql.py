@@ -11,7 +11,7 @@ from sqlalchemy import JSON, Dialect, TypeDecorator, type_coerce
 from sqlalchemy.sql.elements import KeyedColumnElement
 
 from store._schema import tools_table
-from store.errors import damaged
+from store.errors import CorruptIndex
 
 CHUNK = 500
 """Names or ids per ``IN (...)``: far below every backend's bound-parameter limit."""
@@ -63,7 +63,7 @@ class CheckedJSON(TypeDecorator[Any]):
             try:
                 return load(value)
             except ValueError:
-                raise damaged(f"{where} holds text that is not JSON") from None
+                raise CorruptIndex.found(f"{where} holds text that is not JSON") from None
 
         return checked
 

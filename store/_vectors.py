@@ -21,7 +21,7 @@ from sqlalchemy import Connection
 from store import _driver as driver
 from store._catalog import lock_catalog
 from store._sql import chunks
-from store.errors import damaged
+from store.errors import CorruptIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +76,7 @@ def state(connection: Connection) -> EmbeddingState:
         connection, "SELECT model, model_digest, dimensions, weight FROM embedding_state WHERE id = 1"
     )
     if not rows:
-        raise damaged("the embedding_state row is missing")
+        raise CorruptIndex.found("the embedding_state row is missing")
     model, digest, dimensions, weight = rows[0]
     return EmbeddingState(model, digest, int(dimensions), float(weight))
 
@@ -189,10 +189,10 @@ def current(connection: Connection, dimensions: int) -> StoredVectors:
         for block in driver.fetch_blocks(connection, statement, size=READ_ROWS):
             for tool_id, grp, scale, vector in block:
                 if at >= count:
-                    raise damaged("the tool vectors changed while they were read")
+                    raise CorruptIndex.found("the tool vectors changed while they were read")
                 value = bytes(vector)
                 if len(value) != width:
-                    raise damaged(
+                    raise CorruptIndex.found(
                         f"a stored vector has {len(value)} bytes, the {dimensions} dimensions of "
                         f"the index's model take {width}"
                     )
@@ -200,7 +200,7 @@ def current(connection: Connection, dimensions: int) -> StoredVectors:
                 tool_ids[at], groups[at], scales[at] = tool_id, grp, scale
                 at += 1
     if at != count:
-        raise damaged("the tool vectors changed while they were read")
+        raise CorruptIndex.found("the tool vectors changed while they were read")
     return StoredVectors(tool_ids=tool_ids, groups=groups, rows=matrix, scales=scales)
 
 

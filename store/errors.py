@@ -105,11 +105,11 @@ class CorruptIndex(StoreError):
         super().__init__(message)
         self.what = what or message
 
+    @classmethod
+    def found(cls, what: str) -> CorruptIndex:
+        """The error of a read that found ``what`` damaged: it says so and points to ``verify``."""
+        return cls(DAMAGED.format(what=what), what)
+
 
 DAMAGED = "the database is damaged ({what}); run `tool-index verify` to see every problem"
-"""A read that finds stored data it cannot use says so and points to ``verify``."""
-
-
-def damaged(what: str) -> CorruptIndex:
-    """The error of a read that found ``what`` damaged."""
-    return CorruptIndex(DAMAGED.format(what=what), what)
+"""What a read that finds stored data it cannot use says."""

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from discovery._rules import DiscoveryMode
 from discovery.errors import ToolIndexError, describe_validation_error
-from store.errors import damaged
+from store import CorruptIndex
 
 
 class SessionSettings(BaseModel):
@@ -43,6 +43,6 @@ def stored_settings(session_id: str, values: dict[str, Any]) -> SessionSettings:
     try:
         return SessionSettings.model_validate(values)
     except ValidationError as exc:
-        raise damaged(
+        raise CorruptIndex.found(
             f"session {session_id!r}: stored settings are invalid: {describe_validation_error(exc)}"
         ) from None
