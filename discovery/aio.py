@@ -11,33 +11,57 @@ the others while the database works or waits for another process's lock.
     async with await AsyncToolIndex.open("sqlite:///tools.db") as index:
         session = await index.session("chat-1", discovery_mode="all")
         result = await session.search("call-1", {"query": "open a pull request"})
+
+The coroutine methods are the synchronous ones with the same parameters and answers, made by
+``_in_thread`` rather than written out again, so the two faces cannot drift apart.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import functools
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
-from discovery._index import ImportReport, ToolIndex
-from discovery._params import DEFAULT_LIMIT
+from discovery._index import ToolIndex
+from discovery._sessions.session import Session
 
 if TYPE_CHECKING:
-    from discovery._catalog.models import ToolRecord
-    from discovery._results import SearchDetails, SearchHit
     from discovery._rules import EffectiveMode
     from discovery._sessions.search_tool import ToolResult
-    from discovery._sessions.session import Session
-    from store import StoredTool
 
 __all__ = ["AsyncSession", "AsyncToolIndex"]
 
+Wrapped = TypeVar("Wrapped")
+Params = ParamSpec("Params")
+Result = TypeVar("Result")
 
-class AsyncToolIndex:
+
+class _Face(Generic[Wrapped]):
+    """A coroutine face of one synchronous object, ``wrapped``."""
+
+    def __init__(self, wrapped: Wrapped) -> None:
+        self.wrapped = wrapped
+
+    async def _read(self, attribute: Callable[[Wrapped], Result]) -> Result:
+        """``attribute`` of the wrapped object (a property may read the database) in a worker."""
+        return await asyncio.to_thread(attribute, self.wrapped)
+
+
+def _in_thread(
+    method: Callable[Concatenate[Wrapped, Params], Result],
+) -> Callable[Concatenate[_Face[Wrapped], Params], Coroutine[Any, Any, Result]]:
+    """``method`` of the wrapped object as a coroutine method of its face, run in a worker."""
+
+    @functools.wraps(method)
+    async def in_thread(face: _Face[Wrapped], /, *args: Params.args, **kwargs: Params.kwargs) -> Result:
+        return await asyncio.to_thread(method, face.wrapped, *args, **kwargs)
+
+    return in_thread
+
+
+class AsyncToolIndex(_Face[ToolIndex]):
     """``ToolIndex`` with coroutine methods; ``index`` is the synchronous one it wraps."""
-
-    def __init__(self, index: ToolIndex) -> None:
-        self.index = index
 
     @classmethod
     async def open(
@@ -47,49 +71,18 @@ class AsyncToolIndex:
         return cls(await asyncio.to_thread(ToolIndex.open, url, upgrade=upgrade, analyzer=analyzer))
 
     @property
-    def url(self) -> str:
-        return self.index.url
+    def index(self) -> ToolIndex:
+        return self.wrapped
 
-    async def close(self) -> None:
-        await asyncio.to_thread(self.index.close)
+    @property
+    def url(self) -> str:
+        return self.wrapped.url
 
     async def __aenter__(self) -> AsyncToolIndex:
         return self
 
     async def __aexit__(self, *_: object) -> None:
         await self.close()
-
-    async def upsert_tools(
-        self,
-        records: Iterable[Mapping[str, Any] | ToolRecord],
-        *,
-        replace: bool = False,
-        server: str | None = None,
-    ) -> ImportReport:
-        return await asyncio.to_thread(self.index.upsert_tools, records, replace=replace, server=server)
-
-    async def reindex(self, analyzer: str) -> int:
-        return await asyncio.to_thread(self.index.reindex, analyzer)
-
-    async def remove_tools(self, names: Iterable[str]) -> list[str]:
-        return await asyncio.to_thread(self.index.remove_tools, list(names))
-
-    async def search(self, query: str, limit: int | None = None, *, mode: str = "all") -> list[SearchHit]:
-        return await asyncio.to_thread(self.index.search, query, limit, mode=mode)
-
-    async def search_details(
-        self, query: str, limit: int | None = None, *, mode: str = "all"
-    ) -> SearchDetails:
-        return await asyncio.to_thread(self.index.search_details, query, limit, mode=mode)
-
-    async def tool(self, name: str) -> StoredTool:
-        return await asyncio.to_thread(self.index.tool, name)
-
-    async def tools(self, *, server: str | None = None, source: str | None = None) -> list[StoredTool]:
-        return await asyncio.to_thread(self.index.tools, server=server, source=source)
-
-    async def stats(self) -> dict[str, Any]:
-        return await asyncio.to_thread(self.index.stats)
 
     async def session(
         self,
@@ -103,7 +96,7 @@ class AsyncToolIndex:
     ) -> AsyncSession:
         """Create a session, or resume it by id, as ``ToolIndex.session`` does."""
         session = await asyncio.to_thread(
-            self.index.session,
+            self.wrapped.session,
             session_id,
             discovery_mode=discovery_mode,
             mcp_discovery=mcp_discovery,
@@ -113,48 +106,48 @@ class AsyncToolIndex:
         )
         return AsyncSession(session)
 
-    async def session_record(self, session_id: str) -> dict[str, Any]:
-        return await asyncio.to_thread(self.index.session_record, session_id)
+    close = _in_thread(ToolIndex.close)
+    upsert_tools = _in_thread(ToolIndex.upsert_tools)
+    reindex = _in_thread(ToolIndex.reindex)
+    remove_tools = _in_thread(ToolIndex.remove_tools)
+    search = _in_thread(ToolIndex.search)
+    search_details = _in_thread(ToolIndex.search_details)
+    tool = _in_thread(ToolIndex.tool)
+    tools = _in_thread(ToolIndex.tools)
+    stats = _in_thread(ToolIndex.stats)
+    session_record = _in_thread(ToolIndex.session_record)
+    delete_session = _in_thread(ToolIndex.delete_session)
 
-    async def delete_session(self, session_id: str) -> None:
-        await asyncio.to_thread(self.index.delete_session, session_id)
 
-
-class AsyncSession:
+class AsyncSession(_Face[Session]):
     """A session with coroutine methods; ``session`` is the synchronous one it wraps."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    @property
+    def session(self) -> Session:
+        return self.wrapped
 
     @property
     def id(self) -> str:
-        return self.session.id
+        return self.wrapped.id
 
     async def search(self, call_id: str, params: dict[str, Any]) -> ToolResult:
         """``session.search_tool.execute``: raises ``ToolCallError`` with contract §6's message."""
-        return await asyncio.to_thread(self.session.search_tool.execute, call_id, params)
+        return await self._read(lambda session: session.search_tool.execute(call_id, params))
 
     async def search_description(self) -> str:
         """The search tool's description, rendered from the session's current corpus."""
-        return await asyncio.to_thread(lambda: self.session.search_tool.description)
+        return await self._read(lambda session: session.search_tool.description)
 
     async def active(self) -> list[str]:
-        return await asyncio.to_thread(lambda: self.session.active)
+        return await self._read(lambda session: session.active)
 
     async def selected(self) -> list[str]:
-        return await asyncio.to_thread(lambda: self.session.selected)
+        return await self._read(lambda session: session.selected)
 
     async def effective_mode(self) -> EffectiveMode:
-        return await asyncio.to_thread(lambda: self.session.effective_mode)
+        return await self._read(lambda session: session.effective_mode)
 
-    async def active_tools(self) -> list[StoredTool]:
-        return await asyncio.to_thread(self.session.active_tools)
-
-    async def set_active(self, names: Iterable[str]) -> list[str]:
-        return await asyncio.to_thread(self.session.set_active, list(names))
-
-    async def reset(self) -> list[str]:
-        return await asyncio.to_thread(self.session.reset)
-
-    async def preview(self, query: str, limit: int = DEFAULT_LIMIT) -> list[SearchHit]:
-        return await asyncio.to_thread(self.session.preview, query, limit)
+    active_tools = _in_thread(Session.active_tools)
+    set_active = _in_thread(Session.set_active)
+    reset = _in_thread(Session.reset)
+    preview = _in_thread(Session.preview)
