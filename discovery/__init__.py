@@ -27,7 +27,7 @@ if TYPE_CHECKING:
         ToolIndexError,
         UnknownToolNames,
     )
-    from store import (
+    from store.errors import (
         ConcurrentUpdate,
         CorruptIndex,
         DatabaseUnavailable,
@@ -51,11 +51,11 @@ _HOMES = {
     "InvalidRecord": "discovery.errors",
     "DatabaseMissing": "discovery.errors",
     "UnknownToolNames": "discovery.errors",
-    "DatabaseUnavailable": "store",
-    "ConcurrentUpdate": "store",
-    "CorruptIndex": "store",
-    "ToolNotFound": "store",
-    "SessionNotFound": "store",
+    "DatabaseUnavailable": "store.errors",
+    "ConcurrentUpdate": "store.errors",
+    "CorruptIndex": "store.errors",
+    "ToolNotFound": "store.errors",
+    "SessionNotFound": "store.errors",
 }
 """The module each public name is defined in."""
 

@@ -24,14 +24,8 @@ from discovery.errors import (
     ServerNameCollision,
     ToolIndexError,
 )
-from store import (
-    Reader,
-    ReplaceScope,
-    Store,
-    StoredTool,
-    ToolNotFound,
-    WriteReport,
-)
+from store import Reader, Store, StoredTool, WriteReport
+from store.errors import ToolNotFound
 
 if TYPE_CHECKING:
     # Imported where used: opening an index and searching it never loads pydantic (the record
@@ -235,7 +229,6 @@ class ToolIndex:
         With ``replace``, tools the input does not name are removed: those of ``server`` when
         given, else every other tool of the catalog.
         """
-        scope = ReplaceScope(server) if replace else None
         from discovery._catalog.embedding import embed_written
         from discovery._catalog.workers import collector_paused, prepared
 
@@ -255,7 +248,7 @@ class ToolIndex:
                 raise AnalyzerMismatch(self.url, now, analyzer)
             if server is not None:
                 _check_owners(writer, records, server)
-            report = writer.catalog.write_tools(tools, replace=scope)
+            report = writer.catalog.write_tools(tools, replace=replace, server=server)
             writer.vectors.drop(report.removed)
             stale = embed_written(writer, [*report.added, *report.updated])
         return ImportReport.of(report, stale)

@@ -8,6 +8,7 @@ A search, a session search and a preview all raise the same error for the same i
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from typing import Any
 
@@ -23,7 +24,14 @@ from discovery.errors import (
     ToolIndexError,
     UnknownAnalyzer,
 )
-from store import MAX_KEY_BYTES, storable
+
+MAX_KEY_BYTES = 1024
+"""The longest indexed key, in UTF-8 bytes: a tool name, a server name, a term, a session id or
+a call id. PostgreSQL refuses an index entry past a third of a page (about 2.7 kB, less for text
+that does not compress, and the call index holds a session id and a call id together); every
+backend refuses longer keys alike, before writing, so a catalog behaves the same on both."""
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+"""NUL and lone surrogates: no backend stores them as text."""
 
 DEFAULT_LIMIT = 8
 """Matches returned when a search names no limit [fixed]."""
@@ -106,7 +114,7 @@ def checked_id(value: object, what: str, *, blank: bool = False) -> str:
         raise ToolIndexError(f"a {what} must be text, not {type(value).__name__}")
     if not blank and not value.strip():
         raise ToolIndexError(f"a {what} must not be blank")
-    if storable(value) != value:
+    if UNSTORABLE.search(value):
         raise ToolIndexError(f"a {what} must not contain NUL characters or lone surrogates: {value!r}")
     if too_long(value):
         raise ToolIndexError(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from discovery.errors import ToolIndexError
-from store import GROUP_LOCAL, GROUP_MCP, LoggedEvent
+from store import GROUPS, LoggedEvent
 
 MCP_PREFIX = "mcp__"
 
@@ -31,8 +31,8 @@ DiscoveryMode = Literal["auto", "off", "mcp-only", "all"]
 EffectiveMode = Literal["off", "mcp-only", "all"]
 
 MODE_GROUPS: dict[str, tuple[int, ...]] = {
-    "mcp-only": (GROUP_MCP,),
-    "all": (GROUP_LOCAL, GROUP_MCP),
+    "mcp-only": (GROUPS.mcp,),
+    "all": (GROUPS.local, GROUPS.mcp),
 }
 """The corpus groups each effective discovery mode searches."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from store import ToolIndexError as ToolIndexError  # the root, exported from here
+from store.errors import ToolIndexError as ToolIndexError  # the root, exported from here
 
 if TYPE_CHECKING:
     from pydantic import ValidationError

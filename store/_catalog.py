@@ -9,7 +9,6 @@ one writer at a time and stay exact.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -47,13 +46,6 @@ def lock_catalog(connection: Connection) -> int:
     return int(generation)
 
 
-@dataclass(frozen=True, slots=True)
-class ReplaceScope:
-    """Tools a replacing import owns: those of one server, or (``server=None``) the whole catalog."""
-
-    server: str | None = None
-
-
 WRITE_BATCH = 2_000
 """Tools written per step: an import streams in while its later records are still prepared."""
 
@@ -63,12 +55,14 @@ def write_tools(
     batches: Iterable[IndexedBatch],
     *,
     remove: Iterable[str] = (),
-    replace: ReplaceScope | None = None,
+    replace: bool = False,
+    server: str | None = None,
 ) -> WriteReport:
     """Upsert the tools of ``batches`` and remove the tools named in ``remove``, in the caller's
     transaction.
 
-    With ``replace``, the tools of that scope that ``batches`` do not name are removed too. Rows
+    With ``replace``, the tools ``batches`` do not name are removed too: those of ``server`` when
+    given, else every other tool of the catalog. Rows
     are written ``WRITE_BATCH`` tools at a time as the batches come, so a lazy iterable may still
     prepare the rest; the postings and statistics are written once, at the end.
     """
@@ -76,8 +70,8 @@ def write_tools(
     for batch in batches:
         for part in batch.split(WRITE_BATCH):
             write.upsert(part)
-    if replace is not None:
-        remove = [*remove, *_names_in_scope(connection, replace)]
+    if replace:
+        remove = [*remove, *_names_in_scope(connection, server)]
     write.remove([name for name in dict.fromkeys(remove) if name not in write.original])
     return write.finish()
 
@@ -222,10 +216,11 @@ class _Write:
         return _with_generation(report, self.generation)
 
 
-def _names_in_scope(connection: Connection, scope: ReplaceScope) -> list[str]:
+def _names_in_scope(connection: Connection, server: str | None) -> list[str]:
+    """The tools of ``server``, or of the whole catalog when ``None``."""
     query = select(tools_table.c.name)
-    if scope.server is not None:
-        query = query.where(tools_table.c.server_name == scope.server)
+    if server is not None:
+        query = query.where(tools_table.c.server_name == server)
     return list(connection.execute(query).scalars())
 
 

@@ -8,6 +8,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from store._digests import json_digest, record_digest
+from store._logged_json import column_json
+
 
 class ToolRow(NamedTuple):
     """A tool record ready to store, but its terms: the values of its ``tools`` row, in the
@@ -30,6 +33,34 @@ class ToolRow(NamedTuple):
     content_hash: str
     mcp_meta_json: str
 
+    @classmethod
+    def of(cls, fields: Mapping[str, Any], *, grp: int, doc_len: int) -> ToolRow:
+        """The row of a record given by its contract fields (``mcp_meta`` only when it has one),
+        in corpus group ``grp`` with indexed length ``doc_len``."""
+        return cls(
+            fields["name"],
+            fields["label"],
+            fields["description"],
+            fields["summary"],
+            fields["source"],
+            fields["server_name"],
+            fields["mcp_tool_name"],
+            column_json(fields["schema_keys"]),
+            column_json(fields["input_schema"]),
+            fields["load_mode"],
+            grp,
+            doc_len,
+            cls.content_digest(fields),
+            column_json(fields.get("mcp_meta")),
+        )
+
+    @staticmethod
+    def content_digest(fields: Mapping[str, Any]) -> str:
+        """``content_hash`` of a record given by its contract fields: equal digests mean an
+        upsert has nothing to rewrite (``store._digests.record_digest``)."""
+        head = {name: value for name, value in fields.items() if name != "input_schema"}
+        return record_digest(head, fields["input_schema"])
+
 
 class _Vocabulary(dict[str, int]):
     """Each term's position in the order first looked up: a known term is a plain lookup."""
@@ -37,13 +68,6 @@ class _Vocabulary(dict[str, int]):
     def __missing__(self, term: str) -> int:
         self[term] = position = len(self)
         return position
-
-
-class IndexedTool(NamedTuple):
-    """A tool record ready to store: its row, and its weighted term counts."""
-
-    row: ToolRow
-    terms: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +85,6 @@ class IndexedBatch:
     term_refs: np.ndarray
     tf: np.ndarray
     term_counts: np.ndarray
-
-    @classmethod
-    def of(cls, tools: Sequence[IndexedTool]) -> IndexedBatch:
-        return cls.from_terms([tool.row for tool in tools], [tool.terms for tool in tools])
 
     @classmethod
     def from_terms(cls, rows: list[ToolRow], terms: Sequence[Mapping[str, int]]) -> IndexedBatch:
@@ -95,9 +115,10 @@ class IndexedBatch:
         """The weighted term counts of the tool at ``position``."""
         return self._terms_between(self.term_bounds(), position)
 
-    def indexed_tools(self) -> list[IndexedTool]:
+    def tools(self) -> list[tuple[ToolRow, dict[str, int]]]:
+        """Each tool's row and weighted term counts, in order."""
         bounds = self.term_bounds()
-        return [IndexedTool(row, self._terms_between(bounds, i)) for i, row in enumerate(self.rows)]
+        return [(row, self._terms_between(bounds, i)) for i, row in enumerate(self.rows)]
 
     def _terms_between(self, bounds: np.ndarray, position: int) -> dict[str, int]:
         start, end = int(bounds[position]), int(bounds[position + 1])
@@ -174,6 +195,11 @@ class StoredTool:
         if self.mcp_meta is not None:
             record["mcp_meta"] = self.mcp_meta
         return record
+
+    def pin_digest(self) -> str:
+        """The digest of everything the tool claims (``as_record()``), by which a gateway pins
+        it: the fixed ``store._digests.json_digest``, which the session logs' pins hold."""
+        return json_digest(self.as_record())
 
 
 @dataclass(frozen=True, slots=True)

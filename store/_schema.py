@@ -7,6 +7,8 @@ only the blocks of its terms — one row per term and group — and never the to
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -33,21 +35,21 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-# Corpus groups: which documents a session corpus can ever contain (contract §5).
-GROUP_FIXED = 0
-"""Never in a corpus: essential by load mode, internal names, non-MCP tools not discoverable."""
-GROUP_LOCAL = 1
-"""Non-MCP tools with load mode ``discoverable``: searchable in mode ``all``."""
-GROUP_MCP = 2
-"""Tools whose name starts with ``mcp__`` and that are not essential by load mode."""
-GROUPS = (GROUP_FIXED, GROUP_LOCAL, GROUP_MCP)
+
+class CorpusGroups(NamedTuple):
+    """Which documents a session corpus can ever contain (contract §5): each tool is stored in
+    one group, and a corpus is drawn from whole groups."""
+
+    fixed: int
+    """Never in a corpus: essential by load mode, internal names, non-MCP tools not discoverable."""
+    local: int
+    """Non-MCP tools with load mode ``discoverable``: searchable in mode ``all``."""
+    mcp: int
+    """Tools whose name starts with ``mcp__`` and that are not essential by load mode."""
 
 
-MAX_KEY_BYTES = 1024
-"""The longest indexed key, in UTF-8 bytes: a tool name, a server name, a term, a session id or
-a call id. PostgreSQL refuses an index entry past a third of a page (about 2.7 kB, less for text
-that does not compress, and the call index holds a session id and a call id together); every
-backend refuses longer keys alike, before writing, so a catalog behaves the same on both."""
+GROUPS = CorpusGroups(fixed=0, local=1, mcp=2)
+"""The corpus groups by name (``GROUPS.mcp``); iterated, every group in order."""
 
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)

@@ -16,7 +16,7 @@ import orjson
 from sqlalchemy import JSON, Connection, DateTime, delete, func, select
 
 from store import _driver as driver
-from store._logged_json import json_text, plain_json_text
+from store._logged_json import json_text, plain_json_text, same_logged
 from store._schema import session_events_table, sessions_table
 from store.errors import CorruptIndex
 
@@ -44,6 +44,11 @@ class Event:
     details: Mapping[str, Any] | None = None
     error: str | None = None
     activated: tuple[str, ...] = ()
+
+    def same_params(self, params: Any) -> bool:
+        """Whether ``params``, logged now, would read back as this logged event's ``params``:
+        both are compared in their logged form (``store._logged_json.same_logged``)."""
+        return same_logged(self.params, params)
 
 
 @dataclass(frozen=True, slots=True)

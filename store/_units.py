@@ -204,11 +204,13 @@ class CatalogWrites(CatalogReads):
         batches: Iterable[IndexedBatch],
         *,
         remove: Iterable[str] = (),
-        replace: _catalog.ReplaceScope | None = None,
+        replace: bool = False,
+        server: str | None = None,
     ) -> WriteReport:
         """Upsert the indexed tools of ``batches``, remove ``remove`` (and, with ``replace``, the
-        tools of its scope the batches do not name), keeping every statistic exact."""
-        return _catalog.write_tools(self._connection, batches, remove=remove, replace=replace)
+        tools of ``server``, or of the catalog, the batches do not name), keeping every statistic
+        exact."""
+        return _catalog.write_tools(self._connection, batches, remove=remove, replace=replace, server=server)
 
     def reindex(self, batches: Iterable[IndexedBatch], analyzer: str) -> int:
         """Replace every posting and statistic with those of ``batches``, indexed by ``analyzer``."""

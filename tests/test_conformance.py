@@ -17,7 +17,7 @@ from discovery._diagnostics.explain import explain
 from discovery._ranking.bm25 import round6
 from discovery._ranking.ranker import PRUNE_FROM
 from discovery._rules import Corpus
-from store import GROUP_MCP
+from store import GROUPS
 from tests.catalogs import rank
 from tests.conftest import BACKENDS, CONFORMANCE, SHARED, scratch_database, shared_json
 
@@ -119,4 +119,4 @@ def test_corpus_statistics_match_the_store(imported: dict[str, ToolIndex], name:
     first = next(case for case in vectors["cases"] if case["expected"])
     explanation = explain(index, first["query"], first["expected"][0]["name"])
     assert (explanation.n_docs, explanation.avgdl) == (vectors["stats"]["N"], vectors["stats"]["avgdl"])
-    assert rank(index, first["query"], Corpus((GROUP_MCP,)), None).total_tools == vectors["stats"]["N"]
+    assert rank(index, first["query"], Corpus((GROUPS.mcp,)), None).total_tools == vectors["stats"]["N"]

@@ -49,7 +49,7 @@ def test_a_file_that_is_not_a_database_is_refused_and_left_alone(tmp_path: Path)
     path = tmp_path / "notes.db"
     garbage = b"these are notes, not a database\n" * 64 + bytes(range(256))
     path.write_bytes(garbage)
-    with pytest.raises(store.DatabaseUnavailable) as caught:
+    with pytest.raises(store.errors.DatabaseUnavailable) as caught:
         ToolIndex.open(f"sqlite:///{path}")
     assert str(caught.value) == (
         f"sqlite:///{path} is not a usable SQLite database (file is not a database); "
@@ -72,7 +72,7 @@ def filled(sqlite_url: str) -> Path:
 def assert_refuses_writes_and_reads(url: str, path: Path) -> None:
     before = path.read_bytes()
     with ToolIndex.open(url) as index:
-        with pytest.raises(store.ReadOnlyDatabase) as caught:
+        with pytest.raises(store.errors.ReadOnlyDatabase) as caught:
             index.upsert_tools([OTHER])
         assert str(caught.value).endswith(
             "is read-only (attempt to write a readonly database); use a writable file or server for changes"
@@ -124,13 +124,13 @@ def test_a_writer_that_keeps_the_lock_past_the_busy_timeout(filled: Path, tmp_pa
         message = f"{url} stayed locked by another writer: database is locked"
         with ToolIndex.open(url) as index:
             started = time.monotonic()
-            with pytest.raises(store.ConcurrentUpdate) as caught:
+            with pytest.raises(store.errors.ConcurrentUpdate) as caught:
                 index.upsert_tools([OTHER])
             assert time.monotonic() - started < store._engine.BUSY_TIMEOUT_MS / 1000 / 2  # the URL's wait
             assert str(caught.value) == message
-            with pytest.raises(store.ConcurrentUpdate):
+            with pytest.raises(store.errors.ConcurrentUpdate):
                 index.session("chat-2")
-            with pytest.raises(store.ConcurrentUpdate):
+            with pytest.raises(store.errors.ConcurrentUpdate):
                 index.session("chat-1").search_tool.execute("call-1", {"query": "text file"})
             assert [hit.name for hit in index.search("text file")] == [TOOL["name"]]
             resumed = index.session("chat-1", discovery_mode="all")
@@ -176,7 +176,7 @@ def test_a_write_that_does_not_fit_is_refused_whole(
         "free some space and try again"
     )
     with ToolIndex.open(url) as index:
-        with pytest.raises(store.StorageFull) as caught:
+        with pytest.raises(store.errors.StorageFull) as caught:
             index.upsert_tools(generated_catalog(2_000))
         assert str(caught.value) == message
         assert [tool.name for tool in index.tools()] == [TOOL["name"]]
@@ -188,7 +188,10 @@ def test_a_write_that_does_not_fit_is_refused_whole(
 def test_a_disk_error_is_one_clear_error(sqlite_url: str) -> None:
     engine = make_engine(sqlite_url)
     try:
-        with pytest.raises(store.DatabaseUnavailable) as caught, store._engine.translated_errors(engine):
+        with (
+            pytest.raises(store.errors.DatabaseUnavailable) as caught,
+            store._engine.translated_errors(engine),
+        ):
             raise coded(sqlite3.OperationalError("disk I/O error"), "SQLITE_IOERR_READ")
         assert str(caught.value) == (
             f"{sqlite_url} could not be read or written (disk I/O error); check the disk and the file system"
@@ -230,7 +233,7 @@ def test_parse_url(given: str, expected: str) -> None:
 
 
 def test_a_url_without_a_driver_is_one_clear_error() -> None:
-    with pytest.raises(store.DatabaseUnavailable) as caught:
+    with pytest.raises(store.errors.DatabaseUnavailable) as caught:
         ToolIndex.open("nosuchdb://me@db.example/tools")
     assert str(caught.value) == (
         "no driver for nosuchdb://me@db.example/tools: use sqlite:///PATH or postgresql+psycopg://…"

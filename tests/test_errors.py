@@ -65,7 +65,7 @@ def test_the_root_is_one_class_under_both_names() -> None:
     import discovery.errors
 
     assert discovery.ToolIndexError is discovery.errors.ToolIndexError is ToolIndexError
-    assert issubclass(store.StoreError, ToolIndexError)
+    assert issubclass(store.errors.StoreError, ToolIndexError)
 
 
 def test_the_docstring_draws_the_whole_tree() -> None:

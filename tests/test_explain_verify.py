@@ -25,8 +25,9 @@ from discovery._ranking.bm25 import round6
 from discovery._ranking.fields import FIELD_WEIGHTS
 from discovery._text.enhanced import STOP_WORDS
 from discovery.errors import QueryWithoutTerms
-from store import CorruptIndex, StoredTool, ToolNotFound
+from store import StoredTool
 from store import _audit as audit
+from store.errors import CorruptIndex, ToolNotFound
 from tests.catalogs import generated_catalog
 from tests.conftest import BACKENDS, scratch_database, shared_path
 

@@ -20,7 +20,7 @@ from discovery._text.tokenizer import tokenize
 from discovery.errors import EmptyQuery, InvalidLimit, QueryWithoutTerms
 from store import _logged_json as logged_json
 from store import _sessions as sessions
-from store import json_digest, record_digest
+from store._digests import json_digest, record_digest
 from store._logged_json import column_json
 from tests.catalogs import ROUTE, WORKED_EXAMPLE
 

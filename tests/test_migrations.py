@@ -21,12 +21,13 @@ from discovery import ToolIndex
 from discovery._catalog.indexing import content_hash, indexed_tool
 from discovery._catalog.models import ToolRecord
 from discovery._diagnostics.verify import verify
-from store import DatabaseUnavailable, SchemaOutdated, SchemaTooNew, json_digest
 from store import _migrate as migrate
 from store import _postings as packed_postings
 from store import _vectors as vectors_module
+from store._digests import json_digest
 from store._engine import make_engine
 from store._schema import metadata
+from store.errors import DatabaseUnavailable, SchemaOutdated, SchemaTooNew
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
 from tests.conftest import REPO
 from tests.nibbles import unpack_values

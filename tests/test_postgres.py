@@ -111,7 +111,7 @@ def test_display_url_hides_the_password(url: str) -> None:
 
 
 def test_an_unparsable_url_is_refused_without_its_password() -> None:
-    with pytest.raises(store.DatabaseUnavailable) as caught:
+    with pytest.raises(store.errors.DatabaseUnavailable) as caught:
         parse_url("postgresql://user:secret@db.example:port/tools")
     assert str(caught.value) == (
         "not a database URL: 'postgresql://user:***@db.example:port/tools'; "
@@ -120,7 +120,7 @@ def test_an_unparsable_url_is_refused_without_its_password() -> None:
 
 
 def test_an_unreachable_server_is_one_clear_error_without_the_password() -> None:
-    with pytest.raises(store.DatabaseUnavailable) as caught:
+    with pytest.raises(store.errors.DatabaseUnavailable) as caught:
         ToolIndex.open("postgresql+psycopg://user:secret@127.0.0.1:1/x")
     message = str(caught.value)
     assert message.startswith("cannot reach postgresql+psycopg://user:***@127.0.0.1:1/x (")
@@ -135,7 +135,7 @@ def test_a_database_the_server_lacks_is_named_not_called_unreachable() -> None:
     if not server:
         pytest.skip(f"set {PG_ENV} to a PostgreSQL URL to run the PostgreSQL backend")
     missing = make_url(server).set(database=f"absent_{uuid.uuid4().hex[:8]}")
-    with pytest.raises(store.DatabaseUnavailable) as caught:
+    with pytest.raises(store.errors.DatabaseUnavailable) as caught:
         ToolIndex.open(missing.render_as_string(hide_password=False))
     message = str(caught.value)
     assert ": the server has no such database (" in message
@@ -204,7 +204,7 @@ def test_a_read_only_server_refuses_writes_and_still_reads(db_url: str) -> None:
     with ToolIndex.open(db_url) as index:
         index.upsert_tools([{"name": "mcp__files__read_text", "description": "Read a text file"}])
     with ToolIndex.open(with_options(db_url, "default_transaction_read_only=on")) as read_only:
-        with pytest.raises(store.ReadOnlyDatabase) as caught:
+        with pytest.raises(store.errors.ReadOnlyDatabase) as caught:
             read_only.upsert_tools([{"name": "mcp__files__write_text", "description": "Write a text file"}])
         assert "read-only" in str(caught.value)
         assert [hit.name for hit in read_only.search("text file")] == ["mcp__files__read_text"]
@@ -216,7 +216,7 @@ def test_a_read_only_server_refuses_writes_and_still_reads(db_url: str) -> None:
 def test_names_no_backend_can_store_match_nothing(index: ToolIndex, name: str) -> None:
     index.upsert_tools([{"name": "mcp__a__read", "server_name": "a", "description": "Read"}])
     assert index.tools_by_names([name, "mcp__a__read"]).keys() == {"mcp__a__read"}
-    with pytest.raises(store.ToolNotFound):
+    with pytest.raises(store.errors.ToolNotFound):
         index.tool(name)
     assert index.tools(server=name) == []
     assert index.remove_tools([name]) == []

@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 from sqlalchemy import Connection
 
 from discovery import ToolIndex
-from store import CorruptIndex
 from store import _changes as change_order
 from store import _postings as postings
 from store._changes import CHANGE_DTYPE, in_key_order, stable_order
 from store._engine import read_transaction, write_transaction
+from store.errors import CorruptIndex
 
 Key = tuple[int, int]
 Entry = tuple[int, int]  # (tf, doc_len)

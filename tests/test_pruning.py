@@ -22,10 +22,11 @@ from discovery._params import query_terms
 from discovery._ranking import ranker as ranker_module
 from discovery._ranking.ranker import Ranker
 from discovery._rules import Corpus
-from store import GROUP_LOCAL, GROUP_MCP, CorruptIndex
+from store import GROUPS
 from store import _learning as stored_learning
 from store import _reads as reads
 from store._engine import read_transaction, write_transaction
+from store.errors import CorruptIndex
 from tests.conftest import migrated_sqlite_url
 
 VOCABULARY = [f"w{i}" for i in range(40)]
@@ -96,7 +97,7 @@ def both(index: ToolIndex, query: str, corpus: Corpus, limit: int) -> tuple[list
     seed=st.integers(0, 2),
     words=st.lists(st.sampled_from([*VOCABULARY, "absent"]), min_size=1, max_size=9),
     limit=st.integers(1, 12),
-    mode=st.sampled_from([(GROUP_MCP,), (GROUP_LOCAL, GROUP_MCP)]),
+    mode=st.sampled_from([(GROUPS.mcp,), (GROUPS.local, GROUPS.mcp)]),
     excluded=st.lists(st.integers(0, 599), max_size=30),
 )
 def test_pruned_search_equals_exhaustive(
@@ -130,7 +131,7 @@ def test_common_terms_are_pruned(indexes: dict[int, ToolIndex], monkeypatch: pyt
 
     monkeypatch.setattr(ranker_module.Ranker, "_rescored", spy)
     index = indexes[2]
-    pruned, exhaustive = both(index, "w39 w0 w1 w2", Corpus((GROUP_LOCAL, GROUP_MCP)), 5)
+    pruned, exhaustive = both(index, "w39 w0 w1 w2", Corpus((GROUPS.local, GROUPS.mcp)), 5)
     assert pruned == exhaustive
     assert len(rescored) == 1
     assert 5 <= rescored[0] < len(catalog(2, 600)) // 4
@@ -163,7 +164,7 @@ def learned_indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[i
     seed=st.integers(0, 1),
     words=st.lists(st.sampled_from([*VOCABULARY, *LEARNED_WORDS, "absent"]), min_size=1, max_size=9),
     limit=st.integers(1, 12),
-    mode=st.sampled_from([(GROUP_MCP,), (GROUP_LOCAL, GROUP_MCP)]),
+    mode=st.sampled_from([(GROUPS.mcp,), (GROUPS.local, GROUPS.mcp)]),
     excluded=st.lists(st.integers(0, 449), max_size=30),
 )
 def test_pruned_search_with_a_learned_field_equals_exhaustive(

@@ -12,6 +12,7 @@ import pytest
 
 import discovery
 import store
+import store.errors
 from discovery.errors import UnknownToolNames
 from store.errors import StoreError, ToolIndexError
 from tests.test_layering import REPO, imports_of, sources
@@ -65,10 +66,10 @@ def test_importing_the_package_loads_nothing_until_a_name_is_used() -> None:
     assert done.stdout.splitlines() == ["False False False False", "True True True True"]
 
 
-def test_the_store_exports_its_errors_and_what_discovery_imports_from_it() -> None:
-    """``store.__all__`` is the store's errors and the other names ``discovery`` imports from
-    ``store`` (row types, the values their fields take, the engine's entry points); the query
-    modules ``discovery`` imports by name are not in it."""
+def test_the_store_exports_what_discovery_imports_from_it_and_no_more() -> None:
+    """``store.__all__`` is the names ``discovery`` imports from ``store`` (the units, the row
+    types, the corpus groups, where the database is when none is named); the errors are
+    ``store.errors``'s own, and the query modules stay private."""
     imported = {
         name
         for path in sources("discovery")
@@ -77,9 +78,21 @@ def test_the_store_exports_its_errors_and_what_discovery_imports_from_it() -> No
         for name in found.names
         if importlib.util.find_spec(f"store.{name}") is None
     }
-    errors = {StoreError.__name__, *(cls.__name__ for cls in _subclasses(StoreError))}
-    assert errors <= set(store.__all__)
-    assert set(store.__all__) - errors == imported - errors
+    errors = {
+        StoreError.__name__,
+        ToolIndexError.__name__,
+        *(cls.__name__ for cls in _subclasses(StoreError)),
+    }
+    assert set(store.__all__) == imported
+    assert errors.isdisjoint(store.__all__)
+    assert all(getattr(store.errors, name) for name in errors)
+
+
+@pytest.mark.parametrize("name", store.__all__)
+def test_each_store_name_is_its_module_s_own(name: str) -> None:
+    home = importlib.import_module(store._HOMES[name])
+    assert getattr(store, name) is getattr(home, name)
+    assert sorted(store._HOMES) == sorted(store.__all__)
 
 
 def _subclasses(cls: type[Exception]) -> set[type[Exception]]:

@@ -16,9 +16,6 @@ from discovery._ranking.ranker import Ranker
 from discovery._rules import INTERNAL_NAMES, Corpus, read_only_corpus
 from discovery._text.analyzers import REFERENCE
 from store import (
-    GROUP_FIXED,
-    GROUP_LOCAL,
-    GROUP_MCP,
     GROUPS,
     EmbeddingState,
     GroupStats,
@@ -38,10 +35,10 @@ from tests.test_ranking import QUERIES, catalogs, reference_ranking, summary_of,
 def group_of(record: dict[str, Any]) -> int:
     load_mode = record.get("load_mode", "discoverable")
     if record["name"] in INTERNAL_NAMES or load_mode == "essential":
-        return GROUP_FIXED
+        return GROUPS.fixed
     if record["name"].startswith("mcp__"):
-        return GROUP_MCP
-    return GROUP_LOCAL if load_mode == "discoverable" else GROUP_FIXED
+        return GROUPS.mcp
+    return GROUPS.local if load_mode == "discoverable" else GROUPS.fixed
 
 
 class MemoryCatalog:

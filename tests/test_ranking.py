@@ -26,7 +26,7 @@ from discovery._ranking.cache import CONTRIBUTIONS_KEPT
 from discovery._rules import Corpus
 from discovery._text.tokenizer import tokenize
 from discovery.errors import QueryWithoutTerms
-from store import GROUP_LOCAL, GROUP_MCP
+from store import GROUPS
 from store import _reads as reads
 from tests.catalogs import rank
 from tests.conftest import shared_path
@@ -34,7 +34,7 @@ from tests.conftest import shared_path
 WEIGHTS = {"name": 6, "label": 4, "mcp_tool_name": 4, "server_name": 2, "summary": 2, "schema_key": 1}
 ESSENTIAL_NAMES = {"read", "bash", "edit", "write", "glob", "eval"}
 INTERNAL_NAMES = {"search_tool_bm25", "resolve", "yield", "report_finding", "report_tool_issue"}
-MODE_GROUPS = {"all": (GROUP_LOCAL, GROUP_MCP), "mcp-only": (GROUP_MCP,)}
+MODE_GROUPS = {"all": (GROUPS.local, GROUPS.mcp), "mcp-only": (GROUPS.mcp,)}
 COLLATOR = Collator()
 
 Hit = tuple[str, float]

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from discovery import InvalidRecord, ToolIndex, ToolIndexError
+from discovery._params import MAX_KEY_BYTES
 from discovery.cli._main import main
-from store import MAX_KEY_BYTES
 
 
 def random_word(size: int, seed: int = 0) -> str:

@@ -16,14 +16,14 @@ from discovery._rules import (
     session_corpus,
     starting_active,
 )
-from store import GROUP_FIXED, GROUP_LOCAL, GROUP_MCP, Event, LoggedEvent
+from store import GROUPS, Event, LoggedEvent
 
 CANDIDATES = [
-    ("read", GROUP_FIXED, "essential"),
-    ("grep", GROUP_LOCAL, "discoverable"),
-    ("notes", GROUP_LOCAL, "discoverable"),
-    ("mcp__github__create_issue", GROUP_MCP, "discoverable"),
-    (SEARCH_TOOL_NAME, GROUP_FIXED, "essential"),
+    ("read", GROUPS.fixed, "essential"),
+    ("grep", GROUPS.local, "discoverable"),
+    ("notes", GROUPS.local, "discoverable"),
+    ("mcp__github__create_issue", GROUPS.mcp, "discoverable"),
+    (SEARCH_TOOL_NAME, GROUPS.fixed, "essential"),
 ]
 
 
@@ -66,10 +66,10 @@ def test_a_new_session_starts_with_what_discovery_would_not_find_and_the_search_
 
 def test_the_corpus_leaves_out_active_essential_internal_and_out_of_scope_tools() -> None:
     corpus = session_corpus("mcp-only", ["mcp__a"], ["read"], frozenset({"mcp__b"}))
-    assert corpus == Corpus((GROUP_MCP,), frozenset({"mcp__a", "read", "mcp__b"}) | INTERNAL_NAMES)
+    assert corpus == Corpus((GROUPS.mcp,), frozenset({"mcp__a", "read", "mcp__b"}) | INTERNAL_NAMES)
     assert session_corpus("off", [], [], frozenset()).groups == ()
     assert read_only_corpus("all") == Corpus(
-        (GROUP_LOCAL, GROUP_MCP), frozenset(DEFAULT_ESSENTIAL_NAMES) | INTERNAL_NAMES
+        (GROUPS.local, GROUPS.mcp), frozenset(DEFAULT_ESSENTIAL_NAMES) | INTERNAL_NAMES
     )
 
 

@@ -19,8 +19,8 @@ from discovery._results import SearchDetails, compact_json, json_text
 from discovery._rules import effective_mode, replay
 from discovery._sessions.settings import SessionSettings
 from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, QueryWithoutTerms
-from store import SessionNotFound
 from store import _sessions as sessions
+from store.errors import SessionNotFound
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
 
 REPO = Path(__file__).resolve().parent.parent

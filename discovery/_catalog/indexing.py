@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, NamedTuple, Protocol
 
 from discovery._catalog.models import ToolRecord
 from discovery._ranking.fields import document_term_frequencies, field_texts
 from discovery._rules import INTERNAL_NAMES
 from discovery._text.analyzers import REFERENCE, Analyzer
-from store import (
-    GROUP_FIXED,
-    GROUP_LOCAL,
-    GROUP_MCP,
-    IndexedBatch,
-    IndexedTool,
-    ToolRow,
-    column_json,
-    record_digest,
-)
+from store import GROUPS, IndexedBatch, ToolRow
+
+
+class IndexedTool(NamedTuple):
+    """A tool record ready to store: its row, and its weighted term counts."""
+
+    row: ToolRow
+    terms: dict[str, int]
 
 
 class IndexedFields(Protocol):
@@ -53,35 +51,26 @@ def record_fields(record: IndexedFields) -> list[tuple[str, str]]:
 _HEAD_FIELDS = tuple(name for name in ToolRecord.model_fields if name not in ("input_schema", "mcp_meta"))
 
 
-def content_hash(record: ToolRecord) -> str:
-    """``store.record_digest`` of the whole record: equal digests mean an upsert has
-    nothing to rewrite. ``mcp_meta`` counts only when the record has one, so the digests of
-    records without it stay those stored before it existed."""
-    head = {name: getattr(record, name) for name in _HEAD_FIELDS}
+def stored_fields(record: ToolRecord) -> dict[str, Any]:
+    """The fields of ``record`` its stored row and digest are made of: ``mcp_meta`` only when
+    the record has one, so the digests of records without it stay those stored before it existed."""
+    fields = {name: getattr(record, name) for name in _HEAD_FIELDS}
+    fields["input_schema"] = record.input_schema
     if record.mcp_meta is not None:
-        head["mcp_meta"] = record.mcp_meta
-    return record_digest(head, record.input_schema)
+        fields["mcp_meta"] = record.mcp_meta
+    return fields
+
+
+def content_hash(record: ToolRecord) -> str:
+    """The store's digest of the whole record: equal digests mean an upsert has nothing to
+    rewrite."""
+    return ToolRow.content_digest(stored_fields(record))
 
 
 def indexed_tool(record: ToolRecord, analyzer: Analyzer = REFERENCE) -> IndexedTool:
     """``record`` ready to store: the row a write stores, and the tool's weighted terms."""
     terms = document_term_frequencies(record_fields(record), analyzer)
-    row = ToolRow(
-        record.name,
-        record.label,
-        record.description,
-        record.summary,
-        record.source,
-        record.server_name,
-        record.mcp_tool_name,
-        column_json(record.schema_keys),
-        column_json(record.input_schema),
-        record.load_mode,
-        corpus_group(record),
-        sum(terms.values()),
-        content_hash(record),
-        column_json(record.mcp_meta),
-    )
+    row = ToolRow.of(stored_fields(record), grp=corpus_group(record), doc_len=sum(terms.values()))
     return IndexedTool(row, terms)
 
 
@@ -99,7 +88,7 @@ def indexed_batch(records: Sequence[ToolRecord], analyzer: Analyzer = REFERENCE)
 def corpus_group(record: ToolRecord) -> int:
     """The group a tool is stored in; a session corpus is drawn from whole groups."""
     if record.name in INTERNAL_NAMES or record.load_mode == "essential":
-        return GROUP_FIXED
+        return GROUPS.fixed
     if record.is_mcp:
-        return GROUP_MCP
-    return GROUP_LOCAL if record.load_mode == "discoverable" else GROUP_FIXED
+        return GROUPS.mcp
+    return GROUPS.local if record.load_mode == "discoverable" else GROUPS.fixed

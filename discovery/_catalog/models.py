@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from discovery._params import too_long, utf8_size
+from discovery._params import MAX_KEY_BYTES, UNSTORABLE, too_long, utf8_size
 from discovery._rules import MCP_PREFIX, SEARCH_TOOL_NAME
 from discovery._text.collation import utf16_sort_key
 from discovery._text.tokenizer import tokenize
-from store import MAX_KEY_BYTES
 
 SUMMARY_UTF16_UNITS = 200
 """The reference indexes the first 200 UTF-16 code units of a description [fixed]."""
 
 Source = Literal["builtin", "mcp", "extension", "custom"]
 LoadMode = Literal["essential", "discoverable", "none"]
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-"""NUL and lone surrogates: no backend stores them as text. Both tokenize as separators, as
-U+FFFD does, so replacing them keeps every UTF-16 length and every ranking unchanged."""
+# NUL and lone surrogates (``UNSTORABLE``) tokenize as separators, as U+FFFD does, so replacing
+# them keeps every UTF-16 length and every ranking unchanged.
 
 
 MCP_META_KEYS = ("title", "annotations", "outputSchema", "icons")
@@ -52,7 +49,7 @@ def nesting_depth(value: Any) -> int:
 def storable_text(text: str) -> str:
     if text.isascii() and "\x00" not in text:  # the common case, without the regex
         return text
-    return _UNSTORABLE.sub("\ufffd", text)
+    return UNSTORABLE.sub("\ufffd", text)
 
 
 def utf16_prefix(text: str, units: int) -> str:
@@ -138,7 +135,7 @@ class ToolRecord(BaseModel):
     def _usable_name(cls, name: str) -> str:
         if not name.strip():
             raise ValueError("must not be blank")
-        if _UNSTORABLE.search(name):
+        if UNSTORABLE.search(name):
             raise ValueError("must not contain NUL or unpaired surrogate characters")
         indexable(name, whole=True)
         if name == SEARCH_TOOL_NAME:

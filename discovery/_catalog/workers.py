@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from discovery._catalog.indexing import indexed_batch
+from discovery._catalog.indexing import IndexedTool, indexed_batch
 from discovery._catalog.models import ToolRecord
 from discovery._params import analyzer_named
 from discovery._text.analyzers import DEFAULT_ANALYZER
 from discovery.errors import InvalidRecord, describe_validation_error
-from store import IndexedBatch, IndexedTool
+from store import IndexedBatch
 
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
@@ -75,7 +75,7 @@ def prepare(
     """Validate and index ``records`` with ``analyzer``, in order; ``progress`` hears how many
     are done."""
     with closing(prepared(records, progress, analyzer)) as batches:
-        return [tool for batch in batches for tool in batch.indexed_tools()]
+        return [IndexedTool(*tool) for batch in batches for tool in batch.tools()]
 
 
 def prepared(

@@ -43,20 +43,10 @@ from discovery._sessions.learning import credits_from_logs
 from discovery._sessions.settings import stored_settings
 from discovery._text.analyzers import Analyzer
 from discovery.errors import AnalyzerOutdated, UnknownAnalyzer, describe_validation_error
-from store import (
-    GROUP_FIXED,
-    GROUP_LOCAL,
-    GROUP_MCP,
-    GROUPS,
-    AuditedTool,
-    CorruptIndex,
-    GroupStats,
-    Reader,
-    StoredPosting,
-    StoredTool,
-)
+from store import GROUPS, AuditedTool, GroupStats, Reader, StoredPosting, StoredTool
+from store.errors import CorruptIndex
 
-GROUP_NAMES = {GROUP_FIXED: "fixed", GROUP_LOCAL: "local", GROUP_MCP: "mcp"}
+GROUP_NAMES = {GROUPS.fixed: "fixed", GROUPS.local: "local", GROUPS.mcp: "mcp"}
 MAX_PROBLEMS = 1000
 """Problems listed in a report; the rest are counted, so a wrecked index cannot exhaust memory."""
 BATCH_SIZE = 1000

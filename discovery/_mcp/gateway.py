@@ -64,7 +64,8 @@ from discovery._mcp.upstreams import (
 from discovery._rules import SEARCH_TOOL_NAME
 from discovery._sessions.search_tool import PARAMETERS as SEARCH_PARAMETERS
 from discovery.errors import ToolIndexError
-from store import StoredTool, StoreError
+from store import StoredTool
+from store.errors import StoreError
 
 T = TypeVar("T")
 

@@ -16,7 +16,7 @@ from discovery._params import checked_id
 from discovery._sessions.description import render_description
 from discovery._sessions.learning import CALL_EVENT, learn_from_calls, teaches
 from discovery.errors import ToolCallError, ToolIndexError
-from store import Event, Reader, StoredTool, json_digest
+from store import Event, Reader, StoredTool
 
 if TYPE_CHECKING:
     from discovery._sessions.session import Scope, Session
@@ -51,8 +51,8 @@ def refusal(session_id: str, owner: str | None) -> str:
 
 def digest(tool: StoredTool) -> str:
     """A digest of everything a tool claims (description, input schema, names): what is pinned.
-    The pins in the session logs hold it, so it is the store's fixed ``json_digest``."""
-    return json_digest(tool.as_record())
+    The pins in the session logs hold it, so it is the store's fixed one."""
+    return tool.pin_digest()
 
 
 @dataclass

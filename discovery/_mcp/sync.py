@@ -16,7 +16,7 @@ from discovery._index import ImportReport, ToolIndex
 from discovery._mcp.config import StdioServer
 from discovery._mcp.upstreams import Upstreams
 from discovery.errors import ToolIndexError
-from store import StoreError
+from store.errors import StoreError
 
 T = TypeVar("T")
 

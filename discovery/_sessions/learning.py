@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from discovery._params import query_terms
+from discovery._params import MAX_KEY_BYTES, query_terms
 from discovery._text.analyzers import Analyzer
-from store import MAX_KEY_BYTES, Credit, Event, LoggedEvent, Reader, Writer
+from store import Event, LoggedEvent, Reader, Writer
 
 CALL_EVENT = "tool_call"
 """The log's kind for a call of a catalog tool (recorded by a host or forwarded by the gateway)."""
@@ -32,7 +32,9 @@ RUN_KINDS = (SEARCH_EVENT, CALL_EVENT)
 LOOKBACK_PAGE = 256
 """Log entries read at a time when looking back for the searches a call answers."""
 
-Credit = Credit
+Credit = tuple[str, str, str]
+"""``(session id, term, tool name)``: one session's call of a tool, credited to one of the terms
+of the searches it answers (what ``Writer.learning`` adds and removes)."""
 
 
 def teaches(event: Event) -> bool:

@@ -13,7 +13,7 @@ from discovery._rules import SEARCH_TOOL_NAME, activation_order, after_search
 from discovery._sessions.description import render_description
 from discovery._sessions.view import SessionView
 from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, ToolCallError
-from store import Event, LoggedEvent, Reader, SessionState, Store, Writer, same_logged
+from store import Event, LoggedEvent, Reader, SessionState, Store, Writer
 
 
 class SearchingSession(Protocol):
@@ -190,7 +190,7 @@ def params_logged(params: Any) -> dict[str, Any]:
 
 def _replayed(done: LoggedEvent, params: Any) -> ToolResult:
     # The log holds the params as the store could keep them; the retry is compared in that form.
-    if not same_logged(done.event.params, params_logged(params)):
+    if not done.event.same_params(params_logged(params)):
         raise ToolCallError(f"call id {done.event.call_id!r} was already used with other parameters")
     if done.event.error is not None:
         raise ToolCallError(done.event.error)

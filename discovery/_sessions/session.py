@@ -35,18 +35,8 @@ from discovery._sessions.settings import SessionSettings, parsed_settings, store
 from discovery._sessions.view import SessionRules, SessionView
 from discovery._text.collation import collation_key, utf16_sort_key
 from discovery.errors import DiscoveryDisabled, ToolCallError, ToolIndexError, UnknownToolNames
-from store import (
-    GROUP_LOCAL,
-    GROUP_MCP,
-    Event,
-    Reader,
-    SessionNotFound,
-    SessionState,
-    Store,
-    StoredTool,
-    ToolNotFound,
-    Writer,
-)
+from store import GROUPS, Event, Reader, SessionState, Store, StoredTool, Writer
+from store.errors import SessionNotFound, ToolNotFound
 
 
 class Scope(Protocol):
@@ -440,14 +430,14 @@ def corpus_overview(ranker: Ranker, reader: Reader, corpus: Corpus) -> CorpusOve
     servers: dict[str, int] = {}
     builtins: list[str] = []
     total = 0
-    if GROUP_MCP in corpus.groups:
-        counts = reader.catalog.group_server_counts(GROUP_MCP)
-        for doc in ranker.excluded_documents(reader, Corpus((GROUP_MCP,), excluded)):
+    if GROUPS.mcp in corpus.groups:
+        counts = reader.catalog.group_server_counts(GROUPS.mcp)
+        for doc in ranker.excluded_documents(reader, Corpus((GROUPS.mcp,), excluded)):
             counts[doc.server_name] -= 1
         total += sum(counts.values())
         servers = {server: n for server, n in counts.items() if server is not None and n > 0}
-    if GROUP_LOCAL in corpus.groups:
-        builtins = [name for name, _ in reader.catalog.group_members(GROUP_LOCAL) if name not in excluded]
+    if GROUPS.local in corpus.groups:
+        builtins = [name for name, _ in reader.catalog.group_members(GROUPS.local) if name not in excluded]
         total += len(builtins)
     ordered_servers = sorted(servers.items(), key=lambda item: (collation_key(item[0]), item[0]))
     return ordered_servers, sorted(builtins, key=utf16_sort_key), total

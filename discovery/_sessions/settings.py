@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from discovery._rules import DiscoveryMode
 from discovery.errors import ToolIndexError, describe_validation_error
-from store import CorruptIndex
+from store.errors import CorruptIndex
 
 
 class SessionSettings(BaseModel):

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 from discovery._index import ToolIndex
 from discovery.errors import ToolIndexError
-from store import StoredTool, ToolNotFound
+from store import StoredTool
+from store.errors import ToolNotFound
 
 SUGGESTIONS = 3
 SIMILARITY = 0.6
