@@ -37,8 +37,6 @@ from rich.table import Table
 from bench.generate import generate_catalog, vocabulary, word_weights
 from bench.queries import query_set
 from discovery import ToolIndex
-from store import _learning as stored_learning
-from store._engine import write_transaction
 
 LIMIT = 8
 
@@ -152,8 +150,8 @@ def main() -> None:
             index.upsert_tools(records)
             credits = learned_credits([r["name"] for r in records], args.taught, args.sessions, args.seed)
             index.set_learning(True)
-            with write_transaction(index.store.engine) as connection:
-                stored_learning.replace_all(connection, credits)
+            with index.store.writing() as writer:
+                writer.learning.replace_all(credits)
             summary = index.stats()["learning"]
             calls = callers(credits, args.seed)
             other = OtherProcess(url, calls)
@@ -175,8 +173,8 @@ def main() -> None:
                             # here the field has no logs), so on writes them again.
                             index.set_learning(state == "on")
                             if state == "on":
-                                with write_transaction(index.store.engine) as connection:
-                                    stored_learning.replace_all(connection, credits)
+                                with index.store.writing() as writer:
+                                    writer.learning.replace_all(credits)
                             results[f"{state}{way}"] += timed(index, queries, args.rounds // 2, call=call)
             finally:
                 other.close()

@@ -44,8 +44,7 @@ from discovery._quality.evaluate import evaluate, read_queries
 from discovery._ranking.fusion import cosines
 from discovery._semantic.model import EmbeddingModel, load
 from discovery._semantic.vectors import packed
-from store import _vectors as stored_vectors
-from store._engine import read_transaction, write_transaction
+from store import EmbeddingState, VectorRow
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / ".." / "shared" / "data"
@@ -149,20 +148,18 @@ def random_vectors(index: ToolIndex, model: str, dimensions: int, seed: int = 7)
     """A random unit vector for every tool, written straight into the table."""
     loaded = load(model)
     rng = np.random.default_rng(seed)
-    with write_transaction(index.store.engine) as connection:
-        stored_vectors.set_state(
-            connection,
-            stored_vectors.EmbeddingState(loaded.spec, loaded.files.digest(), dimensions, DEFAULT_WEIGHT),
+    with index.store.writing() as writer:
+        writer.vectors.set_state(
+            EmbeddingState(loaded.spec, loaded.files.digest(), dimensions, DEFAULT_WEIGHT),
         )
-        pending = stored_vectors.missing(connection)
+        pending = writer.vectors.missing()
         for start in range(0, len(pending), 10_000):
             part = pending[start : start + 10_000]
             raw = rng.standard_normal((len(part), dimensions)).astype(np.float32)
             rows, scales = packed(raw / np.linalg.norm(raw, axis=1, keepdims=True))
-            stored_vectors.write(
-                connection,
+            writer.vectors.write(
                 [
-                    stored_vectors.VectorRow(name, digest, float(scale), row.tobytes())
+                    VectorRow(name, digest, float(scale), row.tobytes())
                     for (name, digest), row, scale in zip(part, rows, scales, strict=True)
                 ],
             )
@@ -190,8 +187,8 @@ def speed(model: str, size: int, rounds: int, workdir: Path, console: Console) -
                 started = time.perf_counter()
                 loaded.embed([query])
                 embedding.append((time.perf_counter() - started) * 1000)
-            with read_transaction(index.store.engine) as connection:
-                vectors = stored_vectors.current(connection, loaded.dimensions)
+            with index.store.reading() as reader:
+                vectors = reader.vectors.current(loaded.dimensions)
             query_vector = loaded.embed_query(queries[0])
             scans = []
             for _ in range(50):

@@ -105,58 +105,7 @@ class TermStatMismatch:
     actual: TermStats | None
 
 
-def catalog_postings(connection: Connection) -> np.ndarray:
-    """Every posting of the term index (``store._changes.CHANGE_DTYPE``): blocks with their
-    overrides applied, sorted by (term, group, tool)."""
-    return postings.all_postings(connection)
-
-
-def tool_batches(
-    connection: Connection, *, batch_size: int, indexed: np.ndarray | None = None
-) -> Iterator[list[AuditedTool]]:
-    """Every catalog tool with its postings, in catalog order, ``batch_size`` tools at a time.
-
-    Batches are read by id ranges (keyset pagination), so each costs one index range. The term
-    index side comes from ``indexed`` (default: ``catalog_postings``), regrouped by tool.
-    """
-    everything = catalog_postings(connection) if indexed is None else indexed
-    by_tool = everything[np.argsort(everything["tool_id"], kind="stable")]
-    # Plain columns: turning a structured slice into tuples costs far more than zipping lists.
-    columns = [np.ascontiguousarray(by_tool[field]) for field in ("term_id", "grp", "tf", "doc_len")]
-    tool_ids = np.ascontiguousarray(by_tool["tool_id"])  # searched once per batch: copied once here
-    texts: dict[int, str] = {}
-    last_id = 0
-    while True:
-        rows = connection.execute(
-            select(*TOOL_COLUMNS, tools_table.c.content_hash, tools_table.c.indexed_terms)
-            .where(tools_table.c.id > last_id)
-            .order_by(tools_table.c.id)
-            .limit(batch_size)
-        ).all()
-        if not rows:
-            return
-        ids = np.array([row.id for row in rows], dtype=np.int64)
-        starts = np.searchsorted(tool_ids, ids, side="left").tolist()
-        ends = np.searchsorted(tool_ids, ids, side="right").tolist()
-        forward = _forward_terms(rows)
-        wanted = _listed_term_ids(forward)
-        # The batch's ids ascend, so its postings are one range of the regrouped term index.
-        first = starts[0]
-        term_ids, grps, tfs, doc_lens = (column[first : ends[-1]].tolist() for column in columns)
-        wanted.update(term_ids)
-        _remember_texts(connection, texts, wanted)
-        batch = []
-        for row, start, end in zip(rows, starts, ends, strict=True):
-            tool = StoredTool(*row[:-2])
-            # By term and group still: the regrouping sort is stable.
-            part = slice(start - first, end - first)
-            held = (term_ids[part], grps[part], tfs[part], doc_lens[part])
-            batch.append(AuditedTool(tool, row.content_hash, forward[row.id], held, texts))
-        yield batch
-        last_id = rows[-1].id
-
-
-def _forward_terms(rows: Sequence[Any]) -> dict[int, tuple[list[int], list[int]]]:
+def forward_terms(rows: Sequence[Any]) -> dict[int, tuple[list[int], list[int]]]:
     """Each row's indexed terms as (term ids, tfs), decoded for the batch at once."""
     width = postings.FORWARD_DTYPE.itemsize
     for row in rows:  # a torn entry is reported for its tool, not for the batch
@@ -173,11 +122,11 @@ def _forward_terms(rows: Sequence[Any]) -> dict[int, tuple[list[int], list[int]]
     return found
 
 
-def _listed_term_ids(forward: dict[int, tuple[list[int], list[int]]]) -> set[int]:
+def listed_term_ids(forward: dict[int, tuple[list[int], list[int]]]) -> set[int]:
     return {term_id for term_ids, _ in forward.values() for term_id in term_ids}
 
 
-def _remember_texts(connection: Connection, texts: dict[int, str], term_ids: set[int]) -> None:
+def remember_texts(connection: Connection, texts: dict[int, str], term_ids: set[int]) -> None:
     missing = sorted(term_ids - texts.keys())
     for part in chunks(missing):
         texts.update(
@@ -189,27 +138,6 @@ def _remember_texts(connection: Connection, texts: dict[int, str], term_ids: set
         )
 
 
-def postings_of_tools(connection: Connection, tool_ids: Sequence[int]) -> dict[int, list[StoredPosting]]:
-    """The postings ``tool_ids`` hold, from their indexed terms, with the term texts, per tool,
-    ordered by term id."""
-    found: dict[int, list[StoredPosting]] = {}
-    texts: dict[int, str] = {}
-    for part in chunks(list(tool_ids)):
-        rows = connection.execute(
-            select(
-                tools_table.c.id, tools_table.c.grp, tools_table.c.doc_len, tools_table.c.indexed_terms
-            ).where(tools_table.c.id.in_(part))
-        ).all()
-        forward = _forward_terms(rows)
-        _remember_texts(connection, texts, _listed_term_ids(forward))
-        for row in rows:
-            found[row.id] = [
-                StoredPosting(term_id, texts.get(term_id), row.grp, tf, row.doc_len)
-                for term_id, tf in zip(*forward[row.id], strict=True)
-            ]
-    return found
-
-
 _TABLES = {
     "tools": tools_table,
     "terms": terms_table,
@@ -218,116 +146,164 @@ _TABLES = {
 }
 
 
-def row_count(connection: Connection, table: str) -> int:
-    """Rows in one catalog table: ``tools``, ``terms``, ``term_stats`` or ``catalog_state``."""
-    return int(connection.execute(select(func.count()).select_from(_TABLES[table])).scalar_one())
+class AuditReads:
+    """What ``verify`` checks: raw counts of the catalog's tables and cross-checks of what they hold."""
 
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
 
-def group_totals(connection: Connection) -> dict[int, GroupStats]:
-    """Document count and total length per group, recomputed from the tool rows."""
-    rows = connection.execute(
-        select(tools_table.c.grp, func.count(), func.coalesce(func.sum(tools_table.c.doc_len), 0)).group_by(
-            tools_table.c.grp
-        )
-    )
-    return {int(grp): GroupStats(int(count), int(total)) for grp, count, total in rows}
+    def catalog_postings(self) -> np.ndarray:
+        """Every posting of the term index (``store._changes.CHANGE_DTYPE``): blocks with their
+        overrides applied, sorted by (term, group, tool)."""
+        return postings.all_postings(self._connection)
 
+    def tool_batches(
+        self, *, batch_size: int, indexed: np.ndarray | None = None
+    ) -> Iterator[list[AuditedTool]]:
+        """Every catalog tool with its postings, in catalog order, ``batch_size`` tools at a time.
 
-def stored_group_stats(connection: Connection) -> dict[int, GroupStats]:
-    rows = connection.execute(
-        select(group_stats_table.c.grp, group_stats_table.c.doc_count, group_stats_table.c.total_len)
-    )
-    return {int(grp): GroupStats(int(count), int(total)) for grp, count, total in rows}
+        Batches are read by id ranges (keyset pagination), so each costs one index range. The term
+        index side comes from ``indexed`` (default: ``catalog_postings``), regrouped by tool.
+        """
+        everything = self.catalog_postings() if indexed is None else indexed
+        by_tool = everything[np.argsort(everything["tool_id"], kind="stable")]
+        # Plain columns: turning a structured slice into tuples costs far more than zipping lists.
+        columns = [np.ascontiguousarray(by_tool[field]) for field in ("term_id", "grp", "tf", "doc_len")]
+        tool_ids = np.ascontiguousarray(by_tool["tool_id"])  # searched once per batch: copied once here
+        texts: dict[int, str] = {}
+        last_id = 0
+        while True:
+            rows = self._connection.execute(
+                select(*TOOL_COLUMNS, tools_table.c.content_hash, tools_table.c.indexed_terms)
+                .where(tools_table.c.id > last_id)
+                .order_by(tools_table.c.id)
+                .limit(batch_size)
+            ).all()
+            if not rows:
+                return
+            ids = np.array([row.id for row in rows], dtype=np.int64)
+            starts = np.searchsorted(tool_ids, ids, side="left").tolist()
+            ends = np.searchsorted(tool_ids, ids, side="right").tolist()
+            forward = forward_terms(rows)
+            wanted = listed_term_ids(forward)
+            # The batch's ids ascend, so its postings are one range of the regrouped term index.
+            first = starts[0]
+            term_ids, grps, tfs, doc_lens = (column[first : ends[-1]].tolist() for column in columns)
+            wanted.update(term_ids)
+            remember_texts(self._connection, texts, wanted)
+            batch = []
+            for row, start, end in zip(rows, starts, ends, strict=True):
+                tool = StoredTool(*row[:-2])
+                # By term and group still: the regrouping sort is stable.
+                part = slice(start - first, end - first)
+                held = (term_ids[part], grps[part], tfs[part], doc_lens[part])
+                batch.append(AuditedTool(tool, row.content_hash, forward[row.id], held, texts))
+            yield batch
+            last_id = rows[-1].id
 
+    def row_count(self, table: str) -> int:
+        """Rows in one catalog table: ``tools``, ``terms``, ``term_stats`` or ``catalog_state``."""
+        return int(self._connection.execute(select(func.count()).select_from(_TABLES[table])).scalar_one())
 
-def term_stat_mismatches(
-    connection: Connection, *, limit: int, indexed: np.ndarray | None = None
-) -> list[TermStatMismatch]:
-    """Up to ``limit`` ``(term, group)`` pairs whose ``term_stats`` row disagrees with the term
-    index (``indexed``, default ``catalog_postings``): a wrong ``df`` or ``max_tf``, a row
-    without postings, or postings without a row. Ordered by term id, then group."""
-    everything = catalog_postings(connection) if indexed is None else indexed
-    actual = {(term, grp): TermStats(df, max_tf) for term, grp, df, max_tf in key_totals(everything)}
-    stored = {
-        (int(term), int(grp)): TermStats(int(df), int(max_tf))
-        for term, grp, df, max_tf in connection.execute(
+    def group_totals(self) -> dict[int, GroupStats]:
+        """Document count and total length per group, recomputed from the tool rows."""
+        rows = self._connection.execute(
             select(
-                term_stats_table.c.term_id,
-                term_stats_table.c.grp,
-                term_stats_table.c.df,
-                term_stats_table.c.max_tf,
-            )
+                tools_table.c.grp, func.count(), func.coalesce(func.sum(tools_table.c.doc_len), 0)
+            ).group_by(tools_table.c.grp)
         )
-    }
-    wrong = sorted(key for key in stored.keys() | actual.keys() if stored.get(key) != actual.get(key))[:limit]
-    texts: dict[int, str] = {}
-    _remember_texts(connection, texts, {term for term, _ in wrong})
-    return [
-        TermStatMismatch(term, texts.get(term), grp, stored.get((term, grp)), actual.get((term, grp)))
-        for term, grp in wrong
-    ]
+        return {int(grp): GroupStats(int(count), int(total)) for grp, count, total in rows}
 
+    def stored_group_stats(self) -> dict[int, GroupStats]:
+        rows = self._connection.execute(
+            select(group_stats_table.c.grp, group_stats_table.c.doc_count, group_stats_table.c.total_len)
+        )
+        return {int(grp): GroupStats(int(count), int(total)) for grp, count, total in rows}
 
-def orphan_terms(
-    connection: Connection, *, limit: int, indexed: np.ndarray | None = None
-) -> list[tuple[int, str]]:
-    """Up to ``limit`` terms that no posting uses (every write should have dropped them)."""
-    everything = catalog_postings(connection) if indexed is None else indexed
-    used = set(np.unique(everything["term_id"]).tolist())
-    found: list[tuple[int, str]] = []
-    for term_id, text in connection.execute(
-        select(terms_table.c.id, terms_table.c.text).order_by(terms_table.c.id)
-    ):
-        if term_id not in used:
-            found.append((int(term_id), text))
-            if len(found) >= limit:
-                break
-    return found
+    def term_stat_mismatches(
+        self, *, limit: int, indexed: np.ndarray | None = None
+    ) -> list[TermStatMismatch]:
+        """Up to ``limit`` ``(term, group)`` pairs whose ``term_stats`` row disagrees with the term
+        index (``indexed``, default ``catalog_postings``): a wrong ``df`` or ``max_tf``, a row
+        without postings, or postings without a row. Ordered by term id, then group."""
+        everything = self.catalog_postings() if indexed is None else indexed
+        actual = {(term, grp): TermStats(df, max_tf) for term, grp, df, max_tf in key_totals(everything)}
+        stored = {
+            (int(term), int(grp)): TermStats(int(df), int(max_tf))
+            for term, grp, df, max_tf in self._connection.execute(
+                select(
+                    term_stats_table.c.term_id,
+                    term_stats_table.c.grp,
+                    term_stats_table.c.df,
+                    term_stats_table.c.max_tf,
+                )
+            )
+        }
+        wrong = sorted(key for key in stored.keys() | actual.keys() if stored.get(key) != actual.get(key))[
+            :limit
+        ]
+        texts: dict[int, str] = {}
+        remember_texts(self._connection, texts, {term for term, _ in wrong})
+        return [
+            TermStatMismatch(term, texts.get(term), grp, stored.get((term, grp)), actual.get((term, grp)))
+            for term, grp in wrong
+        ]
 
+    def orphan_terms(self, *, limit: int, indexed: np.ndarray | None = None) -> list[tuple[int, str]]:
+        """Up to ``limit`` terms that no posting uses (every write should have dropped them)."""
+        everything = self.catalog_postings() if indexed is None else indexed
+        used = set(np.unique(everything["term_id"]).tolist())
+        found: list[tuple[int, str]] = []
+        for term_id, text in self._connection.execute(
+            select(terms_table.c.id, terms_table.c.text).order_by(terms_table.c.id)
+        ):
+            if term_id not in used:
+                found.append((int(term_id), text))
+                if len(found) >= limit:
+                    break
+        return found
 
-def unreadable_tool_values(connection: Connection) -> list[str]:
-    """Each tool's JSON column that cannot be read back, in words: SQLite keeps any text there."""
-    found = []
-    dialect = connection.dialect
-    readers = {
-        column: CheckedJSON(f"tools.{column}").dialect_impl(dialect).result_processor(dialect, None)
-        for column in ("schema_keys", "input_schema")
-    }
-    for name, schema_keys, input_schema in driver.fetch(
-        connection, "SELECT name, schema_keys, input_schema FROM tools ORDER BY id"
-    ):
-        for column, value in (("schema_keys", schema_keys), ("input_schema", input_schema)):
-            read = readers[column]
-            try:
-                if read is not None:
-                    read(value)
-            except CorruptIndex:
-                found.append(f"tool {name!r}: its {column} is not JSON")
-    return found
+    def unreadable_tool_values(self) -> list[str]:
+        """Each tool's JSON column that cannot be read back, in words: SQLite keeps any text there."""
+        found = []
+        dialect = self._connection.dialect
+        readers = {
+            column: CheckedJSON(f"tools.{column}").dialect_impl(dialect).result_processor(dialect, None)
+            for column in ("schema_keys", "input_schema")
+        }
+        for name, schema_keys, input_schema in driver.fetch(
+            self._connection, "SELECT name, schema_keys, input_schema FROM tools ORDER BY id"
+        ):
+            for column, value in (("schema_keys", schema_keys), ("input_schema", input_schema)):
+                read = readers[column]
+                try:
+                    if read is not None:
+                        read(value)
+                except CorruptIndex:
+                    found.append(f"tool {name!r}: its {column} is not JSON")
+        return found
 
+    def block_size_mismatches(self, *, limit: int) -> list[tuple[int, int, int, int]]:
+        """``(term id, group, stored size, postings held)`` of blocks whose ``size`` is not the number
+        of postings their arrays hold (writes read the size to decide when to merge). Blocks of an
+        unknown layout are ``unknown_block_layouts``'."""
+        blocks = posting_blocks_table.c
+        held = func.length(blocks.tool_ids) // (blocks.widths // 100)
+        rows = self._connection.execute(
+            select(blocks.term_id, blocks.grp, blocks.size, held)
+            .where(blocks.widths.in_(sorted(postings.LAYOUTS)), blocks.size != held)
+            .order_by(blocks.term_id, blocks.grp)
+            .limit(limit)
+        )
+        return [(int(term), int(grp), int(size), int(count)) for term, grp, size, count in rows]
 
-def block_size_mismatches(connection: Connection, *, limit: int) -> list[tuple[int, int, int, int]]:
-    """``(term id, group, stored size, postings held)`` of blocks whose ``size`` is not the number
-    of postings their arrays hold (writes read the size to decide when to merge). Blocks of an
-    unknown layout are ``unknown_block_layouts``'."""
-    blocks = posting_blocks_table.c
-    held = func.length(blocks.tool_ids) // (blocks.widths // 100)
-    rows = connection.execute(
-        select(blocks.term_id, blocks.grp, blocks.size, held)
-        .where(blocks.widths.in_(sorted(postings.LAYOUTS)), blocks.size != held)
-        .order_by(blocks.term_id, blocks.grp)
-        .limit(limit)
-    )
-    return [(int(term), int(grp), int(size), int(count)) for term, grp, size, count in rows]
-
-
-def unknown_block_layouts(connection: Connection, *, limit: int) -> list[tuple[int, int, int]]:
-    """``(term id, group, widths)`` of blocks whose ``widths`` is none of ``postings.LAYOUTS``."""
-    blocks = posting_blocks_table.c
-    rows = connection.execute(
-        select(blocks.term_id, blocks.grp, blocks.widths)
-        .where(blocks.widths.not_in(sorted(postings.LAYOUTS)))
-        .order_by(blocks.term_id, blocks.grp)
-        .limit(limit)
-    )
-    return [(int(term), int(grp), int(widths)) for term, grp, widths in rows]
+    def unknown_block_layouts(self, *, limit: int) -> list[tuple[int, int, int]]:
+        """``(term id, group, widths)`` of blocks whose ``widths`` is none of ``postings.LAYOUTS``."""
+        blocks = posting_blocks_table.c
+        rows = self._connection.execute(
+            select(blocks.term_id, blocks.grp, blocks.widths)
+            .where(blocks.widths.not_in(sorted(postings.LAYOUTS)))
+            .order_by(blocks.term_id, blocks.grp)
+            .limit(limit)
+        )
+        return [(int(term), int(grp), int(widths)) for term, grp, widths in rows]

@@ -29,6 +29,7 @@ from store import _driver as driver
 from store import _postings as postings
 from store._aggregates import AggregateDelta, add_term_ids, apply_aggregates, current_postings
 from store._changes import CHANGE_DTYPE
+from store._reads import CatalogReads
 from store._records import IndexedBatch, ToolRow, WriteReport
 from store._schema import catalog_state_table, tools_table
 from store._sql import chunks, lookup_keys
@@ -48,62 +49,6 @@ def lock_catalog(connection: Connection) -> int:
 
 WRITE_BATCH = 2_000
 """Tools written per step: an import streams in while its later records are still prepared."""
-
-
-def write_tools(
-    connection: Connection,
-    batches: Iterable[IndexedBatch],
-    *,
-    remove: Iterable[str] = (),
-    replace: bool = False,
-    server: str | None = None,
-) -> WriteReport:
-    """Upsert the tools of ``batches`` and remove the tools named in ``remove``, in the caller's
-    transaction.
-
-    With ``replace``, the tools ``batches`` do not name are removed too: those of ``server`` when
-    given, else every other tool of the catalog. Rows
-    are written ``WRITE_BATCH`` tools at a time as the batches come, so a lazy iterable may still
-    prepare the rest; the postings and statistics are written once, at the end.
-    """
-    write = _Write(connection, lock_catalog(connection))
-    for batch in batches:
-        for part in batch.split(WRITE_BATCH):
-            write.upsert(part)
-    if replace:
-        remove = [*remove, *_names_in_scope(connection, server)]
-    write.remove([name for name in dict.fromkeys(remove) if name not in write.original])
-    return write.finish()
-
-
-def stored_analyzer(connection: Connection) -> str:
-    """The catalog's analyzer, read under the write lock (taken here if not yet held)."""
-    lock_catalog(connection)
-    value = connection.execute(
-        select(catalog_state_table.c.analyzer).where(catalog_state_table.c.id == 1)
-    ).scalar_one()
-    return str(value)
-
-
-def reindex_tools(connection: Connection, batches: Iterable[IndexedBatch], analyzer: str) -> int:
-    """Rewrite the postings of every tool of ``batches`` (the whole catalog, re-analyzed) and
-    record ``analyzer`` as the catalog's, in the caller's transaction; the new generation.
-
-    Rows keep their ids, so sessions and catalog order are untouched; a record whose text is
-    unchanged is rewritten all the same, since its terms are what changed."""
-    write = _Write(connection, lock_catalog(connection), rewrite=True)
-    for batch in batches:
-        for part in batch.split(WRITE_BATCH):
-            write.upsert(part)
-    report = write.finish()
-    # Bumped even for an empty catalog: other processes read the analyzer when it changes.
-    generation = report.generation + 1
-    connection.execute(
-        update(catalog_state_table)
-        .where(catalog_state_table.c.id == 1)
-        .values(generation=generation, analyzer=analyzer)
-    )
-    return generation
 
 
 class _Write:
@@ -402,3 +347,60 @@ def _insert_rows_sqlite(connection: Connection, rows: list[tuple[ToolRow, bytes]
         [(first + offset, *row, packed) for offset, (row, packed) in enumerate(rows)],
     )
     return {row.name: first + offset for offset, (row, _) in enumerate(rows)}
+
+
+class CatalogWrites(CatalogReads):
+    """The catalog's reads, and its writes: tools upserted and removed, every statistic kept exact."""
+
+    def lock(self) -> str:
+        """The catalog's analyzer, read under the write lock (taken here if not yet held)."""
+        lock_catalog(self._connection)
+        value = self._connection.execute(
+            select(catalog_state_table.c.analyzer).where(catalog_state_table.c.id == 1)
+        ).scalar_one()
+        return str(value)
+
+    def write_tools(
+        self,
+        batches: Iterable[IndexedBatch],
+        *,
+        remove: Iterable[str] = (),
+        replace: bool = False,
+        server: str | None = None,
+    ) -> WriteReport:
+        """Upsert the tools of ``batches`` and remove the tools named in ``remove``, in the caller's
+        transaction.
+
+        With ``replace``, the tools ``batches`` do not name are removed too: those of ``server`` when
+        given, else every other tool of the catalog. Rows
+        are written ``WRITE_BATCH`` tools at a time as the batches come, so a lazy iterable may still
+        prepare the rest; the postings and statistics are written once, at the end.
+        """
+        write = _Write(self._connection, lock_catalog(self._connection))
+        for batch in batches:
+            for part in batch.split(WRITE_BATCH):
+                write.upsert(part)
+        if replace:
+            remove = [*remove, *_names_in_scope(self._connection, server)]
+        write.remove([name for name in dict.fromkeys(remove) if name not in write.original])
+        return write.finish()
+
+    def reindex(self, batches: Iterable[IndexedBatch], analyzer: str) -> int:
+        """Rewrite the postings of every tool of ``batches`` (the whole catalog, re-analyzed) and
+        record ``analyzer`` as the catalog's, in the caller's transaction; the new generation.
+
+        Rows keep their ids, so sessions and catalog order are untouched; a record whose text is
+        unchanged is rewritten all the same, since its terms are what changed."""
+        write = _Write(self._connection, lock_catalog(self._connection), rewrite=True)
+        for batch in batches:
+            for part in batch.split(WRITE_BATCH):
+                write.upsert(part)
+        report = write.finish()
+        # Bumped even for an empty catalog: other processes read the analyzer when it changes.
+        generation = report.generation + 1
+        self._connection.execute(
+            update(catalog_state_table)
+            .where(catalog_state_table.c.id == 1)
+            .values(generation=generation, analyzer=analyzer)
+        )
+        return generation

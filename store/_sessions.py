@@ -238,112 +238,6 @@ def _short(reason: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def unreadable_sessions(connection: Connection) -> list[str]:
-    """Each stored session row or log entry that cannot be read back, in words (for ``verify``)."""
-    codec = _codec(connection)
-    found = []
-    for row in driver.fetch(connection, f"SELECT {_SESSION_COLUMNS} FROM sessions s ORDER BY s.id"):
-        try:
-            _state(row, codec)
-        except CorruptIndex as exc:
-            found.append(exc.what)
-    entries = driver.fetch(
-        connection, f"SELECT session_id, {_EVENT_COLUMNS} FROM session_events ORDER BY session_id, seq"
-    )
-    for entry in entries:
-        try:
-            _logged(entry[1:], codec, entry[0])
-        except CorruptIndex as exc:
-            found.append(exc.what)
-    return found
-
-
-def load_with_generation(connection: Connection, session_id: str) -> tuple[SessionState | None, int | None]:
-    """The session and the catalog generation in one statement (a session read's hot path)."""
-    rows = driver.fetch(connection, _SESSION_WITH_GENERATION, (session_id,))
-    return (None, None) if not rows else (_state(rows[0], _codec(connection)), int(rows[0][7]))
-
-
-def load(connection: Connection, session_id: str) -> SessionState | None:
-    rows = driver.fetch(connection, _SESSION, (session_id,))
-    return _state(rows[0], _codec(connection)) if rows else None
-
-
-def lock(connection: Connection, session_id: str) -> SessionState | None:
-    """Load a session for update; also holds the catalog steady until the transaction ends."""
-    if connection.dialect.name == "sqlite":  # the transaction's write lock covers both
-        return load(connection, session_id)
-    rows = driver.fetch(connection, _LOCK_POSTGRES, (session_id,))
-    if not rows:  # a session about to be made still reads the catalog steady
-        driver.fetch(connection, _SHARE_CATALOG)
-        return None
-    return _state(rows[0], _codec(connection))
-
-
-def lock_for_call(
-    connection: Connection, session_id: str, call_id: str
-) -> tuple[SessionState | None, int, LoggedEvent | None]:
-    """``lock`` for a search call: also the catalog generation, and the logged answer when the
-    session already answered ``call_id``, in one statement (every search call starts here).
-    The generation is 0 when there is no such session."""
-    sqlite = connection.dialect.name == "sqlite"
-    rows = driver.fetch(connection, _CALL_SQLITE if sqlite else _CALL_POSTGRES, (call_id or None, session_id))
-    if not rows:
-        return None, 0, None
-    generation = int(rows[0][8])
-    codec = _codec(connection)
-    answered = rows[0][7]
-    logged = None
-    if answered is not None:
-        logged = _logged(driver.fetch(connection, _EVENT, (session_id, answered))[0], codec, session_id)
-    return _state(rows[0], codec), generation, logged
-
-
-def create(
-    connection: Connection, session_id: str, settings: dict[str, Any], active: list[str]
-) -> SessionState | None:
-    """Insert a new session and its ``create`` event (which carries the initial active list).
-
-    ``None`` when the id is taken: on PostgreSQL two callers can both find no session and insert
-    it at once; the second waits for the first to commit, then inserts nothing."""
-    codec = _codec(connection)
-    stamp = now()
-    stored = codec.store_stamp(stamp)
-    marker = codec.json_marker
-    inserted = driver.execute(
-        connection,
-        "INSERT INTO sessions (id, settings, active, selected, event_count, created_at, updated_at) "
-        f"VALUES (?, {marker}, {marker}, {marker}, 0, ?, ?) ON CONFLICT (id) DO NOTHING",
-        (session_id, json_text(settings), json_text(active), "[]", stored, stored),
-    )
-    if inserted == 0:
-        return None
-    state = SessionState(session_id, settings, active, [], 0, stamp, stamp)
-    return record(connection, state, Event(kind="create", params={"active": active}), active, [])
-
-
-def record(
-    connection: Connection,
-    state: SessionState,
-    event: Event,
-    active: list[str],
-    selected: list[str],
-) -> SessionState:
-    """Append ``event`` to the log and store the lists it produced, in the same transaction."""
-    codec = _codec(connection)
-    stamp = now()
-    stored = codec.store_stamp(stamp)
-    seq = state.event_count + 1
-    entry = _entry(state.id, seq, event, stored)
-    lists = (plain_json_text(active), plain_json_text(selected), seq, stored, state.id)
-    if len(codec.record) == 1:
-        driver.execute(connection, codec.record[0], entry + lists)
-    else:
-        insert, update = codec.record
-        driver.execute_each(connection, [(insert, entry), (update, lists)])
-    return SessionState(state.id, state.settings, active, selected, seq, state.created_at, stamp)
-
-
 def _entry(session_id: str, seq: int, event: Event, stored_stamp: Any) -> tuple[Any, ...]:
     """The values of one ``session_events`` row, in ``_EVENT_COLUMNS`` order after the id."""
     return (
@@ -365,42 +259,6 @@ _COUNT_SQLITE = "SELECT event_count FROM sessions WHERE id = ?"
 # Only the session row: its lock orders the sequence numbers; the catalog is not read.
 _COUNT_POSTGRES = "SELECT event_count FROM sessions WHERE id = ? FOR UPDATE"
 _COUNTED = "UPDATE sessions SET event_count = ?, updated_at = ? WHERE id = ?"
-
-
-def append(connection: Connection, session_id: str, *logged: Event) -> bool:
-    """Log ``logged``, events that change neither list (tool calls a gateway forwarded, the
-    digests it pinned), in order; ``False`` when there is no such session.
-
-    The lists stay as stored, so only the event count and the time move: the row's lists are
-    neither read nor written again."""
-    sqlite = connection.dialect.name == "sqlite"
-    rows = driver.fetch(connection, _COUNT_SQLITE if sqlite else _COUNT_POSTGRES, (session_id,))
-    if not rows:
-        return False
-    if not logged:
-        return True
-    codec = _codec(connection)
-    stored = codec.store_stamp(now())
-    count = int(rows[0][0])
-    statements: list[tuple[str, Sequence[Any]]] = [
-        (codec.insert, _entry(session_id, count + offset, event, stored))
-        for offset, event in enumerate(logged, start=1)
-    ]
-    statements.append((_COUNTED, (count + len(logged), stored, session_id)))
-    driver.execute_each(connection, statements)
-    return True
-
-
-def events(connection: Connection, session_id: str) -> list[LoggedEvent]:
-    rows = driver.fetch(connection, _EVENTS, (session_id,))
-    codec = _codec(connection)
-    return [_logged(row, codec, session_id) for row in rows]
-
-
-def first_of_kind(connection: Connection, session_id: str, kind: str) -> LoggedEvent | None:
-    """The session's first logged event of ``kind`` (read along the session's own log only)."""
-    rows = driver.fetch(connection, _FIRST_OF_KIND, (session_id, kind))
-    return _logged(rows[0], _codec(connection), session_id) if rows else None
 
 
 def _logged(row: Sequence[Any], codec: _Codec, session_id: str) -> LoggedEvent:
@@ -425,103 +283,243 @@ def _logged(row: Sequence[Any], codec: _Codec, session_id: str) -> LoggedEvent:
         raise CorruptIndex.found(f"session {session_id!r}, log entry {seq}: {what}") from None
 
 
-def all_sessions(connection: Connection, *, readable_only: bool = False) -> list[SessionState]:
-    """Every session, oldest first; ``readable_only`` skips those whose row cannot be read
-    (``unreadable_sessions`` names them) instead of raising ``CorruptIndex``."""
-    rows = driver.fetch(connection, f"SELECT {_SESSION_COLUMNS} FROM sessions s ORDER BY s.created_at, s.id")
-    codec = _codec(connection)
-    states = []
-    for row in rows:
-        try:
-            states.append(_state(row, codec))
-        except CorruptIndex:
-            if not readable_only:
-                raise
-    return states
+class SessionReads:
+    """Sessions and their event logs."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    def load(self, session_id: str) -> SessionState | None:
+        rows = driver.fetch(self._connection, _SESSION, (session_id,))
+        return _state(rows[0], _codec(self._connection)) if rows else None
+
+    def load_with_generation(self, session_id: str) -> tuple[SessionState | None, int | None]:
+        """The session and the catalog generation in one statement (a session read's hot path)."""
+        rows = driver.fetch(self._connection, _SESSION_WITH_GENERATION, (session_id,))
+        return (None, None) if not rows else (_state(rows[0], _codec(self._connection)), int(rows[0][7]))
+
+    def all(self, *, readable_only: bool = False) -> list[SessionState]:
+        """Every session, oldest first; ``readable_only`` skips those whose row cannot be read
+        (``unreadable_sessions`` names them) instead of raising ``CorruptIndex``."""
+        rows = driver.fetch(
+            self._connection, f"SELECT {_SESSION_COLUMNS} FROM sessions s ORDER BY s.created_at, s.id"
+        )
+        codec = _codec(self._connection)
+        states = []
+        for row in rows:
+            try:
+                states.append(_state(row, codec))
+            except CorruptIndex:
+                if not readable_only:
+                    raise
+        return states
+
+    def events(self, session_id: str) -> list[LoggedEvent]:
+        rows = driver.fetch(self._connection, _EVENTS, (session_id,))
+        codec = _codec(self._connection)
+        return [_logged(row, codec, session_id) for row in rows]
+
+    def first_of_kind(self, session_id: str, kind: str) -> LoggedEvent | None:
+        """The session's first logged event of ``kind`` (read along the session's own log only)."""
+        rows = driver.fetch(self._connection, _FIRST_OF_KIND, (session_id, kind))
+        return _logged(rows[0], _codec(self._connection), session_id) if rows else None
+
+    def events_before(self, session_id: str, seq: int, count: int, kinds: Sequence[str]) -> list[LoggedEvent]:
+        """Up to ``count`` events of ``kinds`` logged before ``seq``, newest first."""
+        marks = ", ".join("?" * len(kinds))
+        rows = driver.fetch(
+            self._connection,
+            f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? AND seq < ? "
+            f"AND kind IN ({marks}) ORDER BY seq DESC LIMIT ?",
+            (session_id, seq, *kinds, count),
+        )
+        codec = _codec(self._connection)
+        return [_logged(row, codec, session_id) for row in rows]
+
+    def events_of_kind(self, kinds: Sequence[str]) -> dict[str, list[LoggedEvent]]:
+        """Every session's events of ``kinds``, in order, by session."""
+        marks = ", ".join("?" * len(kinds))
+        rows = driver.fetch(
+            self._connection,
+            f"SELECT session_id, {_EVENT_COLUMNS} FROM session_events WHERE kind IN ({marks}) "
+            "ORDER BY session_id, seq",
+            tuple(kinds),
+        )
+        codec = _codec(self._connection)
+        found: dict[str, list[LoggedEvent]] = {}
+        for session_id, *row in rows:
+            found.setdefault(session_id, []).append(_logged(row, codec, session_id))
+        return found
+
+    def search_counts(self) -> dict[str, int]:
+        rows = self._connection.execute(
+            select(session_events_table.c.session_id, func.count())
+            .where(session_events_table.c.kind == "search")
+            .group_by(session_events_table.c.session_id)
+        )
+        return {session_id: int(count) for session_id, count in rows}
+
+    def stored_settings(self) -> list[tuple[str, Any]]:
+        """Each session's id and its settings as decoded, ``None`` where they are not JSON."""
+        codec = _codec(self._connection)
+        found = []
+        for session_id, settings in driver.fetch(
+            self._connection, "SELECT id, settings FROM sessions ORDER BY id"
+        ):
+            try:
+                found.append((session_id, codec.load_json(settings)))
+            except ValueError:
+                found.append((session_id, None))
+        return found
+
+    def unreadable(self) -> list[str]:
+        """Each stored session row or log entry that cannot be read back, in words (for ``verify``)."""
+        codec = _codec(self._connection)
+        found = []
+        for row in driver.fetch(self._connection, f"SELECT {_SESSION_COLUMNS} FROM sessions s ORDER BY s.id"):
+            try:
+                _state(row, codec)
+            except CorruptIndex as exc:
+                found.append(exc.what)
+        entries = driver.fetch(
+            self._connection,
+            f"SELECT session_id, {_EVENT_COLUMNS} FROM session_events ORDER BY session_id, seq",
+        )
+        for entry in entries:
+            try:
+                _logged(entry[1:], codec, entry[0])
+            except CorruptIndex as exc:
+                found.append(exc.what)
+        return found
 
 
-def stored_settings(connection: Connection) -> list[tuple[str, Any]]:
-    """Each session's id and its settings as decoded, ``None`` where they are not JSON."""
-    codec = _codec(connection)
-    found = []
-    for session_id, settings in driver.fetch(connection, "SELECT id, settings FROM sessions ORDER BY id"):
-        try:
-            found.append((session_id, codec.load_json(settings)))
-        except ValueError:
-            found.append((session_id, None))
-    return found
+class SessionWrites(SessionReads):
+    """Sessions and their logs, written: every write runs inside the unit's transaction."""
 
+    def lock(self, session_id: str) -> SessionState | None:
+        """Load a session for update; also holds the catalog steady until the transaction ends."""
+        if self._connection.dialect.name == "sqlite":  # the transaction's write lock covers both
+            return self.load(session_id)
+        rows = driver.fetch(self._connection, _LOCK_POSTGRES, (session_id,))
+        if not rows:  # a session about to be made still reads the catalog steady
+            driver.fetch(self._connection, _SHARE_CATALOG)
+            return None
+        return _state(rows[0], _codec(self._connection))
 
-def search_counts(connection: Connection) -> dict[str, int]:
-    rows = connection.execute(
-        select(session_events_table.c.session_id, func.count())
-        .where(session_events_table.c.kind == "search")
-        .group_by(session_events_table.c.session_id)
-    )
-    return {session_id: int(count) for session_id, count in rows}
+    def lock_for_call(
+        self, session_id: str, call_id: str
+    ) -> tuple[SessionState | None, int, LoggedEvent | None]:
+        """``lock`` for a search call: also the catalog generation, and the logged answer when the
+        session already answered ``call_id``, in one statement (every search call starts here).
+        The generation is 0 when there is no such session."""
+        sqlite = self._connection.dialect.name == "sqlite"
+        rows = driver.fetch(
+            self._connection, _CALL_SQLITE if sqlite else _CALL_POSTGRES, (call_id or None, session_id)
+        )
+        if not rows:
+            return None, 0, None
+        generation = int(rows[0][8])
+        codec = _codec(self._connection)
+        answered = rows[0][7]
+        logged = None
+        if answered is not None:
+            logged = _logged(
+                driver.fetch(self._connection, _EVENT, (session_id, answered))[0], codec, session_id
+            )
+        return _state(rows[0], codec), generation, logged
 
+    def create(self, session_id: str, settings: dict[str, Any], active: list[str]) -> SessionState | None:
+        """Insert a new session and its ``create`` event (which carries the initial active list).
 
-def remove(connection: Connection, session_id: str) -> bool:
-    connection.execute(delete(session_events_table).where(session_events_table.c.session_id == session_id))
-    return bool(connection.execute(delete(sessions_table).where(sessions_table.c.id == session_id)).rowcount)
+        ``None`` when the id is taken: on PostgreSQL two callers can both find no session and insert
+        it at once; the second waits for the first to commit, then inserts nothing."""
+        codec = _codec(self._connection)
+        stamp = now()
+        stored = codec.store_stamp(stamp)
+        marker = codec.json_marker
+        inserted = driver.execute(
+            self._connection,
+            "INSERT INTO sessions (id, settings, active, selected, event_count, created_at, updated_at) "
+            f"VALUES (?, {marker}, {marker}, {marker}, 0, ?, ?) ON CONFLICT (id) DO NOTHING",
+            (session_id, json_text(settings), json_text(active), "[]", stored, stored),
+        )
+        if inserted == 0:
+            return None
+        state = SessionState(session_id, settings, active, [], 0, stamp, stamp)
+        return self.record(state, Event(kind="create", params={"active": active}), active, [])
 
+    def record(
+        self,
+        state: SessionState,
+        event: Event,
+        active: list[str],
+        selected: list[str],
+    ) -> SessionState:
+        """Append ``event`` to the log and store the lists it produced, in the same transaction."""
+        codec = _codec(self._connection)
+        stamp = now()
+        stored = codec.store_stamp(stamp)
+        seq = state.event_count + 1
+        entry = _entry(state.id, seq, event, stored)
+        lists = (plain_json_text(active), plain_json_text(selected), seq, stored, state.id)
+        if len(codec.record) == 1:
+            driver.execute(self._connection, codec.record[0], entry + lists)
+        else:
+            insert, update = codec.record
+            driver.execute_each(self._connection, [(insert, entry), (update, lists)])
+        return SessionState(state.id, state.settings, active, selected, seq, state.created_at, stamp)
 
-def events_before(
-    connection: Connection, session_id: str, seq: int, count: int, kinds: Sequence[str]
-) -> list[LoggedEvent]:
-    """Up to ``count`` events of ``kinds`` logged before ``seq``, newest first."""
-    marks = ", ".join("?" * len(kinds))
-    rows = driver.fetch(
-        connection,
-        f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? AND seq < ? "
-        f"AND kind IN ({marks}) ORDER BY seq DESC LIMIT ?",
-        (session_id, seq, *kinds, count),
-    )
-    codec = _codec(connection)
-    return [_logged(row, codec, session_id) for row in rows]
+    def append(self, session_id: str, *logged: Event) -> bool:
+        """Log ``logged``, events that change neither list (tool calls a gateway forwarded, the
+        digests it pinned), in order; ``False`` when there is no such session.
 
+        The lists stay as stored, so only the event count and the time move: the row's lists are
+        neither read nor written again."""
+        sqlite = self._connection.dialect.name == "sqlite"
+        rows = driver.fetch(self._connection, _COUNT_SQLITE if sqlite else _COUNT_POSTGRES, (session_id,))
+        if not rows:
+            return False
+        if not logged:
+            return True
+        codec = _codec(self._connection)
+        stored = codec.store_stamp(now())
+        count = int(rows[0][0])
+        statements: list[tuple[str, Sequence[Any]]] = [
+            (codec.insert, _entry(session_id, count + offset, event, stored))
+            for offset, event in enumerate(logged, start=1)
+        ]
+        statements.append((_COUNTED, (count + len(logged), stored, session_id)))
+        driver.execute_each(self._connection, statements)
+        return True
 
-def event_count(connection: Connection, session_id: str) -> int | None:
-    rows = driver.fetch(connection, _COUNT_SQLITE, (session_id,))
-    return int(rows[0][0]) if rows else None
+    def remove(self, session_id: str) -> bool:
+        self._connection.execute(
+            delete(session_events_table).where(session_events_table.c.session_id == session_id)
+        )
+        return bool(
+            self._connection.execute(delete(sessions_table).where(sessions_table.c.id == session_id)).rowcount
+        )
 
-
-def events_of_kind(connection: Connection, kinds: Sequence[str]) -> dict[str, list[LoggedEvent]]:
-    """Every session's events of ``kinds``, in order, by session."""
-    marks = ", ".join("?" * len(kinds))
-    rows = driver.fetch(
-        connection,
-        f"SELECT session_id, {_EVENT_COLUMNS} FROM session_events WHERE kind IN ({marks}) "
-        "ORDER BY session_id, seq",
-        tuple(kinds),
-    )
-    codec = _codec(connection)
-    found: dict[str, list[LoggedEvent]] = {}
-    for session_id, *row in rows:
-        found.setdefault(session_id, []).append(_logged(row, codec, session_id))
-    return found
-
-
-def flag_calls(connection: Connection, tool_names: Sequence[str] | None, flag: str) -> int:
-    """Set ``flag`` to true in the params of every logged ``tool_call`` of ``tool_names`` (all
-    when ``None``); how many calls changed."""
-    codec = _codec(connection)
-    statement = "SELECT session_id, seq, params FROM session_events WHERE kind = 'tool_call'"
-    params: tuple[str, ...] = ()
-    if tool_names is not None:
-        statement += f" AND tool_name IN ({', '.join('?' * len(tool_names))})"
-        params = tuple(tool_names)
-    changed = []
-    for session_id, seq, stored in driver.fetch(connection, statement, params):
-        value = codec.load_json(stored)
-        value = dict(value) if isinstance(value, dict) else {}
-        if value.get(flag) is True:
-            continue
-        value[flag] = True
-        changed.append((plain_json_text(value), session_id, seq))
-    driver.execute_many(
-        connection,
-        f"UPDATE session_events SET params = {codec.json_marker} WHERE session_id = ? AND seq = ?",
-        changed,
-    )
-    return len(changed)
+    def flag_calls(self, tool_names: Sequence[str] | None, flag: str) -> int:
+        """Set ``flag`` to true in the params of every logged ``tool_call`` of ``tool_names`` (all
+        when ``None``); how many calls changed."""
+        codec = _codec(self._connection)
+        statement = "SELECT session_id, seq, params FROM session_events WHERE kind = 'tool_call'"
+        params: tuple[str, ...] = ()
+        if tool_names is not None:
+            statement += f" AND tool_name IN ({', '.join('?' * len(tool_names))})"
+            params = tuple(tool_names)
+        changed = []
+        for session_id, seq, stored in driver.fetch(self._connection, statement, params):
+            value = codec.load_json(stored)
+            value = dict(value) if isinstance(value, dict) else {}
+            if value.get(flag) is True:
+                continue
+            value[flag] = True
+            changed.append((plain_json_text(value), session_id, seq))
+        driver.execute_many(
+            self._connection,
+            f"UPDATE session_events SET params = {codec.json_marker} WHERE session_id = ? AND seq = ?",
+            changed,
+        )
+        return len(changed)

@@ -71,137 +71,9 @@ class VectorCounts:
         return self.tools - self.current
 
 
-def state(connection: Connection) -> EmbeddingState:
-    rows = driver.fetch(
-        connection, "SELECT model, model_digest, dimensions, weight FROM embedding_state WHERE id = 1"
-    )
-    if not rows:
-        raise CorruptIndex.found("the embedding_state row is missing")
-    model, digest, dimensions, weight = rows[0]
-    return EmbeddingState(model, digest, int(dimensions), float(weight))
-
-
-def set_state(connection: Connection, setting: EmbeddingState) -> None:
-    """Record the setting (under the catalog lock, bumping the catalog generation)."""
-    _bump(connection)
-    driver.execute(
-        connection,
-        "UPDATE embedding_state SET model = ?, model_digest = ?, dimensions = ?, weight = ? WHERE id = 1",
-        (setting.model, setting.model_digest, setting.dimensions, setting.weight),
-    )
-
-
-def clear(connection: Connection) -> int:
-    """Remove every vector and the setting; how many vectors there were."""
-    _bump(connection)
-    removed = driver.execute(connection, "DELETE FROM tool_vectors")
-    driver.execute(
-        connection,
-        "UPDATE embedding_state SET model = NULL, model_digest = NULL, dimensions = 0 WHERE id = 1",
-    )
-    return max(removed, 0)
-
-
-def write(connection: Connection, rows: Sequence[VectorRow]) -> None:
-    """Store ``rows``, replacing any vector the same tools had."""
-    if not rows:
-        return
-    _bump(connection)
-    drop(connection, [row.tool_name for row in rows])
-    driver.execute_many(
-        connection,
-        "INSERT INTO tool_vectors (tool_name, content_hash, scale, vector) VALUES (?, ?, ?, ?)",
-        [(row.tool_name, row.content_hash, row.scale, row.vector) for row in rows],
-    )
-
-
-def drop(connection: Connection, names: Sequence[str]) -> None:
-    """Remove the vectors of ``names`` (tools a write removed); no generation bump of its own:
-    the catalog write that removed them makes one."""
-    for part in chunks(list(names)):
-        driver.execute(
-            connection, f"DELETE FROM tool_vectors WHERE tool_name IN ({', '.join('?' * len(part))})", part
-        )
-
-
-def drop_orphans(connection: Connection) -> None:
-    """Remove vectors whose tool is gone from the catalog."""
-    driver.execute(connection, "DELETE FROM tool_vectors WHERE tool_name NOT IN (SELECT name FROM tools)")
-
-
-def missing(connection: Connection, after: str = "", limit: int | None = None) -> list[tuple[str, str]]:
-    """``(name, content hash)`` of catalog tools without a current vector, by name, after ``after``:
-    what ``embed`` still has to do, in an order that resumes where a killed run stopped."""
-    statement = (
-        "SELECT t.name, t.content_hash FROM tools t LEFT JOIN tool_vectors v ON v.tool_name = t.name "
-        "AND v.content_hash = t.content_hash WHERE v.tool_name IS NULL AND t.name > ? ORDER BY t.name"
-    )
-    if limit is not None:
-        statement += f" LIMIT {int(limit)}"
-    return [(str(name), str(digest)) for name, digest in driver.fetch(connection, statement, (after,))]
-
-
-def missing_of(connection: Connection, names: Sequence[str]) -> list[tuple[str, str]]:
-    """``(name, content hash)`` of those of ``names`` that are catalog tools without a current
-    vector."""
-    found: list[tuple[str, str]] = []
-    for part in chunks(list(dict.fromkeys(names))):
-        rows = driver.fetch(
-            connection,
-            "SELECT t.name, t.content_hash FROM tools t LEFT JOIN tool_vectors v ON v.tool_name = t.name "
-            f"AND v.content_hash = t.content_hash WHERE v.tool_name IS NULL AND t.name IN "
-            f"({', '.join('?' * len(part))}) ORDER BY t.name",
-            part,
-        )
-        found.extend((str(name), str(digest)) for name, digest in rows)
-    return found
-
-
-def counts(connection: Connection) -> VectorCounts:
-    rows = driver.fetch(
-        connection,
-        "SELECT (SELECT COUNT(*) FROM tools), (SELECT COUNT(*) FROM tools t JOIN tool_vectors v "
-        "ON v.tool_name = t.name AND v.content_hash = t.content_hash)",
-    )
-    return VectorCounts(int(rows[0][0]), int(rows[0][1]))
-
-
 def packed_width(dimensions: int) -> int:
     """The bytes of a stored vector of ``dimensions`` values: two values a byte."""
     return (dimensions + 1) // 2
-
-
-def current(connection: Connection, dimensions: int) -> StoredVectors:
-    """Every current vector, in no particular order. Read in blocks straight into the arrays and, on SQLite,
-    through a small page cache: the table is read once per catalog generation, and its pages
-    (and the tools' rows the join visits) kept in the connection's large cache would cost a
-    serving process more memory than the vectors themselves."""
-    join = "FROM tool_vectors v JOIN tools t ON t.name = v.tool_name AND t.content_hash = v.content_hash"
-    with _small_page_cache(connection):
-        count = int(driver.fetch(connection, f"SELECT COUNT(*) {join}")[0][0])
-        tool_ids = np.zeros(count, dtype=np.int64)
-        groups = np.zeros(count, dtype=np.int16)
-        scales = np.zeros(count, dtype=np.float32)
-        width = packed_width(dimensions)
-        matrix = np.zeros((count, width), dtype=np.uint8)
-        at = 0
-        statement = f"SELECT t.id, t.grp, v.scale, v.vector {join}"
-        for block in driver.fetch_blocks(connection, statement, size=READ_ROWS):
-            for tool_id, grp, scale, vector in block:
-                if at >= count:
-                    raise CorruptIndex.found("the tool vectors changed while they were read")
-                value = bytes(vector)
-                if len(value) != width:
-                    raise CorruptIndex.found(
-                        f"a stored vector has {len(value)} bytes, the {dimensions} dimensions of "
-                        f"the index's model take {width}"
-                    )
-                matrix[at] = np.frombuffer(value, dtype=np.uint8)
-                tool_ids[at], groups[at], scales[at] = tool_id, grp, scale
-                at += 1
-    if at != count:
-        raise CorruptIndex.found("the tool vectors changed while they were read")
-    return StoredVectors(tool_ids=tool_ids, groups=groups, rows=matrix, scales=scales)
 
 
 @contextmanager
@@ -226,21 +98,156 @@ the interpreter's allocator (its arenas are returned only when empty), so a smal
 the memory a serving process holds after the read close to the arrays'."""
 
 
-def of_tools(connection: Connection, names: Sequence[str]) -> dict[str, tuple[str, float, bytes]]:
-    """The stored vector of each of ``names`` that has one, current or not: hash, scale, bytes."""
-    found: dict[str, tuple[str, float, bytes]] = {}
-    for part in chunks(list(names)):
-        rows = driver.fetch(
-            connection,
-            "SELECT tool_name, content_hash, scale, vector FROM tool_vectors "
-            f"WHERE tool_name IN ({', '.join('?' * len(part))})",
-            part,
-        )
-        for name, digest, scale, vector in rows:
-            found[str(name)] = (str(digest), float(scale), bytes(vector))
-    return found
-
-
 def _bump(connection: Connection) -> None:
     generation = lock_catalog(connection)
     driver.execute(connection, "UPDATE catalog_state SET generation = ? WHERE id = 1", (generation + 1,))
+
+
+class VectorReads:
+    """The semantic signal's setting and the tools' vectors."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    def state(self) -> EmbeddingState:
+        rows = driver.fetch(
+            self._connection,
+            "SELECT model, model_digest, dimensions, weight FROM embedding_state WHERE id = 1",
+        )
+        if not rows:
+            raise CorruptIndex.found("the embedding_state row is missing")
+        model, digest, dimensions, weight = rows[0]
+        return EmbeddingState(model, digest, int(dimensions), float(weight))
+
+    def counts(self) -> VectorCounts:
+        rows = driver.fetch(
+            self._connection,
+            "SELECT (SELECT COUNT(*) FROM tools), (SELECT COUNT(*) FROM tools t JOIN tool_vectors v "
+            "ON v.tool_name = t.name AND v.content_hash = t.content_hash)",
+        )
+        return VectorCounts(int(rows[0][0]), int(rows[0][1]))
+
+    def current(self, dimensions: int) -> StoredVectors:
+        """Every current vector, in no particular order. Read in blocks straight into the arrays
+        and, on SQLite, through a small page cache: the table is read once per catalog
+        generation, and its pages (and the tools' rows the join visits) kept in the connection's
+        large cache would cost a serving process more memory than the vectors themselves."""
+        join = "FROM tool_vectors v JOIN tools t ON t.name = v.tool_name AND t.content_hash = v.content_hash"
+        with _small_page_cache(self._connection):
+            count = int(driver.fetch(self._connection, f"SELECT COUNT(*) {join}")[0][0])
+            tool_ids = np.zeros(count, dtype=np.int64)
+            groups = np.zeros(count, dtype=np.int16)
+            scales = np.zeros(count, dtype=np.float32)
+            width = packed_width(dimensions)
+            matrix = np.zeros((count, width), dtype=np.uint8)
+            at = 0
+            statement = f"SELECT t.id, t.grp, v.scale, v.vector {join}"
+            for block in driver.fetch_blocks(self._connection, statement, size=READ_ROWS):
+                for tool_id, grp, scale, vector in block:
+                    if at >= count:
+                        raise CorruptIndex.found("the tool vectors changed while they were read")
+                    value = bytes(vector)
+                    if len(value) != width:
+                        raise CorruptIndex.found(
+                            f"a stored vector has {len(value)} bytes, the {dimensions} dimensions of "
+                            f"the index's model take {width}"
+                        )
+                    matrix[at] = np.frombuffer(value, dtype=np.uint8)
+                    tool_ids[at], groups[at], scales[at] = tool_id, grp, scale
+                    at += 1
+        if at != count:
+            raise CorruptIndex.found("the tool vectors changed while they were read")
+        return StoredVectors(tool_ids=tool_ids, groups=groups, rows=matrix, scales=scales)
+
+    def missing(self, after: str = "", limit: int | None = None) -> list[tuple[str, str]]:
+        """``(name, content hash)`` of catalog tools without a current vector, by name, after ``after``:
+        what ``embed`` still has to do, in an order that resumes where a killed run stopped."""
+        statement = (
+            "SELECT t.name, t.content_hash FROM tools t LEFT JOIN tool_vectors v ON v.tool_name = t.name "
+            "AND v.content_hash = t.content_hash WHERE v.tool_name IS NULL AND t.name > ? ORDER BY t.name"
+        )
+        if limit is not None:
+            statement += f" LIMIT {int(limit)}"
+        return [
+            (str(name), str(digest)) for name, digest in driver.fetch(self._connection, statement, (after,))
+        ]
+
+    def missing_of(self, names: Sequence[str]) -> list[tuple[str, str]]:
+        """``(name, content hash)`` of those of ``names`` that are catalog tools without a current
+        vector."""
+        found: list[tuple[str, str]] = []
+        for part in chunks(list(dict.fromkeys(names))):
+            rows = driver.fetch(
+                self._connection,
+                "SELECT t.name, t.content_hash FROM tools t LEFT JOIN tool_vectors v ON v.tool_name = t.name "
+                f"AND v.content_hash = t.content_hash WHERE v.tool_name IS NULL AND t.name IN "
+                f"({', '.join('?' * len(part))}) ORDER BY t.name",
+                part,
+            )
+            found.extend((str(name), str(digest)) for name, digest in rows)
+        return found
+
+    def of_tools(self, names: Sequence[str]) -> dict[str, tuple[str, float, bytes]]:
+        """The stored vector of each of ``names`` that has one, current or not: hash, scale, bytes."""
+        found: dict[str, tuple[str, float, bytes]] = {}
+        for part in chunks(list(names)):
+            rows = driver.fetch(
+                self._connection,
+                "SELECT tool_name, content_hash, scale, vector FROM tool_vectors "
+                f"WHERE tool_name IN ({', '.join('?' * len(part))})",
+                part,
+            )
+            for name, digest, scale, vector in rows:
+                found[str(name)] = (str(digest), float(scale), bytes(vector))
+        return found
+
+
+class VectorWrites(VectorReads):
+    """The semantic signal's setting and vectors, written."""
+
+    def set_state(self, setting: EmbeddingState) -> None:
+        """Record the setting (under the catalog lock, bumping the catalog generation)."""
+        _bump(self._connection)
+        driver.execute(
+            self._connection,
+            "UPDATE embedding_state SET model = ?, model_digest = ?, dimensions = ?, weight = ? WHERE id = 1",
+            (setting.model, setting.model_digest, setting.dimensions, setting.weight),
+        )
+
+    def clear(self) -> int:
+        """Remove every vector and the setting; how many vectors there were."""
+        _bump(self._connection)
+        removed = driver.execute(self._connection, "DELETE FROM tool_vectors")
+        driver.execute(
+            self._connection,
+            "UPDATE embedding_state SET model = NULL, model_digest = NULL, dimensions = 0 WHERE id = 1",
+        )
+        return max(removed, 0)
+
+    def write(self, rows: Sequence[VectorRow]) -> None:
+        """Store ``rows``, replacing any vector the same tools had."""
+        if not rows:
+            return
+        _bump(self._connection)
+        self.drop([row.tool_name for row in rows])
+        driver.execute_many(
+            self._connection,
+            "INSERT INTO tool_vectors (tool_name, content_hash, scale, vector) VALUES (?, ?, ?, ?)",
+            [(row.tool_name, row.content_hash, row.scale, row.vector) for row in rows],
+        )
+
+    def drop(self, names: Sequence[str]) -> None:
+        """Remove the vectors of ``names`` (tools a write removed); no generation bump of its own:
+        the catalog write that removed them makes one."""
+        for part in chunks(list(names)):
+            driver.execute(
+                self._connection,
+                f"DELETE FROM tool_vectors WHERE tool_name IN ({', '.join('?' * len(part))})",
+                part,
+            )
+
+    def drop_orphans(self) -> None:
+        """Remove vectors whose tool is gone from the catalog."""
+        driver.execute(
+            self._connection, "DELETE FROM tool_vectors WHERE tool_name NOT IN (SELECT name FROM tools)"
+        )

@@ -22,7 +22,7 @@ from discovery import ToolIndex
 from discovery._diagnostics.verify import verify
 from discovery._rules import replay
 from store import _migrate as migrate
-from store import _reads as reads
+from store._reads import CatalogReads
 from tests.catalogs import SERVERS, generated_catalog
 
 pytestmark = pytest.mark.slow
@@ -335,14 +335,14 @@ def test_a_thread_seeing_a_newer_catalog_waits_for_one_reading_the_caches(
     index.upsert_tools(generated_catalog(50, seed=2))
     names = [tool.name for tool in index.tools()][:5]
     inside, b_done = threading.Event(), threading.Event()
-    lookup = reads.tools_by_names
+    lookup = CatalogReads.tools_by_names
     reader = threading.current_thread()
 
-    def pausing_lookup(connection: Any, wanted: Any) -> Any:
+    def pausing_lookup(view: CatalogReads, wanted: Any) -> Any:
         if threading.current_thread() is reader and not inside.is_set():
             inside.set()
             b_done.wait(timeout=1)  # B finishing while A is inside is the failure
-        return lookup(connection, wanted)
+        return lookup(view, wanted)
 
     def remove_and_search() -> None:
         inside.wait()
@@ -350,7 +350,7 @@ def test_a_thread_seeing_a_newer_catalog_waits_for_one_reading_the_caches(
         index.search("tool", limit=1)
         b_done.set()
 
-    monkeypatch.setattr(reads, "tools_by_names", pausing_lookup)
+    monkeypatch.setattr(CatalogReads, "tools_by_names", pausing_lookup)
     b = threading.Thread(target=remove_and_search)
     b.start()
     with index.store.reading() as snapshot:

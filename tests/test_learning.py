@@ -40,7 +40,7 @@ from discovery._rules import Corpus
 from discovery._sessions.learning import credits_of_log
 from discovery._text.analyzers import REFERENCE
 from discovery._text.tokenizer import tokenize
-from store import LearnedChange
+from store import LearnedChange, Writer
 from store import _learning as stored_learning
 from store._engine import write_transaction
 from store._sessions import Event, LoggedEvent
@@ -678,7 +678,7 @@ def test_learned_postings_are_read_as_arrays_by_term(
     credits += [(f"s{3 + n % 2}", "team", name) for n, name in enumerate(names[::2])]
     credits += [("s0", "team", "mcp__gone__tool"), ("s0", "zzz", "mcp__gone__tool")]
     with write_transaction(index.store.engine) as connection:
-        stored_learning.replace_all(connection, credits)
+        Writer(connection).learning.replace_all(credits)
     monkeypatch.setattr(stored_learning, "POSTINGS_BLOCK", 2)
     with index.store.reading() as reader:
         found = reader.learning.postings([*terms, "zzz", "absent"])
@@ -703,8 +703,8 @@ def test_a_change_keeps_the_learned_parts_it_leaves_as_they_were(
     def changed(*credits: tuple[str, str, str], forgotten: str | None = None) -> None:
         with write_transaction(index.store.engine) as connection:
             if forgotten is not None:
-                stored_learning.remove_credits(connection, session_id=forgotten)
-            stored_learning.add_credits(connection, credits)
+                Writer(connection).learning.remove_credits(session_id=forgotten)
+            Writer(connection).learning.add_credits(credits)
 
     def parts(query: str) -> list[LearnedTerm]:
         with index.store.reading() as reader:
@@ -746,8 +746,8 @@ def test_the_journal_says_what_each_change_left(db_url: str) -> None:
             start = reader.learning.state().generation
             teacher = reader.catalog.tools_by_names([TEACHER])[TEACHER]
         with write_transaction(index.store.engine) as connection:
-            stored_learning.add_credits(connection, [("s1", "ping", TEACHER), ("s2", "ping", TEACHER)])
-            stored_learning.add_credits(connection, [("s1", "pong", TEACHER), ("s1", "x", "mcp__gone__tool")])
+            Writer(connection).learning.add_credits([("s1", "ping", TEACHER), ("s2", "ping", TEACHER)])
+            Writer(connection).learning.add_credits([("s1", "pong", TEACHER), ("s1", "x", "mcp__gone__tool")])
         with index.store.reading() as reader:
             middle = reader.learning.state().generation
             assert sorted(reader.learning.changes_since(start), key=lambda c: (c.term, c.tool_name)) == [
@@ -756,7 +756,7 @@ def test_the_journal_says_what_each_change_left(db_url: str) -> None:
                 LearnedChange("x", "mcp__gone__tool", None, 0, False, 0),
             ]
         with write_transaction(index.store.engine) as connection:
-            stored_learning.remove_credits(connection, session_id="s1")
+            Writer(connection).learning.remove_credits(session_id="s1")
         with index.store.reading() as reader:
             after = reader.learning.changes_since(middle)
             assert sorted(after, key=lambda c: (c.term, c.tool_name)) == [

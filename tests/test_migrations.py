@@ -21,9 +21,9 @@ from discovery import ToolIndex
 from discovery._catalog.indexing import content_hash, indexed_tool
 from discovery._catalog.models import ToolRecord
 from discovery._diagnostics.verify import verify
+from store import Reader
 from store import _migrate as migrate
 from store import _postings as packed_postings
-from store import _vectors as vectors_module
 from store._digests import json_digest
 from store._engine import make_engine
 from store._schema import metadata
@@ -598,7 +598,7 @@ def test_revision_0010_packs_every_int8_vector_in_4_bits_and_0009_gets_int8_back
         for query in queries:
             assert abs(scale * (values @ query) - old @ query) <= scale * 0.5 * np.abs(query).sum() + 1e-9
     with engine.connect() as connection:
-        loaded = vectors_module.current(connection, dimensions)
+        loaded = Reader(connection).vectors.current(dimensions)
         ids = {name: tool_id for name, tool_id in connection.execute(text("SELECT name, id FROM tools"))}
     assert sorted(loaded.tool_ids.tolist()) == sorted(ids[name] for name in names if name != stale)
     assert (loaded.rows.dtype, loaded.rows.shape[1]) == (np.dtype(np.uint8), (dimensions + 1) // 2)

@@ -22,9 +22,7 @@ from discovery._params import query_terms
 from discovery._ranking import ranker as ranker_module
 from discovery._ranking.ranker import Ranker
 from discovery._rules import Corpus
-from store import GROUPS
-from store import _learning as stored_learning
-from store import _reads as reads
+from store import GROUPS, Reader, Writer
 from store._engine import read_transaction, write_transaction
 from store.errors import CorruptIndex
 from tests.conftest import migrated_sqlite_url
@@ -68,7 +66,7 @@ def open_indexes(
         index.upsert_tools(tools)
         if learned:
             with write_transaction(index.store.engine) as connection:
-                stored_learning.replace_all(connection, taught(seed, tools))
+                Writer(connection).learning.replace_all(taught(seed, tools))
         opened[seed] = index
     yield opened
     for index in opened.values():
@@ -192,7 +190,7 @@ def test_a_torn_row_read_for_scoring_is_a_corrupt_index(indexes: dict[int, ToolI
         first, second = (
             row[0] for row in connection.exec_driver_sql("SELECT id FROM tools ORDER BY id LIMIT 2")
         )
-        good = reads.forward_postings(connection, [first, second])
+        good = Reader(connection).index.forward_postings([first, second])
     assert set(good["tool_id"].tolist()) == {first, second}
     with write_transaction(index.store.engine) as connection:
         original = connection.exec_driver_sql(
@@ -204,7 +202,7 @@ def test_a_torn_row_read_for_scoring_is_a_corrupt_index(indexes: dict[int, ToolI
             read_transaction(index.store.engine) as connection,
             pytest.raises(CorruptIndex, match=f"tool id {second}"),
         ):
-            reads.forward_postings(connection, [first, second])
+            Reader(connection).index.forward_postings([first, second])
     finally:
         with write_transaction(index.store.engine) as connection:
             connection.exec_driver_sql("UPDATE tools SET indexed_terms = ? WHERE id = ?", (original, second))

@@ -27,7 +27,7 @@ from discovery._rules import Corpus
 from discovery._text.tokenizer import tokenize
 from discovery.errors import QueryWithoutTerms
 from store import GROUPS
-from store import _reads as reads
+from store._reads import CatalogReads
 from tests.catalogs import rank
 from tests.conftest import shared_path
 
@@ -279,11 +279,11 @@ def test_a_search_that_failed_midway_leaves_no_scores_behind(
     catalog = [{"name": f"tool_{i}", "description": "alpha " * (1 + i % 3)} for i in range(12)]
     index.upsert_tools(catalog)
 
-    def unreadable(connection: Any, ids: Any) -> dict[int, str]:
+    def unreadable(view: CatalogReads, ids: Any) -> dict[int, str]:
         raise RuntimeError("names unreadable")
 
     with monkeypatch.context() as patch:
-        patch.setattr(reads, "names_by_ids", unreadable)
+        patch.setattr(CatalogReads, "names_by_ids", unreadable)
         with pytest.raises(RuntimeError, match="names unreadable"):
             index.search("alpha", limit=5)
     assert searched(index, "alpha", limit=5) == reference_ranking(catalog, "alpha")[:5]

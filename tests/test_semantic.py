@@ -27,7 +27,7 @@ from discovery._ranking.fusion import SCAN_ROWS, cosines
 from discovery._semantic.model import load, model_files, resolve, runnable_onnx
 from discovery._semantic.vectors import packed
 from discovery.errors import EmbeddingUnavailable
-from store import StoredVectors
+from store import StoredVectors, Writer
 from store import _vectors as stored_vectors
 from store._engine import read_transaction, write_transaction
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
@@ -171,16 +171,16 @@ def test_a_stored_vector_of_the_wrong_length_is_damage(index: ToolIndex) -> None
     index.upsert_tools(CLOCKS)
     name = CLOCKS[0]["name"]
     with write_transaction(index.store.engine) as connection:
-        stored_vectors.set_state(connection, stored_vectors.EmbeddingState("m", "digest", 385, 0.5))
-        digest = dict(stored_vectors.missing_of(connection, [name]))[name]
-        stored_vectors.write(
-            connection, [stored_vectors.VectorRow(name, digest, 0.1, pack_values([1] * 385))]
+        Writer(connection).vectors.set_state(stored_vectors.EmbeddingState("m", "digest", 385, 0.5))
+        digest = dict(Writer(connection).vectors.missing_of([name]))[name]
+        Writer(connection).vectors.write(
+            [stored_vectors.VectorRow(name, digest, 0.1, pack_values([1] * 385))]
         )
-        assert stored_vectors.current(connection, 385).rows.shape == (1, 193)
+        assert Writer(connection).vectors.current(385).rows.shape == (1, 193)
         # An int8 vector (one byte a value), as before revision 0010.
-        stored_vectors.write(connection, [stored_vectors.VectorRow(name, digest, 0.1, bytes(385))])
+        Writer(connection).vectors.write([stored_vectors.VectorRow(name, digest, 0.1, bytes(385))])
         with pytest.raises(CorruptIndex, match="a stored vector has 385 bytes, the 385 dimensions"):
-            stored_vectors.current(connection, 385)
+            Writer(connection).vectors.current(385)
 
 
 def reference_fused(
@@ -233,10 +233,10 @@ def test_fusion_equals_the_reference_over_random_catalogs_and_vectors(
     present = {record["name"] for record in catalog}
     with_vectors = sorted(data.draw(st.sets(st.sampled_from(sorted(present)))) if present else set())
     with write_transaction(index.store.engine) as connection:
-        stored_vectors.clear(connection)
+        Writer(connection).vectors.clear()
         spec = str(model_dir.resolve())
-        stored_vectors.set_state(connection, stored_vectors.EmbeddingState(spec, "digest", 384, weight))
-        hashes = dict(stored_vectors.missing_of(connection, with_vectors))
+        Writer(connection).vectors.set_state(stored_vectors.EmbeddingState(spec, "digest", 384, weight))
+        hashes = dict(Writer(connection).vectors.missing_of(with_vectors))
         rows = []
         vectors: dict[str, tuple[float, np.ndarray]] = {}
         for name in with_vectors:
@@ -244,7 +244,7 @@ def test_fusion_equals_the_reference_over_random_catalogs_and_vectors(
             scale = float(np.float32(rng.uniform(1e-3, 1e-1)))
             vectors[name] = (scale, np.array(unpack_values(stored, 384), dtype=np.int8))
             rows.append(stored_vectors.VectorRow(name, hashes[name], scale, stored))
-        stored_vectors.write(connection, rows)
+        Writer(connection).vectors.write(rows)
     query_vector = model.embed_query(query)
     expected = reference_fused(catalog, query, vectors, query_vector, weight)
     found = hits(index, query)
@@ -276,19 +276,19 @@ def test_writes_embed_changed_tools_and_vectors_follow_the_catalog(index: ToolIn
     index.upsert_tools(CLOCKS)
     index.embed(str(model_dir))
     with read_transaction(index.store.engine) as connection:
-        before = stored_vectors.of_tools(connection, [record["name"] for record in CLOCKS])
+        before = Writer(connection).vectors.of_tools([record["name"] for record in CLOCKS])
     changed = {**CLOCKS[2], "description": "Daily weather: sunshine, rain and snow"}
     report = index.upsert_tools([changed, *WORKED_EXAMPLE, CLOCKS[0]])
     assert report.stale_vectors == 0
     with read_transaction(index.store.engine) as connection:
-        after = stored_vectors.of_tools(connection, [record["name"] for record in CLOCKS + WORKED_EXAMPLE])
+        after = Writer(connection).vectors.of_tools([record["name"] for record in CLOCKS + WORKED_EXAMPLE])
     assert after[CLOCKS[0]["name"]] == before[CLOCKS[0]["name"]]  # unchanged: not embedded again
     assert after[CLOCKS[2]["name"]] != before[CLOCKS[2]["name"]]
     assert all(record["name"] in after for record in WORKED_EXAMPLE)
     assert index.stats()["semantic"]["current"] == 6
     index.remove_tools([CLOCKS[1]["name"]])
     with read_transaction(index.store.engine) as connection:
-        assert CLOCKS[1]["name"] not in stored_vectors.of_tools(connection, [CLOCKS[1]["name"]])
+        assert CLOCKS[1]["name"] not in Writer(connection).vectors.of_tools([CLOCKS[1]["name"]])
     assert index.stats()["semantic"] | {"model": None} == {
         "model": None,
         "dimensions": 384,

@@ -19,6 +19,7 @@ from discovery._results import SearchDetails, compact_json, json_text
 from discovery._rules import effective_mode, replay
 from discovery._sessions.settings import SessionSettings
 from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, QueryWithoutTerms
+from store import Writer
 from store import _sessions as sessions
 from store.errors import SessionNotFound
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
@@ -84,7 +85,7 @@ def test_tools_that_leave_are_skipped_and_come_back(example: ToolIndex) -> None:
     example.remove_tools(["mcp__slack_post_message"])
     assert session.selected == [] and session.active == ["search_tool_bm25"]
     with example.store.engine.connect() as connection:
-        stored = sessions.load(connection, "s")
+        stored = Writer(connection).sessions.load("s")
     assert stored is not None and stored.selected == ["mcp__slack_post_message"]  # storage untouched
     example.upsert_tools([WORKED_EXAMPLE[2]])
     assert session.selected == ["mcp__slack_post_message"]
@@ -370,7 +371,7 @@ def _lookup_steps(index: ToolIndex, session_id: str) -> int:
         assert raw is not None
         raw.set_progress_handler(count, 1)
         try:
-            state, _, answered = sessions.lock_for_call(connection, session_id, "never-used")
+            state, _, answered = Writer(connection).sessions.lock_for_call(session_id, "never-used")
         finally:
             raw.set_progress_handler(None, 1)
     assert state is not None and answered is None
@@ -385,11 +386,11 @@ def test_a_new_call_id_is_looked_up_without_reading_the_log(example: ToolIndex) 
     example.session("long", discovery_mode="mcp-only")
     short = _lookup_steps(example, "long")
     with example.store.engine.begin() as connection:
-        state = sessions.load(connection, "long")
+        state = Writer(connection).sessions.load("long")
         assert state is not None
         for number in range(3000):
             event = sessions.Event(kind="search", tool_name="search_tool_bm25", call_id=f"old-{number}")
-            state = sessions.record(connection, state, event, state.active, state.selected)
-        _, _, answered = sessions.lock_for_call(connection, "long", "old-2999")
+            state = Writer(connection).sessions.record(state, event, state.active, state.selected)
+        _, _, answered = Writer(connection).sessions.lock_for_call("long", "old-2999")
     assert answered is not None and answered.seq == 3001
     assert _lookup_steps(example, "long") < 2 * short
