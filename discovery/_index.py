@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from discovery._params import analyzer_named, checked_search
+from discovery._params import Query, analyzer_named, checked_search
 from discovery._ranking.ranker import Ranker
 from discovery._results import SearchDetails, SearchHit, match_details
 from discovery._rules import read_only_corpus
@@ -272,25 +272,16 @@ class ToolIndex:
 
     def search(self, query: str, limit: int | None = None, *, mode: str = "all") -> list[SearchHit]:
         """Read-only search of the whole catalog in ``mode`` with nothing active."""
-        trimmed, limit = checked_search(query, limit)
+        checked, limit = checked_search(query, limit)
         with self.store.reading() as reader:
-            ranking = self.ranker.search(reader, trimmed, read_only_corpus(mode), limit)
+            ranking = self.ranker.search(reader, checked, read_only_corpus(mode), limit)
         return [SearchHit(name=hit.name, score=hit.score) for hit in ranking.hits]
 
     def search_details(self, query: str, limit: int | None = None, *, mode: str = "all") -> SearchDetails:
         """The contract §6 details of a read-only search: ``search`` with each match's tool row."""
-        trimmed, limit = checked_search(query, limit)
+        checked, limit = checked_search(query, limit)
         with self.store.reading() as reader:
-            ranking = self.ranker.search(reader, trimmed, read_only_corpus(mode), limit)
-            tools = self.ranker.tools(reader, [hit.tool_id for hit in ranking.hits])
-        return {
-            "query": trimmed,
-            "limit": limit,
-            "total_tools": ranking.total_tools,
-            "activated_tools": [],
-            "active_selected_tools": [],
-            "tools": [match_details(tools[hit.tool_id], hit.score) for hit in ranking.hits],
-        }
+            return read_only_details(reader, self.ranker, checked, limit, mode)
 
     def session(
         self,
@@ -410,3 +401,17 @@ def _check_owners(reader: Reader, records: list[Mapping[str, Any] | ToolRecord],
 
 def _name_of(record: Mapping[str, Any] | ToolRecord) -> Any:
     return record.get("name") if isinstance(record, Mapping) else record.name
+
+
+def read_only_details(reader: Reader, ranker: Ranker, query: Query, limit: int, mode: str) -> SearchDetails:
+    """``ToolIndex.search_details`` in the caller's transaction, of a query checked already."""
+    ranking = ranker.search(reader, query, read_only_corpus(mode), limit)
+    tools = ranker.tools(reader, [hit.tool_id for hit in ranking.hits])
+    return {
+        "query": query.text,
+        "limit": limit,
+        "total_tools": ranking.total_tools,
+        "activated_tools": [],
+        "active_selected_tools": [],
+        "tools": [match_details(tools[hit.tool_id], hit.score) for hit in ranking.hits],
+    }

@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from discovery._text.analyzers import ANALYZER_NAMES, REFERENCE, Analyzer, find_analyzer, stored_version
-from discovery._text.tokenizer import tokenize
+from discovery._text.tokenizer import tokens
 from discovery.errors import (
     AnalyzerOutdated,
     EmptyQuery,
@@ -63,20 +64,33 @@ def checked_limit(limit: Any) -> int:
     return limit
 
 
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A query as a search takes it: its text, trimmed, and its reference tokens (contract §3),
+    at least one. Made once per search (``checked_search``, ``searched_query``) and passed on
+    whole, so no step of a search checks or tokenizes the text again."""
+
+    text: str
+    tokens: tuple[str, ...]
+
+    def terms(self, analyzer: Analyzer = REFERENCE) -> dict[str, int]:
+        """Distinct query terms under ``analyzer`` with their counts, in order of first appearance
+        (contract §4). Never empty: every analyzer makes terms of any reference token."""
+        return dict(Counter(analyzer.query_terms(self.tokens)))
+
+
+def searched_query(text: str) -> Query:
+    """``text`` (checked, trimmed) with its tokens; ``QueryWithoutTerms`` when it has none."""
+    found = tuple(tokens(text))
+    if not found:
+        raise QueryWithoutTerms()
+    return Query(text, found)
+
+
 def query_terms(query: str, analyzer: Analyzer = REFERENCE) -> dict[str, int]:
-    """Distinct query terms with their counts, in order of first appearance (contract §4);
-    ``QueryWithoutTerms`` when there are none."""
-    terms = dict(Counter(analyzer.query_tokens(query)))
-    if not terms:
-        raise QueryWithoutTerms()
-    return terms
-
-
-def has_terms(query: str) -> None:
-    """``QueryWithoutTerms`` unless ``query`` has a token. Every analyzer gives a query terms
-    exactly when the reference tokenizer finds a token in it, so this check needs no analyzer."""
-    if not tokenize(query):
-        raise QueryWithoutTerms()
+    """The terms of ``query`` given as text (``Query.terms``); ``QueryWithoutTerms`` when there
+    are none. For what is not a search: learning from a logged call, tests."""
+    return searched_query(query).terms(analyzer)
 
 
 def analyzer_named(name: Any) -> Analyzer:
@@ -98,13 +112,12 @@ def stored_analyzer_named(stored: str) -> Analyzer:
     return analyzer
 
 
-def checked_search(query: Any, limit: Any) -> tuple[str, int]:
+def checked_search(query: Any, limit: Any) -> tuple[Query, int]:
     """Query and limit, checked in contract §6's order: query, then limit, then that the query has
-    terms (which the catalog's analyzer then makes, in the search's transaction)."""
+    terms (which the catalog's analyzer then makes from its tokens, in the search's transaction)."""
     trimmed = checked_query(query)
     checked = checked_limit(limit)
-    has_terms(trimmed)
-    return trimmed, checked
+    return searched_query(trimmed), checked
 
 
 def checked_id(value: object, what: str, *, blank: bool = False) -> str:

@@ -121,7 +121,7 @@ def test_the_walker_sees_imports() -> None:
     ranker = imports_of(REPO / "discovery" / "_ranking" / "ranker.py")
     assert Import("numpy") in ranker
     assert any(imported.module == "store" and "StoredTool" in imported.names for imported in ranker)
-    assert Import("discovery._text.tokenizer", ("tokenize",)) in imports_of(REPO / "discovery" / "_params.py")
+    assert Import("discovery._text.tokenizer", ("tokens",)) in imports_of(REPO / "discovery" / "_params.py")
 
 
 def test_relative_imports_resolve() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from discovery import ToolCallError, ToolIndex
-from discovery._params import DEFAULT_LIMIT, checked_limit, checked_search, query_terms
+from discovery._params import DEFAULT_LIMIT, Query, checked_limit, checked_search, query_terms
 from discovery.errors import EmptyQuery, InvalidLimit, QueryNotText, QueryWithoutTerms
 from tests.catalogs import WORKED_EXAMPLE
 
@@ -78,6 +78,6 @@ def test_every_entry_point_takes_an_integral_float_and_a_missing_limit(
 
 
 def test_the_checks_in_order() -> None:
-    assert checked_search("  open PR ", None) == ("open PR", DEFAULT_LIMIT)
+    assert checked_search("  open PR ", None) == (Query("open PR", ("open", "pr")), DEFAULT_LIMIT)
     assert query_terms("open PR") == {"open": 1, "pr": 1}
     assert checked_limit(7.0) == 7 and type(checked_limit(7.0)) is int

@@ -12,6 +12,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from discovery._params import searched_query
 from discovery._ranking.ranker import Ranker
 from discovery._rules import INTERNAL_NAMES, Corpus, read_only_corpus
 from discovery._text.analyzers import REFERENCE
@@ -179,7 +180,7 @@ class MemorySource:
 def searched(
     source: MemorySource, query: str, corpus: Corpus, prune_from: int | None
 ) -> list[tuple[str, float]]:
-    ranking = Ranker(prune_from=prune_from).search(source, query, corpus, 10_000)
+    ranking = Ranker(prune_from=prune_from).search(source, searched_query(query), corpus, 10_000)
     return [(hit.name, hit.score) for hit in ranking.hits]
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from discovery._catalog.indexing import record_fields
 from discovery._diagnostics.statistics import corpus_statistics
 from discovery._index import ToolIndex
-from discovery._params import checked_query, has_terms, query_terms
+from discovery._params import Query, checked_query, searched_query
 from discovery._ranking.bm25 import average_length, idf, length_norm, round6, term_score
 from discovery._ranking.fields import FIELD_WEIGHTS, field_term_frequencies
 from discovery._rules import Corpus, read_only_corpus
@@ -211,12 +211,15 @@ class Explanation:
 
 def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Explanation:
     """Break down the score of tool ``name`` for ``query`` in the read-only corpus of ``mode``."""
-    trimmed = checked_query(query)
-    has_terms(trimmed)
+    return explain_query(index, searched_query(checked_query(query)), name, mode=mode)
+
+
+def explain_query(index: ToolIndex, query: Query, name: str, *, mode: str = "all") -> Explanation:
+    """``explain`` of a query checked already."""
     corpus = read_only_corpus(mode)
     with index.store.reading() as reader:
         analyzer = index.ranker.analyzer(reader)
-        counts = query_terms(trimmed, analyzer)
+        counts = query.terms(analyzer)
         tool = reader.catalog.tools_by_names([name]).get(name)
         if tool is None:
             raise ToolNotFound(f"no tool named {name!r} in the catalog")
@@ -227,7 +230,7 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
         learning = index.ranker.learning_enabled(reader)
         learned_parts = index.ranker.learned(reader, counts, corpus)
         learned_len = reader.learning.lengths([name]).get(name, 0)
-        semantic = _semantic(index, reader, trimmed, counts, corpus, tool.id)
+        semantic = _semantic(index, reader, query.text, counts, corpus, tool.id)
     n_docs, total_len, dfs = statistics
     avgdl = average_length(n_docs, total_len)
     own = {p.term: p for p in postings.get(tool.id, []) if p.term is not None}
@@ -252,7 +255,7 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
         tf, value = (0, 0.0) if at.size == 0 else (int(part.tf[at[0]]), float(part.values[at[0]]))
         learned.append(LearnedExplanation(part.term, counts[part.term], part.df, part.weight, tf, value))
     return Explanation(
-        query=query,
+        query=query.text,
         name=name,
         mode=mode,
         n_docs=n_docs,

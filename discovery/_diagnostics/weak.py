@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from discovery._diagnostics.statistics import corpus_statistics
 from discovery._index import ToolIndex
-from discovery._params import checked_query
+from discovery._params import Query, checked_query, searched_query
 from discovery._ranking.ranker import Ranker
 from discovery._rules import read_only_corpus
 from discovery._text.enhanced import STOP_WORDS
@@ -25,14 +25,15 @@ def weak_matches(index: ToolIndex, query: str, names: list[str], *, mode: str = 
     """The tools among ``names`` whose every matched term of ``query`` (under the catalog's
     analyzer) is a stop word or held by at least half of ``mode``'s read-only corpus; names that
     corpus does not rank are left out."""
+    checked = searched_query(checked_query(query))
     with index.store.reading() as reader:
-        return weak_matches_in(reader, index.ranker, query, names, mode=mode)
+        return weak_matches_in(reader, index.ranker, checked, names, mode=mode)
 
 
-def weak_matches_in(reader: Reader, ranker: Ranker, query: str, names: list[str], *, mode: str) -> set[str]:
-    """``weak_matches`` in the caller's transaction."""
+def weak_matches_in(reader: Reader, ranker: Ranker, query: Query, names: list[str], *, mode: str) -> set[str]:
+    """``weak_matches`` in the caller's transaction, of a query checked already."""
     corpus = read_only_corpus(mode)
-    counts = ranker.query_terms(reader, checked_query(query))
+    counts = ranker.query_terms(reader, query)
     terms = list(counts)
     tools = reader.catalog.tools_by_names(names)
     n_docs, _, df = corpus_statistics(reader, corpus, terms)

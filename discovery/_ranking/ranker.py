@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
-from discovery._params import query_terms, stored_analyzer_named
+from discovery._params import Query, stored_analyzer_named
 from discovery._ranking import pruning
 from discovery._ranking.bm25 import average_length, idf
 from discovery._ranking.cache import ByTerm, RowCache, TermCache
@@ -173,7 +173,7 @@ class Ranker:
     def search(
         self,
         reader: RankingSource,
-        query: str,
+        query: Query,
         corpus: Corpus,
         limit: int,
         *,
@@ -185,7 +185,7 @@ class Ranker:
         session's; those the corpus does not already exclude cost one more ranked place each)."""
         terms = self.query_terms(reader, query)
         extra = len(selected - corpus.excluded)
-        ranking = self.rank(reader, terms, corpus, limit + extra, query=query)
+        ranking = self.rank(reader, terms, corpus, limit + extra, query=query.text)
         if not selected:
             return ranking
         return Ranking(ranking.total_tools, [hit for hit in ranking.hits if hit.name not in selected][:limit])
@@ -500,10 +500,10 @@ class Ranker:
         return self._analyzer
 
     @_serialized
-    def query_terms(self, reader: RankingSource, query: str) -> dict[str, int]:
-        """The terms of ``query`` under the catalog's analyzer (``params.query_terms``)."""
+    def query_terms(self, reader: RankingSource, query: Query) -> dict[str, int]:
+        """The terms of ``query`` under the catalog's analyzer (``Query.terms``)."""
         self._sync(reader)
-        return query_terms(query, self._analyzer)
+        return query.terms(self._analyzer)
 
     @_serialized
     def corpus_size(self, reader: RankingSource, corpus: Corpus) -> int:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from discovery._params import checked_id, checked_limit, checked_params, checked_query, has_terms
+from discovery._params import Query, checked_id, checked_params, checked_search
 from discovery._ranking.ranker import Ranker
 from discovery._results import SearchDetails, compact_json, match_details
 from discovery._rules import SEARCH_TOOL_NAME, activation_order, after_search
@@ -49,6 +49,9 @@ class ToolResult:
 
     content: str
     details: SearchDetails
+    query: Query | None = field(default=None, compare=False, repr=False)
+    """The query as this call checked it, for a caller that goes on with it (the command line
+    flags weak matches) without checking it again; ``None`` for an answer replayed from the log."""
 
 
 class SearchTool:
@@ -126,9 +129,7 @@ class SearchTool:
             raise DiscoveryDisabled()
         fields = params if isinstance(params, dict) else {}
         checked_types(fields)
-        query = checked_query(fields.get("query"))
-        limit = checked_limit(fields.get("limit"))
-        has_terms(query)
+        query, limit = checked_search(fields.get("query"), fields.get("limit"))
         ranker = self.session.ranker
         ranking = ranker.search(reader, query, view.corpus, limit, selected=frozenset(view.state.selected))
         matches = ranking.hits
@@ -137,21 +138,21 @@ class SearchTool:
         tools = ranker.tools(reader, [hit.tool_id for hit in matches])
         content = compact_json(
             {
-                "query": query,
+                "query": query.text,
                 "activated_tools": activated,
                 "match_count": len(matches),
                 "total_tools": ranking.total_tools,
             }
         )
         details: SearchDetails = {
-            "query": query,
+            "query": query.text,
             "limit": limit,
             "total_tools": ranking.total_tools,
             "activated_tools": activated,
             "active_selected_tools": active_selected,
             "tools": [match_details(tools[hit.tool_id], hit.score) for hit in matches],
         }
-        return ToolResult(content=content, details=details)
+        return ToolResult(content=content, details=details, query=query)
 
 
 def _logged(

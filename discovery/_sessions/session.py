@@ -326,13 +326,13 @@ class Session:
         want to show matches before committing to them. Query and limit are checked as a
         search call checks them.
         """
-        trimmed, limit = checked_search(query, limit)
+        checked, limit = checked_search(query, limit)
         with self.store.reading() as reader:
             view = self._view(reader)
             if not view.corpus.groups:
                 raise DiscoveryDisabled()
             selected = frozenset(view.state.selected)
-            ranking = self.ranker.search(reader, trimmed, view.corpus, limit, selected=selected)
+            ranking = self.ranker.search(reader, checked, view.corpus, limit, selected=selected)
         return [SearchHit(name=hit.name, score=hit.score) for hit in ranking.hits]
 
     def describe_corpus(self) -> tuple[list[tuple[str, int]], list[str], int]:

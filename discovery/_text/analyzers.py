@@ -24,14 +24,20 @@ from discovery._text.tokenizer import tokens
 Tokens = Callable[[str], Sequence[str]]
 """The terms of a text, in order, to read (they may be shared)."""
 
+QueryTerms = Callable[[Sequence[str]], Sequence[str]]
+"""The terms of a query, in order, from its reference tokens."""
+
 
 @dataclass(frozen=True, slots=True)
 class Analyzer:
-    """One analyzer: the terms of a field's text, and the terms of a query."""
+    """One analyzer: the terms of a field's text, and the terms of a query.
+
+    A query's terms are made from its reference tokens (``query_terms``): a search tokenizes its
+    query once, when it is checked, and every analyzer starts from those tokens."""
 
     name: str
     document_tokens: Tokens
-    query_tokens: Tokens
+    query_terms: QueryTerms
     version: int = 1
 
     @property
@@ -39,8 +45,16 @@ class Analyzer:
         """What ``catalog_state.analyzer`` holds for an index built with this analyzer."""
         return self.name if self.version == 1 else f"{self.name}/{self.version}"
 
+    def query_tokens(self, text: str) -> Sequence[str]:
+        """The terms of a query given as text."""
+        return self.query_terms(tokens(text))
 
-REFERENCE = Analyzer("reference", tokens, tokens)
+
+def _as_given(reference_tokens: Sequence[str]) -> Sequence[str]:
+    return reference_tokens
+
+
+REFERENCE = Analyzer("reference", tokens, _as_given)
 
 DEFAULT_ANALYZER = REFERENCE.name
 ANALYZER_NAMES = ("reference", "enhanced")
@@ -56,7 +70,7 @@ def find_analyzer(name: str) -> Analyzer | None:
         # Imported here: an index built with the reference analyzer never loads the stemmer.
         from discovery._text import enhanced
 
-        return Analyzer("enhanced", enhanced.document_tokens, enhanced.query_tokens, enhanced.VERSION)
+        return Analyzer("enhanced", enhanced.document_tokens, enhanced.query_terms, enhanced.VERSION)
     return None
 
 

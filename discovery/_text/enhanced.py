@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from functools import lru_cache
 
 import Stemmer
@@ -77,7 +78,11 @@ def document_tokens(text: str) -> list[str]:
 
 def query_tokens(text: str) -> list[str]:
     """The terms of a query: its reference tokens less stop words (unless all are), stemmed."""
-    tokens = tokenize(text)
+    return query_terms(tokenize(text))
+
+
+def query_terms(tokens: Sequence[str]) -> list[str]:
+    """``query_tokens`` from the query's reference tokens."""
     content = [token for token in tokens if token not in STOP_WORDS]
     return [stem(token) for token in content or tokens]
 

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from discovery._index import ToolIndex
-from discovery._params import DEFAULT_LIMIT
+from discovery._index import read_only_details
+from discovery._params import DEFAULT_LIMIT, checked_query, checked_search, searched_query
 from discovery._ranking.bm25 import round6
 from discovery._results import SearchDetails
 from discovery.cli._app import App, PositiveInt, echo, echo_json, example, pass_app, stdout_console
@@ -16,7 +16,7 @@ from discovery.cli._catalog import EMPTY_CATALOG
 from discovery.cli._names import resolved_name
 from discovery.cli._output import print_table
 from discovery.cli._render import one_line, render_result
-from discovery.errors import DiscoveryDisabled, EmptyQuery, ToolCallError
+from discovery.errors import DiscoveryDisabled, ToolCallError
 from store import Reader
 
 if TYPE_CHECKING:
@@ -104,15 +104,15 @@ def _read_only_search(
     app: App, query: str, limit: int, mode: str, *, flag_weak: bool
 ) -> tuple[SearchDetails, set[str]]:
     with app.index() as index:
-        details = index.search_details(query, limit, mode=mode)
-        return details, _weak(index, details, mode) if flag_weak else set()
+        checked, limit = checked_search(query, limit)
+        with index.store.reading() as reader:  # one snapshot for the matches and their flags
+            details = read_only_details(reader, index.ranker, checked, limit, mode)
+            if not flag_weak:
+                return details, set()
+            from discovery._diagnostics.weak import weak_matches_in
 
-
-def _weak(index: ToolIndex, details: SearchDetails, mode: str) -> set[str]:
-    """The matches to flag as weak, judged in the read-only corpus of ``mode``."""
-    from discovery._diagnostics.weak import weak_matches
-
-    return weak_matches(index, details["query"], [match["name"] for match in details["tools"]], mode=mode)
+            names = [match["name"] for match in details["tools"]]
+            return details, weak_matches_in(reader, index.ranker, checked, names, mode=mode)
 
 
 def _session_search(
@@ -138,12 +138,11 @@ def _session_search(
                 raise click.ClickException(f"{outcome} {_why_off(session_id, view.settings)}") from outcome
             if isinstance(outcome, ToolCallError):
                 raise outcome
-            if not flag_weak or view is None:
+            if not flag_weak or view is None or outcome.query is None:
                 return outcome.details, set()
             names = [match["name"] for match in outcome.details["tools"]]
-            return outcome.details, weak_matches_in(
-                reader, index.ranker, outcome.details["query"], names, mode=view.mode
-            )
+            weak = weak_matches_in(reader, index.ranker, outcome.query, names, mode=view.mode)
+            return outcome.details, weak
 
 
 def _why_off(session_id: str, settings: SessionSettings) -> str:
@@ -178,13 +177,12 @@ def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
     learning on, the learned field's terms follow the tool text's; with vectors, the last line
     shows how the lexical and semantic parts were fused.
     """
-    if not query.strip():
-        raise EmptyQuery()
+    trimmed = checked_query(query)
     with app.index() as index:
-        from discovery._diagnostics.explain import explain as explain_score
+        from discovery._diagnostics.explain import explain_query
 
         name = resolved_name(index, name)
-        explanation = explain_score(index, query.strip(), name, mode=mode)
+        explanation = explain_query(index, searched_query(trimmed), name, mode=mode)
     if as_json:
         echo_json(explanation.as_dict())
         return
