@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from discovery import ToolIndex
 from discovery._params import query_terms
 from discovery._ranking import learned as learned_module
-from discovery._ranking import ranker as ranker_module
+from discovery._ranking import learned_field
 from discovery._ranking import topk as topk_module
 from discovery._ranking.bm25 import js_log
 from discovery._ranking.cache import ByTerm
@@ -696,7 +696,7 @@ def test_a_change_keeps_the_learned_parts_it_leaves_as_they_were(
 ) -> None:
     """A new learned generation that changed nothing keeps the parts computed before it; a change
     of a term's postings computes its part anew, even when its postings were no longer cached."""
-    monkeypatch.setattr(ranker_module, "LEARNED_TERMS_CACHED", 2)
+    monkeypatch.setattr(learned_field, "LEARNED_TERMS_CACHED", 2)
     corpus = Corpus(MODE_GROUPS["all"], frozenset())
     other = "mcp__notes__create_note"
 
@@ -722,7 +722,7 @@ def test_a_change_keeps_the_learned_parts_it_leaves_as_they_were(
             connection.exec_driver_sql("UPDATE learning_state SET generation = generation + 1")
         assert parts("ping")[0] is before
         parts("crew team notes")  # more terms than are cached: those of "ping" are dropped
-        assert "ping" not in index.ranker._learned
+        assert index.ranker._current is not None and not index.ranker._current.learned.holds("ping")
         changed(("s3", "pong", TEACHER), forgotten="s1")  # the teacher forgets ping, learns pong
         [after] = parts("ping")
         assert after.ids.tolist() == [ids[other]]

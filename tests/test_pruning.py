@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from discovery import ToolIndex
 from discovery._params import query_terms
-from discovery._ranking import ranker as ranker_module
+from discovery._ranking import pruned as pruned_module
 from discovery._ranking.ranker import Ranker
 from discovery._rules import Corpus
 from store import GROUPS, Reader, Writer
@@ -110,7 +110,7 @@ def test_pruned_search_equals_exhaustive(
 ) -> None:
     """Documents left to score in full are scored from their rows, or from the postings of the
     query terms (``ROW_READ_POSTINGS`` decides): the doubles are the same either way."""
-    monkeypatch.setattr(ranker_module, "ROW_READ_POSTINGS", row_read_postings)
+    monkeypatch.setattr(pruned_module, "ROW_READ_POSTINGS", row_read_postings)
     tools = catalog(seed, 300 + 150 * seed)
     names = frozenset(tools[i]["name"] for i in excluded if i < len(tools))
     pruned, exhaustive = both(indexes[seed], " ".join(words), Corpus(mode, names), limit)
@@ -121,13 +121,13 @@ def test_common_terms_are_pruned(indexes: dict[int, ToolIndex], monkeypatch: pyt
     """A query of a rare term and common ones takes the pruned path and scores only a few
     documents in full, and still answers as the exhaustive search does."""
     rescored: list[int] = []
-    original = ranker_module.Ranker._rescored
+    original = pruned_module._rescored
 
-    def spy(self: Ranker, connection: Any, ids: Any, *args: Any) -> Any:
+    def spy(reader: Any, snapshot: Any, ids: Any, *args: Any) -> Any:
         rescored.append(int(ids.size))
-        return original(self, connection, ids, *args)
+        return original(reader, snapshot, ids, *args)
 
-    monkeypatch.setattr(ranker_module.Ranker, "_rescored", spy)
+    monkeypatch.setattr(pruned_module, "_rescored", spy)
     index = indexes[2]
     pruned, exhaustive = both(index, "w39 w0 w1 w2", Corpus((GROUPS.local, GROUPS.mcp)), 5)
     assert pruned == exhaustive

@@ -297,7 +297,8 @@ def test_a_limit_below_one_ranks_nothing(index: ToolIndex) -> None:
 
 def cache_is_consistent(index: ToolIndex, budget: int) -> None:
     """The postings cache counts exactly what it holds, and holds no more than its budget."""
-    cache = index.ranker._terms
+    assert index.ranker._current is not None
+    cache = index.ranker._current.terms
     held = [entry for entry in cache.entries.values() if entry is not None]
     assert cache.cached_bytes == sum(entry.nbytes for entry in held)
     assert cache.cached_bytes <= budget or len(cache.entries) <= 1
@@ -324,7 +325,8 @@ def test_corpora_searched_in_turn_rank_as_the_reference_whatever_the_cache_keeps
     monkeypatch.setattr(cache_module, "CACHED_POSTINGS_BYTES", budget)
     # The index outlives an example, and an unchanged catalog keeps its cache, filled under the
     # previous example's budget: bring it within this one's, as loading the next term would.
-    index.ranker._terms.evict()
+    if index.ranker._current is not None:
+        index.ranker._current.terms.evict()
     index.upsert_tools(catalog, replace=True)
     names = [record["name"] for record in catalog] or ["unknown"]
     corpora = [
@@ -357,12 +359,14 @@ def test_contributions_count_against_the_cache_budget(
     index.upsert_tools(catalog)
     # None of these tools is an MCP tool: this loads both terms and computes no contribution.
     assert searched(index, "alpha beta", mode="mcp-only") == []
-    postings_only = index.ranker._terms.cached_bytes
-    assert postings_only > 0 and len(index.ranker._terms.entries) == 2
+    assert index.ranker._current is not None
+    cache = index.ranker._current.terms
+    postings_only = cache.cached_bytes
+    assert postings_only > 0 and len(cache.entries) == 2
     monkeypatch.setattr(cache_module, "CACHED_POSTINGS_BYTES", postings_only)
     assert searched(index, "alpha beta") == reference_ranking(catalog, "alpha beta")
     cache_is_consistent(index, postings_only)
-    assert len(index.ranker._terms.entries) == 1
+    assert len(cache.entries) == 1
 
 
 # Six tools whose only difference is the name: the name's tokens are padded with schema keys so

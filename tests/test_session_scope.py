@@ -11,7 +11,7 @@ import pytest
 from discovery import ToolIndex
 from discovery._catalog.formats import read_catalog
 from discovery._mcp.scope import GatewayScope, ToolFilter
-from discovery._ranking.ranker import Ranker
+from discovery._ranking.snapshot import Snapshot
 from discovery._rules import Corpus
 from discovery.cli._catalog import EXAMPLE_CATALOG
 
@@ -50,14 +50,14 @@ def test_searches_in_a_row_rank_as_the_catalog_of_only_the_tools_in_scope(
     """Each search activates tools, so the corpus changes; the ranker counts only what changed
     on top of the many tools out of scope: what it counts must equal a count from scratch."""
     reused: list[object] = []
-    original = Ranker._excluding_less
+    original = Snapshot._excluding_less
 
-    def spied(ranker: Ranker, corpus: Corpus) -> object:
-        found = original(ranker, corpus)
+    def spied(snapshot: Snapshot, corpus: Corpus) -> object:
+        found = original(snapshot, corpus)
         reused.append(found)
         return found
 
-    monkeypatch.setattr(Ranker, "_excluding_less", spied)
+    monkeypatch.setattr(Snapshot, "_excluding_less", spied)
     words = ["issue", "message", "file", "event", "query", "note", "channel", "branch", "table", "free"]
     noise = tmp_path / "noise.jsonl"
     noise.write_text(

@@ -2,7 +2,7 @@
 their postings with what they add to the scores of the corpora searched last, least recently used
 term first out of a byte budget), and the rows of documents a pruned search scored in full.
 
-The ranker owns one of each and clears them whenever the catalog generation changes.
+A ``Snapshot`` of one catalog generation owns one of each; the next generation gets new ones.
 """
 
 from __future__ import annotations
