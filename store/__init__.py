@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from store._audit import AuditedTool, StoredPosting
-    from store._first_answers import stored_first_answer
     from store._learning import LearnedChange, LearnedTool, LearningState, StoredLearnedPostings
     from store._location import ENV_VAR, default_url
     from store._postings import PostingBlock
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
 _HOMES = {
     "AuditedTool": "store._audit",
     "StoredPosting": "store._audit",
-    "stored_first_answer": "store._first_answers",
     "ENV_VAR": "store._location",
     "default_url": "store._location",
     "LearnedChange": "store._learning",
@@ -94,5 +92,4 @@ __all__ = [
     "WriteReport",
     "Writer",
     "default_url",
-    "stored_first_answer",
 ]

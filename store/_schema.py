@@ -272,15 +272,3 @@ tool_vectors_table = Table(
 its scale (the value of 1 in those units). Current when ``content_hash`` is the tool's: a tool
 changed since it was embedded has a stale vector, which no search uses. Keyed by name, so a
 removed tool's vector is dropped by the write that removes it."""
-
-first_answers_table = Table(
-    "first_answers",
-    metadata,
-    Column("key", String(64), primary_key=True),
-    Column("stamp", String(64), nullable=False),
-    Column("answer", Text, nullable=False),
-    Column("written_at", Text, nullable=False),
-)
-"""What a gateway answered to its first ``tools/list``, by a key of what the answer depends on
-beyond the database, with a stamp of the database state it was made from (``store._first_answers``).
-``written_at`` is an ISO 8601 UTC text, so the standard library's ``sqlite3`` reads it as written."""

@@ -29,7 +29,6 @@ from typing import TypeVar
 
 from sqlalchemy import URL, Connection, Engine
 
-from store import _first_answers as _first_answers
 from store import _migrate as _migrate
 from store._audit import AuditReads
 from store._catalog import CatalogWrites
@@ -132,25 +131,6 @@ def _unit(transaction: AbstractContextManager[Connection], kind: type[_Unit]) ->
         yield kind(connection)
 
 
-class FirstAnswerReads:
-    def __init__(self, connection: Connection) -> None:
-        self._connection = connection
-
-    def stamp(self, session_id: str | None) -> str | None:
-        """The stamp of the catalog and of the session ``session_id`` (``None``: a new one) now;
-        ``None`` where first answers are not kept (a database other than SQLite)."""
-        return _first_answers.stamp(self._connection, session_id)
-
-    def kept(self, key: str) -> tuple[str, str] | None:
-        """``(stamp, answer)`` kept under ``key``."""
-        return _first_answers.kept(self._connection, key)
-
-
-class FirstAnswerWrites(FirstAnswerReads):
-    def keep(self, key: str, stamp: str, answer: str) -> None:
-        _first_answers.keep(self._connection, key, stamp, answer)
-
-
 class Reader:
     """The reads of one unit, by concern."""
 
@@ -158,7 +138,6 @@ class Reader:
     sessions: SessionReads
     learning: LearningReads
     vectors: VectorReads
-    first_answers: FirstAnswerReads
 
     def __init__(self, connection: Connection) -> None:
         self.catalog = CatalogReads(connection)
@@ -167,7 +146,6 @@ class Reader:
         self.learning = LearningReads(connection)
         self.vectors = VectorReads(connection)
         self.audit = AuditReads(connection)
-        self.first_answers = FirstAnswerReads(connection)
 
 
 class Writer(Reader):
@@ -177,7 +155,6 @@ class Writer(Reader):
     sessions: SessionWrites
     learning: LearningWrites
     vectors: VectorWrites
-    first_answers: FirstAnswerWrites
 
     def __init__(self, connection: Connection) -> None:  # every view is its concern's writes view
         self.catalog = CatalogWrites(connection)
@@ -186,4 +163,3 @@ class Writer(Reader):
         self.learning = LearningWrites(connection)
         self.vectors = VectorWrites(connection)
         self.audit = AuditReads(connection)
-        self.first_answers = FirstAnswerWrites(connection)

@@ -1,17 +1,55 @@
-"""What ``sync`` and ``serve`` make of a database: the analyzer of a new one, and what ``serve``
-says on stderr when it starts. Real parts: ``tool-index`` processes, upstreams as processes."""
+"""What ``sync`` and ``serve`` make of a database: the analyzer of a new one, what ``serve``
+says on stderr when it starts, and how it ends. Real parts: ``tool-index`` processes, upstreams as
+processes."""
 
 from __future__ import annotations
 
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from discovery import ToolIndex
-from tests.mcp_helpers import cli, stdio_gateway, upstream_entry, write_config
+from tests.mcp_helpers import WAIT, cli, stdio_gateway, upstream_entry, write_config
 
 pytestmark = pytest.mark.slow
+
+HANDSHAKE: list[dict[str, Any]] = [
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+]
+
+
+def raw_serve(db: str, config: Path, messages: list[dict[str, Any]], *args: str) -> subprocess.Popen[str]:
+    """``tool-index serve`` as a process, written to without a client library: ``messages`` sent
+    at once, and its stdin left open, as a client that waits for its answers leaves it."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "discovery.cli", "--db", db, "serve", "--config", str(config), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdin is not None
+    process.stdin.write("".join(json.dumps(message) + "\n" for message in messages))
+    process.stdin.flush()
+    return process
 
 
 def analyzer_of(db: str) -> str:
@@ -68,3 +106,40 @@ def test_serve_says_which_database_and_how_many_tools_each_server_has(tmp_path: 
         f"tool-index serve: Warning: no server of {config} has tools in this database yet: syncing them "
         "in the background; searches find their tools once each is synced",
     ]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_ends_serve_as_the_client_leaving_does(tmp_path: Path, stop: signal.Signals) -> None:
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = write_config(tmp_path, {"up": upstream_entry()})
+    assert cli(db, "sync", "--config", str(config)).returncode == 0
+    search = {"name": "search_tool_bm25", "arguments": {"query": "echo text"}}
+    messages = [*HANDSHAKE[:2], {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": search}]
+    process = raw_serve(db, config, messages, "--session", "s")
+    assert process.stdin is not None and process.stdout is not None
+    for line in process.stdout:
+        if json.loads(line).get("id") == 2:
+            break
+    process.send_signal(stop)
+    process.wait(timeout=WAIT)  # its stdin still open, as a client that signals may leave it
+    assert process.stderr is not None
+    err = process.stderr.read()
+    assert process.returncode == 0 and "Traceback" not in err, err
+    process.stdin.close()
+    shown = cli(db, "session", "show", "s", "--json")
+    kinds = [call["kind"] for call in json.loads(shown.stdout)["calls"]]
+    assert kinds[-2:] == ["search", "pin"]  # the pin of what it activated, written on the way out
+
+
+def test_a_gateway_that_cannot_open_ends_serve_with_its_error_while_the_client_waits(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = write_config(tmp_path, {"up": upstream_entry()})
+    assert cli(db, "import", "--example").returncode == 0
+    with sqlite3.connect(tmp_path / "tools.db") as connection:
+        connection.execute("UPDATE alembic_version SET version_num = '9999'")
+    process = raw_serve(db, config, HANDSHAKE)
+    assert process.stdin is not None and process.stderr is not None
+    process.wait(timeout=WAIT)  # the client waits for its tools/list, its stdin open
+    err = process.stderr.read()
+    assert process.returncode == 1 and err.startswith("Error: ") and "9999" in err, err
+    process.stdin.close()

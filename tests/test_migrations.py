@@ -618,3 +618,31 @@ def test_revision_0010_packs_every_int8_vector_in_4_bits_and_0009_gets_int8_back
         assert scale == pytest.approx(upgraded[name][1], rel=1e-6)
     with ToolIndex.open(empty_db_url) as index:
         assert verify(index).problems == []
+
+
+# --- 0011 → 0012: the stored first answers dropped ----------------------------------------------
+
+
+def test_revision_0012_drops_the_first_answers_and_0011_makes_the_table_again(
+    empty_db_url: str, engine: Engine
+) -> None:
+    with ToolIndex.open(empty_db_url) as index:
+        index.upsert_tools(WORKED_EXAMPLE)
+    before = stored_digests(engine)
+    assert "first_answers" not in tables(engine)
+    migrate.downgrade(engine, "0011")
+    assert "first_answers" in tables(engine)
+    with engine.begin() as connection:
+        connection.execute(
+            text("INSERT INTO first_answers (key, stamp, answer, written_at) VALUES ('k', 's', '{}', 't')")
+        )
+    migrate.upgrade(engine)
+    assert "first_answers" not in tables(engine)
+    assert revision(engine) == migrate.HEAD_REVISION == "0012"
+    assert stored_digests(engine) == before  # the catalog is untouched both ways
+    migrate.downgrade(engine, "0011")  # the table comes back empty: what it held was a copy
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM first_answers")).scalar() == 0
+    migrate.upgrade(engine)
+    with ToolIndex.open(empty_db_url) as index:
+        assert verify(index).problems == []

@@ -40,8 +40,8 @@ from pydantic import ValidationError
 
 from discovery._index import ToolIndex
 from discovery._mcp.config import McpConfig
-from discovery._mcp.front import IDENTITY, LOG_LEVEL, Front, connection_of, first_answer_key
 from discovery._mcp.scope import GatewayScope
+from discovery._mcp.server import IDENTITY, LOG_LEVEL, connection_of, make_server
 from discovery._mcp.sessions import (
     NEW_SESSION_MODE,
     GatewaySession,
@@ -165,7 +165,6 @@ class Gateway:
         errlog: TextIO | None = None,
         upstream_errlog: TextIO | None = None,
         reload_config: Callable[[], McpConfig] | None = None,
-        front: Front | None = None,
     ) -> None:
         self.index = index
         self.config = config
@@ -201,13 +200,10 @@ class Gateway:
         self._buses: dict[str, tuple[InMemorySubscriptionBus, ListenHandler, int]] = {}
         self._backlog: deque[tuple[GatewaySession, Pending]] = deque()
         self._draining = False
-        self._keeping = anyio.Lock()
-        """Held while the next start's first answer is made and stored."""
         self._rounds: dict[str, _Rounds] = {}
         """The calls of 2026-07-28 clients that go in rounds, by the ``requestState`` naming each."""
-        self.front = front if front is not None else Front(expose_active=options.expose_active)
+        self.server = make_server(self, expose_active=options.expose_active)
         """The server the clients talk to; this gateway answers its requests once entered."""
-        self.server = self.front.server
 
     async def __aenter__(self) -> Gateway:
         await self.upstreams.__aenter__()
@@ -224,15 +220,12 @@ class Gateway:
             self.upstreams.start_soon(lambda: self._sync_in_background(unsynced))
         if self.reload_config is not None:
             self.upstreams.start_soon(self._watch_config)
-        await self.front.attach(self)
-        self.upstreams.start_soon(self._keep_first_answer)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         try:
             with anyio.CancelScope(shield=True):  # what was answered is logged, even on the way out
                 await self.library.run(self._write_backlog)
-                await self._keep_first_answer()
         finally:
             await self.upstreams.__aexit__(None, None, None)
 
@@ -363,28 +356,21 @@ class Gateway:
             self._by_connection[connection_of(ctx)] = gateway_session.id
             return gateway_session
 
-    async def seen(self, ctx: ServerRequestContext[Any, Any]) -> None:
-        """A request the front answered before this gateway was attached: its client is known
-        from now on as if the gateway had answered it."""
-        with contextlib.suppress(NotYourSession, ToolIndexError):
-            await self.session_of(ctx)
-
     # tools/list
 
     async def list_tools(
-        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
     ) -> types.ListToolsResult:
         try:
             gateway_session = await self.session_of(ctx)
         except NotYourSession as exc:
             raise MCPError(INVALID_PARAMS, str(exc)) from None
-        return await self._listing(gateway_session, self.config, self.scope)
+        return await self._listing(gateway_session)
 
-    async def _listing(
-        self, gateway_session: GatewaySession, config: McpConfig, scope: GatewayScope
-    ) -> types.ListToolsResult:
-        """The session's ``tools/list`` under ``config`` and ``scope``: the two tools of the
-        gateway, and with ``expose_active`` its active tools that the config's servers serve."""
+    async def _listing(self, gateway_session: GatewaySession) -> types.ListToolsResult:
+        """The session's ``tools/list``: the two tools of the gateway, and with ``expose_active``
+        its active tools that this gateway serves."""
+        config, scope = self.config, self.scope
         tools = [
             types.Tool(
                 name=SEARCH_TOOL_NAME,
@@ -423,55 +409,6 @@ class Gateway:
                     continue
                 fields[key] = value
         return types.Tool.model_validate(fields)
-
-    async def _keep_first_answer(self) -> None:
-        """Store the first ``tools/list`` the next process would answer for its session, for its
-        front to give before its library loads (``discovery._mcp.front``): made from the session
-        opened anew, as that process opens it (this one keeps the description it rendered when
-        it opened the session, which searches since have not changed), under the config in force
-        when it began (a config applied meanwhile leaves nothing written). The stamp is read
-        before the answer is made, so an answer never outlives the state it was made from.
-        Nothing is written when the stored one is already this answer. This only makes the next
-        start sooner: whatever fails here (a read-only or busy database, a damaged row) leaves the
-        next start answering as this one did, and never stops the gateway."""
-        if self.default_session is None or self.options.per_client:
-            return
-        async with self._keeping:  # the answer at exit is written after the one at start
-            config, scope = self.config, self.scope
-            key = first_answer_key(
-                list(config.servers),
-                config.tool_filter,
-                session_id=self.options.session_id,
-                mode=self.options.mode,
-                expose_active=self.options.expose_active,
-            )
-            try:
-                stamp = await self.library.run(self._first_answer_stamp, self.options.session_id)
-                if stamp is None:
-                    return
-                session = await self.library.run(
-                    GatewaySession.open, self.index, self.options.session_id, self.options.mode, scope
-                )
-                listing = await self._listing(session, config, scope)
-                if self.config is not config:
-                    return
-                answer = listing.model_dump_json(by_alias=True, exclude_unset=True)
-                # Not in the library's worker: a write waiting on another process's lock must
-                # not hold up this gateway's searches.
-                await anyio.to_thread.run_sync(self._store_first_answer, key, stamp, answer)
-            except Exception:  # noqa: BLE001 (see above: an optional write that may never stop serving)
-                return
-
-    def _first_answer_stamp(self, session_id: str | None) -> str | None:
-        with self.index.store.reading() as reader:
-            return reader.first_answers.stamp(session_id)
-
-    def _store_first_answer(self, key: str, stamp: str, answer: str) -> None:
-        with self.index.store.reading() as reader:
-            if reader.first_answers.kept(key) == (stamp, answer):
-                return
-        with self.index.store.writing() as writer:
-            writer.first_answers.keep(key, stamp, answer)
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         return {SEARCH_TOOL_NAME: SEARCH_PARAMETERS, CALL_TOOL_NAME: CALL_PARAMETERS}.get(name)
@@ -880,7 +817,9 @@ class Gateway:
             if _wants(connection, params.level):
                 await connection.notify("notifications/message", dumped)
 
-    async def roots_changed(self) -> None:
+    async def roots_changed(
+        self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams
+    ) -> None:
         await self.upstreams.roots_changed()
 
     # Change notifications
@@ -935,9 +874,7 @@ class Gateway:
 
     async def _catalog_changed(self) -> None:
         """After a sync or a new config: the search tool's description of each session in memory
-        says the new counts, with ``expose_active`` its clients are told to list again, and the
-        next start's first answer is stored anew (a process killed before its exit still leaves
-        one that holds)."""
+        says the new counts, and with ``expose_active`` its clients are told to list again."""
         for gateway_session in list(self.sessions.values()):
             try:
                 await self.library.run(gateway_session.describe)
@@ -947,7 +884,6 @@ class Gateway:
             notified = {session_id for ids in list(self._clients.values()) for session_id in ids}
             for session_id in notified | set(self._buses):
                 await self._notify(session_id)
-        self.upstreams.start_soon(self._keep_first_answer)
 
     # The config file, watched
 

@@ -11,18 +11,17 @@ import os
 import re
 import signal
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
-import anyio.to_thread
 from mcp.server.stdio import stdio_server
 
 from discovery._files import load_json, read_bounded
-from discovery._mcp.front import IDENTITY, Front
+from discovery._mcp.server import IDENTITY
 from discovery.errors import ToolIndexError
 
 if TYPE_CHECKING:
@@ -105,32 +104,23 @@ class CannotListen(ToolIndexError):
     """The HTTP server could not bind its host and port (in use, or not an address of this machine)."""
 
 
-async def serve_stdio(front: Front, open_gateway: Callable[[], Gateway]) -> None:
-    """Serve the one client on stdin and stdout. The front answers at once, while
-    ``open_gateway`` (the library's imports, the index) runs in a worker; its gateway is entered
-    (and so attached to the front) as soon as it is made, and left once the client has gone:
-    its stdin closed, or SIGINT or SIGTERM received (a client stopping its server, a user's
-    Ctrl-C), which end the process as the client's leaving does, what it answered logged."""
-    gone = anyio.Event()
-
-    async def run_gateway() -> None:
-        gateway = await anyio.to_thread.run_sync(open_gateway)
-        async with gateway:
-            await gone.wait()
-
+async def serve_stdio(gateway: Gateway) -> None:
+    """Serve the one client on stdin and stdout until it has gone: its stdin closed, or SIGINT or
+    SIGTERM received (a client stopping its server, a user's Ctrl-C), which end the process as
+    the client's leaving does, what it answered logged."""
     try:
         # The SDK's transport ends when the client closes its stdin; after a signal the client's
         # stdin may stay open and silent, so the transport is cancelled once the gateway has left.
         with anyio.CancelScope() as transport:
             async with stdio_server(stdin=_client_lines()) as (read_stream, write_stream):
-                async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(run_gateway)
+                async with gateway:
                     with anyio.CancelScope() as serving:
                         async with anyio.create_task_group() as watching:
                             watching.start_soon(_stop_on_signal, serving)
-                            await front.server.run(read_stream, write_stream, front.initialization_options())
+                            await gateway.server.run(
+                                read_stream, write_stream, gateway.initialization_options()
+                            )
                             watching.cancel_scope.cancel()
-                    gone.set()
                 if serving.cancel_called:
                     transport.cancel()
     except BaseExceptionGroup as group:

@@ -5,12 +5,11 @@ The MCP SDK is imported when one of them runs, never when the command line start
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
 import click
@@ -20,7 +19,6 @@ from discovery.cli._sanitize import escaped
 if TYPE_CHECKING:
     from discovery._index import ToolIndex
     from discovery._mcp.config import McpConfig
-    from discovery._mcp.gateway import Gateway
     from discovery.cli._app import App
 
 EXTRA = "pip install 'tool-index[mcp]'"
@@ -340,7 +338,6 @@ def serve(
     # program's own imports (``discovery.cli.__main__``), for the same reason.
     with collector_paused():
         config = _config(config_path, allow, deny)
-        from discovery._mcp.front import Front, first_answer_key
         from discovery._mcp.serve import SINGLE_IDENTITY, check_bind, load_tokens, serve_http, serve_stdio
 
     tokens = None
@@ -361,50 +358,30 @@ def serve(
             raise click.UsageError(
                 "--session is for stdio; over HTTP each client names its own: /mcp?session=ID"
             )
-    first_answer = None
-    if transport == "stdio":
-        # Made now, before the library is imported: the key names the code this process runs.
-        key = first_answer_key(
-            list(config.servers),
-            config.tool_filter,
-            session_id=session_id,
-            mode=mode,
-            expose_active=expose_active,
+    with collector_paused():
+        from discovery._mcp.gateway import Gateway, GatewayOptions
+    options = GatewayOptions(
+        session_id=session_id,
+        mode=mode,
+        expose_active=expose_active,
+        refresh=refresh,
+        timeout=timeout,
+        call_timeout=call_timeout,
+        max_starting=max_starting,
+        max_result_bytes=max_result_bytes,
+        per_client=transport == "http",
+        identities=tokens_path is not None,
+    )
+    with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
+        gateway = Gateway(
+            index,
+            config,
+            options,
+            errlog=sys.stderr,
+            upstream_errlog=errlog,
+            reload_config=lambda: _read_config(config_path, allow, deny),
         )
-        if analyzer is None:  # --analyzer may have to make the database first
-            from store import stored_first_answer
-
-            first_answer = functools.partial(stored_first_answer, app.db, key, session_id)
-    front = Front(expose_active=expose_active, first_answer=first_answer)
-    with ExitStack() as resources:
-
-        def open_gateway() -> Gateway:
-            """The gateway, its index open: over stdio, made in a worker while the front answers."""
-            with collector_paused():
-                from discovery._mcp.gateway import Gateway, GatewayOptions
-            options = GatewayOptions(
-                session_id=session_id,
-                mode=mode,
-                expose_active=expose_active,
-                refresh=refresh,
-                timeout=timeout,
-                call_timeout=call_timeout,
-                max_starting=max_starting,
-                max_result_bytes=max_result_bytes,
-                per_client=transport == "http",
-                identities=tokens_path is not None,
-            )
-            return Gateway(
-                resources.enter_context(_index(app, analyzer)),
-                config,
-                options,
-                errlog=sys.stderr,
-                upstream_errlog=resources.enter_context(_upstream_log(upstream_log)),
-                reload_config=lambda: _read_config(config_path, allow, deny),
-                front=front,
-            )
-
         if transport == "stdio":
-            _anyio_run(serve_stdio, front, open_gateway)
+            _anyio_run(serve_stdio, gateway)
         else:
-            _anyio_run(serve_http, open_gateway(), host, port, tokens)
+            _anyio_run(serve_http, gateway, host, port, tokens)
