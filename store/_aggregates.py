@@ -121,7 +121,9 @@ def add_term_ids(connection: Connection, terms: set[str], ids: dict[str, int]) -
         first = driver.next_id(connection, "terms")
         new = {term: first + offset for offset, term in enumerate(missing)}
         driver.execute_many(
-            connection, "INSERT INTO terms (id, text) VALUES (?, ?)", [(i, t) for t, i in new.items()]
+            connection,
+            "INSERT INTO terms (id, text) VALUES (:id, :text)",
+            [(term_id, term) for term, term_id in new.items()],
         )
         ids.update(new)
         return

@@ -329,7 +329,9 @@ def _write_rows(
 _TOOL_INSERT = (
     "INSERT INTO tools (id, name, label, description, summary, source, server_name, mcp_tool_name, "
     "schema_keys, input_schema, load_mode, grp, doc_len, content_hash, mcp_meta, indexed_terms) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "VALUES (:id, :name, :label, :description, :summary, :source, :server_name, :mcp_tool_name, "
+    ":schema_keys_json, :input_schema_json, :load_mode, :grp, :doc_len, :content_hash, :mcp_meta_json, "
+    ":indexed_terms)"
 )
 
 

@@ -51,10 +51,6 @@ class StoredLearnedPostings:
     tf: np.ndarray
 
 
-def _marks(count: int) -> str:
-    return ", ".join("?" * count)
-
-
 def _bump(connection: Connection) -> int:
     """The next learned generation, taken under the row's lock (held until the transaction ends,
     so generations commit in order)."""
@@ -67,18 +63,24 @@ def _journaled(connection: Connection, changed: Iterable[tuple[str, str]]) -> No
     generation = _bump(connection)
     driver.execute_many(
         connection,
-        "INSERT INTO learned_journal (generation, term, tool_name) VALUES (?, ?, ?)",
+        "INSERT INTO learned_journal (generation, term, tool_name) VALUES (:generation, :term, :tool_name)",
         [(generation, term, tool) for term, tool in sorted(set(changed))],
     )
     driver.execute(
-        connection, "DELETE FROM learned_journal WHERE generation <= ?", (generation - JOURNAL_KEPT,)
+        connection,
+        "DELETE FROM learned_journal WHERE generation <= :oldest",
+        {"oldest": generation - JOURNAL_KEPT},
     )
 
 
 def _reset(connection: Connection) -> None:
     """Bump the generation for a change the journal does not describe."""
     generation = _bump(connection)
-    driver.execute(connection, "UPDATE learning_state SET reset_generation = ? WHERE id = 1", (generation,))
+    driver.execute(
+        connection,
+        "UPDATE learning_state SET reset_generation = :generation WHERE id = 1",
+        {"generation": generation},
+    )
     driver.execute(connection, "DELETE FROM learned_journal")
 
 
@@ -102,7 +104,7 @@ def _add_sums(connection: Connection, counts: Counter[tuple[str, str]]) -> None:
     rows = sorted(counts.items())
     driver.execute_many(
         connection,
-        "INSERT INTO learned_terms (term, tool_name, sessions) VALUES (?, ?, ?) "
+        "INSERT INTO learned_terms (term, tool_name, sessions) VALUES (:term, :tool_name, :sessions) "
         "ON CONFLICT (term, tool_name) DO UPDATE SET sessions = learned_terms.sessions + excluded.sessions",
         [(term, tool, count) for (term, tool), count in rows],
     )
@@ -111,7 +113,7 @@ def _add_sums(connection: Connection, counts: Counter[tuple[str, str]]) -> None:
         lengths[tool] += count
     driver.execute_many(
         connection,
-        "INSERT INTO learned_tools (tool_name, length) VALUES (?, ?) "
+        "INSERT INTO learned_tools (tool_name, length) VALUES (:tool_name, :length) "
         "ON CONFLICT (tool_name) DO UPDATE SET length = learned_tools.length + excluded.length",
         sorted(lengths.items()),
     )
@@ -120,12 +122,13 @@ def _add_sums(connection: Connection, counts: Counter[tuple[str, str]]) -> None:
         driver.execute(connection, "DELETE FROM learned_tools WHERE length <= 0")
 
 
-def _credit_filter(tool_names: Sequence[str] | None, session_id: str | None) -> tuple[str, tuple[str, ...]]:
+def _credit_filter(tool_names: Sequence[str] | None, session_id: str | None) -> tuple[str, dict[str, Any]]:
     if session_id is not None:
-        return " WHERE session_id = ?", (session_id,)
+        return " WHERE session_id = :session_id", {"session_id": session_id}
     if tool_names is None:
-        return "", ()
-    return f" WHERE tool_name IN ({_marks(len(tool_names))})", tuple(tool_names)
+        return "", {}
+    names, params = driver.in_list("tool_name", tool_names)
+    return f" WHERE tool_name IN {names}", params
 
 
 POSTINGS_BLOCK = 4096
@@ -193,8 +196,8 @@ class LearningReads:
             "LEFT JOIN tools t ON t.name = j.tool_name "
             "LEFT JOIN learned_tools lk ON lk.tool_name = j.tool_name "
             "LEFT JOIN learned_terms lt ON lt.term = j.term AND lt.tool_name = j.tool_name "
-            "WHERE j.generation > ?",
-            (generation,),
+            "WHERE j.generation > :generation",
+            {"generation": generation},
         )
         return [
             LearnedChange(
@@ -230,14 +233,15 @@ class LearningReads:
         Python object each all at once."""
         if not terms:
             return {}
+        wanted, params = driver.in_list("term", terms)
         statement = (
             "SELECT lt.term, t.id, lt.sessions FROM learned_terms lt JOIN tools t ON t.name = lt.tool_name "
-            f"WHERE lt.term IN ({_marks(len(terms))}) ORDER BY lt.term, t.id"
+            f"WHERE lt.term IN {wanted} ORDER BY lt.term, t.id"
         )
         runs: list[list[Any]] = []  # [term, rows], in the rows' order
         ids: list[np.ndarray] = []
         tfs: list[np.ndarray] = []
-        for block in driver.fetch_blocks(self._connection, statement, tuple(terms), size=POSTINGS_BLOCK):
+        for block in driver.fetch_blocks(self._connection, statement, params, size=POSTINGS_BLOCK):
             column_terms, column_ids, column_tfs = zip(*block, strict=True)
             ids.append(np.array(column_ids, dtype=np.int64))
             tfs.append(np.array(column_tfs, dtype=np.int64))
@@ -270,10 +274,11 @@ class LearningReads:
     def lengths(self, tool_names: Sequence[str]) -> dict[str, int]:
         if not tool_names:
             return {}
+        names, params = driver.in_list("tool_name", tool_names)
         rows = driver.fetch(
             self._connection,
-            f"SELECT tool_name, length FROM learned_tools WHERE tool_name IN ({_marks(len(tool_names))})",
-            tuple(tool_names),
+            f"SELECT tool_name, length FROM learned_tools WHERE tool_name IN {names}",
+            params,
         )
         return {str(tool): int(length) for tool, length in rows}
 
@@ -281,8 +286,9 @@ class LearningReads:
         """What ``tool_name`` learned: its terms, most taught first, then by term."""
         rows = driver.fetch(
             self._connection,
-            "SELECT term, sessions FROM learned_terms WHERE tool_name = ? ORDER BY sessions DESC, term",
-            (tool_name,),
+            "SELECT term, sessions FROM learned_terms WHERE tool_name = :tool_name "
+            "ORDER BY sessions DESC, term",
+            {"tool_name": tool_name},
         )
         return [LearnedTerm(str(term), int(count)) for term, count in rows]
 
@@ -290,8 +296,8 @@ class LearningReads:
         """How many sessions taught ``tool_name`` anything."""
         rows = driver.fetch(
             self._connection,
-            "SELECT COUNT(DISTINCT session_id) FROM learned_credits WHERE tool_name = ?",
-            (tool_name,),
+            "SELECT COUNT(DISTINCT session_id) FROM learned_credits WHERE tool_name = :tool_name",
+            {"tool_name": tool_name},
         )
         return int(rows[0][0])
 
@@ -323,7 +329,9 @@ class LearningWrites(LearningReads):
 
     def set_enabled(self, enabled: bool) -> None:
         driver.execute(
-            self._connection, "UPDATE learning_state SET enabled = ? WHERE id = 1", (1 if enabled else 0,)
+            self._connection,
+            "UPDATE learning_state SET enabled = :enabled WHERE id = 1",
+            {"enabled": int(enabled)},
         )
         _reset(self._connection)
 
@@ -339,13 +347,15 @@ class LearningWrites(LearningReads):
         new: list[Credit] = []
         for session_id, tool_name in dict.fromkeys((s, t) for s, _, t in wanted):
             terms = [term for s, term, t in wanted if s == session_id and t == tool_name]
+            held_terms, params = driver.in_list("term", terms)
             held = {
                 row[0]
                 for row in driver.fetch(
                     self._connection,
-                    "SELECT term FROM learned_credits WHERE session_id = ? AND tool_name = ? "
-                    f"AND term IN ({_marks(len(terms))})",
-                    (session_id, tool_name, *terms),
+                    "SELECT term FROM learned_credits "
+                    "WHERE session_id = :session_id AND tool_name = :tool_name "
+                    f"AND term IN {held_terms}",
+                    {"session_id": session_id, "tool_name": tool_name, **params},
                 )
             }
             new += [(session_id, term, tool_name) for term in terms if term not in held]
@@ -353,7 +363,8 @@ class LearningWrites(LearningReads):
             return 0
         driver.execute_many(
             self._connection,
-            "INSERT INTO learned_credits (session_id, term, tool_name) VALUES (?, ?, ?)",
+            "INSERT INTO learned_credits (session_id, term, tool_name) "
+            "VALUES (:session_id, :term, :tool_name)",
             new,
         )
         _add_sums(self._connection, Counter((term, tool) for _, term, tool in new))
@@ -391,13 +402,14 @@ class LearningWrites(LearningReads):
             driver.execute(self._connection, f"DELETE FROM {table}")
         driver.execute_many(
             self._connection,
-            "INSERT INTO learned_credits (session_id, term, tool_name) VALUES (?, ?, ?)",
+            "INSERT INTO learned_credits (session_id, term, tool_name) "
+            "VALUES (:session_id, :term, :tool_name)",
             rows,
         )
         counts = Counter((term, tool) for _, term, tool in rows)
         driver.execute_many(
             self._connection,
-            "INSERT INTO learned_terms (term, tool_name, sessions) VALUES (?, ?, ?)",
+            "INSERT INTO learned_terms (term, tool_name, sessions) VALUES (:term, :tool_name, :sessions)",
             [(term, tool, count) for (term, tool), count in sorted(counts.items())],
         )
         lengths: Counter[str] = Counter()
@@ -405,7 +417,7 @@ class LearningWrites(LearningReads):
             lengths[tool] += count
         driver.execute_many(
             self._connection,
-            "INSERT INTO learned_tools (tool_name, length) VALUES (?, ?)",
+            "INSERT INTO learned_tools (tool_name, length) VALUES (:tool_name, :length)",
             sorted(lengths.items()),
         )
         _reset(self._connection)

@@ -255,15 +255,15 @@ def term_blocks(connection: Connection, term_id: int) -> list[tuple[int, Posting
     blocks = _blocks_of(
         driver.fetch(
             connection,
-            f"{BLOCK_COLUMNS} WHERE term_id = ?",
-            (term_id,),
+            f"{BLOCK_COLUMNS} WHERE term_id = :term_id",
+            {"term_id": term_id},
         )
     )
     delta = driver.fetch(
         connection,
-        "SELECT term_id, grp, tool_id, tf, doc_len FROM posting_delta WHERE term_id = ? "
+        "SELECT term_id, grp, tool_id, tf, doc_len FROM posting_delta WHERE term_id = :term_id "
         "ORDER BY grp, tool_id",
-        (term_id,),
+        {"term_id": term_id},
     )
     return [(grp, block) for (_, grp), block in sorted(_merge(blocks, delta).items()) if block.size]
 
@@ -286,19 +286,13 @@ def key_blocks(connection: Connection, keys: Sequence[Key]) -> dict[Key, Posting
     term_ids = sorted({term for term, _ in wanted})
     for start in range(0, len(term_ids), KEY_CHUNK):
         part = term_ids[start : start + KEY_CHUNK]
-        marks = ", ".join("?" * len(part))
-        blocks = _blocks_of(
-            driver.fetch(
-                connection,
-                f"{BLOCK_COLUMNS} WHERE term_id IN ({marks})",
-                part,
-            )
-        )
+        terms, params = driver.in_list("term_id", part)
+        blocks = _blocks_of(driver.fetch(connection, f"{BLOCK_COLUMNS} WHERE term_id IN {terms}", params))
         delta = driver.fetch(
             connection,
-            f"SELECT term_id, grp, tool_id, tf, doc_len FROM posting_delta WHERE term_id IN ({marks}) "
+            f"SELECT term_id, grp, tool_id, tf, doc_len FROM posting_delta WHERE term_id IN {terms} "
             "ORDER BY term_id, grp, tool_id",
-            part,
+            params,
         )
         for key, block in _merge(blocks, delta).items():
             if key in wanted and block.size:
@@ -350,7 +344,8 @@ def write(connection: Connection, *parts: np.ndarray) -> None:
         rows = np.concatenate(overrides)
         driver.execute_many(
             connection,
-            "INSERT INTO posting_delta (term_id, grp, tool_id, tf, doc_len) VALUES (?, ?, ?, ?, ?) "
+            "INSERT INTO posting_delta (term_id, grp, tool_id, tf, doc_len) "
+            "VALUES (:term_id, :grp, :tool_id, :tf, :doc_len) "
             "ON CONFLICT (term_id, grp, tool_id) DO UPDATE SET tf = excluded.tf, doc_len = excluded.doc_len",
             rows.tolist(),
         )
@@ -366,16 +361,16 @@ def _key_sizes(connection: Connection, keys: Sequence[Key]) -> tuple[dict[Key, i
     term_ids = sorted({term for term, _ in wanted})
     for start in range(0, len(term_ids), KEY_CHUNK):
         part = term_ids[start : start + KEY_CHUNK]
-        marks = ", ".join("?" * len(part))
+        terms, params = driver.in_list("term_id", part)
         for term, grp, size in driver.fetch(
-            connection, f"SELECT term_id, grp, size FROM posting_blocks WHERE term_id IN ({marks})", part
+            connection, f"SELECT term_id, grp, size FROM posting_blocks WHERE term_id IN {terms}", params
         ):
             sizes[(term, grp)] = int(size)
         for term, grp, count in driver.fetch(
             connection,
-            f"SELECT term_id, grp, COUNT(*) FROM posting_delta WHERE term_id IN ({marks}) "
+            f"SELECT term_id, grp, COUNT(*) FROM posting_delta WHERE term_id IN {terms} "
             "GROUP BY term_id, grp",
-            part,
+            params,
         ):
             pending[(term, grp)] = int(count)
     return (
@@ -400,12 +395,14 @@ def _rewrite(connection: Connection, runs: list[tuple[Key, np.ndarray]], with_pe
     driver.execute_many(
         connection,
         "INSERT INTO posting_blocks (term_id, grp, size, widths, tool_ids, tfs, doc_lens) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "VALUES (:term_id, :grp, :size, :widths, :tool_ids, :tfs, :doc_lens) "
         "ON CONFLICT (term_id, grp) DO UPDATE SET size = excluded.size, widths = excluded.widths, "
         "tool_ids = excluded.tool_ids, tfs = excluded.tfs, doc_lens = excluded.doc_lens",
         upserts,
     )
-    driver.execute_many(connection, "DELETE FROM posting_blocks WHERE term_id = ? AND grp = ?", emptied)
     driver.execute_many(
-        connection, "DELETE FROM posting_delta WHERE term_id = ? AND grp = ?", sorted(with_pending)
+        connection, "DELETE FROM posting_blocks WHERE term_id = :term_id AND grp = :grp", emptied
+    )
+    driver.execute_many(
+        connection, "DELETE FROM posting_delta WHERE term_id = :term_id AND grp = :grp", sorted(with_pending)
     )

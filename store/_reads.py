@@ -219,12 +219,12 @@ class IndexReads:
         array per tool."""
         rows: list[Any] = []
         for part in chunks(list(tool_ids)):
-            marks = ", ".join("?" * len(part))
+            wanted, params = driver.in_list("id", part)
             rows.extend(
                 driver.fetch(
                     self._connection,
-                    f"SELECT id, grp, doc_len, indexed_terms FROM tools WHERE id IN ({marks})",
-                    part,
+                    f"SELECT id, grp, doc_len, indexed_terms FROM tools WHERE id IN {wanted}",
+                    params,
                 )
             )
         if not rows:

@@ -70,7 +70,8 @@ class _Codec:
     to the driver directly (``store._driver``); the column types' own processors keep the stored
     form exactly what SQLAlchemy reads and writes elsewhere."""
 
-    json_marker: str
+    json_bind: Callable[[str], str]
+    """The bind of a JSON value: PostgreSQL takes the text as ``json`` only when told."""
     load_json: Callable[[Any], Any]
     load_names: Callable[[Any], Any]
     record: tuple[str, ...]
@@ -92,18 +93,18 @@ def _codec(connection: Connection) -> _Codec:
         stamp_type = DateTime(timezone=True).dialect_impl(dialect)
         load_json = json_type.result_processor(dialect, None) or _unchanged
         sqlite = dialect.name == "sqlite"
-        # PostgreSQL takes the text as ``json`` only when told; SQLite stores it as it is.
-        marker = "?" if sqlite else "CAST(? AS JSON)"
+        json_bind = _json_bind_sqlite if sqlite else _json_bind_postgres
         insert = (
             f"INSERT INTO session_events (session_id, {_EVENT_COLUMNS}) "
-            f"VALUES (?, ?, ?, ?, ?, {marker}, ?, {marker}, ?, {marker}, ?)"
+            f"VALUES (:session_id, :seq, :kind, :tool_name, :call_id, {json_bind('params')}, :content, "
+            f"{json_bind('details')}, :error, {json_bind('activated')}, :created_at)"
         )
         update = (
-            f"UPDATE sessions SET active = {marker}, selected = {marker}, event_count = ?, "
-            "updated_at = ? WHERE id = ?"
+            f"UPDATE sessions SET active = {json_bind('active')}, selected = {json_bind('selected')}, "
+            "event_count = :event_count, updated_at = :updated_at WHERE id = :id"
         )
         _CODECS[dialect.name] = _Codec(
-            json_marker=marker,
+            json_bind=json_bind,
             load_json=load_json,
             # SQLite hands back the text of the active and selected lists on every call; they
             # hold only names, which ``orjson`` reads as the standard decoder does, in half the time.
@@ -118,6 +119,14 @@ def _codec(connection: Connection) -> _Codec:
 
 def _unchanged(value: Any) -> Any:
     return value
+
+
+def _json_bind_sqlite(name: str) -> str:
+    return f":{name}"  # SQLite stores JSON text as it is
+
+
+def _json_bind_postgres(name: str) -> str:
+    return f"CAST(:{name} AS JSON)"
 
 
 def _in_utc(load: Callable[[Any], Any]) -> Callable[[Any], datetime]:
@@ -149,24 +158,25 @@ _EVENT_COLUMNS = "seq, kind, tool_name, call_id, params, content, details, error
 _GENERATION = "(SELECT generation FROM catalog_state WHERE id = 1)"
 _ANSWERED = (
     "(SELECT MIN(e.seq) FROM session_events e "
-    "WHERE e.session_id = s.id AND e.call_id = ? AND e.kind = 'search')"
+    "WHERE e.session_id = s.id AND e.call_id = :call_id AND e.kind = 'search')"
 )
 
 
-_SESSION = f"SELECT {_SESSION_COLUMNS} FROM sessions s WHERE s.id = ?"
-_SESSION_WITH_GENERATION = f"SELECT {_SESSION_COLUMNS}, {_GENERATION} FROM sessions s WHERE s.id = ?"
+_SESSION = f"SELECT {_SESSION_COLUMNS} FROM sessions s WHERE s.id = :id"
+_SESSION_WITH_GENERATION = f"SELECT {_SESSION_COLUMNS}, {_GENERATION} FROM sessions s WHERE s.id = :id"
 _SHARE_CATALOG = "SELECT generation FROM catalog_state WHERE id = 1 FOR SHARE"
-_CALL_SQLITE = f"SELECT {_SESSION_COLUMNS}, {_ANSWERED}, {_GENERATION} FROM sessions s WHERE s.id = ?"
+_CALL_SQLITE = f"SELECT {_SESSION_COLUMNS}, {_ANSWERED}, {_GENERATION} FROM sessions s WHERE s.id = :id"
 # PostgreSQL: a share lock on the catalog row (catalog writers wait, so the transaction sees one
 # catalog) and the session row for update, in one round trip. Catalog writers lock only the
 # catalog row, so no order of these two locks can close a cycle with them.
-_LOCKED = "FROM catalog_state c, sessions s WHERE c.id = 1 AND s.id = ? FOR SHARE OF c FOR UPDATE OF s"
+_LOCKED = "FROM catalog_state c, sessions s WHERE c.id = 1 AND s.id = :id FOR SHARE OF c FOR UPDATE OF s"
 _LOCK_POSTGRES = f"SELECT {_SESSION_COLUMNS} {_LOCKED}"
 _CALL_POSTGRES = f"SELECT {_SESSION_COLUMNS}, {_ANSWERED}, c.generation {_LOCKED}"
-_EVENT = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? AND seq = ?"
-_EVENTS = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? ORDER BY seq"
+_EVENT = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = :session_id AND seq = :seq"
+_EVENTS = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = :session_id ORDER BY seq"
 _FIRST_OF_KIND = (
-    f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? AND kind = ? ORDER BY seq LIMIT 1"
+    f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = :session_id AND kind = :kind "
+    "ORDER BY seq LIMIT 1"
 )
 
 
@@ -238,27 +248,27 @@ def _short(reason: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _entry(session_id: str, seq: int, event: Event, stored_stamp: Any) -> tuple[Any, ...]:
-    """The values of one ``session_events`` row, in ``_EVENT_COLUMNS`` order after the id."""
-    return (
-        session_id,
-        seq,
-        event.kind,
-        event.tool_name,
-        event.call_id,
-        plain_json_text(event.params),
-        event.content,
-        plain_json_text(event.details),
-        event.error,
-        plain_json_text(list(event.activated)),
-        stored_stamp,
-    )
+def _entry(session_id: str, seq: int, event: Event, stored_stamp: Any) -> dict[str, Any]:
+    """The values of one ``session_events`` row, by column."""
+    return {
+        "session_id": session_id,
+        "seq": seq,
+        "kind": event.kind,
+        "tool_name": event.tool_name,
+        "call_id": event.call_id,
+        "params": plain_json_text(event.params),
+        "content": event.content,
+        "details": plain_json_text(event.details),
+        "error": event.error,
+        "activated": plain_json_text(list(event.activated)),
+        "created_at": stored_stamp,
+    }
 
 
-_COUNT_SQLITE = "SELECT event_count FROM sessions WHERE id = ?"
+_COUNT_SQLITE = "SELECT event_count FROM sessions WHERE id = :id"
 # Only the session row: its lock orders the sequence numbers; the catalog is not read.
-_COUNT_POSTGRES = "SELECT event_count FROM sessions WHERE id = ? FOR UPDATE"
-_COUNTED = "UPDATE sessions SET event_count = ?, updated_at = ? WHERE id = ?"
+_COUNT_POSTGRES = "SELECT event_count FROM sessions WHERE id = :id FOR UPDATE"
+_COUNTED = "UPDATE sessions SET event_count = :event_count, updated_at = :updated_at WHERE id = :id"
 
 
 def _logged(row: Sequence[Any], codec: _Codec, session_id: str) -> LoggedEvent:
@@ -290,12 +300,12 @@ class SessionReads:
         self._connection = connection
 
     def load(self, session_id: str) -> SessionState | None:
-        rows = driver.fetch(self._connection, _SESSION, (session_id,))
+        rows = driver.fetch(self._connection, _SESSION, {"id": session_id})
         return _state(rows[0], _codec(self._connection)) if rows else None
 
     def load_with_generation(self, session_id: str) -> tuple[SessionState | None, int | None]:
         """The session and the catalog generation in one statement (a session read's hot path)."""
-        rows = driver.fetch(self._connection, _SESSION_WITH_GENERATION, (session_id,))
+        rows = driver.fetch(self._connection, _SESSION_WITH_GENERATION, {"id": session_id})
         return (None, None) if not rows else (_state(rows[0], _codec(self._connection)), int(rows[0][7]))
 
     def all(self, *, readable_only: bool = False) -> list[SessionState]:
@@ -315,35 +325,35 @@ class SessionReads:
         return states
 
     def events(self, session_id: str) -> list[LoggedEvent]:
-        rows = driver.fetch(self._connection, _EVENTS, (session_id,))
+        rows = driver.fetch(self._connection, _EVENTS, {"session_id": session_id})
         codec = _codec(self._connection)
         return [_logged(row, codec, session_id) for row in rows]
 
     def first_of_kind(self, session_id: str, kind: str) -> LoggedEvent | None:
         """The session's first logged event of ``kind`` (read along the session's own log only)."""
-        rows = driver.fetch(self._connection, _FIRST_OF_KIND, (session_id, kind))
+        rows = driver.fetch(self._connection, _FIRST_OF_KIND, {"session_id": session_id, "kind": kind})
         return _logged(rows[0], _codec(self._connection), session_id) if rows else None
 
     def events_before(self, session_id: str, seq: int, count: int, kinds: Sequence[str]) -> list[LoggedEvent]:
         """Up to ``count`` events of ``kinds`` logged before ``seq``, newest first."""
-        marks = ", ".join("?" * len(kinds))
+        kinds_in, params = driver.in_list("kind", kinds)
         rows = driver.fetch(
             self._connection,
-            f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = ? AND seq < ? "
-            f"AND kind IN ({marks}) ORDER BY seq DESC LIMIT ?",
-            (session_id, seq, *kinds, count),
+            f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = :session_id AND seq < :seq "
+            f"AND kind IN {kinds_in} ORDER BY seq DESC LIMIT :count",
+            {"session_id": session_id, "seq": seq, "count": count, **params},
         )
         codec = _codec(self._connection)
         return [_logged(row, codec, session_id) for row in rows]
 
     def events_of_kind(self, kinds: Sequence[str]) -> dict[str, list[LoggedEvent]]:
         """Every session's events of ``kinds``, in order, by session."""
-        marks = ", ".join("?" * len(kinds))
+        kinds_in, params = driver.in_list("kind", kinds)
         rows = driver.fetch(
             self._connection,
-            f"SELECT session_id, {_EVENT_COLUMNS} FROM session_events WHERE kind IN ({marks}) "
+            f"SELECT session_id, {_EVENT_COLUMNS} FROM session_events WHERE kind IN {kinds_in} "
             "ORDER BY session_id, seq",
-            tuple(kinds),
+            params,
         )
         codec = _codec(self._connection)
         found: dict[str, list[LoggedEvent]] = {}
@@ -400,7 +410,7 @@ class SessionWrites(SessionReads):
         """Load a session for update; also holds the catalog steady until the transaction ends."""
         if self._connection.dialect.name == "sqlite":  # the transaction's write lock covers both
             return self.load(session_id)
-        rows = driver.fetch(self._connection, _LOCK_POSTGRES, (session_id,))
+        rows = driver.fetch(self._connection, _LOCK_POSTGRES, {"id": session_id})
         if not rows:  # a session about to be made still reads the catalog steady
             driver.fetch(self._connection, _SHARE_CATALOG)
             return None
@@ -414,7 +424,9 @@ class SessionWrites(SessionReads):
         The generation is 0 when there is no such session."""
         sqlite = self._connection.dialect.name == "sqlite"
         rows = driver.fetch(
-            self._connection, _CALL_SQLITE if sqlite else _CALL_POSTGRES, (call_id or None, session_id)
+            self._connection,
+            _CALL_SQLITE if sqlite else _CALL_POSTGRES,
+            {"call_id": call_id or None, "id": session_id},
         )
         if not rows:
             return None, 0, None
@@ -424,7 +436,9 @@ class SessionWrites(SessionReads):
         logged = None
         if answered is not None:
             logged = _logged(
-                driver.fetch(self._connection, _EVENT, (session_id, answered))[0], codec, session_id
+                driver.fetch(self._connection, _EVENT, {"session_id": session_id, "seq": answered})[0],
+                codec,
+                session_id,
             )
         return _state(rows[0], codec), generation, logged
 
@@ -436,12 +450,20 @@ class SessionWrites(SessionReads):
         codec = _codec(self._connection)
         stamp = now()
         stored = codec.store_stamp(stamp)
-        marker = codec.json_marker
+        json = codec.json_bind
         inserted = driver.execute(
             self._connection,
             "INSERT INTO sessions (id, settings, active, selected, event_count, created_at, updated_at) "
-            f"VALUES (?, {marker}, {marker}, {marker}, 0, ?, ?) ON CONFLICT (id) DO NOTHING",
-            (session_id, json_text(settings), json_text(active), "[]", stored, stored),
+            f"VALUES (:id, {json('settings')}, {json('active')}, {json('selected')}, 0, "
+            ":created_at, :created_at) "
+            "ON CONFLICT (id) DO NOTHING",
+            {
+                "id": session_id,
+                "settings": json_text(settings),
+                "active": json_text(active),
+                "selected": "[]",
+                "created_at": stored,
+            },
         )
         if inserted == 0:
             return None
@@ -461,9 +483,15 @@ class SessionWrites(SessionReads):
         stored = codec.store_stamp(stamp)
         seq = state.event_count + 1
         entry = _entry(state.id, seq, event, stored)
-        lists = (plain_json_text(active), plain_json_text(selected), seq, stored, state.id)
+        lists = {
+            "active": plain_json_text(active),
+            "selected": plain_json_text(selected),
+            "event_count": seq,
+            "updated_at": stored,
+            "id": state.id,
+        }
         if len(codec.record) == 1:
-            driver.execute(self._connection, codec.record[0], entry + lists)
+            driver.execute(self._connection, codec.record[0], {**entry, **lists})
         else:
             insert, update = codec.record
             driver.execute_each(self._connection, [(insert, entry), (update, lists)])
@@ -476,7 +504,9 @@ class SessionWrites(SessionReads):
         The lists stay as stored, so only the event count and the time move: the row's lists are
         neither read nor written again."""
         sqlite = self._connection.dialect.name == "sqlite"
-        rows = driver.fetch(self._connection, _COUNT_SQLITE if sqlite else _COUNT_POSTGRES, (session_id,))
+        rows = driver.fetch(
+            self._connection, _COUNT_SQLITE if sqlite else _COUNT_POSTGRES, {"id": session_id}
+        )
         if not rows:
             return False
         if not logged:
@@ -484,11 +514,13 @@ class SessionWrites(SessionReads):
         codec = _codec(self._connection)
         stored = codec.store_stamp(now())
         count = int(rows[0][0])
-        statements: list[tuple[str, Sequence[Any]]] = [
+        statements: list[tuple[str, driver.Params]] = [
             (codec.insert, _entry(session_id, count + offset, event, stored))
             for offset, event in enumerate(logged, start=1)
         ]
-        statements.append((_COUNTED, (count + len(logged), stored, session_id)))
+        statements.append(
+            (_COUNTED, {"event_count": count + len(logged), "updated_at": stored, "id": session_id})
+        )
         driver.execute_each(self._connection, statements)
         return True
 
@@ -505,10 +537,10 @@ class SessionWrites(SessionReads):
         when ``None``); how many calls changed."""
         codec = _codec(self._connection)
         statement = "SELECT session_id, seq, params FROM session_events WHERE kind = 'tool_call'"
-        params: tuple[str, ...] = ()
+        params: dict[str, str] = {}
         if tool_names is not None:
-            statement += f" AND tool_name IN ({', '.join('?' * len(tool_names))})"
-            params = tuple(tool_names)
+            names, params = driver.in_list("tool_name", tool_names)
+            statement += f" AND tool_name IN {names}"
         changed = []
         for session_id, seq, stored in driver.fetch(self._connection, statement, params):
             value = codec.load_json(stored)
@@ -519,7 +551,8 @@ class SessionWrites(SessionReads):
             changed.append((plain_json_text(value), session_id, seq))
         driver.execute_many(
             self._connection,
-            f"UPDATE session_events SET params = {codec.json_marker} WHERE session_id = ? AND seq = ?",
+            f"UPDATE session_events SET params = {codec.json_bind('params')} "
+            "WHERE session_id = :session_id AND seq = :seq",
             changed,
         )
         return len(changed)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Connection
@@ -100,7 +101,11 @@ the memory a serving process holds after the read close to the arrays'."""
 
 def _bump(connection: Connection) -> None:
     generation = lock_catalog(connection)
-    driver.execute(connection, "UPDATE catalog_state SET generation = ? WHERE id = 1", (generation + 1,))
+    driver.execute(
+        connection,
+        "UPDATE catalog_state SET generation = :generation WHERE id = 1",
+        {"generation": generation + 1},
+    )
 
 
 class VectorReads:
@@ -164,12 +169,15 @@ class VectorReads:
         what ``embed`` still has to do, in an order that resumes where a killed run stopped."""
         statement = (
             "SELECT t.name, t.content_hash FROM tools t LEFT JOIN tool_vectors v ON v.tool_name = t.name "
-            "AND v.content_hash = t.content_hash WHERE v.tool_name IS NULL AND t.name > ? ORDER BY t.name"
+            "AND v.content_hash = t.content_hash WHERE v.tool_name IS NULL AND t.name > :after "
+            "ORDER BY t.name"
         )
+        params: dict[str, Any] = {"after": after}
         if limit is not None:
-            statement += f" LIMIT {int(limit)}"
+            statement += " LIMIT :limit"
+            params["limit"] = int(limit)
         return [
-            (str(name), str(digest)) for name, digest in driver.fetch(self._connection, statement, (after,))
+            (str(name), str(digest)) for name, digest in driver.fetch(self._connection, statement, params)
         ]
 
     def missing_of(self, names: Sequence[str]) -> list[tuple[str, str]]:
@@ -177,12 +185,13 @@ class VectorReads:
         vector."""
         found: list[tuple[str, str]] = []
         for part in chunks(list(dict.fromkeys(names))):
+            wanted, params = driver.in_list("name", part)
             rows = driver.fetch(
                 self._connection,
                 "SELECT t.name, t.content_hash FROM tools t LEFT JOIN tool_vectors v ON v.tool_name = t.name "
-                f"AND v.content_hash = t.content_hash WHERE v.tool_name IS NULL AND t.name IN "
-                f"({', '.join('?' * len(part))}) ORDER BY t.name",
-                part,
+                f"AND v.content_hash = t.content_hash WHERE v.tool_name IS NULL AND t.name IN {wanted} "
+                "ORDER BY t.name",
+                params,
             )
             found.extend((str(name), str(digest)) for name, digest in rows)
         return found
@@ -191,11 +200,12 @@ class VectorReads:
         """The stored vector of each of ``names`` that has one, current or not: hash, scale, bytes."""
         found: dict[str, tuple[str, float, bytes]] = {}
         for part in chunks(list(names)):
+            wanted, params = driver.in_list("tool_name", part)
             rows = driver.fetch(
                 self._connection,
                 "SELECT tool_name, content_hash, scale, vector FROM tool_vectors "
-                f"WHERE tool_name IN ({', '.join('?' * len(part))})",
-                part,
+                f"WHERE tool_name IN {wanted}",
+                params,
             )
             for name, digest, scale, vector in rows:
                 found[str(name)] = (str(digest), float(scale), bytes(vector))
@@ -210,8 +220,14 @@ class VectorWrites(VectorReads):
         _bump(self._connection)
         driver.execute(
             self._connection,
-            "UPDATE embedding_state SET model = ?, model_digest = ?, dimensions = ?, weight = ? WHERE id = 1",
-            (setting.model, setting.model_digest, setting.dimensions, setting.weight),
+            "UPDATE embedding_state SET model = :model, model_digest = :model_digest, "
+            "dimensions = :dimensions, weight = :weight WHERE id = 1",
+            {
+                "model": setting.model,
+                "model_digest": setting.model_digest,
+                "dimensions": setting.dimensions,
+                "weight": setting.weight,
+            },
         )
 
     def clear(self) -> int:
@@ -232,7 +248,8 @@ class VectorWrites(VectorReads):
         self.drop([row.tool_name for row in rows])
         driver.execute_many(
             self._connection,
-            "INSERT INTO tool_vectors (tool_name, content_hash, scale, vector) VALUES (?, ?, ?, ?)",
+            "INSERT INTO tool_vectors (tool_name, content_hash, scale, vector) "
+            "VALUES (:tool_name, :content_hash, :scale, :vector)",
             [(row.tool_name, row.content_hash, row.scale, row.vector) for row in rows],
         )
 
@@ -240,11 +257,8 @@ class VectorWrites(VectorReads):
         """Remove the vectors of ``names`` (tools a write removed); no generation bump of its own:
         the catalog write that removed them makes one."""
         for part in chunks(list(names)):
-            driver.execute(
-                self._connection,
-                f"DELETE FROM tool_vectors WHERE tool_name IN ({', '.join('?' * len(part))})",
-                part,
-            )
+            wanted, params = driver.in_list("tool_name", part)
+            driver.execute(self._connection, f"DELETE FROM tool_vectors WHERE tool_name IN {wanted}", params)
 
     def drop_orphans(self) -> None:
         """Remove vectors whose tool is gone from the catalog."""

@@ -208,8 +208,8 @@ def test_opening_a_session_reads_its_own_rows_only(db_url: str, monkeypatch: pyt
         statements: list[tuple[str, tuple[Any, ...]]] = []
         fetch = driver.fetch
 
-        def recorded(connection: Any, statement: str, params: Any = ()) -> list[Any]:
-            statements.append((statement, tuple(params)))
+        def recorded(connection: Any, statement: str, params: Any = None) -> list[Any]:
+            statements.append((statement, tuple((params or {}).values())))
             return fetch(connection, statement, params)
 
         monkeypatch.setattr(driver, "fetch", recorded)
