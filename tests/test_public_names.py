@@ -66,10 +66,15 @@ def test_importing_the_package_loads_nothing_until_a_name_is_used() -> None:
     assert done.stdout.splitlines() == ["False False False False", "True True True True"]
 
 
+STORE_NAMES = 25
+"""The most names ``store`` exports: its units and the values that cross them, nothing else."""
+
+
 def test_the_store_exports_what_discovery_imports_from_it_and_no_more() -> None:
     """``store.__all__`` is the names ``discovery`` imports from ``store`` (the units, the row
-    types, the corpus groups, where the database is when none is named); the errors are
-    ``store.errors``'s own, and the query modules stay private."""
+    types, the corpus groups, where the database is when none is named), at most
+    ``STORE_NAMES`` of them; the errors are ``store.errors``'s own, and the query modules stay
+    private."""
     imported = {
         name
         for path in sources("discovery")
@@ -84,6 +89,7 @@ def test_the_store_exports_what_discovery_imports_from_it_and_no_more() -> None:
         *(cls.__name__ for cls in _subclasses(StoreError)),
     }
     assert set(store.__all__) == imported
+    assert len(store.__all__) <= STORE_NAMES
     assert errors.isdisjoint(store.__all__)
     assert all(getattr(store.errors, name) for name in errors)
 
