@@ -283,28 +283,17 @@ class ToolIndex:
         with self.store.reading() as reader:
             return read_only_details(reader, self.ranker, checked, limit, mode)
 
-    def session(
-        self,
-        session_id: str | None = None,
-        *,
-        discovery_mode: str | None = None,
-        mcp_discovery: bool | None = None,
-        essential_override: Sequence[str] | None = None,
-        default_servers: Sequence[str] | None = None,
-        requested: Sequence[str] | None = None,
-    ) -> Session:
-        """Create a session, or resume it by id (then the settings may be omitted)."""
-        given = {
-            "discovery_mode": discovery_mode,
-            "mcp_discovery": mcp_discovery,
-            "essential_override": essential_override,
-            "default_servers": default_servers,
-            "requested": requested,
-        }
-        settings = {key: value for key, value in given.items() if value is not None}
+    def session(self, session_id: str | None = None, **settings: Any) -> Session:
+        """Create a session, or resume it by id (then the settings may be omitted).
+
+        ``settings`` are ``SessionSettings``' fields (contract §5's, ``requested`` and
+        ``answer``), checked by that model: an unknown or bad one is a ``ToolIndexError``
+        naming it. Given for a session that exists, they must be its own.
+        """
         from discovery._sessions.session import Session
 
-        return Session.open(self.store, self.ranker, session_id, settings or None)
+        given = {key: value for key, value in settings.items() if value is not None}
+        return Session.open(self.store, self.ranker, session_id, given or None)
 
     def sessions(self) -> list[SessionSummary]:
         """Every stored session with its sizes and number of search calls."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from discovery._index import ToolIndex
@@ -84,26 +84,10 @@ class AsyncToolIndex(_Face[ToolIndex]):
     async def __aexit__(self, *_: object) -> None:
         await self.close()
 
-    async def session(
-        self,
-        session_id: str | None = None,
-        *,
-        discovery_mode: str | None = None,
-        mcp_discovery: bool | None = None,
-        essential_override: Sequence[str] | None = None,
-        default_servers: Sequence[str] | None = None,
-        requested: Sequence[str] | None = None,
-    ) -> AsyncSession:
-        """Create a session, or resume it by id, as ``ToolIndex.session`` does."""
-        session = await asyncio.to_thread(
-            self.wrapped.session,
-            session_id,
-            discovery_mode=discovery_mode,
-            mcp_discovery=mcp_discovery,
-            essential_override=essential_override,
-            default_servers=default_servers,
-            requested=requested,
-        )
+    async def session(self, session_id: str | None = None, **settings: Any) -> AsyncSession:
+        """Create a session, or resume it by id, as ``ToolIndex.session`` does (the same keyword
+        settings, checked by ``SessionSettings``)."""
+        session = await asyncio.to_thread(lambda: self.wrapped.session(session_id, **settings))
         return AsyncSession(session)
 
     close = _in_thread(ToolIndex.close)

@@ -170,7 +170,8 @@ def test_sessions_and_session_show_print_a_table_and_the_log(db_url: str) -> Non
     assert re.fullmatch(rf"s1 +mcp-only +12 +2 +2 +{TIME}", listed[1]), listed
     shown = ok(db_url, "session", "show", "s1").splitlines()
     settings = '{"discovery_mode": "mcp-only", "mcp_discovery": false, "essential_override": [], '
-    assert shown[:2] == ["Session s1", f"  settings: {settings}" + '"default_servers": [], "requested": []}']
+    rest = '"default_servers": [], "requested": [], "answer": "contract"}'
+    assert shown[:2] == ["Session s1", f"  settings: {settings}{rest}"]
     assert shown[2].startswith("  active (12): read, bash, ") and shown[2].endswith(", ".join(activated))
     assert shown[3:5] == [f"  selected (2): {', '.join(activated)}", "  log (3 events):"]
     assert re.fullmatch(rf"       1 {TIME} create", shown[5])

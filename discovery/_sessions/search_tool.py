@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from discovery._params import Query, checked_id, checked_params, checked_search
 from discovery._ranking.ranker import Ranker
 from discovery._results import SearchDetails, compact_json, match_details
-from discovery._rules import SEARCH_TOOL_NAME, activation_order, after_search
+from discovery._rules import SEARCH_TOOL_NAME, Corpus, activation_order, after_search, session_corpus
+from discovery._sessions.answer import (
+    Answer,
+    NameIndex,
+    SearchContext,
+    activated_by,
+    answer_query,
+    listed_details,
+    nothing_found,
+    rich_content,
+)
 from discovery._sessions.description import render_description
+from discovery._sessions.settings import AnswerStyle
 from discovery._sessions.view import SessionView
 from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, ToolCallError
 from store import Event, LoggedEvent, Reader, SessionState, Store, Writer
@@ -29,6 +41,11 @@ class SearchingSession(Protocol):
     def describe_corpus(self) -> tuple[list[tuple[str, int]], list[str], int]: ...
     def describe_catalog(self) -> tuple[list[tuple[str, int]], list[str], int]: ...
     def view_in(self, reader: Reader, state: SessionState, generation: int) -> SessionView: ...
+    @property
+    def answer(self) -> AnswerStyle | None: ...
+    def answer_style(self) -> AnswerStyle: ...
+    def name_index(self, reader: Reader, generation: int) -> NameIndex: ...
+    def overview_in(self, reader: Reader, corpus: Corpus) -> tuple[list[tuple[str, int]], list[str], int]: ...
 
 
 LABEL = "SearchTools"
@@ -53,6 +70,12 @@ class ToolResult:
     """The query as this call checked it, for a caller that goes on with it (the command line
     flags weak matches) without checking it again; ``None`` for an answer replayed from the log."""
 
+    @property
+    def structured(self) -> dict[str, Any]:
+        """The content as data: an MCP result's ``structuredContent``, which must equal its text."""
+        value: dict[str, Any] = json.loads(self.content)
+        return value
+
 
 class SearchTool:
     """``search_tool_bm25`` bound to one session."""
@@ -68,7 +91,7 @@ class SearchTool:
     def description(self) -> str:
         """Rendered from the session's current corpus (contract §6): its counts shrink as searches
         activate tools."""
-        return render_description(*self.session.describe_corpus())
+        return render_description(*self.session.describe_corpus(), rich=self.session.answer_style() == "rich")
 
     @property
     def stable_description(self) -> str:
@@ -77,7 +100,9 @@ class SearchTool:
         No search changes it (only a catalog write does), so a host that caches its tool
         definitions (a provider's prompt cache) keeps its cache across calls.
         """
-        return render_description(*self.session.describe_catalog())
+        return render_description(
+            *self.session.describe_catalog(), rich=self.session.answer_style() == "rich"
+        )
 
     def execute(self, call_id: str, params: dict[str, Any]) -> ToolResult:
         """Run one search call: rank, activate, persist and log, all before returning.
@@ -118,18 +143,20 @@ class SearchTool:
         view = session.view_in(writer, state, generation)
         outcome: ToolResult | ToolCallError
         try:
-            outcome = self._search(writer, view, params)
+            outcome = self._search(writer, view, params, generation)
         except ToolCallError as error:
             outcome = error
         writer.sessions.record(state, *_logged(view, call_id, params, outcome))
         return outcome, view
 
-    def _search(self, reader: Reader, view: SessionView, params: Any) -> ToolResult:
+    def _search(self, reader: Reader, view: SessionView, params: Any, generation: int) -> ToolResult:
         if view.mode == "off":
             raise DiscoveryDisabled()
         fields = params if isinstance(params, dict) else {}
         checked_types(fields)
         query, limit = checked_search(fields.get("query"), fields.get("limit"))
+        if (self.session.answer or view.settings.answer) == "rich":
+            return self._rich_search(reader, view, query, limit, generation)
         ranker = self.session.ranker
         ranking = ranker.search(reader, query, view.corpus, limit, selected=frozenset(view.state.selected))
         matches = ranking.hits
@@ -153,6 +180,51 @@ class SearchTool:
             "tools": [match_details(tools[hit.tool_id], hit.score) for hit in matches],
         }
         return ToolResult(content=content, details=details, query=query)
+
+    def _rich_search(
+        self, reader: Reader, view: SessionView, query: Query, limit: int, generation: int
+    ) -> ToolResult:
+        """The answer of ``discovery._sessions.answer``: ranked over the mode's whole corpus,
+        active and out-of-scope tools in, so it names the same tools whatever is active."""
+        session = self.session
+        whole = session_corpus(view.mode, (), view.essentials, frozenset())
+        scoped = session_corpus(view.mode, (), view.essentials, view.out_of_scope)
+        active = frozenset(view.live_active)
+        names = session.name_index(reader, generation)
+        context = SearchContext(reader, session.ranker, whole, active, view.out_of_scope, names)
+        answer = answer_query(context, query, limit)
+        activated = activated_by(answer, active)
+        if answer.note is None:
+            answer.note = _note(answer, lambda: session.overview_in(reader, scoped))
+        total = session.ranker.corpus_size(reader, scoped)
+        content = compact_json(rich_content(answer, activated, active, total))
+        details: SearchDetails = {
+            "query": query.text,
+            "limit": limit,
+            "total_tools": total,
+            "activated_tools": activated,
+            "active_selected_tools": [
+                *view.live_selected,
+                *(n for n in activated if n not in view.live_selected),
+            ],
+            "tools": listed_details(answer),
+        }
+        return ToolResult(content=content, details=details, query=query)
+
+
+def _note(answer: Answer, overview: Callable[[], tuple[list[tuple[str, int]], list[str], int]]) -> str | None:
+    """What an answer that lists no tool tells the model (``None`` when it lists one)."""
+    if answer.listed:
+        return None
+    if answer.unavailable:
+        return (
+            "The matching tools are not available here (left out by this host's filters); "
+            "none was activated in their place."
+        )
+    if answer.unknown:
+        return "No tool has these names; nothing was activated. Search with words to find the names."
+    servers, builtins, _ = overview()
+    return nothing_found(servers, builtins)
 
 
 def _logged(

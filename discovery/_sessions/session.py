@@ -29,9 +29,10 @@ from discovery._rules import (
     session_corpus,
     starting_active,
 )
+from discovery._sessions.answer import NameIndex
 from discovery._sessions.learning import CALL_EVENT, learn_from_calls
 from discovery._sessions.search_tool import SearchTool, ToolResult
-from discovery._sessions.settings import SessionSettings, parsed_settings, stored_settings
+from discovery._sessions.settings import AnswerStyle, SessionSettings, parsed_settings, stored_settings
 from discovery._sessions.view import SessionRules, SessionView
 from discovery._text.collation import collation_key, utf16_sort_key
 from discovery.errors import DiscoveryDisabled, ToolCallError, ToolIndexError, UnknownToolNames
@@ -104,13 +105,24 @@ def opening_active(ranker: Ranker, reader: Reader, settings: SessionSettings) ->
 class Session:
     """A handle on one stored session. Cheap: it holds only the id, the store and the ranker."""
 
-    def __init__(self, store: Store, ranker: Ranker, session_id: str, scope: Scope | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        ranker: Ranker,
+        session_id: str,
+        scope: Scope | None = None,
+        answer: AnswerStyle | None = None,
+    ) -> None:
         self.store = store
         self.ranker = ranker
         self.id = session_id
         self.scope = scope
+        self.answer = answer
+        """How this handle's searches answer whatever the stored setting says (``None``: as it
+        says): a host that answers richly serves sessions stored before the setting existed."""
         self._cached_view: tuple[tuple[int, dict[str, Any], list[str], list[str]], SessionView] | None = None
         self._cached_rules: tuple[int, dict[str, Any], SessionRules] | None = None
+        self._cached_names: tuple[int, NameIndex] | None = None
 
     @classmethod
     def open(
@@ -148,7 +160,28 @@ class Session:
 
     def scoped(self, scope: Scope) -> Session:
         """A handle on the same session that searches and activates only what ``scope`` admits."""
-        return Session(self.store, self.ranker, self.id, scope)
+        return Session(self.store, self.ranker, self.id, scope, self.answer)
+
+    def answering(self, answer: AnswerStyle) -> Session:
+        """A handle on the same session whose searches answer as ``answer`` says."""
+        return Session(self.store, self.ranker, self.id, self.scope, answer)
+
+    def answer_style(self) -> AnswerStyle:
+        """How this handle's searches answer: its own ``answer``, else the session's setting."""
+        return self.answer if self.answer is not None else self.settings.answer
+
+    def name_index(self, reader: Reader, generation: int) -> NameIndex:
+        """The catalog's tools by the names a model may know them by (kept until the catalog
+        changes)."""
+        cached = self._cached_names
+        if cached is None or cached[0] != generation:
+            cached = (generation, NameIndex.of(reader.catalog.tool_origins()))
+            self._cached_names = cached
+        return cached[1]
+
+    def overview_in(self, reader: Reader, corpus: Corpus) -> CorpusOverview:
+        """``corpus_overview`` of ``corpus`` in the caller's transaction."""
+        return corpus_overview(self.ranker, reader, corpus)
 
     def view(self) -> SessionView:
         with self.store.reading() as reader:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -10,9 +10,18 @@ from discovery._rules import DiscoveryMode
 from discovery.errors import ToolIndexError, describe_validation_error
 from store.errors import CorruptIndex
 
+AnswerStyle = Literal["contract", "rich"]
+
 
 class SessionSettings(BaseModel):
-    """How a session discovers tools (contract §5); ``requested`` names start active."""
+    """How a session discovers tools (contract §5); ``requested`` names start active.
+
+    The one place the settings are spelled: ``ToolIndex.session``, ``AsyncToolIndex.session``,
+    the command line and the gateway pass them as keywords that this model checks. ``answer``
+    is how a search answers: ``contract`` exactly as contract §6 says, ``rich`` the answer a
+    model can act on (``discovery._sessions.answer``). A session stored before ``answer``
+    existed reads back as ``contract``: the JSON it was stored as needs no migration.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -21,6 +30,7 @@ class SessionSettings(BaseModel):
     essential_override: tuple[str, ...] = ()
     default_servers: tuple[str, ...] = ()
     requested: tuple[str, ...] = ()
+    answer: AnswerStyle = "contract"
 
     @field_validator("essential_override", "default_servers", "requested", mode="before")
     @classmethod
@@ -31,6 +41,8 @@ class SessionSettings(BaseModel):
 
 
 def parsed_settings(values: dict[str, Any]) -> SessionSettings:
+    """Settings given by a caller; a value of ``None`` means not given."""
+    values = {key: value for key, value in values.items() if value is not None}
     try:
         return SessionSettings.model_validate(values)
     except ValidationError as exc:

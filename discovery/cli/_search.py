@@ -61,6 +61,12 @@ if TYPE_CHECKING:
     metavar="NAME",
     help=("New session: replace the essential tool names (repeatable)."),
 )
+@click.option(
+    "--answer",
+    type=click.Choice(["contract", "rich"]),
+    default=None,
+    help="New session: how its searches answer (rich: the tools that match, with what they take).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the details object as one JSON document.")
 @click.option("--expanded", is_flag=True, help="Show every match, not only the first five.")
 @pass_app
@@ -73,6 +79,7 @@ def search(
     default_servers: tuple[str, ...],
     requested: tuple[str, ...],
     essential_override: tuple[str, ...],
+    answer: str | None,
     as_json: bool,
     expanded: bool,
 ) -> None:
@@ -90,6 +97,7 @@ def search(
             "default_servers": list(default_servers) or None,
             "requested": list(requested) or None,
             "essential_override": list(essential_override) or None,
+            "answer": answer,
         }
         details, weak = _session_search(app, session_id, query, limit, settings, flag_weak=not as_json)
     if as_json:

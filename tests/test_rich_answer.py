@@ -1,0 +1,226 @@
+"""The rich answer of a session (``answer="rich"``, issue 54): what it lists and activates, the
+query forms, and that a default session still answers exactly as contract §6 says."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from discovery import ToolIndex
+from discovery._sessions.answer import one_line, query_form, required_arguments
+from discovery.errors import ToolIndexError
+from tests.conftest import migrated_sqlite_url, shared_path
+
+
+def _tool(server: str, tool: str, description: str, required: list[str] | None = None) -> dict[str, Any]:
+    properties = {name: {"type": "string"} for name in required or []}
+    return {
+        "name": f"mcp__{server}__{tool}",
+        "label": f"{server}/{tool}",
+        "description": description,
+        "server_name": server,
+        "mcp_tool_name": tool,
+        "input_schema": {"type": "object", "properties": properties, "required": required or []},
+    }
+
+
+CATALOG = [
+    _tool(
+        "files",
+        "read_text_file",
+        "Read the complete contents of a file as text. Handles encodings.",
+        ["path"],
+    ),
+    _tool("files", "write_file", "Create or overwrite a file with new content.", ["path", "content"]),
+    _tool("files", "list_directory", "List the entries of a directory.", ["path"]),
+    _tool("time", "get_current_time", "Get the current time in a timezone.", ["timezone"]),
+    _tool("time", "convert_time", "Convert a time between timezones.", ["time", "source", "target"]),
+    _tool("github", "create_issue", "Create a new issue in a GitHub repository.", ["owner", "repo", "title"]),
+    _tool("github", "list_issues", "List the issues of a GitHub repository.", ["owner", "repo"]),
+    _tool("github", "search_code", "Search code across GitHub repositories.", ["query"]),
+    _tool(
+        "memory",
+        "delete_entities",
+        "Delete entities and their relations from the knowledge graph.",
+        ["names"],
+    ),
+    _tool("memory", "create_entities", "Create entities in the knowledge graph.", ["entities"]),
+    _tool("serena", "find_symbol", "Locate a code symbol by its name path.", ["name_path"]),
+]
+
+
+@pytest.fixture
+def catalog(index: ToolIndex) -> ToolIndex:
+    index.upsert_tools(CATALOG)
+    return index
+
+
+def _search(index: ToolIndex, session_id: str, query: str, limit: int = 5) -> dict[str, Any]:
+    session = index.session(session_id, discovery_mode="mcp-only", answer="rich")
+    result = session.search_tool.execute("", {"query": query, "limit": limit})
+    assert json.loads(result.content) == result.structured
+    return result.structured
+
+
+def _names(answer: dict[str, Any]) -> list[str]:
+    return [tool["name"] for tool in answer["tools"]]
+
+
+def test_an_answer_lists_its_tools_with_a_line_and_their_required_arguments(catalog: ToolIndex) -> None:
+    answer = _search(catalog, "s", "read a text file")
+    assert answer["tools"][0] == {
+        "name": "mcp__files__read_text_file",
+        "description": "Read the complete contents of a file as text.",
+        "required": ["path"],
+    }
+    assert answer["activated_tools"] == _names(answer)
+    assert list(answer) == ["query", "activated_tools", "tools", "match_count", "total_tools"]
+    assert answer["match_count"] == len(answer["tools"]) and answer["total_tools"] == len(CATALOG)
+
+
+def test_a_repeated_search_names_the_same_tools_as_active_and_activates_nothing(catalog: ToolIndex) -> None:
+    first = _search(catalog, "s", "read a text file")
+    again = _search(catalog, "s", "read a text file")
+    assert _names(again) == _names(first)
+    assert again["activated_tools"] == []
+    assert all(tool["active"] is True for tool in again["tools"])
+
+
+def test_a_resumed_session_names_the_tools_it_has(catalog: ToolIndex, db_url: str) -> None:
+    first = _search(catalog, "kept", "what time is it")
+    with ToolIndex.open(db_url) as other:
+        resumed = other.session("kept").search_tool.execute("", {"query": "what time is it", "limit": 5})
+    assert _names(resumed.structured) == _names(first) and resumed.structured["activated_tools"] == []
+
+
+def test_a_request_matched_by_common_words_only_activates_nothing_and_says_where_to_look(
+    catalog: ToolIndex,
+) -> None:
+    answer = _search(catalog, "s", "the a of with")
+    assert answer["tools"] == [] and answer["activated_tools"] == []
+    assert "none was activated" in answer["note"]
+    assert "files (3)" in answer["note"] and "github (3)" in answer["note"]
+
+
+def test_select_activates_exactly_the_named_tools_and_names_the_unknown(catalog: ToolIndex) -> None:
+    answer = _search(catalog, "s", "select:github/list_issues, mcp__time__convert_time,find_symbol,nope")
+    assert answer["activated_tools"] == [
+        "mcp__github__list_issues",
+        "mcp__time__convert_time",
+        "mcp__serena__find_symbol",
+    ]
+    assert answer["unknown"] == ["nope"]
+    again = _search(catalog, "s", "select:convert_time")
+    assert again["activated_tools"] == [] and again["tools"][0]["active"] is True
+
+
+def test_a_query_that_is_a_tool_name_ranks_it_first(catalog: ToolIndex) -> None:
+    assert _names(_search(catalog, "a", "find symbol"))[0] == "mcp__serena__find_symbol"
+    assert _names(_search(catalog, "b", "serena/find_symbol"))[0] == "mcp__serena__find_symbol"
+
+
+def test_a_required_word_keeps_to_a_server_and_ranks_by_the_rest(catalog: ToolIndex) -> None:
+    answer = _search(catalog, "s", "+github repository")
+    assert set(_names(answer)) == {"mcp__github__create_issue", "mcp__github__list_issues"}
+    assert _names(_search(catalog, "t", "+time convert"))[0] == "mcp__time__convert_time"
+
+
+def test_tools_out_of_scope_are_reported_and_not_replaced(catalog: ToolIndex) -> None:
+    class NoDeletes:
+        def admits(self, server: str | None, tool: str | None) -> bool:
+            return not (tool or "").startswith("delete_")
+
+    session = catalog.session("scoped", discovery_mode="mcp-only", answer="rich").scoped(NoDeletes())
+    answer = session.search_tool.execute("", {"query": "delete entities", "limit": 1}).structured
+    assert answer["unavailable"] == ["mcp__memory__delete_entities"]
+    assert answer["activated_tools"] == [] and answer["tools"] == []
+    assert "not available here" in answer["note"]
+
+
+def test_a_default_session_answers_as_contract_section_6(catalog: ToolIndex) -> None:
+    session = catalog.session("plain", discovery_mode="mcp-only")
+    content = json.loads(
+        session.search_tool.execute("", {"query": "select:convert_time", "limit": 2}).content
+    )
+    assert list(content) == ["query", "activated_tools", "match_count", "total_tools"]
+    assert session.answer_style() == "contract"
+
+
+def test_a_handle_may_answer_richly_for_a_session_stored_without_the_setting(catalog: ToolIndex) -> None:
+    catalog.session("old", discovery_mode="mcp-only")
+    handle = catalog.session("old").answering("rich")
+    assert "tools" in handle.search_tool.execute("", {"query": "create issue"}).structured
+
+
+def test_settings_are_checked_by_one_model(catalog: ToolIndex) -> None:
+    with pytest.raises(ToolIndexError, match="answr"):
+        catalog.session("x", answr="rich")
+    with pytest.raises(ToolIndexError, match="answer"):
+        catalog.session("y", answer="verbose")
+
+
+@pytest.mark.parametrize(
+    ("query", "form"),
+    [
+        ("select:a, b,,a", ((("a", "b")), ())),
+        ("SELECT:x", ((("x",)), ())),
+        ("+github list issues", (None, ("github",))),
+        ("+ spaced", (None, ())),
+        ("list issues", (None, ())),
+    ],
+)
+def test_query_forms(query: str, form: tuple[Any, Any]) -> None:
+    parsed = query_form(query)
+    assert (parsed.names, parsed.required) == form
+
+
+def test_lines_and_required_arguments() -> None:
+    assert one_line("  First. Second sentence.\nMore") == "First."
+    assert len(one_line("x" * 500)) == 120
+    assert required_arguments({"required": ["a", 3, "b"]}) == ["a", "b"]
+    assert required_arguments({"required": "a"}) == [] and required_arguments(None) == []
+
+
+@pytest.fixture(scope="module")
+def real_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolIndex]:
+    path = shared_path("data/mcp-catalog.jsonl")
+    from discovery._catalog.formats import read_catalog
+
+    url = migrated_sqlite_url(tmp_path_factory.mktemp("real") / "tools.db")
+    with ToolIndex.open(url, analyzer="enhanced") as index:
+        index.upsert_tools(read_catalog([str(path)], server=None, skip_invalid=False).records)
+        yield index
+
+
+HELD_OUT = [
+    "read a text file",
+    "what time is it in Tokyo",
+    "open a new issue on our repo about the login bug",
+    "delete entities from memory",
+    "take a screenshot of the page",
+]
+
+
+@pytest.mark.parametrize("query", HELD_OUT)
+def test_over_the_real_catalog_a_repeat_and_a_resume_name_what_the_first_answer_named(
+    real_catalog: ToolIndex, query: str
+) -> None:
+    session_id = f"held-out-{HELD_OUT.index(query)}"
+    first = _search(real_catalog, session_id, query)
+    assert first["tools"] and len(json.dumps(first, separators=(",", ":")).encode()) < 2500
+    again = _search(real_catalog, session_id, query)
+    assert _names(again) == _names(first) and again["activated_tools"] == []
+    resumed = real_catalog.session(session_id).answering("rich")
+    answer = resumed.search_tool.execute("", {"query": query, "limit": 5}).structured
+    assert _names(answer) == _names(first)
+
+
+@pytest.mark.parametrize("query", ["can you do it for me", "what is this about"])
+def test_over_the_real_catalog_requests_of_common_words_activate_nothing(
+    real_catalog: ToolIndex, query: str
+) -> None:
+    answer = _search(real_catalog, f"none-{query}", query)
+    assert answer["activated_tools"] == [] and answer["tools"] == []
