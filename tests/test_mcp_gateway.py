@@ -341,17 +341,27 @@ def test_secrets_reach_the_upstreams_and_never_the_database(tmp_path: Path) -> N
 
 def test_a_stdio_upstream_inherits_the_gateways_environment_but_not_its_settings(tmp_path: Path) -> None:
     """What the client gave the gateway (a proxy, CA certificates, a token) reaches the servers
-    it starts, under the entry's own ``env``; the gateway's own settings (``TOOL_INDEX_*``) do not."""
+    it starts, under the entry's own ``env``; the gateway's own settings (``TOOL_INDEX_*``) and the
+    database's credentials (every libpq ``PG*`` variable) do not."""
     db, config = synced(tmp_path)
-    env = {**os.environ, "API_TOKEN": SECRET, "TOOL_INDEX_TOKEN": "the gateway's own"}
+    kept_home = {
+        "TOOL_INDEX_TOKEN": "the gateway's own",
+        "TOOL_INDEX_DB": db,
+        "PGPASSWORD": "the database's password",
+        "PGPASSFILE": str(tmp_path / "pgpass"),
+        "PGSERVICE": "catalog",
+        "PGUSER": "tools",
+    }
+    env = {**os.environ, "API_TOKEN": SECRET, **kept_home}
 
     async def run() -> None:
         async with stdio_gateway(db, config, "--session", "s", env=env) as client:
             await search(client, "digest of the credential", limit=1)
             inherited = await call(client, "mcp__up__token_digest")
-            own = await call(client, "mcp__up__token_digest", {"variable": "TOOL_INDEX_TOKEN"})
             assert text_of(inherited) == hashlib.sha256(SECRET.encode()).hexdigest()
-            assert text_of(own) == hashlib.sha256(b"").hexdigest()
+            for variable in kept_home:
+                seen = await call(client, "mcp__up__token_digest", {"variable": variable})
+                assert text_of(seen) == hashlib.sha256(b"").hexdigest(), variable
 
     anyio.run(run)
 

@@ -66,16 +66,20 @@ during it (a 2026-07-28 server's input requests, answered in the caller's own ta
 SamplingAnswer = types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData
 
 
-OWN_SETTINGS = "TOOL_INDEX_"
-"""The prefix of the gateway's own settings (its database, its bearer token): kept from upstreams."""
+OWN_SETTINGS = ("TOOL_INDEX_", "PG")
+"""Prefixes of what the gateway keeps from upstreams: its own settings (``TOOL_INDEX_DB``, its
+bearer token) and every libpq variable (``PGPASSWORD``, ``PGPASSFILE``, ``PGSERVICE``, ``PGUSER``,
+...), which say how to reach the catalog's database and with which credentials. A server that
+needs one of them gets it from its entry's ``env``, where the config's author chose to give it."""
 
 
 def upstream_environment(entry: Mapping[str, str]) -> dict[str, str]:
-    """What a stdio upstream starts with: the gateway's whole environment, less its own settings,
-    with the entry's ``env`` on top. The client chose the gateway's environment; an upstream sees it
-    as if the client had started that server itself. The SDK's default would keep only a handful of
-    variables (``HOME``, ``PATH``, ...), and lose what a machine needs to reach a network (proxies, a
-    company's CA certificates): ``npx`` then hangs fetching its package until the start times out."""
+    """What a stdio upstream starts with: the gateway's whole environment, less its own settings and
+    the database's, with the entry's ``env`` on top. The client chose the gateway's environment; an
+    upstream sees it as if the client had started that server itself. The SDK's default would keep
+    only a handful of variables (``HOME``, ``PATH``, ...), and lose what a machine needs to reach a
+    network (proxies, a company's CA certificates): ``npx`` then hangs fetching its package until
+    the start times out."""
     inherited = {key: value for key, value in os.environ.items() if not key.startswith(OWN_SETTINGS)}
     return {**inherited, **entry}
 
