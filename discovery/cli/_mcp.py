@@ -1,4 +1,4 @@
-"""The gateway's commands, ``tool-index sync`` and ``tool-index serve`` (the ``mcp`` extra).
+"""The gateway's commands, ``tool-index sync`` and ``tool-index serve``.
 
 The MCP SDK is imported when one of them runs, never when the command line starts.
 """
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from discovery._mcp.config import McpConfig
     from discovery.cli._app import App
 
-EXTRA = "pip install 'tool-index[mcp]'"
 NEW_ANALYZER = "enhanced"
 """The analyzer of a database that ``sync`` or ``serve`` makes: it finds more tools for the
 sentences models write (docs/quality.md)."""
@@ -38,10 +37,6 @@ def _config(path: str, allow: tuple[str, ...] = (), deny: tuple[str, ...] = ()) 
     for name in ("mcp", "mcp_types", "httpx2", "uvicorn"):
         logging.getLogger(name).addHandler(logging.NullHandler())
         logging.getLogger(name).propagate = False
-    try:
-        from discovery._mcp.config import load_config  # noqa: F401 (fails without the extra)
-    except ImportError as exc:
-        raise click.ClickException(f"the MCP commands need the mcp extra: {EXTRA}") from exc
     config = _read_config(path, allow, deny)
     for warning in config.warnings():
         click.echo(f"Warning: {escaped(warning)}", err=True)
@@ -60,10 +55,8 @@ def _read_config(path: str, allow: tuple[str, ...], deny: tuple[str, ...]) -> Mc
 
 
 def _anyio_run(work: Any, *args: Any) -> Any:
-    try:
-        import anyio
-    except ImportError as exc:
-        raise click.ClickException(f"the MCP commands need the mcp extra: {EXTRA}") from exc
+    import anyio  # here, not at the top: the other commands start without loading it
+
     return anyio.run(work, *args)
 
 
