@@ -629,6 +629,26 @@ def test_database_from_the_environment(demo_db: str) -> None:
     assert json.loads(result.stdout)["tools"] == DEMO_SIZE
 
 
+def test_the_example_goes_into_a_database_of_its_own(tmp_path: Path) -> None:
+    """Without --db or TOOL_INDEX_DB, the made-up tools never reach the default database, the one
+    sync and serve fill with a user's servers; a named database takes them as asked."""
+    data = tmp_path / "data"
+    env = {"XDG_DATA_HOME": str(data), "TOOL_INDEX_DB": None, "COLUMNS": None}
+    result = CliRunner(env=env).invoke(main, ["import", "--example"], catch_exceptions=False)
+    example_db = data / "tool-index" / "example.db"
+    assert (result.exit_code, result.stdout) == (0, f"added {DEMO_SIZE}, updated 0, unchanged 0, removed 0\n")
+    assert result.stderr == (
+        f"The example is in a database of its own: tool-index --db sqlite:///{example_db} search QUERY\n"
+    )
+    assert example_db.exists() and not (data / "tool-index" / "tool-index.db").exists()
+    named = tmp_path / "named.db"
+    result = CliRunner(env={**env, "TOOL_INDEX_DB": str(named)}).invoke(
+        main, ["import", "--example"], catch_exceptions=False
+    )
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert named.exists()
+
+
 def test_version() -> None:
     result = CliRunner().invoke(main, ["--version"])
     assert (result.exit_code, result.stdout) == (0, f"tool-index, version {version('tool-index')}\n")

@@ -27,15 +27,20 @@ def test_first_command_runs_the_main_job(tmp_path: Path) -> None:
     steps = [step.strip() for step in first.split("&&")]
     assert steps[0].startswith("python3 -m venv") and "pip install -e ." in steps[1]
     script = Path(sys.executable).parent / "tool-index"
-    env = {**os.environ, "TOOL_INDEX_DB": f"sqlite:///{tmp_path / 'quickstart.db'}"}
+    default = tmp_path / "default.db"
+    env = {**os.environ, "TOOL_INDEX_DB": f"sqlite:///{default}"}
     outputs = []
     for step in steps[2:]:
         argv = shlex.split(step)
         assert argv[0] == ".venv/bin/tool-index"
-        done = subprocess.run([str(script), *argv[1:]], env=env, capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [str(script), *argv[1:]], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+        )
         outputs.append(done.stdout)
     assert outputs[0].startswith("added 26,")
     assert "gitforge/create_pull_request" in outputs[1]
+    # The example's made-up tools stay out of the database the gateway uses.
+    assert (tmp_path / "example.db").exists() and not default.exists()
 
 
 def test_second_command_is_what_ci_runs() -> None:

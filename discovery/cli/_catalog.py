@@ -19,6 +19,9 @@ from store.errors import ToolNotFound
 SOURCES = ("builtin", "mcp", "extension", "custom")
 EXAMPLE_CATALOG = Path(__file__).parent.parent / "examples" / "demo-catalog.jsonl"
 """A small catalog written for tool-index: built-ins and five made-up MCP servers."""
+EXAMPLE_DB = "example.db"
+"""Where ``import --example`` writes when no database is named: a file of its own beside the default
+database, which ``sync`` and ``serve`` use, so made-up tools never mix with a user's servers."""
 EMPTY_CATALOG = (
     "The catalog is empty: add tools with tool-index import PATH (or tool-index import --example)."
 )
@@ -51,7 +54,12 @@ EMPTY_CATALOG = (
     help="Also remove the tools the input no longer has: those of --server, else the whole catalog.",
 )
 @click.option("--skip-invalid", is_flag=True, help="Skip bad records with a warning instead of failing.")
-@click.option("--example", is_flag=True, help="Also import the example catalog that ships with tool-index.")
+@click.option(
+    "--example",
+    is_flag=True,
+    help=f"Also import the example catalog that ships with tool-index; without --db, into a database "
+    f"of its own ({EXAMPLE_DB} in the user data directory), never the default one.",
+)
 @click.option(
     "--analyzer",
     metavar="NAME",
@@ -77,6 +85,7 @@ def import_(
     """
     if example:
         paths = (*paths, str(EXAMPLE_CATALOG))
+        app = _example_app(app)
     if not paths:
         raise click.UsageError("give at least one PATH, or --example")
     if analyzer is not None:
@@ -98,6 +107,23 @@ def import_(
         counts["skipped"] = len(ingested.skipped)
     echo(", ".join(f"{key} {value}" for key, value in counts.items()))
     warn_stale_vectors(report.stale_vectors)
+    if example and _database_by_default():
+        echo(f"The example is in a database of its own: tool-index --db {app.db} search QUERY", err=True)
+
+
+def _database_by_default() -> bool:
+    """Whether neither ``--db`` nor ``TOOL_INDEX_DB`` named the database."""
+    root = click.get_current_context().find_root()
+    return root.get_parameter_source("db") in (None, click.core.ParameterSource.DEFAULT)
+
+
+def _example_app(app: App) -> App:
+    """The app on the example's own database when no database was named, else ``app``."""
+    if not _database_by_default():
+        return app
+    from platformdirs import user_data_dir
+
+    return App(f"sqlite:///{Path(user_data_dir('tool-index', appauthor=False)) / EXAMPLE_DB}")
 
 
 @click.command(epilog=example("tool-index tools --server github", "tool-index tools --json > catalog.json"))
