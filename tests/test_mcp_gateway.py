@@ -8,7 +8,7 @@ import json
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import httpx2
@@ -198,8 +198,14 @@ def test_an_upstream_that_dies_mid_call_or_cannot_start(tmp_path: Path) -> None:
         tmp_path, {"up": upstream_entry(), "gone": {"command": str(tmp_path / "missing-binary")}}
     )
 
+    errlog = tmp_path / "gateway-stderr.txt"
+
     async def run() -> None:
-        async with stdio_gateway(db, config, "--session", "s") as client:
+        with errlog.open("w") as stream:
+            await calls(stream)
+
+    async def calls(stream: TextIO) -> None:
+        async with stdio_gateway(db, config, "--session", "s", errlog=stream) as client:
             await search(client, "kill the server process", limit=1)
             crashed = await call(client, "mcp__up__crash")
             assert crashed.is_error
@@ -213,12 +219,16 @@ def test_an_upstream_that_dies_mid_call_or_cannot_start(tmp_path: Path) -> None:
             await search(client, "missing server", limit=1)
             down = await call(client, "mcp__gone__vanish")
             assert down.is_error
+            # No local path reaches the model: the gateway's own log names the command.
             assert text_of(down) == (
-                "Calling mcp__gone__vanish failed: server 'gone': cannot start: command not found "
-                f"({tmp_path / 'missing-binary'})."
+                "Calling mcp__gone__vanish failed: server 'gone': cannot start: command not found."
             )
 
     anyio.run(run)
+    assert (
+        "tool-index serve: call of mcp__gone__vanish failed: server 'gone': cannot start: command not found "
+        f"({tmp_path / 'missing-binary'})"
+    ) in errlog.read_text().splitlines()
 
 
 def test_an_upstream_list_changed_re_syncs_its_tools(tmp_path: Path) -> None:

@@ -94,6 +94,31 @@ def test_a_failing_server_keeps_its_tools_and_does_not_stop_the_others(tmp_path:
         assert len(index.tools(server="b")) == 8
 
 
+NPM_404 = (
+    "import sys\n"
+    "sys.stderr.write('npm warn exec The following package was not found\\n')\n"
+    "sys.stderr.write('npm error code E404\\n')\n"
+    "sys.stderr.write('npm error 404 Not Found - GET https://registry.npmjs.org/@acme%2fmistyped\\n')\n"
+    "sys.exit(1)\n"
+)
+
+
+def test_a_server_that_fails_to_start_is_reported_with_its_own_last_words(tmp_path: Path) -> None:
+    """A mistyped npm package: npx writes npm's 404 on stderr and exits; sync says so, in the
+    server's words, and the upstream log still gets all of its stderr."""
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = write_config(tmp_path, {"npm": {"command": sys.executable, "args": ["-c", NPM_404]}})
+    log = tmp_path / "upstream.log"
+    done = cli(db, "sync", "--config", str(config), "--upstream-log", str(log))
+    assert done.returncode == 1
+    assert done.stdout.startswith("npm: failed: server 'npm': connection failed: ")
+    assert done.stdout.endswith(
+        " (its stderr ended: npm warn exec The following package was not found | npm error code E404 | "
+        "npm error 404 Not Found - GET https://registry.npmjs.org/@acme%2fmistyped)\n"
+    )
+    assert "npm error code E404\n" in log.read_text(encoding="utf-8")
+
+
 def test_sync_over_http_with_a_secret_header_stores_no_secret(tmp_path: Path) -> None:
     db_path = tmp_path / "tools.db"
     db = f"sqlite:///{db_path}"

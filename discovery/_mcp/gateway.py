@@ -579,6 +579,7 @@ class Gateway:
             )
         except UpstreamError as exc:
             await self._log(gateway_session, name, server, started, True, "server failed")
+            self.say(f"call of {name} failed: {exc.reported}")  # with what the model is not told
             return text_result(f"Calling {name} failed: {exc}.", is_error=True)
         except anyio.get_cancelled_exc_class():
             # The client cancelled the call (or the gateway is stopping): the server was told, and
@@ -618,7 +619,7 @@ class Gateway:
             servers = ", ".join(self.config.servers) or "none"
             return _Check(
                 "not served",
-                f"{name!r} is not a tool of a server this gateway fronts ({self.config.path}: {servers}).",
+                f"{name!r} is not a tool of a server this gateway fronts (its servers: {servers}).",
             )
         if not active:
             return _Check(

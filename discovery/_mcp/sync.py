@@ -14,7 +14,7 @@ from mcp import types
 
 from discovery._index import ImportReport, ToolIndex
 from discovery._mcp.config import StdioServer
-from discovery._mcp.upstreams import Upstreams
+from discovery._mcp.upstreams import UpstreamError, Upstreams
 from discovery.errors import ToolIndexError
 from store.errors import StoreError
 
@@ -71,7 +71,9 @@ async def sync_server(library: Library, upstreams: Upstreams, server: str) -> Se
         report = await library.run(write_server_tools, library.index, server, tools)
     except StoreError:
         raise  # a database error is not this server's failure: it ends the sync
-    except ToolIndexError as exc:  # the server's (an ``UpstreamError``) or its list's
+    except UpstreamError as exc:  # told to whoever runs the sync: paths and the server's stderr too
+        return ServerSync(server, error=exc.reported)
+    except ToolIndexError as exc:  # its list's
         return ServerSync(server, error=str(exc))
     return ServerSync(server, report=report, not_allowed=len(listed) - len(tools))
 

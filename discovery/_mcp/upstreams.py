@@ -9,9 +9,12 @@ A Python host can call the MCP tools a session activated without running ``serve
 
 from __future__ import annotations
 
+import codecs
 import logging
 import os
+import shutil
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
@@ -107,12 +110,101 @@ class UpstreamPeer(Protocol):
 
 class UpstreamError(ToolIndexError):
     """An upstream server could not be reached, failed, timed out or answered garbage; the
-    message names the server."""
+    message names the server. It is what the model is told, so it holds no local path;
+    ``reported`` adds what only the gateway's operator sees (``detail``: paths, the server's own
+    last words on stderr)."""
 
-    def __init__(self, server: str, what: str) -> None:
+    def __init__(self, server: str, what: str, detail: str = "") -> None:
         super().__init__(f"server {server!r}: {what}")
         self.server = server
         self.what = what
+        self.detail = detail
+
+    @property
+    def reported(self) -> str:
+        return f"{self}{self.detail}"
+
+
+STDERR_TAIL_BYTES = 4096
+"""How much of a stdio server's latest stderr is kept, to say why it failed to start."""
+STDERR_TAIL_LINES = 5
+"""How many of its last lines a failed start is reported with (npm's 404 takes three or four)."""
+STDERR_EOF_WAIT = 2.0
+"""Seconds a failed start waits for the rest of the stopped server's stderr."""
+
+
+class _StderrTail:
+    """A stdio server's stderr, through a pipe: copied to the upstream log as it comes, by a
+    thread of its own (a server writing much never waits on the event loop), and its last bytes
+    kept, so a server that fails to start is reported in its own words (npm's 404, the last line
+    of a traceback)."""
+
+    def __init__(self, errlog: TextIO) -> None:
+        read, write = os.pipe()
+        self.writer = os.fdopen(write, "w")
+        self._errlog = errlog
+        self._tail = b""
+        self._reader = threading.Thread(target=self._copy, args=(read,), name="upstream-stderr", daemon=True)
+        self._reader.start()
+
+    def _copy(self, read: int) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        with open(read, "rb", buffering=0) as stream:
+            while chunk := stream.read(65536):
+                self._tail = (self._tail + chunk)[-STDERR_TAIL_BYTES:]
+                try:
+                    self._errlog.write(decoder.decode(chunk))
+                    self._errlog.flush()
+                except (OSError, ValueError):  # a full disk or a closed log never stops the copy
+                    pass
+
+    def spawned(self) -> None:
+        """The process holds its own copy of the pipe's end now: ours is closed, so the reader
+        sees the end of the stream once the process (and whatever it started) has gone."""
+        self.writer.close()
+
+    async def last_lines(self) -> str:
+        """`` (its stderr ended: A | B)`` with its last non-blank lines, once they are all read
+        (or ``STDERR_EOF_WAIT`` has passed); empty when it wrote nothing."""
+        self.spawned()
+        await anyio.to_thread.run_sync(self._reader.join, STDERR_EOF_WAIT)
+        text = self._tail.decode("utf-8", errors="replace")
+        lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+        shown = [
+            "".join(char if char.isprintable() else "\ufffd" for char in line)[:300]
+            for line in lines[-STDERR_TAIL_LINES:]
+        ]
+        return f" (its stderr ended: {' | '.join(shown)})" if shown else ""
+
+
+_ORPHAN_GUARD = (
+    "import ctypes,os,signal,sys\n"
+    "ctypes.CDLL(None,use_errno=True).prctl(1,signal.SIGKILL)\n"  # PR_SET_PDEATHSIG
+    "if os.getppid()!=int(sys.argv[1]):os._exit(1)\n"  # the gateway died before the line above
+    "try:os.execvp(sys.argv[2],sys.argv[2:])\n"
+    "except OSError as e:sys.stderr.write(f'cannot start: {e.strerror}\\n');os._exit(127)\n"
+)
+"""What a stdio server is started through on Linux: the kernel kills it when the gateway's
+thread that started it ends, however the gateway ends (``kill -9`` included), then it becomes the
+server's own program (the same process). A gateway in front of a gateway ends the same way, so a
+chain never outlives its first link. The servers' own children end when their stdin closes, or
+with their process group when the gateway stops them."""
+
+
+def _launch(command: str, args: list[str]) -> tuple[str, list[str]]:
+    """The command and arguments that start a server, guarded against outliving the gateway."""
+    if not sys.platform.startswith("linux"):
+        return command, args
+    return sys.executable, ["-S", "-E", "-c", _ORPHAN_GUARD, str(os.getpid()), command, *args]
+
+
+def _found(command: str, env: Mapping[str, str], cwd: str | None) -> bool:
+    """Whether ``command`` names a program that can run, looked up as the process start would: in
+    the server's ``PATH``, or relative to its working directory when it holds a ``/``."""
+    if os.sep in command:
+        path = Path(cwd or ".") / command
+        return path.is_file() and os.access(path, os.X_OK)
+    return shutil.which(command, path=env.get("PATH", os.defpath)) is not None
 
 
 class UnknownServer(ToolIndexError):
@@ -224,6 +316,7 @@ class Upstream:
         self._ended = anyio.Event()
         self._ended.set()
         self.last_error: str | None = None
+        self._stderr: _StderrTail | None = None
         self.calls = 0
         """Tool calls made on this server: a sync that opened the connection closes it after
         itself only when no call has used it meanwhile (closing would fail the call)."""
@@ -265,7 +358,7 @@ class Upstream:
                         )
             except TimeoutError:
                 self.last_error = f"did not start within {self.timeout:g} s"
-                raise UpstreamError(self.name, self.last_error) from None
+                raise UpstreamError(self.name, self.last_error, await self._last_words()) from None
             except UpstreamError as exc:
                 self.last_error = exc.what
                 raise
@@ -306,12 +399,18 @@ class Upstream:
                 watchers.cancel_scope.cancel()
         except Exception as exc:
             closed.set()
+            if isinstance(exc, UpstreamError):
+                raise
             if not started:
-                raise UpstreamError(self.name, _reason(exc)) from exc
+                raise UpstreamError(self.name, _reason(exc), await self._last_words()) from exc
             logger.info("server %r: connection ended: %s", self.name, _reason(exc))
         finally:
             closed.set()
             ended.set()
+
+    async def _last_words(self) -> str:
+        """The last lines of the stderr of the server that just failed to start (stdio only)."""
+        return "" if self._stderr is None else await self._stderr.last_lines()
 
     def _callbacks(self) -> dict[str, Any]:
         """Every connection says it can sample, elicit and list roots: some servers list tools
@@ -355,17 +454,18 @@ class Upstream:
     async def _transport(self, stack: AsyncExitStack, closed: anyio.Event) -> Any:
         config = self.config
         if isinstance(config, StdioServer):
+            self._stderr = None
             if config.cwd is not None and not Path(config.cwd).is_dir():
                 # Checked first: starting in a missing directory fails as if the command were missing.
                 what = "is not a directory" if Path(config.cwd).exists() else "not found"
-                raise UpstreamError(self.name, f"cannot start: working directory {what} ({config.cwd})")
-            parameters = StdioServerParameters(
-                command=config.command,
-                args=list(config.args),
-                env=upstream_environment(config.env),
-                cwd=config.cwd,
-            )
-            inner = stdio_client(parameters, errlog=self._errlog)
+                raise UpstreamError(self.name, f"cannot start: working directory {what}", f" ({config.cwd})")
+            env = upstream_environment(config.env)
+            if not _found(config.command, env, config.cwd):
+                raise UpstreamError(self.name, "cannot start: command not found", f" ({config.command})")
+            command, args = _launch(config.command, list(config.args))
+            parameters = StdioServerParameters(command=command, args=args, env=env, cwd=config.cwd)
+            self._stderr = stderr = _StderrTail(self._errlog)
+            inner = _spawned(stdio_client(parameters, errlog=stderr.writer), stderr)
         else:
             assert isinstance(config, HttpServer)
             http = await stack.enter_async_context(_http_client(config))
@@ -421,6 +521,17 @@ async def _held(semaphore: anyio.Semaphore | None) -> AsyncIterator[None]:
     else:
         async with semaphore:
             yield
+
+
+@asynccontextmanager
+async def _spawned(inner: Any, stderr: _StderrTail) -> AsyncIterator[tuple[Any, Any]]:
+    """``inner``'s streams, with our end of the stderr pipe closed once the process holds its own."""
+    try:
+        async with inner as streams:
+            stderr.spawned()
+            yield streams
+    finally:
+        stderr.spawned()
 
 
 @asynccontextmanager
