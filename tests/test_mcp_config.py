@@ -88,48 +88,80 @@ def test_a_default_applies_when_the_variable_is_empty_or_unset() -> None:
         ([], 'mcp.json: expected a JSON object with "mcpServers" (or VS Code\'s "servers")'),
         ({"other": {}}, 'mcp.json: no "mcpServers" object (nor VS Code\'s "servers")'),
         ({"mcpServers": []}, "mcp.json: mcpServers: expected an object of servers by name"),
-        ({"mcpServers": {"a": "npx"}}, "mcp.json: mcpServers.a: expected an object"),
-        ({"mcpServers": {"a": {"args": ["x"]}}}, "mcp.json: mcpServers.a: a stdio server needs a command"),
-        ({"mcpServers": {"a": {"type": "http"}}}, "mcp.json: mcpServers.a: an HTTP server needs a url"),
-        (
-            {"mcpServers": {"a": {"type": "ws", "url": "x"}}},
-            "mcp.json: mcpServers.a: unknown type \"ws\": use 'stdio' or 'http'",
-        ),
-        (
-            {"mcpServers": {"a": {"type": "sse", "url": "http://127.0.0.1/sse"}}},
-            "mcp.json: mcpServers.a: type 'sse' is not supported: "
-            "use a streamable HTTP endpoint (type 'http')",
-        ),
-        (
-            {"mcpServers": {"a": {"command": ""}}},
-            "mcp.json: mcpServers.a: command: String should have at least 1 character",
-        ),
-        ({"mcpServers": {"a": {"command": "x", "argz": []}}}, "mcp.json: mcpServers.a: argz: unknown field"),
-        (
-            {"mcpServers": {"a": {"command": "x", "args": "--flag"}}},
-            "mcp.json: mcpServers.a: args: Input should be a valid list",
-        ),
-        (
-            {"mcpServers": {"a": {"url": "ftp://host/mcp"}}},
-            "mcp.json: mcpServers.a: url must start with http:// or https://",
-        ),
-        (
-            {"mcpServers": {"a": {"command": "${NOPE}"}}},
-            "mcp.json: mcpServers.a: command: environment variable NOPE is not set "
-            "(write ${NOPE:-default} for a default)",
-        ),
-        (
-            {"mcpServers": {"bad name": {"command": "x"}}},
-            "mcp.json: mcpServers.'bad name': a server name is letters, digits, '_', '-' and '.', "
-            "starting with a letter or digit",
-        ),
-        ({"servers": {"a": {"command": 1}}}, "mcp.json: servers.a: command: Input should be a valid string"),
     ],
 )
 def test_bad_configs(document: Any, message: str) -> None:
     with pytest.raises(ConfigError) as raised:
         parsed(document)
     assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    ("entry", "why"),
+    [
+        ("npx", "expected an object"),
+        ({"args": ["x"]}, "a stdio server needs a command"),
+        ({"type": "http"}, "an HTTP server needs a url"),
+        ({"type": "ws", "url": "x"}, "unknown type \"ws\": use 'stdio' or 'http'"),
+        (
+            {"type": "sse", "url": "http://127.0.0.1/sse"},
+            "type 'sse' is not supported: use a streamable HTTP endpoint (type 'http')",
+        ),
+        ({"command": ""}, "command: String should have at least 1 character"),
+        ({"command": "x", "argz": []}, "argz: unknown field"),
+        ({"command": "x", "args": "--flag"}, "args: Input should be a valid list"),
+        ({"url": "ftp://host/mcp"}, "url must start with http:// or https://"),
+        (
+            {"command": "${NOPE}"},
+            "command: environment variable NOPE is not set (write ${NOPE:-default} for a default)",
+        ),
+        ({"command": 1}, "command: Input should be a valid string"),
+        (
+            {"command": "x", "args": ["${command:pickFile}"]},
+            "it uses VS Code's ${command:pickFile}, an editor command tool-index cannot run; "
+            "put the value in an environment variable and write ${VAR} instead",
+        ),
+    ],
+)
+def test_a_bad_entry_is_skipped_with_a_warning_and_the_others_are_served(entry: Any, why: str) -> None:
+    config = parse_config({"servers": {"bad": entry, "good": {"command": "x"}}}, where="mcp.json", environ={})
+    assert list(config.servers) == ["good"]
+    assert config.warnings() == [f"mcp.json: server 'bad' is skipped: {why}"]
+    with pytest.raises(ConfigError, match=r"^mcp\.json: server 'bad' cannot be started: "):
+        config.select(["bad"])
+
+
+def test_a_bad_server_name_is_skipped_too() -> None:
+    config = parse_config({"mcpServers": {"bad name": {"command": "x"}}}, where="mcp.json", environ={})
+    assert config.servers == {}
+    assert config.warnings() == [
+        "mcp.json: server 'bad name' is skipped: a server name is letters, digits, '_', '-' and '.', "
+        "starting with a letter or digit"
+    ]
+
+
+def test_vs_code_and_cursor_variables(tmp_path: Path) -> None:
+    """As the editors expand them: the workspace is the folder that holds .vscode/ (or .cursor/)."""
+    workspace = tmp_path / "project"
+    (workspace / ".vscode").mkdir(parents=True)
+    path = workspace / ".vscode" / "mcp.json"
+    entry = {
+        "command": "${userHome}${/}bin${pathSeparator}fs-mcp",
+        "args": ["${workspaceFolder}", "${workspaceFolderBasename}", "${env:TOKEN}", "${env:UNSET}"],
+        "env": {"HOME_TOO": "${HOME}"},
+    }
+    path.write_text(json.dumps({"servers": {"fs": entry}}), encoding="utf-8")
+    config = load_config(path, environ={"TOKEN": SECRET, "HOME": "/home/me"})
+    server = config.servers["fs"]
+    assert isinstance(server, StdioServer)
+    assert server.command == str(Path.home() / "bin" / "fs-mcp")
+    assert server.args == (str(workspace), "project", SECRET, "")
+    assert server.env == {"HOME_TOO": "/home/me"}
+    elsewhere = tmp_path / "profile" / "mcp.json"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(json.dumps({"servers": {"fs": {"command": "x", "cwd": "${workspaceFolder}"}}}))
+    expected = StdioServer("fs", "x", cwd=str(elsewhere.parent))
+    assert load_config(elsewhere, environ={}).servers["fs"] == expected
 
 
 @pytest.mark.parametrize(
@@ -141,9 +173,8 @@ def test_bad_configs(document: Any, message: str) -> None:
     ],
 )
 def test_errors_never_quote_a_secret(entry: dict[str, Any]) -> None:
-    with pytest.raises(ConfigError) as raised:
-        parsed({"mcpServers": {"a": entry}})
-    assert SECRET not in str(raised.value) and "12345678" not in str(raised.value)
+    warnings = parse_config({"mcpServers": {"a": entry}}, where="mcp.json", environ={}).warnings()
+    assert len(warnings) == 1 and SECRET not in warnings[0] and "12345678" not in warnings[0]
 
 
 def test_files_that_are_not_configs(tmp_path: Path) -> None:
@@ -169,15 +200,25 @@ def test_a_relative_cwd_is_taken_from_the_config_files_directory(tmp_path: Path)
 
 def test_the_command_line_reports_a_bad_config(tmp_path: Path) -> None:
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"gh": {"type": "stdio", "args": []}}}), encoding="utf-8")
+    config.write_text(json.dumps({"mcpServers": []}), encoding="utf-8")
     for command in (["sync"], ["serve"]):
         result = CliRunner().invoke(
             main, ["--db", f"sqlite:///{tmp_path / 't.db'}", *command, "--config", str(config)]
         )
         assert (result.exit_code, result.stderr) == (
             1,
-            f"Error: {config}: mcpServers.gh: a stdio server needs a command\n",
+            f"Error: {config}: mcpServers: expected an object of servers by name\n",
         )
+
+
+def test_sync_warns_of_a_bad_entry_and_syncs_the_others(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"gh": {"type": "stdio", "args": []}}}), encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["--db", f"sqlite:///{tmp_path / 't.db'}", "sync", "--config", str(config)]
+    )
+    assert (result.exit_code, result.stdout) == (0, "")
+    assert result.stderr == f"Warning: {config}: server 'gh' is skipped: a stdio server needs a command\n"
 
 
 def test_sync_names_an_unknown_server(tmp_path: Path) -> None:

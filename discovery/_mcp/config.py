@@ -5,10 +5,14 @@ Claude Desktop's ``claude_desktop_config.json``, Claude Code's ``.mcp.json`` and
 {name: entry}}``. An entry is a stdio server (``command``, ``args``, ``env``, ``cwd``, optional
 ``"type": "stdio"``; a relative ``cwd`` is relative to the config file's directory) or a
 streamable HTTP one (``"type": "http"`` or just ``url``, ``headers``).
-``${VAR}`` and ``${VAR:-default}`` are expanded in every string of an entry, as Claude Code does.
+``${VAR}`` and ``${VAR:-default}`` are expanded in every string of an entry, as Claude Code does,
+and so are the variables VS Code and Cursor define: ``${env:NAME}`` (empty when unset, as there),
+``${userHome}``, ``${workspaceFolder}`` and ``${workspaceFolderBasename}`` (the folder holding
+``.vscode/`` or ``.cursor/``, else the config's own), ``${pathSeparator}`` and ``${/}``.
 Comments and trailing commas are allowed, as VS Code and Cursor allow them. VS Code's
-``${input:ID}`` asks the user for a value when the server starts; nothing here can ask, so an
-entry that uses one is skipped (``McpConfig.skipped`` says why) and the others still work.
+``${input:ID}`` asks the user for a value when the server starts, ``${command:ID}`` runs an editor
+command; nothing here can do either, so an entry that uses one is skipped. So is an entry that is
+wrong in itself: ``McpConfig.skipped`` says why, and the others still work.
 
 Values of ``env`` and ``headers`` are secrets more often than not: no message of this module
 quotes them, and ``repr`` of an entry hides them.
@@ -37,8 +41,11 @@ SERVER_KEYS = ("mcpServers", "servers")
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 """Server names become part of tool names (``mcp__<server>__<tool>``): no spaces, no control
 characters, nothing a shell or a provider's tool-name rule would choke on."""
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_VARIABLE = re.compile(r"\$\{(env:)?([A-Za-z_][A-Za-z0-9_]*|/)(?::-([^}]*))?\}")
 _INPUT = re.compile(r"\$\{input:([^}]*)\}")
+_COMMAND = re.compile(r"\$\{command:([^}]*)\}")
+WORKSPACE_DIRECTORIES = (".vscode", ".cursor")
+"""Directories a workspace keeps its editor's config in: the workspace is the folder above."""
 
 
 class ConfigError(ToolIndexError):
@@ -142,6 +149,15 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> M
     return parse_config(document, where=where, environ=environ, base=Path(path).absolute().parent)
 
 
+def editor_variables(base: Path | None) -> dict[str, str]:
+    """VS Code's and Cursor's predefined variables for a config in the directory ``base``."""
+    variables = {"userHome": str(Path.home()), "pathSeparator": os.sep, "/": os.sep}
+    if base is not None:
+        workspace = base.parent if base.name in WORKSPACE_DIRECTORIES else base
+        variables.update(workspaceFolder=str(workspace), workspaceFolderBasename=workspace.name)
+    return variables
+
+
 def parse_config(
     document: Any, *, where: str, environ: Mapping[str, str], base: Path | None = None
 ) -> McpConfig:
@@ -157,22 +173,13 @@ def parse_config(
         raise ConfigError(f"{where}: {key}: expected an object of servers by name")
     servers: dict[str, ServerConfig] = {}
     skipped: dict[str, str] = {}
+    variables = _Variables(environ, editor_variables(base))
     for name, entry in entries.items():
         prefix = f"{where}: {key}.{name}"
-        if not SERVER_NAME.fullmatch(name):
-            raise ConfigError(
-                f"{where}: {key}.{name!r}: a server name is letters, digits, '_', '-' and '.', "
-                "starting with a letter or digit"
-            )
-        inputs = sorted(set(_INPUT.findall(json.dumps(entry, ensure_ascii=False))))
-        if inputs:
-            shown = ", ".join(f"${{input:{input_id}}}" for input_id in inputs)
-            skipped[name] = (
-                f"it uses VS Code's {shown}, which tool-index cannot prompt for; "
-                "put the value in an environment variable and write ${VAR} instead"
-            )
-            continue
-        servers[name] = _server(name, entry, prefix, environ, base)
+        try:
+            servers[name] = _entry(name, entry, prefix, variables, base)
+        except ConfigError as exc:  # this entry only: the others are still served
+            skipped[name] = str(exc).removeprefix(f"{prefix}: ")
     tool_filter = _tool_filter(document.get(OPTIONS_KEY, {}), where)
     return McpConfig(path=where, servers=servers, skipped=skipped, tool_filter=tool_filter)
 
@@ -192,9 +199,39 @@ def _tool_filter(options: Any, where: str) -> ToolFilter:
     return ToolFilter(patterns["allow"], patterns["deny"])
 
 
-def _server(
-    name: str, entry: Any, prefix: str, environ: Mapping[str, str], base: Path | None
-) -> ServerConfig:
+@dataclass(frozen=True, slots=True)
+class _Variables:
+    """What ``${...}`` can name: the environment, and the editors' predefined variables."""
+
+    environ: Mapping[str, str]
+    predefined: Mapping[str, str]
+
+
+def _entry(name: str, entry: Any, prefix: str, variables: _Variables, base: Path | None) -> ServerConfig:
+    """One server of the config, or a ``ConfigError`` saying why it cannot be used."""
+    if not SERVER_NAME.fullmatch(name):
+        raise ConfigError(
+            f"{prefix}: a server name is letters, digits, '_', '-' and '.', starting with a letter or digit"
+        )
+    text = json.dumps(entry, ensure_ascii=False)
+    inputs = sorted(set(_INPUT.findall(text)))
+    if inputs:
+        shown = ", ".join(f"${{input:{input_id}}}" for input_id in inputs)
+        raise ConfigError(
+            f"{prefix}: it uses VS Code's {shown}, which tool-index cannot prompt for; "
+            "put the value in an environment variable and write ${VAR} instead"
+        )
+    commands = sorted(set(_COMMAND.findall(text)))
+    if commands:
+        shown = ", ".join(f"${{command:{command}}}" for command in commands)
+        raise ConfigError(
+            f"{prefix}: it uses VS Code's {shown}, an editor command tool-index cannot run; "
+            "put the value in an environment variable and write ${VAR} instead"
+        )
+    return _server(name, entry, prefix, variables, base)
+
+
+def _server(name: str, entry: Any, prefix: str, variables: _Variables, base: Path | None) -> ServerConfig:
     if not isinstance(entry, dict):
         raise ConfigError(f"{prefix}: expected an object")
     kind = entry.get("type", "http" if "url" in entry and "command" not in entry else "stdio")
@@ -213,34 +250,39 @@ def _server(
             stdio = _STDIO.validate_python(entry)
             return StdioServer(
                 name=name,
-                command=_expanded(stdio.command, prefix, "command", environ),
-                args=tuple(_expanded(arg, prefix, f"args[{i}]", environ) for i, arg in enumerate(stdio.args)),
+                command=_expanded(stdio.command, prefix, "command", variables),
+                args=tuple(
+                    _expanded(arg, prefix, f"args[{i}]", variables) for i, arg in enumerate(stdio.args)
+                ),
                 env={
-                    key: _expanded(value, prefix, f"env.{key}", environ) for key, value in stdio.env.items()
+                    key: _expanded(value, prefix, f"env.{key}", variables) for key, value in stdio.env.items()
                 },
                 cwd=None
                 if stdio.cwd is None
-                else _directory(_expanded(stdio.cwd, prefix, "cwd", environ), base),
+                else _directory(_expanded(stdio.cwd, prefix, "cwd", variables), base),
             )
         http = _HTTP.validate_python(entry)
     except ValidationError as exc:
         raise ConfigError(f"{prefix}: {_described(exc)}") from None
-    url = _expanded(http.url, prefix, "url", environ)
+    url = _expanded(http.url, prefix, "url", variables)
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"{prefix}: url must start with http:// or https://")
     headers = {
-        key: _expanded(value, prefix, f"headers.{key}", environ) for key, value in http.headers.items()
+        key: _expanded(value, prefix, f"headers.{key}", variables) for key, value in http.headers.items()
     }
     return HttpServer(name=name, url=url, headers=headers)
 
 
-def _expanded(value: str, prefix: str, where: str, environ: Mapping[str, str]) -> str:
-    """``${VAR}`` and ``${VAR:-default}`` replaced; an unset variable without default is an error
-    (naming the variable, never a value)."""
+def _expanded(value: str, prefix: str, where: str, variables: _Variables) -> str:
+    """``${VAR}`` and ``${VAR:-default}`` replaced, and the editors' variables; an unset variable
+    without default is an error (naming the variable, never a value), except ``${env:NAME}``, which
+    the editors make empty."""
 
     def replace(match: re.Match[str]) -> str:
-        variable, default = match.group(1), match.group(2)
-        found = environ.get(variable)
+        from_env, variable, default = match.group(1), match.group(2), match.group(3)
+        if not from_env and variable in variables.predefined:
+            return variables.predefined[variable]
+        found = variables.environ.get(variable, "" if from_env else None)
         if found is not None and (found or default is None):
             return found
         if default is not None:
