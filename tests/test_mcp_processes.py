@@ -1,7 +1,9 @@
-"""What a gateway starts ends with it, however it ends: its client leaving, a signal, ``kill -9``."""
+"""What a gateway starts ends with it, however it ends (its client leaving, a signal, ``kill -9``),
+and a gateway never starts itself."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -10,10 +12,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
-from tests.mcp_helpers import WAIT, upstream_entry, write_config
+from discovery._mcp.config import load_config
+from discovery._mcp.loops import without_loops
+from tests.mcp_helpers import WAIT, cli, search, stdio_gateway, upstream_entry, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform != "linux", reason="the kernel's guard")]
 
@@ -81,3 +87,80 @@ def test_an_upstream_ends_with_its_gateway(tmp_path: Path, end: str) -> None:
             gateway.stdin.close()
         gateway.wait(WAIT)
         wait_for(lambda: not alive(upstream), f"the upstream ended after {end} of its gateway")
+
+
+def gateway_entry(config: Path, *, cwd: Path | None = None) -> dict[str, Any]:
+    """What ``tool-index client`` writes (the module form: the same program)."""
+    entry: dict[str, Any] = {
+        "command": sys.executable,
+        "args": ["-m", "discovery.cli", "--db", "/tmp/elsewhere.db", "serve", "--config", str(config)],
+    }
+    if cwd is not None:
+        entry["cwd"] = str(cwd)
+    return entry
+
+
+def test_a_gateway_of_the_same_config_or_one_leading_back_is_left_out(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    first, second, third = tmp_path / "a" / "mcp.json", tmp_path / "b.json", tmp_path / "c.json"
+    link = tmp_path / "link.json"
+    link.symlink_to(first)
+    first.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "up": upstream_entry(),
+                    "self": gateway_entry(Path("mcp.json"), cwd=tmp_path / "a"),
+                    "linked": gateway_entry(link),
+                    "chain": gateway_entry(second),
+                    "other": gateway_entry(third),
+                    "named": {"command": "tool-index", "args": ["serve", f"--config={first}"]},
+                }
+            }
+        )
+    )
+    second.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "back": {"command": "uvx", "args": ["tool-index", "serve", "--config", str(first)]}
+                }
+            }
+        )
+    )
+    third.write_text(json.dumps({"mcpServers": {"up": upstream_entry()}}))
+    config = without_loops(load_config(first))
+    assert list(config.servers) == ["up", "other"]
+    same = "it runs a tool-index gateway of this same config, which would start itself"
+    assert config.skipped == {
+        "self": same,
+        "linked": same,
+        "chain": f"it runs a tool-index gateway of {second}, whose gateways lead back to this config",
+        "named": same,
+    }
+
+
+def test_sync_and_serve_never_start_a_gateway_of_their_own_config(tmp_path: Path) -> None:
+    """The one-file setup of the issue: the gateway's entry beside the servers it fronts."""
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = write_config(tmp_path, {"up": upstream_entry(), "tools": gateway_entry(tmp_path / "mcp.json")})
+    skipped = (
+        f"{config}: server 'tools' is skipped: it runs a tool-index gateway of this same config, "
+        "which would start itself"
+    )
+    done = cli(db, "sync", "--config", str(config))
+    added = "up: added 6, updated 0, unchanged 0, removed 0\n"
+    assert (done.returncode, done.stdout, done.stderr) == (0, added, f"Warning: {skipped}\n")
+    listed = cli(db, "tools", "--json")
+    assert {tool["server_name"] for tool in json.loads(listed.stdout)} == {"up"}
+    errlog = tmp_path / "gateway-stderr.txt"
+
+    async def run() -> None:
+        with errlog.open("w") as stream:
+            async with stdio_gateway(db, config, "--session", "s", errlog=stream) as client:
+                found = await search(client, "echo a text back", limit=3)
+                assert found["total_tools"] == 6
+
+    anyio.run(run)
+    lines = errlog.read_text().splitlines()
+    assert [line for line in lines if "skipped" in line] == [f"Warning: {skipped}"]

@@ -44,13 +44,14 @@ def _config(path: str, allow: tuple[str, ...] = (), deny: tuple[str, ...] = ()) 
 
 
 def _read_config(path: str, allow: tuple[str, ...], deny: tuple[str, ...]) -> McpConfig:
-    """The config file with the command line's filters beside its own (``serve`` reads it again
-    whenever the file changes)."""
+    """The config file with the command line's filters beside its own, less the entries that are
+    gateways leading back to it (``serve`` reads it again whenever the file changes)."""
     import dataclasses
 
     from discovery._mcp.config import load_config
+    from discovery._mcp.loops import without_loops
 
-    config = load_config(path)
+    config = without_loops(load_config(path))
     return dataclasses.replace(config, tool_filter=config.tool_filter.joined(allow, deny))
 
 
