@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,6 +71,42 @@ def read_bounded(
         raise error(f"{where}: too large to read into memory") from None
     if len(data) > limit:
         raise too_large
+    try:
+        return where, data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise error(f"{where}: not UTF-8 text (invalid byte at offset {exc.start})") from exc
+
+
+def read_regular(path: str | Path, error: ErrorClass, *, what: str = "file") -> tuple[str, str]:
+    """As ``read_bounded``, for a file that must be a regular one (a config, a tokens file, read
+    again while a gateway serves): a FIFO, a device such as ``/dev/zero`` or a directory is
+    refused without waiting on it, and so is a file that changed size while it was read (one still
+    being written, or truncated meanwhile), rather than giving half of it."""
+    where = str(path)
+    limit = size_limit(MAX_INPUT_ENV, MAX_INPUT_BYTES, error)
+    try:
+        # Non-blocking: opening a FIFO nobody writes would otherwise wait for a writer forever.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise error(f"{where}: cannot read: {exc.strerror or exc}") from exc
+    before = os.fstat(descriptor)
+    if not stat.S_ISREG(before.st_mode):  # checked first: a directory cannot even be wrapped
+        os.close(descriptor)
+        raise error(f"{where}: cannot read: not a regular file")
+    with os.fdopen(descriptor, "rb") as file:
+        if before.st_size > limit:
+            raise error(
+                f"{where}: larger than {limit} bytes, the most a {what} may hold; "
+                f"split it, or set {MAX_INPUT_ENV} to allow more"
+            )
+        data = _read_at_most(file, before.st_size + 1)
+        after = os.fstat(descriptor)
+    if (
+        len(data) != before.st_size
+        or after.st_size != before.st_size
+        or after.st_mtime_ns != before.st_mtime_ns
+    ):
+        raise error(f"{where}: cannot read: it changed while it was read")
     try:
         return where, data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

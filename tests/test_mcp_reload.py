@@ -5,6 +5,8 @@ and while its config file changes (applied without a restart, a bad edit ignored
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -230,3 +232,93 @@ def test_new_filters_in_the_config_apply_while_it_runs(tmp_path: Path) -> None:
 
     anyio.run(run)
     assert f"tool-index serve: config {config} reloaded: filters changed" in lines_of(errlog)
+
+
+def test_a_config_that_cannot_be_read_leaves_the_previous_one_in_force(tmp_path: Path) -> None:
+    """Each way a config file can turn unreadable while serve runs: one warning line, the previous
+    config in force, and searches answered all along (the file is read in a worker, bounded)."""
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = write_config(tmp_path, {"up": upstream_entry()})
+    good = config.read_text(encoding="utf-8")
+    assert cli(db, "sync", "--config", str(config)).returncode == 0
+    errlog = tmp_path / "serve-stderr.txt"
+    aside = tmp_path / "aside"
+
+    def replaced_by(make: Callable[[Path], object]) -> None:
+        make(aside)
+        os.replace(aside, config)
+
+    def zero() -> None:
+        replaced_by(lambda path: path.symlink_to("/dev/zero"))
+
+    def fifo() -> None:
+        replaced_by(os.mkfifo)
+
+    def directory() -> None:
+        config.unlink()
+        config.mkdir()
+
+    def truncated() -> None:
+        replaced_by(lambda path: path.write_text(good[: len(good) // 2], encoding="utf-8"))
+
+    ways: dict[str, Callable[[], None]] = {
+        "/dev/zero": zero,
+        "a FIFO": fifo,
+        "a directory": directory,
+        "deleted": config.unlink,
+        "truncated": truncated,
+    }
+
+    async def said(text: str, count: int) -> None:
+        async def check() -> bool:
+            return sum(text in line for line in lines_of(errlog)) >= count
+
+        await eventually(check, f"serve says {text!r} {count} times")
+
+    def restore(round_: int) -> None:
+        if config.is_dir():
+            config.rmdir()
+        elif config.exists() or config.is_symlink():
+            config.unlink()
+        config.write_text(good + " " * round_, encoding="utf-8")  # a new digest: said when applied
+
+    async def grow_for(seconds: float) -> None:
+        with config.open("a", encoding="utf-8") as stream:
+            for _ in range(int(seconds * 50)):
+                stream.write("x")
+                stream.flush()
+                await anyio.sleep(0.02)
+
+    async def run() -> None:
+        with errlog.open("w") as stream:
+            async with stdio_gateway(db, config, "--session", "s", errlog=stream) as client:
+                # The watcher runs once the gateway has loaded, and knows the file once it says so.
+                assert (await search(client, "echo a text back", limit=1))["total_tools"] == 6
+                config.write_text(good + "\n", encoding="utf-8")
+                await said("reloaded: nothing that serve uses changed", 1)
+                for round_, (way, make) in enumerate(ways.items(), start=1):
+                    make()
+                    await said("Warning: ", round_)
+                    found = await search(client, "echo a text back", limit=1)
+                    assert found["total_tools"] == 5, way  # the config's tools, less echo (active)
+                    await anyio.sleep(2)  # the watcher has seen it again: still one line
+                    restore(round_)
+                    await said("reloaded: nothing that serve uses changed", round_ + 1)
+                async with anyio.create_task_group() as writers:
+                    writers.start_soon(grow_for, 4)
+                    for _ in range(8):
+                        assert (await search(client, "echo a text back", limit=1))["total_tools"] == 5
+                        await anyio.sleep(0.5)
+                await said("Warning: ", len(ways) + 1)
+                echoed = await call(client, "mcp__up__echo", {"text": "still"})
+                assert (text_of(echoed), echoed.is_error) == ("echo: still", False)
+
+    anyio.run(run)
+    warnings = [
+        line.removeprefix("tool-index serve: Warning: ") for line in lines_of(errlog) if "Warning" in line
+    ]
+    unreadable = f"{config}: cannot read: not a regular file; serving its previous version"
+    assert warnings[:3] == [unreadable] * 3
+    assert warnings[3] == f"{config}: cannot read: No such file or directory; serving its previous version"
+    assert warnings[4].startswith(f"{config}:") and "the config is unchanged" in warnings[4]
+    assert len(warnings) == 6, warnings  # the growing file: one line however often it changed

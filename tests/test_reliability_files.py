@@ -49,7 +49,23 @@ def larger_message(path: Path | str, what: str) -> str:
 @pytest.mark.parametrize("command", COMMANDS)
 def test_an_endless_file_is_refused_at_the_limit(db_url: str, command: str) -> None:
     done = run(db_url, command, "/dev/zero", TOOL_INDEX_MAX_INPUT_BYTES=str(LIMIT))
-    assert_one_error(done, larger_message("/dev/zero", COMMANDS[command][1]))
+    if command in REGULAR_ONLY:
+        assert_one_error(done, "/dev/zero: cannot read: not a regular file")
+    else:
+        assert_one_error(done, larger_message("/dev/zero", COMMANDS[command][1]))
+
+
+REGULAR_ONLY = ("sync", "serve")
+"""The commands whose file a gateway reads again while it serves: only a regular file is read."""
+
+
+@pytest.mark.parametrize("command", REGULAR_ONLY)
+def test_a_fifo_config_is_refused_without_waiting(db_url: str, tmp_path: Path, command: str) -> None:
+    """A FIFO nobody writes would hold the command forever if it were opened as a file (a
+    directory is a usage error before anything is read)."""
+    path = tmp_path / "mcp.json"
+    os.mkfifo(path)
+    assert_one_error(run(db_url, command, path), f"{path}: cannot read: not a regular file")
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
 
-from discovery._files import load_json, read_bounded
+from discovery._files import load_json, read_regular
 from discovery._mcp.scope import ToolFilter
 from discovery.errors import ToolIndexError
 
@@ -137,7 +137,7 @@ class McpConfig:
 
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> McpConfig:
     """Read the config file at ``path``, with variables expanded from ``environ`` (the process's)."""
-    where, text = read_bounded(path, ConfigError, what="config file")
+    where, text = read_regular(path, ConfigError, what="config file")
     from discovery._mcp.jsonc import UnterminatedComment, to_json
 
     try:

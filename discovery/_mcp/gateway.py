@@ -38,8 +38,9 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from discovery._files import read_regular
 from discovery._index import ToolIndex
-from discovery._mcp.config import McpConfig
+from discovery._mcp.config import ConfigError, McpConfig
 from discovery._mcp.scope import GatewayScope
 from discovery._mcp.server import IDENTITY, LOG_LEVEL, connection_of, make_server
 from discovery._mcp.sessions import (
@@ -129,12 +130,14 @@ def _stat(path: Path) -> tuple[int, int] | None:
     return status.st_mtime_ns, status.st_size
 
 
-def _digest(path: Path) -> str | None:
-    """A digest of the file's bytes (``None``: unreadable now, as while an editor replaces it)."""
+def _digest(path: Path) -> str | ConfigError:
+    """A digest of what the config file holds, or why it cannot be read now (as while an editor
+    replaces it, or when it is no regular file): read bounded, in a worker, never on the loop."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
+        _, text = read_regular(path, ConfigError, what="config file")
+    except ConfigError as exc:
+        return exc
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _relay(ctx: ServerRequestContext[Any, Any]) -> ProgressFnT | None:
@@ -893,26 +896,35 @@ class Gateway:
         apply a new version without a restart; an unreadable or invalid one keeps the old."""
         assert self.reload_config is not None
         path = Path(self.config.path)
-        seen = _stat(path)
-        known = _digest(path)
+        seen = await anyio.to_thread.run_sync(_stat, path)
+        known = await anyio.to_thread.run_sync(_digest, path)
+        # One warning until the file reads as a config again: one still being written changes on
+        # every poll, and fails each time in its own way.
+        warned = False
         while True:
             await anyio.sleep(self.options.watch_interval)
-            now = _stat(path)
+            now = await anyio.to_thread.run_sync(_stat, path)
             if now == seen:
                 continue
             seen = now
-            digest = _digest(path)
-            if digest is None:
-                self.say(f"Warning: {path} cannot be read now; serving its previous version")
+            digest = await anyio.to_thread.run_sync(_digest, path)
+            if isinstance(digest, ConfigError):
+                if not warned:
+                    self.say(f"Warning: {digest}; serving its previous version")
+                warned = True
                 continue
             if digest == known:
+                warned = False
                 continue
             known = digest
             try:
                 config = await anyio.to_thread.run_sync(self.reload_config)
             except ToolIndexError as exc:
-                self.say(f"Warning: {exc}; the config is unchanged (serving its previous version)")
+                if not warned:
+                    self.say(f"Warning: {exc}; the config is unchanged (serving its previous version)")
+                warned = True
                 continue
+            warned = False
             try:
                 await self.apply_config(config)
             except ToolIndexError as exc:  # the database failed meanwhile: the next edit tries again

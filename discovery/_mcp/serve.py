@@ -20,7 +20,7 @@ import anyio.from_thread
 import anyio.lowlevel
 from mcp.server.stdio import stdio_server
 
-from discovery._files import load_json, read_bounded
+from discovery._files import load_json, read_regular
 from discovery._mcp.server import IDENTITY
 from discovery.errors import ToolIndexError
 
@@ -77,7 +77,7 @@ SINGLE_IDENTITY = "token"
 
 def load_tokens(path: str | Path) -> dict[str, str]:
     """``{"identity": "secret", ...}`` from a JSON file, read within the input size limit."""
-    where, text = read_bounded(path, TokensError, what="tokens file")
+    where, text = read_regular(path, TokensError, what="tokens file")
     document = load_json(text, where, TokensError)
     if not isinstance(document, dict) or not document:
         raise TokensError(
