@@ -3,6 +3,7 @@ and a gateway never starts itself."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,10 +17,20 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import Client
 
 from discovery._mcp.config import load_config
 from discovery._mcp.loops import without_loops
-from tests.mcp_helpers import WAIT, cli, search, stdio_gateway, upstream_entry, write_config
+from tests.mcp_helpers import (
+    WAIT,
+    call,
+    cli,
+    process_announcing,
+    search,
+    stdio_gateway,
+    upstream_entry,
+    write_config,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform != "linux", reason="the kernel's guard")]
 
@@ -164,3 +175,48 @@ def test_sync_and_serve_never_start_a_gateway_of_their_own_config(tmp_path: Path
     anyio.run(run)
     lines = errlog.read_text().splitlines()
     assert [line for line in lines if "skipped" in line] == [f"Warning: {skipped}"]
+
+
+def stopped_after_calls(
+    command: list[str], session: str, stop: signal.Signals, calls: int
+) -> tuple[int, int]:
+    """A new HTTP gateway's answered calls in ``session`` and its exit status, ``stop`` sent right
+    after the last answer while the client is still connected."""
+    answered = 0
+    with process_announcing(command, "listening on ", stream="stderr") as (gateway, url):
+
+        async def run() -> None:
+            nonlocal answered
+            async with Client(f"{url}?session={session}", cache=None) as client:
+                await search(client, "echo a text back", limit=1)
+                for i in range(calls):
+                    answered += not (await call(client, "mcp__up__echo", {"text": str(i)})).is_error
+                gateway.send_signal(stop)
+                await anyio.to_thread.run_sync(gateway.wait, WAIT)
+
+        with contextlib.suppress(Exception):  # the client's goodbye finds the gateway gone
+            anyio.run(run)
+        return answered, gateway.wait(WAIT)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_an_http_gateway_with_every_answered_call_logged(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """As over stdio: the process exits 0 with every call it answered logged, its pins written and
+    what the calls taught credited, however soon after the last answer the signal comes."""
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = write_config(tmp_path, {"up": upstream_entry()})
+    assert cli(db, "sync", "--config", str(config)).returncode == 0
+    assert cli(db, "learning", "on").returncode == 0
+    command = [sys.executable, "-m", "discovery.cli", "--db", db, "serve", "--config", str(config)]
+    command += ["--transport", "http", "--port", "0"]
+    rounds, calls = 3, 5
+    for round_ in range(rounds):
+        assert stopped_after_calls(command, f"s{round_}", stop, calls) == (calls, 0)
+        shown = json.loads(cli(db, "session", "show", f"s{round_}", "--json").stdout)
+        logged = [entry for entry in shown["calls"] if entry["kind"] == "tool_call"]
+        assert len(logged) == calls, round_
+        assert "mcp__up__echo" in shown["active"]
+    learned = json.loads(cli(db, "learned", "mcp__up__echo", "--json").stdout)
+    assert learned["sessions"] == rounds

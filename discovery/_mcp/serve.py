@@ -11,7 +11,7 @@ import os
 import re
 import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +49,9 @@ def rebinding_guard() -> TransportSecuritySettings:
 
 
 MCP_PATH = "/mcp"
+GRACEFUL_SHUTDOWN = 5
+"""Seconds a stopping HTTP gateway waits for requests still open (a client's listen stream stays
+open for as long as it is connected) before it cancels them and writes its log."""
 
 
 class UnsafeBind(ToolIndexError):
@@ -243,11 +246,27 @@ async def serve_http(gateway: Gateway, host: str, port: int, tokens: Mapping[str
     import uvicorn
 
     app = http_app(gateway, host, tokens)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+    )
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn's own handlers raise the signal again once it has stopped, which ends the
+            # process before the gateway has written its log: ``_exit_on_signal`` stops it instead.
+            yield
+
+    server = Server(config)
     unbound = False
     async with gateway, anyio.create_task_group() as group:
         group.start_soon(_announce, gateway, server, host)
+        group.start_soon(_exit_on_signal, server)
         try:
             await server.serve()
         except SystemExit:
@@ -258,6 +277,22 @@ async def serve_http(gateway: Gateway, host: str, port: int, tokens: Mapping[str
         group.cancel_scope.cancel()
     if unbound:
         raise CannotListen(f"cannot listen on {host} port {port}")
+
+
+async def _exit_on_signal(server: Any) -> None:
+    """Stop serving HTTP at SIGINT or SIGTERM, as stdio does: the server stops, the gateway is
+    left (its log written, every answered call in it), and the process exits 0. A second signal
+    stops waiting for the clients' open requests."""
+    try:
+        receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
+    except NotImplementedError:  # no signal handlers on this platform's event loop
+        return
+    with receiver as signals:
+        async for _ in signals:
+            if server.should_exit:
+                server.force_exit = True
+                return
+            server.should_exit = True
 
 
 async def _announce(gateway: Gateway, server: Any, host: str) -> None:
