@@ -3,7 +3,7 @@ them and as the term index holds them), streamed in batches, and the ranking agg
 recomputed from scratch.
 
 Nothing here knows how a record is tokenized; ``discovery._diagnostics.verify`` recomputes the postings and
-compares. Each function reads through the caller's connection, so an audit sees one snapshot.
+compares. ``AuditReads`` reads on its unit's connection, so an audit sees one snapshot.
 """
 
 from __future__ import annotations

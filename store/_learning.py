@@ -2,9 +2,9 @@
 
 A credit is one (session, query term, tool): the rule that makes them from a session's log is
 ``discovery.learning``'s; here they are only stored, summed and read. ``learned_terms`` and
-``learned_tools`` are kept equal to the sums of ``learned_credits`` by every function that
-changes credits, in the caller's transaction, and every such change bumps the learned generation
-so that other processes reload what they cached of it.
+``learned_tools`` are kept equal to the sums of ``learned_credits`` by every write of
+``LearningWrites`` that changes credits, in the unit's transaction, and every such change bumps
+the learned generation so that other processes reload what they cached of it.
 """
 
 from __future__ import annotations

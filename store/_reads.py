@@ -1,5 +1,6 @@
-"""Catalog reads: statistics, postings of query terms, tool rows. All take an open connection,
-so a caller can read several of them from one snapshot."""
+"""The catalog's read views: its tool rows, generation and analyzer (``CatalogReads``), and its
+statistics and postings (``IndexReads``). A view reads on its unit's connection, so a caller
+reads several of them from one snapshot."""
 
 from __future__ import annotations
 

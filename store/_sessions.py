@@ -1,8 +1,9 @@
 """Sessions, their active and selected lists, and the append-only event log.
 
-Every function runs inside the caller's write transaction. ``lock`` serializes callers of one
-session (SQLite: the transaction's write lock; PostgreSQL: ``SELECT … FOR UPDATE`` on its row),
-so concurrent searches never lose a selection or reuse a sequence number.
+``SessionReads`` and ``SessionWrites`` run on their unit's connection; every write runs inside
+its write transaction. ``lock`` serializes callers of one session (SQLite: the transaction's
+write lock; PostgreSQL: ``SELECT … FOR UPDATE`` on its row), so concurrent searches never lose a
+selection or reuse a sequence number.
 """
 
 from __future__ import annotations
@@ -205,12 +206,6 @@ def _object(value: Any) -> dict[str, Any]:
 def _names(value: Any) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
         raise TypeError("not a JSON array of names")
-    return value
-
-
-def _array(value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise TypeError("not a JSON array")
     return value
 
 
