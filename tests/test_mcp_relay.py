@@ -8,7 +8,8 @@ Real parts: ``tool-index serve`` processes driven by the SDK's ``Client``, upstr
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import shutil
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -39,18 +40,45 @@ UPSTREAM_MODES = ["modern", "legacy"]
 call's result), or the initialize handshake (requests of the server's own)."""
 
 
-def setup(tmp_path: Path, *extra: str) -> tuple[str, Path, Path, Path]:
-    """A synced database, its config (one upstream 'up'), the upstream's event file and the
-    directory that counts its starts."""
-    events = tmp_path / "events"
-    live = tmp_path / "live"
+Synced = Callable[[tuple[str, ...]], Path]
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory: pytest.TempPathFactory) -> Synced:
+    """A database synced from the upstream 'up' started with given extra options, synced once per
+    module and options: the gateway only syncs a server the catalog has no tool of, so a copy
+    serves a config whose event file and live directory are a test's own."""
+    databases: dict[tuple[str, ...], Path] = {}
+
+    def database(extra: tuple[str, ...]) -> Path:
+        if extra not in databases:
+            directory = tmp_path_factory.mktemp("synced")
+            _, config, _, _ = relay_config(directory, extra)
+            db = directory / "tools.db"
+            done = cli(f"sqlite:///{db}", "sync", "--config", str(config))
+            assert done.returncode == 0, done.stdout + done.stderr
+            databases[extra] = db
+        return databases[extra]
+
+    return database
+
+
+def relay_config(directory: Path, extra: tuple[str, ...]) -> tuple[str, Path, Path, Path]:
+    """The database URL, config (one upstream 'up'), event file and live directory in
+    ``directory``."""
+    events = directory / "events"
+    live = directory / "live"
     live.mkdir()
-    db = f"sqlite:///{tmp_path / 'tools.db'}"
     args = ("--slow", "--relay", "--events", str(events), "--live-dir", str(live), *extra)
-    config = write_config(tmp_path, {"up": upstream_entry(*args)})
-    done = cli(db, "sync", "--config", str(config))
-    assert done.returncode == 0, done.stdout + done.stderr
-    (live / "counts").unlink()  # the gateway's starts are counted, not the sync's
+    config = write_config(directory, {"up": upstream_entry(*args)})
+    return f"sqlite:///{directory / 'tools.db'}", config, events, live
+
+
+def setup(tmp_path: Path, synced: Synced, *extra: str) -> tuple[str, Path, Path, Path]:
+    """A synced database, its config (one upstream 'up'), the upstream's event file and the
+    directory that counts its starts (the gateway's only: the database was synced elsewhere)."""
+    db, config, events, live = relay_config(tmp_path, extra)
+    shutil.copyfile(synced(extra), tmp_path / "tools.db")
     return db, config, events, live
 
 
@@ -135,10 +163,10 @@ def answer(result: types.CallToolResult) -> Any:
 
 @pytest.mark.parametrize(("mode", "askable"), [("auto", False), ("auto", True), ("legacy", False)])
 def test_a_call_the_client_cancels_is_cancelled_upstream_whose_connection_stays(
-    tmp_path: Path, mode: str, askable: bool
+    tmp_path: Path, synced: Synced, mode: str, askable: bool
 ) -> None:
     """``askable``: a 2026-07-28 client that can be asked, whose calls go in rounds."""
-    db, config, events, live = setup(tmp_path)
+    db, config, events, live = setup(tmp_path, synced)
 
     async def run() -> None:
         async with relaying_gateway(db, config, Asked() if askable else None, mode=mode) as client:
@@ -176,8 +204,10 @@ def test_a_call_the_client_cancels_is_cancelled_upstream_whose_connection_stays(
     assert outcomes == ["cancelled", "called"]
 
 
-def test_a_call_timeout_cancels_the_call_upstream_and_keeps_the_connection(tmp_path: Path) -> None:
-    db, config, events, live = setup(tmp_path)
+def test_a_call_timeout_cancels_the_call_upstream_and_keeps_the_connection(
+    tmp_path: Path, synced: Synced
+) -> None:
+    db, config, events, live = setup(tmp_path, synced)
 
     async def run() -> None:
         async with stdio_gateway(db, config, "--session", "s", "--call-timeout", "1") as client:
@@ -197,8 +227,10 @@ def test_a_call_timeout_cancels_the_call_upstream_and_keeps_the_connection(tmp_p
 
 
 @pytest.mark.slow
-def test_a_server_that_stops_answering_after_a_call_timeout_is_restarted(tmp_path: Path) -> None:
-    db, config, _, live = setup(tmp_path)
+def test_a_server_that_stops_answering_after_a_call_timeout_is_restarted(
+    tmp_path: Path, synced: Synced
+) -> None:
+    db, config, _, live = setup(tmp_path, synced)
 
     async def run() -> None:
         options = ("--session", "s", "--call-timeout", "1", "--timeout", "2")
@@ -222,10 +254,12 @@ def test_a_server_that_stops_answering_after_a_call_timeout_is_restarted(tmp_pat
 
 @pytest.mark.parametrize("upstream", UPSTREAM_MODES)
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-def test_sampling_elicitation_and_roots_reach_the_client(tmp_path: Path, upstream: str, mode: str) -> None:
+def test_sampling_elicitation_and_roots_reach_the_client(
+    tmp_path: Path, synced: Synced, upstream: str, mode: str
+) -> None:
     """A handshake-era client gets requests of the gateway's own; a 2026-07-28 client gets them as
     input-required results of its call, answered in its retries."""
-    db, config, _, live = setup(tmp_path, *(["--legacy"] if upstream == "legacy" else []))
+    db, config, _, live = setup(tmp_path, synced, *(["--legacy"] if upstream == "legacy" else []))
     asked = Asked()
 
     async def run() -> None:
@@ -248,9 +282,9 @@ def test_sampling_elicitation_and_roots_reach_the_client(tmp_path: Path, upstrea
     ("mode", "upstream"), [("legacy", "legacy"), ("legacy", "modern"), ("auto", "modern")]
 )
 def test_over_http_a_request_goes_to_the_client_whose_call_it_is(
-    tmp_path: Path, mode: str, upstream: str
+    tmp_path: Path, synced: Synced, mode: str, upstream: str
 ) -> None:
-    db, config, _, live = setup(tmp_path, *(["--legacy"] if upstream == "legacy" else []))
+    db, config, _, live = setup(tmp_path, synced, *(["--legacy"] if upstream == "legacy" else []))
 
     def sampler(text: str) -> Any:
         async def sample(
@@ -292,8 +326,8 @@ def test_over_http_a_request_goes_to_the_client_whose_call_it_is(
         anyio.run(run)
 
 
-def test_a_call_in_rounds_is_continued_only_by_its_own_session(tmp_path: Path) -> None:
-    db, config, _, _ = setup(tmp_path)
+def test_a_call_in_rounds_is_continued_only_by_its_own_session(tmp_path: Path, synced: Synced) -> None:
+    db, config, _, _ = setup(tmp_path, synced)
     asked = Asked()
     wrapped = {"name": "mcp__up__ask_sampling", "arguments": {}}
 
@@ -358,8 +392,10 @@ def test_a_call_in_rounds_is_continued_only_by_its_own_session(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-def test_what_the_client_did_not_declare_is_an_error_for_the_upstream(tmp_path: Path, mode: str) -> None:
-    db, config, _, _ = setup(tmp_path, "--legacy")
+def test_what_the_client_did_not_declare_is_an_error_for_the_upstream(
+    tmp_path: Path, synced: Synced, mode: str
+) -> None:
+    db, config, _, _ = setup(tmp_path, synced, "--legacy")
 
     async def run() -> None:
         async with relaying_gateway(db, config, None, mode=mode) as client:
@@ -382,8 +418,10 @@ def test_what_the_client_did_not_declare_is_an_error_for_the_upstream(tmp_path: 
 
 
 @pytest.mark.parametrize("upstream", UPSTREAM_MODES)
-def test_log_messages_reach_the_client_above_the_level_it_set(tmp_path: Path, upstream: str) -> None:
-    db, config, _, _ = setup(tmp_path, *(["--legacy"] if upstream == "legacy" else []))
+def test_log_messages_reach_the_client_above_the_level_it_set(
+    tmp_path: Path, synced: Synced, upstream: str
+) -> None:
+    db, config, _, _ = setup(tmp_path, synced, *(["--legacy"] if upstream == "legacy" else []))
     asked = Asked()
 
     async def run() -> None:
@@ -417,8 +455,8 @@ def test_log_messages_reach_the_client_above_the_level_it_set(tmp_path: Path, up
     anyio.run(run)
 
 
-def test_a_roots_change_reaches_the_connected_upstreams(tmp_path: Path) -> None:
-    db, config, events, _ = setup(tmp_path, "--legacy")
+def test_a_roots_change_reaches_the_connected_upstreams(tmp_path: Path, synced: Synced) -> None:
+    db, config, events, _ = setup(tmp_path, synced, "--legacy")
     asked = Asked()
 
     async def run() -> None:
