@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 from sqlalchemy import Engine, create_engine, event, text
 
 from discovery import ToolIndex
+from tests.examples import examples
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -26,6 +28,10 @@ DATA = SHARED / "data"
 PG_ENV = "TOOL_INDEX_TEST_PG"
 
 BACKENDS = ["sqlite", "postgresql"]
+
+# Properties that name no example count try hypothesis' default of 100 in the whole suite.
+settings.register_profile("tool-index", max_examples=examples(100))
+settings.load_profile("tool-index")
 
 
 def shared_json(relative: str) -> Any:

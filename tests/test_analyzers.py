@@ -28,6 +28,7 @@ from discovery._text import enhanced
 from discovery.errors import AnalyzerMismatch, UnknownAnalyzer
 from store import _migrate as migrate
 from tests.catalogs import generated_catalog
+from tests.examples import examples
 from tests.test_ranking import Hit, reference_ranking
 
 REPO = Path(__file__).resolve().parent.parent
@@ -103,7 +104,9 @@ def catalogs(draw: st.DrawFn) -> list[dict[str, Any]]:
     return records
 
 
-RANDOM = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+RANDOM = settings(
+    max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 @pytest.fixture

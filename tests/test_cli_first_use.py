@@ -15,6 +15,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tests.test_cli import CREATE_ONE, DEMO, demo_db, fails, ok, run
 
 __all__ = ["demo_db"]  # the fixture, shared with tests/test_cli.py
@@ -190,7 +191,9 @@ def raw_unsafe(line: str) -> list[str]:
     return [char for char in line if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") and char != "\t"]
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(name=TEXT, description=TEXT, server=TEXT, key=TEXT, session=TEXT)
 def test_no_printed_line_carries_an_unsafe_character(
     tmp_path: Path, name: str, description: str, server: str, key: str, session: str

@@ -30,6 +30,7 @@ from store import _audit as audit
 from store.errors import CorruptIndex, ToolNotFound
 from tests.catalogs import generated_catalog
 from tests.conftest import BACKENDS, scratch_database, shared_path
+from tests.examples import examples
 
 CREATE_ISSUE = "mcp__github__create_issue"
 
@@ -439,7 +440,7 @@ POSTING_FIELDS = st.tuples(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     listed=st.lists(st.tuples(st.integers(1, 6), st.integers(1, 4)), max_size=6),
     held=st.lists(POSTING_FIELDS, max_size=6),

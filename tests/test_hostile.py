@@ -23,12 +23,13 @@ from store import _sessions as sessions
 from store._digests import json_digest, record_digest
 from store._logged_json import column_json
 from tests.catalogs import ROUTE, WORKED_EXAMPLE
+from tests.examples import examples
 
 ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=60)
 SQLISH = st.sampled_from(["'", '"', ";", "--", "/*", "*/", "%", "_", "\\", "' OR 1=1 --", "\x00", "\ud800"])
 NAMES = st.one_of(ANY_TEXT, st.lists(st.one_of(SQLISH, ANY_TEXT), min_size=1, max_size=5).map("".join))
 HOSTILE = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 
 records = st.fixed_dictionaries(
@@ -151,7 +152,7 @@ JSON_VALUES = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(value=JSON_VALUES)
 @example({"true": 1, True: 2, 3: "a", "3": "b", None: 4, "null": 5})
 def test_logged_json_is_the_storable_value_whichever_path_encodes_it(value: Any) -> None:
@@ -165,7 +166,7 @@ def test_logged_json_is_the_storable_value_whichever_path_encodes_it(value: Any)
     assert "\x00" not in text and text.encode("utf-8")
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(value=JSON_VALUES)
 def test_the_library_s_own_values_are_logged_as_the_standard_path_would(value: Any) -> None:
     """Details and name lists go to ``orjson``; whatever it writes must read back as the value
@@ -173,7 +174,7 @@ def test_the_library_s_own_values_are_logged_as_the_standard_path_would(value: A
     assert json.loads(logged_json.plain_json_text(value)) == json.loads(logged_json.json_text(value))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(value=JSON_VALUES)
 @example({"maximum": math.inf, "minimum": -math.inf, "default": math.nan, "const": None})
 @example({"default": 2**70, "title": "\ud800", "enum": ["é", 1e16]})
@@ -196,7 +197,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=True)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(first=records, second=records)
 def test_records_share_a_content_hash_exactly_when_they_are_equal(
     first: dict[str, Any], second: dict[str, Any]
@@ -212,7 +213,7 @@ def test_records_share_a_content_hash_exactly_when_they_are_equal(
     assert (content_hash(a) == content_hash(b)) == (_canonical(a.model_dump()) == _canonical(b.model_dump()))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(first=JSON_VALUES, second=JSON_VALUES)
 @example({"default": math.nan}, {"default": None})
 @example({"maximum": math.inf}, {"maximum": -math.inf})

@@ -19,6 +19,7 @@ from discovery.errors import ServerNameCollision
 from store import _catalog as catalog
 from store import _postings as postings
 from tests.conftest import BACKENDS, PG_ENV, scratch_database
+from tests.examples import examples
 from tests.test_ranking import MCP_NAMES, PLAIN_NAMES, WORDS, tool_records
 
 Record = dict[str, Any]
@@ -148,7 +149,9 @@ def layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 
 
 @pytest.mark.slow
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(operations=st.lists(OPERATIONS, min_size=1, max_size=8))
 def test_incremental_writes_equal_a_fresh_import(
     fresh_index: Callable[[], ToolIndex], layout: str, operations: list[Operation]

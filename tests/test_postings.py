@@ -15,6 +15,7 @@ from store import _postings as postings
 from store._changes import CHANGE_DTYPE, in_key_order, stable_order
 from store._engine import read_transaction, write_transaction
 from store.errors import CorruptIndex
+from tests.examples import examples
 
 Key = tuple[int, int]
 Entry = tuple[int, int]  # (tf, doc_len)
@@ -77,7 +78,9 @@ def stored(index: ToolIndex) -> dict[Key, dict[int, Entry]]:
     ids=["default", "overrides only", "blocks only", "frequent merges"],
 )
 @pytest.mark.parametrize("spliced_overrides", [64, 0], ids=["spliced", "masked"])
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(writes=st.lists(CHANGES, min_size=1, max_size=6))
 def test_any_changes_read_back_as_the_model(
     sqlite_db_url: str,
@@ -211,7 +214,7 @@ def test_a_torn_block_is_a_corrupt_index(sqlite_db_url: str, column: str) -> Non
             postings.term_postings(connection, 1)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(codes=st.lists(st.one_of(st.integers(0, 12), st.integers(0, 2**62)), max_size=60))
 def test_stable_order_is_a_stable_argsort(codes: list[int]) -> None:
     """Packed with positions where they fit, argsorted where they do not: the same order."""
@@ -219,7 +222,7 @@ def test_stable_order_is_a_stable_argsort(codes: list[int]) -> None:
     assert stable_order(array).tolist() == np.argsort(array, kind="stable").tolist()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(rows=CHANGES, in_tool_order=st.booleans())
 def test_changes_are_written_in_term_group_tool_order(
     rows: list[tuple[int, int, int, int, int]], in_tool_order: bool
@@ -235,7 +238,7 @@ def test_changes_are_written_in_term_group_tool_order(
     assert keys == sorted(keys)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(rows=CHANGES, in_tool_order=st.booleans(), data=st.data())
 def test_changes_in_parts_come_out_in_term_group_tool_order(
     rows: list[tuple[int, int, int, int, int]], in_tool_order: bool, data: st.DataObject

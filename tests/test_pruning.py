@@ -26,6 +26,7 @@ from store import GROUPS, Reader, Writer
 from store._engine import read_transaction, write_transaction
 from store.errors import CorruptIndex
 from tests.conftest import migrated_sqlite_url
+from tests.examples import examples
 
 VOCABULARY = [f"w{i}" for i in range(40)]
 SERVERS = ["alpha", "beta", "gamma"]
@@ -90,7 +91,9 @@ def both(index: ToolIndex, query: str, corpus: Corpus, limit: int) -> tuple[list
 
 
 @pytest.mark.parametrize("row_read_postings", [0, 10**12], ids=["rows", "postings"])
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     seed=st.integers(0, 2),
     words=st.lists(st.sampled_from([*VOCABULARY, "absent"]), min_size=1, max_size=9),
@@ -157,7 +160,9 @@ def learned_indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[i
     yield from open_indexes(tmp_path_factory, range(2), learned=True)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     seed=st.integers(0, 1),
     words=st.lists(st.sampled_from([*VOCABULARY, *LEARNED_WORDS, "absent"]), min_size=1, max_size=9),
@@ -208,7 +213,7 @@ def test_a_torn_row_read_for_scoring_is_a_corrupt_index(indexes: dict[int, ToolI
             connection.exec_driver_sql("UPDATE tools SET indexed_terms = ? WHERE id = ?", (original, second))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     size=st.integers(0, 3_000),
     top_tf=st.integers(1, 60),

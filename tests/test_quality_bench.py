@@ -30,6 +30,7 @@ from bench.analyzers import (
 from discovery import ToolIndex
 from tests.catalogs import NOUNS, VERBS, WORDS, generated_catalog
 from tests.conftest import migrated_sqlite_url
+from tests.examples import examples
 
 QUERY_WORDS = [*VERBS, *NOUNS, *WORDS, "the", "a", "for", "creating", "issues", "messages", "github"]
 queries = st.lists(st.sampled_from(QUERY_WORDS), min_size=1, max_size=6).map(" ".join)
@@ -65,7 +66,7 @@ def brute_force(
     return sorted(scores, reverse=True)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.integers(min_value=1, max_value=40), st.integers(min_value=0, max_value=10_000), queries)
 def test_every_variant_ranks_by_the_formula(count: int, seed: int, query: str) -> None:
     tools = [tool_fields(record) for record in generated_catalog(count, seed=seed)]

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from discovery._text import enhanced
 from discovery._text.tokenizer import tokenize
+from tests.examples import examples
 
 texts = st.text(st.characters(codec="utf-8"), max_size=60) | st.sampled_from(
     ["Scheduling meetings", "createIssue for the repos", "who", "the the", "Can't you?", "日本語 σας 123"]
@@ -69,7 +70,7 @@ def test_query_terms_are_the_stems_of_its_content_tokens(text: str) -> None:
     assert set(enhanced.query_tokens(text)) <= set(enhanced.document_tokens(text))
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(
     st.lists(
         st.text(st.characters(min_codepoint=97, max_codepoint=122), min_size=1, max_size=12), max_size=40

@@ -30,6 +30,7 @@ from store import (
     TermStats,
 )
 from store._changes import CHANGE_DTYPE
+from tests.examples import examples
 from tests.test_ranking import QUERIES, catalogs, reference_ranking, summary_of, weighted_terms
 
 
@@ -184,7 +185,7 @@ def searched(
     return [(hit.name, hit.score) for hit in ranking.hits]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(catalog=catalogs(), query=QUERIES, mode=st.sampled_from(["all", "mcp-only"]), data=st.data())
 def test_the_ranker_alone_ranks_as_the_reference(
     catalog: list[dict[str, Any]], query: str, mode: str, data: st.DataObject

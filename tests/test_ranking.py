@@ -30,6 +30,7 @@ from store import GROUPS
 from store._reads import CatalogReads
 from tests.catalogs import rank
 from tests.conftest import shared_path
+from tests.examples import examples
 
 WEIGHTS = {"name": 6, "label": 4, "mcp_tool_name": 4, "server_name": 2, "summary": 2, "schema_key": 1}
 ESSENTIAL_NAMES = {"read", "bash", "edit", "write", "glob", "eval"}
@@ -171,7 +172,9 @@ def catalogs(draw: st.DrawFn) -> list[dict[str, Any]]:
 QUERIES = st.lists(
     st.sampled_from([*WORDS, "mcp", "tool", "git", "nothing", "1"]), min_size=1, max_size=5
 ).map(" ".join)
-RANDOM = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+RANDOM = settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 @RANDOM

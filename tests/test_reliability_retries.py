@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from discovery import ToolCallError, ToolIndex
 from discovery._sessions.session import Session
 from store._logged_json import logged_value
+from tests.examples import examples
 
 DEMO = Path(__file__).resolve().parent.parent / "discovery" / "examples" / "demo-catalog.jsonl"
 
@@ -99,7 +100,9 @@ PARAMS = st.dictionaries(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(params=PARAMS, query=st.text(max_size=12))
 def test_any_params_retried_get_the_first_answer(
     session: Session, params: dict[Any, Any], query: str

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from discovery import DatabaseUnavailable, ToolIndex
 from discovery.cli._main import main
 from store._urls import display_url, hide_secrets, parse_url
+from tests.examples import examples
 
 DEMO = Path(__file__).resolve().parent.parent / "discovery" / "examples" / "demo-catalog.jsonl"
 
@@ -159,7 +160,7 @@ def test_stats_shows_the_url_without_its_query_password(db_url: str, tmp_path: P
     assert SECRET not in display_url(url)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     secret=st.text(st.characters(blacklist_characters="&#", blacklist_categories=["Cs"]), min_size=1),
     name=st.sampled_from(["password", "sslpassword", "PASSWORD"]),

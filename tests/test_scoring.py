@@ -28,6 +28,7 @@ from discovery._ranking.fields import (
     field_texts,
 )
 from discovery.errors import QueryWithoutTerms
+from tests.examples import examples
 
 
 def test_constants_are_the_reference_ones() -> None:
@@ -196,7 +197,7 @@ def test_builtin_fields_leave_out_empty_mcp_fields() -> None:
 _FIELD_TEXT = st.text(st.sampled_from("abcAB _-1"), max_size=12)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(sorted(FIELD_WEIGHTS)), _FIELD_TEXT), max_size=8))
 def test_document_tf_is_the_sum_of_field_tfs(pairs: list[tuple[str, str]]) -> None:
     totals: dict[str, int] = {}
@@ -213,7 +214,7 @@ _TF = st.integers(min_value=1, max_value=100_000)
 _QTF = st.integers(min_value=1, max_value=20)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(_N_DOCS, st.data(), _QTF, _TF, _LENGTH, _AVGDL)
 def test_a_matched_term_adds_at_least_idf_times_delta(
     n_docs: int, data: st.DataObject, qtf: int, tf: int, doc_len: int, avgdl: float
@@ -225,7 +226,7 @@ def test_a_matched_term_adds_at_least_idf_times_delta(
     assert score <= term_upper_bound(qtf, weight, tf)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(_QTF, _TF, _TF, _LENGTH, _AVGDL, st.floats(min_value=0.01, max_value=20))
 def test_more_tf_never_lowers_a_score(
     qtf: int, tf: int, more: int, doc_len: int, avgdl: float, weight: float
@@ -240,7 +241,7 @@ def test_more_tf_never_lowers_a_score(
     assert term_score(qtf, weight, more, longer) >= term_score(qtf, weight, tf, norm)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(_N_DOCS, st.data())
 def test_rarer_terms_weigh_more(n_docs: int, data: st.DataObject) -> None:
     df = data.draw(st.integers(min_value=1, max_value=n_docs))

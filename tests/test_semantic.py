@@ -31,6 +31,7 @@ from store import StoredVectors, Writer
 from store import _vectors as stored_vectors
 from store._engine import read_transaction, write_transaction
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
+from tests.examples import examples
 from tests.mcp_helpers import cli
 from tests.nibbles import pack_values, unpack_values
 from tests.test_cli import run
@@ -107,7 +108,7 @@ def test_weight_zero_is_the_lexical_ranking_bit_for_bit(index: ToolIndex, model_
     assert {query: hits(index, query) for query in queries} != lexical
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     dimensions=st.integers(1, 41),
     count=st.integers(0, 6),

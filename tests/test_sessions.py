@@ -23,6 +23,7 @@ from store import Writer
 from store import _sessions as sessions
 from store.errors import SessionNotFound
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
+from tests.examples import examples
 
 REPO = Path(__file__).resolve().parent.parent
 CALLS = itertools.count()
@@ -261,7 +262,7 @@ def test_content_json_matches_javascript_stringify() -> None:
 CONTENT_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=30)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     query=CONTENT_TEXT,
     names=st.lists(CONTENT_TEXT, max_size=4),

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from discovery._text.tokenizer import tokenize
 from tests.conftest import CONFORMANCE
+from tests.examples import examples
 
 
 def _conformance_cases() -> list[Any]:
@@ -96,7 +97,7 @@ _MIXED_TEXT = st.text(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.one_of(_ASSIGNED_TEXT, _MIXED_TEXT))
 @example("ΟΔΟΣ")
 @example("HTTPSServer\x00v2Beta")
@@ -107,7 +108,7 @@ def test_tokens_are_lowercase_words(text: str) -> None:
         assert _WORD.fullmatch(token), token
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.one_of(_ASSIGNED_TEXT, _MIXED_TEXT))
 @example("ABCdef ΣΑΣ")
 def test_tokenizing_tokens_again_changes_nothing(text: str) -> None:
@@ -115,7 +116,7 @@ def test_tokenizing_tokens_again_changes_nothing(text: str) -> None:
     assert tokenize(" ".join(tokens)) == tokens
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(text=st.text(st.characters(max_codepoint=127), max_size=80))
 def test_the_ascii_path_equals_the_unicode_path(text: str) -> None:
     from discovery._text.tokenizer import ascii_tokens, unicode_tokens
@@ -123,7 +124,7 @@ def test_the_ascii_path_equals_the_unicode_path(text: str) -> None:
     assert ascii_tokens(text) == unicode_tokens(text)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(text=st.text(alphabet="aAbBzZ09 _-.", max_size=24))
 def test_the_ascii_path_splits_case_boundaries_as_the_unicode_path(text: str) -> None:
     """Dense in the places the two paths could differ: runs of capitals, digits, separators."""
