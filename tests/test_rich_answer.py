@@ -126,18 +126,29 @@ def test_a_required_word_keeps_to_a_server_and_ranks_by_the_rest(catalog: ToolIn
     answer = _search(catalog, "s", "+github repository")
     assert set(_names(answer)) == {"mcp__github__create_issue", "mcp__github__list_issues"}
     assert _names(_search(catalog, "t", "+time convert"))[0] == "mcp__time__convert_time"
+    assert set(_names(_search(catalog, "u", "+time tokyo"))) == {
+        "mcp__time__get_current_time",
+        "mcp__time__convert_time",
+    }
 
 
 def test_tools_out_of_scope_are_reported_and_not_replaced(catalog: ToolIndex) -> None:
     class NoDeletes:
         def admits(self, server: str | None, tool: str | None) -> bool:
-            return not (tool or "").startswith("delete_")
+            return not (tool or "").startswith("delete_") and server != "serena"
+
+        def reports(self, server: str | None, tool: str | None) -> bool:
+            return server != "serena"
 
     session = catalog.session("scoped", discovery_mode="mcp-only", answer="rich").scoped(NoDeletes())
-    answer = session.search_tool.execute("", {"query": "delete entities", "limit": 1}).structured
+    answer = session.search_tool.execute("", {"query": "delete entities", "limit": 5}).structured
     assert answer["unavailable"] == ["mcp__memory__delete_entities"]
     assert answer["activated_tools"] == [] and answer["tools"] == []
     assert "not available here" in answer["note"]
+    unseen = session.search_tool.execute("", {"query": "find symbol"}).structured
+    assert "mcp__serena__find_symbol" not in json.dumps(unseen)
+    named = session.search_tool.execute("", {"query": "select:find_symbol"}).structured
+    assert named["unavailable"] == ["mcp__serena__find_symbol"] and named["activated_tools"] == []
 
 
 def test_a_default_session_answers_as_contract_section_6(catalog: ToolIndex) -> None:

@@ -48,6 +48,10 @@ class GatewayScope:
     servers: Collection[str]
     tool_filter: ToolFilter = field(default_factory=ToolFilter)
 
+    def reports(self, server: str | None, tool: str | None) -> bool:
+        """A tool of a server it fronts that the filters leave out is named as not available."""
+        return server is not None and tool is not None and server in self.servers
+
     def admits(self, server: str | None, tool: str | None) -> bool:
         return (
             server is not None

@@ -139,7 +139,13 @@ def answer_query(context: SearchContext, query: Query, limit: int) -> Answer:
         return _selected(context, query.text, form.names)
     # ``+WORD`` followed by no word ranks by the word itself.
     words = searched_query(form.words) if tokenize(form.words) else query
-    return _ranked(context, query.text, form, words, limit)
+    answer = _ranked(context, query.text, form, words, limit)
+    if form.required and not (answer.listed or answer.unavailable) and words is not query:
+        # The rest matched none of the kept tools: rank them by the word too (``+time tokyo``).
+        answer = _ranked(
+            context, query.text, form, searched_query(f"{form.words} {' '.join(form.required)}"), limit
+        )
+    return answer
 
 
 def _selected(context: SearchContext, query: str, names: Sequence[str]) -> Answer:
@@ -191,10 +197,11 @@ def _ranked(context: SearchContext, query: str, form: QueryForm, words: Query, l
     documents = ranker.documents(reader, order)
     outside = _outside(context, documents.values())
     answer.scores = {hit.name: hit.score for hit in hits}
+    # What ranks below a tool the scope leaves out could only stand in for it: not listed.
     for name in order:
         if name in outside:
             answer.unavailable.append(name)
-        else:
+        elif not answer.unavailable:
             answer.listed.append(documents[name])
     return answer
 

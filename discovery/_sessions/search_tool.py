@@ -187,7 +187,7 @@ class SearchTool:
         """The answer of ``discovery._sessions.answer``: ranked over the mode's whole corpus,
         active and out-of-scope tools in, so it names the same tools whatever is active."""
         session = self.session
-        whole = session_corpus(view.mode, (), view.essentials, frozenset())
+        whole = session_corpus(view.mode, (), view.essentials, view.out_of_scope - view.reported)
         scoped = session_corpus(view.mode, (), view.essentials, view.out_of_scope)
         active = frozenset(view.live_active)
         names = session.name_index(reader, generation)

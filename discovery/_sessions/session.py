@@ -48,6 +48,11 @@ class Scope(Protocol):
 
     def admits(self, server: str | None, tool: str | None) -> bool: ...
 
+    def reports(self, server: str | None, tool: str | None) -> bool:
+        """Whether a tool it does not admit is named to the model as not available here (one
+        its filters leave out), rather than left unseen (one of a server it does not front)."""
+        ...
+
 
 def essentials_of(ranker: Ranker, reader: Reader, settings: SessionSettings) -> list[str]:
     return essential_names(settings.essential_override, lambda names: ranker.known_names(reader, names))
@@ -68,11 +73,16 @@ def rules_of(
     settings = stored_settings(session_id, stored)
     mode = mode_of(ranker, reader, settings)
     out_of_scope: frozenset[str] = frozenset()
+    reported: frozenset[str] = frozenset()
     if scope is not None:
-        out_of_scope = frozenset(
-            name for name, server, tool in reader.catalog.tool_origins() if not scope.admits(server, tool)
-        )
-    return SessionRules(settings, mode, essentials_of(ranker, reader, settings), out_of_scope)
+        left_out = [
+            (name, server, tool)
+            for name, server, tool in reader.catalog.tool_origins()
+            if not scope.admits(server, tool)
+        ]
+        out_of_scope = frozenset(name for name, _, _ in left_out)
+        reported = frozenset(name for name, server, tool in left_out if scope.reports(server, tool))
+    return SessionRules(settings, mode, essentials_of(ranker, reader, settings), out_of_scope, reported)
 
 
 def view_of(ranker: Ranker, reader: Reader, state: SessionState, rules: SessionRules) -> SessionView:
@@ -86,6 +96,7 @@ def view_of(ranker: Ranker, reader: Reader, state: SessionState, rules: SessionR
         live_active=[name for name in state.active if name in live],
         live_selected=[name for name in state.selected if name in known],
         out_of_scope=rules.out_of_scope,
+        reported=rules.reported,
     )
 
 

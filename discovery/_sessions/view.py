@@ -19,6 +19,8 @@ class SessionRules:
     mode: EffectiveMode
     essentials: list[str]
     out_of_scope: frozenset[str] = frozenset()
+    reported: frozenset[str] = frozenset()
+    """The tools out of scope that a search names as not available here (``Scope.reports``)."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class SessionView:
     live_active: list[str]
     live_selected: list[str]
     out_of_scope: frozenset[str] = frozenset()
+    reported: frozenset[str] = frozenset()
 
     @cached_property
     def corpus(self) -> Corpus:
