@@ -88,7 +88,7 @@ def test_serve_finds_and_calls_only_tools_in_its_scope(tmp_path: Path) -> None:
         async with stdio_gateway(db, config, "--session", "s", "--deny", "up/fail") as client:
             listed = await client.list_tools()
             description = listed.tools[0].description or ""
-            assert "Discoverable MCP servers in this session: up (4 tools).\n" in description
+            assert "Servers: up (4 tools); 4 tools in all." in description
             found = await search(client, "kill the process; report a failure; create an issue", limit=8)
             assert all(name.startswith("mcp__up__") for name in found["activated_tools"])
             assert not {"mcp__up__crash", "mcp__up__fail"} & set(found["activated_tools"])
@@ -106,6 +106,7 @@ def test_serve_finds_and_calls_only_tools_in_its_scope(tmp_path: Path) -> None:
                 "'mcp__gitforge__create_issue' is not a tool of a server this gateway fronts "
                 "(its servers: up)."
             )
+            assert (await search(client, "echo a text back", limit=1))["activated_tools"] == ["mcp__up__echo"]
             echoed = await call(client, "mcp__up__echo", {"text": "in scope"})
             assert not echoed.is_error, text_of(echoed)
 

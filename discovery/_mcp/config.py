@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, TypeAdapter, ValidationError
 
 from discovery._files import load_json, read_regular
 from discovery._mcp.scope import ToolFilter
@@ -54,6 +54,9 @@ class ConfigError(ToolIndexError):
 
 class _Entry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    always_load: StrictBool = Field(default=False, alias="alwaysLoad")
+    """Claude Code's key: the server's tools are never deferred (``McpConfig.always_load``)."""
 
 
 class _StdioEntry(_Entry):
@@ -115,6 +118,9 @@ class McpConfig:
     """Entries that cannot be started, by name: why (VS Code inputs)."""
     tool_filter: ToolFilter = field(default_factory=ToolFilter)
     """The ``allow`` and ``deny`` patterns of ``toolIndex`` (``scope``)."""
+    always_load: frozenset[str] = frozenset()
+    """The servers whose entry says ``"alwaysLoad": true``: their tools are active in every
+    session and listed under their own names, never behind the search."""
 
     def warnings(self) -> list[str]:
         return [f"{self.path}: server {name!r} is skipped: {why}" for name, why in self.skipped.items()]
@@ -173,15 +179,24 @@ def parse_config(
         raise ConfigError(f"{where}: {key}: expected an object of servers by name")
     servers: dict[str, ServerConfig] = {}
     skipped: dict[str, str] = {}
+    always_load: set[str] = set()
     variables = _Variables(environ, editor_variables(base))
     for name, entry in entries.items():
         prefix = f"{where}: {key}.{name}"
         try:
             servers[name] = _entry(name, entry, prefix, variables, base)
+            if entry.get("alwaysLoad") is True:  # checked to be a boolean by ``_entry``
+                always_load.add(name)
         except ConfigError as exc:  # this entry only: the others are still served
             skipped[name] = str(exc).removeprefix(f"{prefix}: ")
     tool_filter = _tool_filter(document.get(OPTIONS_KEY, {}), where)
-    return McpConfig(path=where, servers=servers, skipped=skipped, tool_filter=tool_filter)
+    return McpConfig(
+        path=where,
+        servers=servers,
+        skipped=skipped,
+        tool_filter=tool_filter,
+        always_load=frozenset(always_load),
+    )
 
 
 def _tool_filter(options: Any, where: str) -> ToolFilter:

@@ -41,6 +41,8 @@ from pydantic import ValidationError
 from discovery._files import read_regular
 from discovery._index import ToolIndex
 from discovery._mcp.config import ConfigError, McpConfig
+from discovery._mcp.description import still_syncing
+from discovery._mcp.direct import Direct, direct_tools
 from discovery._mcp.scope import GatewayScope
 from discovery._mcp.server import IDENTITY, LOG_LEVEL, connection_of, make_server
 from discovery._mcp.sessions import (
@@ -62,6 +64,7 @@ from discovery._mcp.upstreams import (
     route,
     split_catalog_name,
 )
+from discovery._results import compact_json
 from discovery._rules import SEARCH_TOOL_NAME
 from discovery._sessions.search_tool import PARAMETERS as SEARCH_PARAMETERS
 from discovery.errors import ToolIndexError
@@ -69,6 +72,11 @@ from store import StoredTool
 from store.errors import StoreError
 
 T = TypeVar("T")
+
+SYNC_WAIT = 10.0
+"""How long a search waits for the servers a gateway is syncing for the first time: a cold
+gateway's first search finds their tools rather than none; past it, the answer says which are
+still syncing and to search again."""
 
 DEFAULT_SESSION_CACHE = 256
 """Sessions kept in memory, the most recently used; another is read again from the database
@@ -93,7 +101,7 @@ CALL_PARAMETERS: dict[str, Any] = {
 CALL_DESCRIPTION = (
     "Call a tool that search_tool_bm25 activated in this session, on the MCP server that has it.\n"
     "\n"
-    "- `name` — a name from `activated_tools` of a search\n"
+    "- `name` — a tool name a search listed (every tool in its `tools` is active)\n"
     "- `arguments` — the tool's arguments as an object (`{}` for none)\n"
     "\n"
     "Without `arguments`, the tool is not called: you get its description and input schema. "
@@ -207,11 +215,18 @@ class Gateway:
         """The calls of 2026-07-28 clients that go in rounds, by the ``requestState`` naming each."""
         self.server = make_server(self, expose_active=options.expose_active)
         """The server the clients talk to; this gateway answers its requests once entered."""
+        self.direct = Direct()
+        """The tools listed under their own names (``alwaysLoad``, ``--mode auto``)."""
+        self.syncing: list[str] = []
+        """The servers being synced for the first time, whose tools searches do not find yet."""
+        self._synced = anyio.Event()
 
     async def __aenter__(self) -> Gateway:
         await self.upstreams.__aenter__()
         try:
             unsynced = await self.library.run(self._say_what_is_served)
+            self.syncing = list(unsynced)
+            self.direct = await self.library.run(self._direct_tools)
             if not self.options.per_client:
                 self.default_session = await self._open(self.options.session_id, announce=True)
         except BaseException:
@@ -374,20 +389,23 @@ class Gateway:
         """The session's ``tools/list``: the two tools of the gateway, and with ``expose_active``
         its active tools that this gateway serves."""
         config, scope = self.config, self.scope
-        tools = [
-            types.Tool(
-                name=SEARCH_TOOL_NAME,
-                title="SearchTools",
-                description=gateway_session.description,
-                input_schema=SEARCH_PARAMETERS,
-            ),
-            types.Tool(name=CALL_TOOL_NAME, description=CALL_DESCRIPTION, input_schema=CALL_PARAMETERS),
-        ]
+        search = types.Tool(
+            name=SEARCH_TOOL_NAME,
+            title="SearchTools",
+            description=gateway_session.description,
+            input_schema=SEARCH_PARAMETERS,
+        )
+        tools = [search] if self.direct.search else []
+        tools.append(
+            types.Tool(name=CALL_TOOL_NAME, description=CALL_DESCRIPTION, input_schema=CALL_PARAMETERS)
+        )
+        listed = [*self.direct.tools]
         if self.options.expose_active:
-            for tool in await self.library.run(gateway_session.active_tools):
-                in_scope = scope.admits(tool.server_name, tool.mcp_tool_name)
-                if in_scope and route(tool, config.servers) is not None:
-                    tools.append(self._listed_tool(tool))
+            listed += await self.library.run(gateway_session.active_tools)
+        for tool in {tool.name: tool for tool in listed}.values():
+            in_scope = scope.admits(tool.server_name, tool.mcp_tool_name)
+            if in_scope and route(tool, config.servers) is not None:
+                tools.append(self._listed_tool(tool))
         return types.ListToolsResult(tools=tools)
 
     def _listed_tool(self, tool: StoredTool) -> types.Tool:
@@ -438,7 +456,7 @@ class Gateway:
             if inner is not None and not isinstance(inner, dict):
                 return text_result("call_tool: `arguments` must be an object ({} for none).", is_error=True)
             return await self._forward_for(ctx, params, gateway_session, name, inner)
-        if self.options.expose_active:
+        if self.options.expose_active or params.name in self.direct.names:
             return await self._forward_for(ctx, params, gateway_session, params.name, arguments or {})
         return text_result(
             f"Unknown tool {params.name!r}: call search_tool_bm25 to find tools, then call_tool to call "
@@ -449,6 +467,9 @@ class Gateway:
     async def _search(
         self, ctx: ServerRequestContext[Any, Any], gateway_session: GatewaySession, arguments: dict[str, Any]
     ) -> types.CallToolResult:
+        if self.syncing:
+            with anyio.move_on_after(SYNC_WAIT):
+                await self._synced.wait()
         try:
             outcome = await self.library.run(self._written_first, gateway_session.search, arguments)
         except NotYourSession as exc:
@@ -457,7 +478,12 @@ class Gateway:
             self._later(gateway_session, gateway_session.pinning(outcome.activated))
             if self.options.expose_active:
                 await self._notify(gateway_session.id)
-        return text_result(outcome.text, is_error=outcome.is_error)
+        if outcome.structured is None:
+            return text_result(outcome.text, is_error=outcome.is_error)
+        answer = still_syncing(outcome.structured, self.syncing)
+        return types.CallToolResult(
+            content=[types.TextContent(text=compact_json(answer))], structured_content=answer, is_error=False
+        )
 
     async def _forward_for(
         self,
@@ -624,6 +650,8 @@ class Gateway:
                 "not served",
                 f"{name!r} is not a tool of a server this gateway fronts (its servers: {servers}).",
             )
+        if name in self.direct.names:
+            return _Check()
         if not active:
             return _Check(
                 "not active",
@@ -874,17 +902,32 @@ class Gateway:
         written (a call opens it again), then tell the sessions their tools may have changed."""
         for result in await sync_servers(self.library, self.upstreams, servers, close=True):
             self._report(result)
+        self._synced_now(servers)
         await self._catalog_changed()
+
+    def _synced_now(self, servers: list[str]) -> None:
+        """``servers`` were synced: searches stop waiting for them."""
+        self.syncing = [server for server in self.syncing if server not in servers]
+        if not self.syncing:
+            self._synced.set()
+
+    def _direct_tools(self) -> Direct:
+        return direct_tools(self.index, self.config, self.scope, self.options.mode)
 
     async def _catalog_changed(self) -> None:
         """After a sync or a new config: the search tool's description of each session in memory
         says the new counts, and with ``expose_active`` its clients are told to list again."""
+        direct = await self.library.run(self._direct_tools)
+        redirected, self.direct = (
+            direct.names != self.direct.names or direct.search != self.direct.search,
+            direct,
+        )
         for gateway_session in list(self.sessions.values()):
             try:
                 await self.library.run(gateway_session.describe)
             except ToolIndexError as exc:  # a session deleted meanwhile keeps its description
                 self.say(f"session {gateway_session.id}: {exc}")
-        if self.options.expose_active:
+        if self.options.expose_active or redirected:
             notified = {session_id for ids in list(self._clients.values()) for session_id in ids}
             for session_id in notified | set(self._buses):
                 await self._notify(session_id)
@@ -969,6 +1012,9 @@ class Gateway:
             servers = list(self.config.servers)
             for result in await sync_servers(self.library, self.upstreams, servers, close=True):
                 self._report(result)
+            if self.syncing:
+                self._synced_now(servers)
+                await self._catalog_changed()
             await anyio.sleep(self.options.refresh)
 
     def _report(self, result: ServerSync) -> None:

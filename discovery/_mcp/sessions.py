@@ -12,17 +12,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from discovery._index import ToolIndex
+from discovery._mcp.description import gateway_description
 from discovery._params import checked_id
-from discovery._sessions.description import render_description
 from discovery._sessions.learning import CALL_EVENT, learn_from_calls, teaches
 from discovery.errors import ToolCallError, ToolIndexError
 from store import Event, Reader, StoredTool
 
 if TYPE_CHECKING:
     from discovery._sessions.session import Scope, Session
+    from discovery._sessions.settings import AnswerStyle
 
 NEW_SESSION_MODE = "mcp-only"
 """A gateway fronts MCP tools only; ``auto`` would switch discovery off for a small catalog."""
+ANSWER: AnswerStyle = "rich"
+"""A gateway's searches answer richly (``discovery._sessions.answer``): its model sees only the
+answer, never the activated tools themselves (without ``--expose-active``)."""
 PIN_EVENT = "pin"
 OWNER_EVENT = "owner"
 """Logged right after ``create`` by a gateway with identities: ``{"identity": NAME}``, never a secret."""
@@ -62,6 +66,8 @@ class SearchOutcome:
     text: str
     is_error: bool
     activated: list[str] = field(default_factory=list)
+    structured: dict[str, Any] | None = None
+    """The answer as data (``structuredContent``); ``None`` for an error."""
 
 
 class NotYourSession(ToolIndexError):
@@ -116,7 +122,7 @@ class GatewaySession:
             stored_owner = owner_of(reader, session_id) if exists else None
         if exists and owner is not None and stored_owner != owner:
             raise NotYourSession(refusal(session_id, stored_owner))
-        session = Session(index.store, index.ranker, session_id, scope)
+        session = Session(index.store, index.ranker, session_id, scope, answer=ANSWER)
         opened = cls(index, session, created=not exists, owner=stored_owner if exists else owner)
         opened.mode = mode
         opened.stored = exists
@@ -126,14 +132,16 @@ class GatewaySession:
         return opened
 
     def describe(self) -> None:
-        """Render the search tool's description from the session's corpus as it is now."""
+        """Render the search tool's description (the gateway's own) from the servers and tool
+        counts of what the session can search, active tools included."""
         if self.stored:
-            self.description = self.session.search_tool.description
+            servers, _, total = self.session.describe_catalog()
         else:
-            self.description = render_description(*self.session.as_new(self.settings())[1])
+            servers, _, total = self.session.as_new(self.settings())[1]
+        self.description = gateway_description(servers, total)
 
     def settings(self) -> dict[str, Any]:
-        return {"discovery_mode": self.mode}
+        return {"discovery_mode": self.mode, "answer": ANSWER}
 
     def store(self) -> None:
         """Store the session if it is not yet (in one transaction with its owner, so a session
@@ -210,7 +218,9 @@ class GatewaySession:
         except ToolCallError as error:
             return SearchOutcome(str(error), is_error=True)
         activated = list(result.details["activated_tools"])
-        return SearchOutcome(result.content, is_error=False, activated=activated)
+        return SearchOutcome(
+            result.content, is_error=False, activated=activated, structured=result.structured
+        )
 
     def resolve(self, name: str) -> tuple[StoredTool | None, bool]:
         """The catalog record of ``name`` (``None`` when it is not there) and whether it is active,

@@ -263,7 +263,7 @@ async def _sync(
     type=click.Choice(["mcp-only", "all", "auto"]),
     default="mcp-only",
     show_default=True,
-    help="Discovery mode of a new session.",
+    help="Discovery mode of a new session; auto: at most 40 tools in scope are all listed, with no search.",
 )
 @click.option(
     "--expose-active",

@@ -1,0 +1,194 @@
+"""What a model behind ``tool-index serve`` meets (issue 54), each with a real ``serve`` process
+and the MCP SDK's client: the rich answer, the query forms, the gateway's own description, a
+search while servers sync, tools the filters leave out, ``alwaysLoad`` and ``--mode auto``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, types
+
+from tests.mcp_helpers import call, cli, eventually, stdio_gateway, text_of, upstream_entry, write_config
+
+
+def synced(
+    tmp_path: Path, servers: dict[str, Any], *, config: dict[str, Any] | None = None
+) -> tuple[str, Path]:
+    """A database holding ``servers``' tools, and the config naming them (with ``config``'s
+    other top-level keys)."""
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    path = write_config(tmp_path, servers)
+    if config:
+        path.write_text(json.dumps({"mcpServers": servers, **config}), encoding="utf-8")
+    done = cli(db, "sync", "--config", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return db, path
+
+
+async def searched(client: Client, query: str, limit: int = 5) -> dict[str, Any]:
+    result = await client.call_tool("search_tool_bm25", {"query": query, "limit": limit})
+    assert not result.is_error, text_of(result)
+    answer: dict[str, Any] = json.loads(text_of(result))
+    assert result.structured_content == answer
+    return answer
+
+
+def names(answer: dict[str, Any]) -> list[str]:
+    return [tool["name"] for tool in answer["tools"]]
+
+
+async def listed(client: Client) -> dict[str, types.Tool]:
+    return {tool.name: tool for tool in (await client.list_tools()).tools}
+
+
+def test_the_answer_names_what_a_model_needs_and_a_resumed_session_finds_its_tools(tmp_path: Path) -> None:
+    db, config = synced(tmp_path, {"up": upstream_entry("--tools", "3")})
+
+    async def first() -> list[str]:
+        async with stdio_gateway(db, config, "--session", "mine") as client:
+            answer = await searched(client, "echo a text back")
+            assert answer["tools"][0] == {
+                "name": "mcp__up__echo",
+                "description": "Echo a text back, as text and as structured content",
+                "required": ["text"],
+            }
+            assert answer["activated_tools"] == names(answer)
+            assert len(text_of(await client.call_tool("search_tool_bm25", {"query": "echo"}))) < 2500
+            again = await searched(client, "echo a text back")
+            assert names(again) == names(answer) and again["activated_tools"] == []
+            echoed = await call(client, "mcp__up__echo", {"text": "hi"})
+            assert text_of(echoed) == "echo: hi"
+            return names(answer)
+
+    async def resumed(expected: list[str]) -> None:
+        async with stdio_gateway(db, config, "--session", "mine") as client:
+            answer = await searched(client, "echo a text back")
+            assert names(answer) == expected and answer["activated_tools"] == []
+            assert all(tool["active"] for tool in answer["tools"])
+            assert text_of(await call(client, "mcp__up__echo", {"text": "again"})) == "echo: again"
+
+    expected = anyio.run(first)
+    anyio.run(resumed, expected)
+
+
+def test_query_forms_through_the_gateway(tmp_path: Path) -> None:
+    db, config = synced(
+        tmp_path, {"up": upstream_entry("--tools", "3"), "other": upstream_entry("--tool", "echo_twice")}
+    )
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s") as client:
+            selected = await searched(client, "select:up/fail,stall,mcp__up__grow,missing")
+            # A bare tool name two servers have selects both.
+            assert selected["activated_tools"] == [
+                "mcp__up__fail",
+                "mcp__up__stall",
+                "mcp__other__stall",
+                "mcp__up__grow",
+            ]
+            assert selected["unknown"] == ["missing"]
+            assert names(await searched(client, "token digest"))[0] == "mcp__up__token_digest"
+            kept = names(await searched(client, "+other echo"))
+            assert "mcp__other__echo_twice" in kept and all(name.startswith("mcp__other__") for name in kept)
+
+    anyio.run(run)
+
+
+def test_a_request_nothing_serves_activates_nothing(tmp_path: Path) -> None:
+    db, config = synced(tmp_path, {"up": upstream_entry("--tools", "3")})
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s") as client:
+            answer = await searched(client, "can you do it for me")
+            assert answer["activated_tools"] == [] and answer["tools"] == []
+            assert "up (" in answer["note"]
+
+    anyio.run(run)
+
+
+def test_the_description_is_the_gateways_own(tmp_path: Path) -> None:
+    db, config = synced(tmp_path, {"up": upstream_entry("--tools", "3")})
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s") as client:
+            description = (await listed(client))["search_tool_bm25"].description or ""
+            assert "call_tool" in description and "select:" in description and "+WORD" in description
+            assert "Servers: up (9 tools); 9 tools in all." in description
+            assert "before the next model call" not in description
+
+    anyio.run(run)
+
+
+def test_a_search_while_servers_sync_waits_for_them(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = write_config(tmp_path, {"late": upstream_entry("--start-delay", "1")})
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s") as client:
+            answer = await searched(client, "echo a text back")
+            assert "mcp__late__echo" in names(answer), answer
+            assert answer["total_tools"] > 0
+
+    anyio.run(run)
+
+
+def test_a_tool_the_filters_leave_out_is_reported_and_not_replaced(tmp_path: Path) -> None:
+    db, config = synced(tmp_path, {"up": upstream_entry("--tools", "3")})
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s", "--deny", "up/echo") as client:
+            answer = await searched(client, "echo a text back", limit=5)
+            assert answer["unavailable"] == ["mcp__up__echo"]
+            assert answer["activated_tools"] == [] and answer["tools"] == []
+            assert "not available here" in answer["note"]
+
+    anyio.run(run)
+
+
+def test_an_always_loaded_server_is_listed_and_callable_directly(tmp_path: Path) -> None:
+    servers = {"up": upstream_entry("--tools", "50"), "pinned": {**upstream_entry(), "alwaysLoad": True}}
+    db, config = synced(tmp_path, servers)
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "s") as client:
+            tools = await listed(client)
+            assert {"search_tool_bm25", "call_tool", "mcp__pinned__echo", "mcp__pinned__fail"} <= set(tools)
+            assert not any(name.startswith("mcp__up__") for name in tools)
+            direct = await client.call_tool("mcp__pinned__echo", {"text": "hi"})
+            assert (text_of(direct), direct.is_error) == ("echo: hi", False)
+            assert text_of(await call(client, "mcp__pinned__echo", {"text": "again"})) == "echo: again"
+            refused = await client.call_tool("mcp__up__echo", {"text": "no"})
+            assert refused.is_error
+
+    anyio.run(run)
+
+
+def test_mode_auto_lists_a_small_catalog_whole_and_no_search(tmp_path: Path) -> None:
+    db, config = synced(tmp_path, {"up": upstream_entry("--tools", "3")})
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "small", "--mode", "auto") as client:
+            tools = await listed(client)
+            assert "search_tool_bm25" not in tools and "mcp__up__echo" in tools and len(tools) == 10
+            direct = await client.call_tool("mcp__up__echo", {"text": "hi"})
+            assert text_of(direct) == "echo: hi"
+
+    anyio.run(run)
+
+
+def test_mode_auto_keeps_a_large_catalog_behind_the_search(tmp_path: Path) -> None:
+    db, config = synced(tmp_path, {"up": upstream_entry("--tools", "40")})
+
+    async def run() -> None:
+        async with stdio_gateway(db, config, "--session", "large", "--mode", "auto") as client:
+            assert set(await listed(client)) == {"search_tool_bm25", "call_tool"}
+
+            async def found() -> bool:
+                return "mcp__up__echo" in names(await searched(client, "echo a text back"))
+
+            await eventually(found, "a search in auto mode over 46 tools finds echo")
+
+    anyio.run(run)
