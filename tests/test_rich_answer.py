@@ -105,6 +105,16 @@ def test_a_request_matched_by_common_words_only_activates_nothing_and_says_where
     assert "files (3)" in answer["note"] and "github (3)" in answer["note"]
 
 
+def test_in_one_small_server_its_own_word_is_what_a_request_names(index: ToolIndex) -> None:
+    # Both tools of a lone time server hold "time": in so small a corpus that share says nothing.
+    index.upsert_tools([tool for tool in CATALOG if tool["server_name"] == "time"])
+    answer = _search(index, "s", "what time is it in Tokyo")
+    assert set(answer["activated_tools"]) == {"mcp__time__get_current_time", "mcp__time__convert_time"}
+    assert "note" not in answer
+    nothing = _search(index, "t", "what is it")
+    assert nothing["activated_tools"] == [] and "note" in nothing
+
+
 def test_select_activates_exactly_the_named_tools_and_names_the_unknown(catalog: ToolIndex) -> None:
     answer = _search(catalog, "s", "select:github/list_issues, mcp__time__convert_time,find_symbol,nope")
     assert answer["activated_tools"] == [

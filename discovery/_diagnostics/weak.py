@@ -12,19 +12,14 @@ from discovery._index import ToolIndex
 from discovery._params import Query, checked_query, searched_query
 from discovery._ranking.ranker import Ranker
 from discovery._rules import read_only_corpus
-from discovery._text.enhanced import STOP_WORDS
+from discovery._sessions.answer import is_common
 from store import Reader
-
-COMMON_TERM_SHARE = 0.5
-"""A term held by at least this share of the corpus' tools is a very common one (idf ≤ ln 2), as
-is an English stop word (Snowball's list) whatever its share: real catalogs' summaries hold
-``the`` or ``for`` in a fifth to a third of their tools, too few for the share alone."""
 
 
 def weak_matches(index: ToolIndex, query: str, names: list[str], *, mode: str = "all") -> set[str]:
     """The tools among ``names`` whose every matched term of ``query`` (under the catalog's
-    analyzer) is a stop word or held by at least half of ``mode``'s read-only corpus; names that
-    corpus does not rank are left out."""
+    analyzer) is common in ``mode``'s read-only corpus (``is_common``, the rule a rich answer
+    activates by); names that corpus does not rank are left out."""
     checked = searched_query(checked_query(query))
     with index.store.reading() as reader:
         return weak_matches_in(reader, index.ranker, checked, names, mode=mode)
@@ -43,7 +38,7 @@ def weak_matches_in(reader: Reader, ranker: Ranker, query: Query, names: list[st
     for part in learned:  # a term a tool learned is matched as well as one of its text
         for tool_id in part.ids.tolist():
             taught.setdefault(tool_id, set()).add(part.term)
-    common = {term for term in terms if term in STOP_WORDS or df.get(term, 0) >= COMMON_TERM_SHARE * n_docs}
+    common = {term for term in terms if is_common(term, df.get(term, 0), n_docs)}
     weak = set()
     for name, tool in tools.items():
         if tool.grp not in corpus.groups or name in corpus.excluded:

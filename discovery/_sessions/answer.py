@@ -39,6 +39,21 @@ COMMON_TERM_SHARE = 0.5
 as is an English stop word whatever its share; a tool that matches a request through such terms
 only is not activated (the command line flags the same matches as weak)."""
 
+COMMON_TERM_MIN_TOOLS = 10
+"""The share says nothing in a corpus smaller than this: one server's handful of tools all hold
+the server's own word (``time`` in a time server's two tools), which is just what a request for
+them names. Below it only stop words are common. The labelled sets' corpora are far larger, so
+their figures do not depend on it."""
+
+
+def is_common(term: str, df: int, n_docs: int) -> bool:
+    """Whether a query term matches too widely to make a match sure: a stop word, or a term held
+    by at least ``COMMON_TERM_SHARE`` of a corpus of ``COMMON_TERM_MIN_TOOLS`` tools or more."""
+    if term in STOP_WORDS:
+        return True
+    return n_docs >= COMMON_TERM_MIN_TOOLS and df >= COMMON_TERM_SHARE * n_docs
+
+
 SURE_SHARE = 0.2
 """A tool is activated only when its score is at least this share of the best score of the
 search: below it, a match is a tail of partial overlaps. Chosen on the labelled query sets
@@ -225,7 +240,7 @@ def common_only(
     reader: Reader, ranker: Ranker, terms: dict[str, int], corpus: Corpus, hits: Sequence[RankedTool]
 ) -> set[int]:
     """The ids of the hits whose every matched query term is common in ``corpus``' groups (a
-    stop word, or held by at least ``COMMON_TERM_SHARE`` of their tools). A hit that matched no
+    ``is_common``). A hit that matched no
     term of its text (by a learned word or by meaning alone) is not among them."""
     if not hits:
         return set()
@@ -235,9 +250,9 @@ def common_only(
     common = {
         term
         for term in terms
-        if term in STOP_WORDS
-        or sum(s.df for g, s in stats.get(term, (0, {}))[1].items() if g in corpus.groups)
-        >= COMMON_TERM_SHARE * n_docs
+        if is_common(
+            term, sum(s.df for g, s in stats.get(term, (0, {}))[1].items() if g in corpus.groups), n_docs
+        )
     }
     postings = reader.index.postings_of_tools([hit.tool_id for hit in hits])
     weak = set()
