@@ -25,7 +25,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from discovery import ToolIndex
 from discovery._mcp.config import load_config
-from discovery._mcp.gateway import Gateway, GatewayOptions
+from discovery._mcp.gateway import Gateway
+from discovery._mcp.options import GatewayOptions
 from discovery._mcp.serve import TokensError, http_app, load_tokens
 from discovery._mcp.sessions import GatewaySession
 from store import _driver as driver
@@ -288,7 +289,7 @@ def test_memory_per_session_and_connection_stays_bounded(db_url: str, tmp_path: 
                         client.listen(tools_list_changed=True),
                     ):
                         await search(client, "echo a text back", limit=1)
-                        assert gateway._buses
+                        assert gateway.relay.buses
                 for _ in range(8):  # handshake-era clients, each a connection with a session of its own
                     async with Client(url, cache=None, mode="legacy") as client:
                         await client.list_tools()
@@ -298,8 +299,8 @@ def test_memory_per_session_and_connection_stays_bounded(db_url: str, tmp_path: 
                         f"{url}?session=invented-{number}", cache=None, mode="legacy"
                     ) as client:
                         await client.list_tools()
-                assert len(gateway.sessions) <= 3
-                assert "kept" not in {session_id for _, session_id in gateway.sessions}
+                assert len(gateway.pool.sessions) <= 3
+                assert "kept" not in {session_id for _, session_id in gateway.pool.sessions}
                 async with Client(f"{url}?session=kept", cache=None) as kept:
                     described = await kept.call_tool("call_tool", {"name": "mcp__up__echo"})
                     assert not described.is_error, text_of(described)  # still active, read back
@@ -308,7 +309,11 @@ def test_memory_per_session_and_connection_stays_bounded(db_url: str, tmp_path: 
 
                 async def released() -> bool:
                     gc.collect()
-                    return not gateway._by_connection and not gateway._clients and not gateway._buses
+                    return (
+                        not gateway.pool.by_connection
+                        and not gateway.pool.clients
+                        and not gateway.relay.buses
+                    )
 
                 await eventually(released, "every connection's entries are gone")
                 server.should_exit = True

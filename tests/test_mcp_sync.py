@@ -253,3 +253,27 @@ def test_a_list_of_many_pages_has_one_deadline_for_all_of_them(tmp_path: Path) -
         "slow: failed: server 'slow': tools/list (all its pages) took longer than 3 s",
         "quick: added 6, updated 0, unchanged 0, removed 0",
     ]
+
+
+def test_an_error_of_the_gateways_own_in_a_call_is_its_own_never_the_servers(tmp_path: Path) -> None:
+    """What the caller got wrong (arguments no JSON can carry) is raised as it is: the server is
+    not reported as failing, and its connection is kept for the next call."""
+    import anyio
+    from pydantic_core import PydanticSerializationError
+
+    from discovery._mcp.upstreams import Upstreams
+
+    config = write_config(tmp_path, {"up": upstream_entry()})
+
+    async def run() -> None:
+        async with Upstreams.from_config(config, timeout=20) as upstreams:
+            await upstreams.call("mcp__up__echo", {"text": "first"})
+            upstream = upstreams.upstream("up")
+            connection = upstream.live
+            with pytest.raises(PydanticSerializationError):
+                await upstreams.call("mcp__up__echo", {"text": object()})
+            assert upstream.live is connection and upstream.last_error is None
+            echoed = await upstreams.call("mcp__up__echo", {"text": "again"})
+            assert (echoed.structured_content, echoed.is_error) == ({"echo": "again"}, False)
+
+    anyio.run(run)

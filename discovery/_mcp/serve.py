@@ -1,6 +1,6 @@
-"""Running a ``Gateway`` over stdio (one client, the process that started it) or streamable HTTP
-(any number of clients, each choosing its session with ``?session=ID``, or else given one of its
-own for its connection)."""
+"""``tool-index serve``: the ``Gateway`` its options describe, run over stdio (one client, the
+process that started it) or streamable HTTP (any number of clients, each choosing its session
+with ``?session=ID``, or else given one of its own for its connection)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import io
 import os
 import re
 import signal
+import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 import anyio.from_thread
@@ -21,14 +22,16 @@ import anyio.lowlevel
 from mcp.server.stdio import stdio_server
 
 from discovery._files import load_json, read_regular
-from discovery._mcp.server import IDENTITY
+from discovery._index import ToolIndex
+from discovery._mcp.config import McpConfig
+from discovery._mcp.gateway import Gateway
+from discovery._mcp.options import ServeOptions
+from discovery._mcp.pool import IDENTITY
 from discovery.errors import ToolIndexError
 
 if TYPE_CHECKING:
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.types import ASGIApp, Receive, Scope, Send
-
-    from discovery._mcp.gateway import Gateway
 
 PROTECTED_HOSTS = ("127.0.0.1", "localhost", "::1")
 """The hosts served without a token, spelled exactly so. Other spellings of loopback (127.0.0.2,
@@ -105,6 +108,30 @@ def load_tokens(path: str | Path) -> dict[str, str]:
 
 class CannotListen(ToolIndexError):
     """The HTTP server could not bind its host and port (in use, or not an address of this machine)."""
+
+
+async def serve_gateway(
+    options: ServeOptions,
+    index: ToolIndex,
+    config: McpConfig,
+    tokens: Mapping[str, str] | None,
+    upstream_errlog: TextIO,
+    reload_config: Callable[[], McpConfig],
+) -> None:
+    """``tool-index serve``: the gateway ``options`` describe, in front of ``config``'s servers,
+    served on their transport until its clients have gone."""
+    gateway = Gateway(
+        index,
+        config,
+        options.gateway(),
+        errlog=sys.stderr,
+        upstream_errlog=upstream_errlog,
+        reload_config=reload_config,
+    )
+    if options.transport == "stdio":
+        await serve_stdio(gateway)
+    else:
+        await serve_http(gateway, options.host, options.port, tokens)
 
 
 async def serve_stdio(gateway: Gateway) -> None:

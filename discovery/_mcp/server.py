@@ -1,45 +1,28 @@
 """The MCP server a gateway answers on: its handler table names each MCP method and what answers it.
 
-The SDK's ``Server`` does the protocol (the handshake, the transports, the validation of each
-request's params); every method it hands on is in ``HANDLERS``, answered by the gateway's room for
-it. A client's log level is the one thing answered here: it is the connection's own state.
+The SDK's ``Server`` does the protocol (the handshake, ping, the transports, the validation of
+each request's params); every other method goes where ``handler_table`` says. The way of a
+request: the transport, the SDK, the table, then one room of the gateway — ``Listing`` for
+tools/list, ``Calls`` for tools/call (a search, or a call checked, pinned and forwarded), the
+``Relay`` for a client's log level and change notifications.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from mcp import types
-from mcp.server import NotificationOptions, Server, ServerRequestContext
-from mcp.server.connection import Connection
+from mcp.server import NotificationOptions, Server
 from pydantic import BaseModel
 
-LOG_LEVEL = "tool_index.log_level"
-"""The key of a client connection's state where the level it set (logging/setLevel) is kept."""
-IDENTITY = "tool_index.identity"
-"""The key of the ASGI scope where ``serve --tokens`` puts the identity whose token a request
-carried (``discovery._mcp.serve``)."""
+from discovery._mcp.calls import Calls
+from discovery._mcp.listing import Listing, input_schema
+from discovery._mcp.pool import Context
+from discovery._mcp.relay import Relay, set_level
+
 INSTRUCTIONS = "Call search_tool_bm25 to find tools, then call_tool to call them."
-
-Context = ServerRequestContext[Any, Any]
-
-
-class Handlers(Protocol):
-    """What answers the gateway's MCP methods (``Gateway``)."""
-
-    async def list_tools(
-        self, ctx: Context, params: types.PaginatedRequestParams
-    ) -> types.ListToolsResult: ...
-    async def call_tool(
-        self, ctx: Context, params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult: ...
-    async def listen(
-        self, ctx: Context, params: types.SubscriptionsListenRequestParams
-    ) -> types.SubscriptionsListenResult: ...
-    async def roots_changed(self, ctx: Context, params: types.NotificationParams) -> None: ...
-    def input_schema(self, name: str) -> Mapping[str, Any] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,14 +35,14 @@ class Method:
     notification: bool = False
 
 
-def handler_table(handlers: Handlers) -> tuple[Method, ...]:
+def handler_table(listing: Listing, calls: Calls, relay: Relay) -> tuple[Method, ...]:
     """Every MCP method the gateway answers besides the handshake and ping, which the SDK answers."""
     return (
-        Method("tools/list", types.PaginatedRequestParams, handlers.list_tools),
-        Method("tools/call", types.CallToolRequestParams, handlers.call_tool),
-        Method("subscriptions/listen", types.SubscriptionsListenRequestParams, handlers.listen),
+        Method("tools/list", types.PaginatedRequestParams, listing.list_tools),
+        Method("tools/call", types.CallToolRequestParams, calls.call_tool),
+        Method("subscriptions/listen", types.SubscriptionsListenRequestParams, relay.listen),
         Method("logging/setLevel", types.SetLevelRequestParams, set_level),
-        Method("notifications/roots/list_changed", types.NotificationParams, handlers.roots_changed, True),
+        Method("notifications/roots/list_changed", types.NotificationParams, calls.roots_changed, True),
     )
 
 
@@ -82,37 +65,23 @@ class GatewayServer(Server[Any]):
         )
 
 
-def make_server(handlers: Handlers, *, expose_active: bool) -> GatewayServer:
-    """The server whose methods ``handlers`` answer. The methods are registered one by one (not
-    as the constructor's arguments): those for logging and roots warn that they are deprecated
-    in 2026-07-28, and handshake-era clients (most of them) still use both."""
+def make_server(methods: tuple[Method, ...], *, expose_active: bool) -> GatewayServer:
+    """The server that answers ``methods``. They are registered one by one, not as the
+    constructor's arguments: those for logging and roots warn that they are deprecated in
+    2026-07-28, and handshake-era clients (most of them) still use both."""
     server = GatewayServer(
         NotificationOptions(tools_changed=expose_active),
         "tool-index",
         version=_version(),
         instructions=INSTRUCTIONS,
-        get_tool_input_schema=handlers.input_schema,
+        get_tool_input_schema=input_schema,
     )
-    for method in handler_table(handlers):
+    for method in methods:
         if method.notification:
             server.add_notification_handler(method.name, method.params, method.answer)
         else:
             server.add_request_handler(method.name, method.params, method.answer)
     return server
-
-
-def connection_of(ctx: Context) -> Connection:
-    """The client's connection a request came on (over HTTP, its ``Mcp-Session-Id``): the SDK
-    gives each request a ``ServerSession`` of its own, over the connection's one object, which
-    lives as long as the connection does and no longer."""
-    connection: Connection = ctx.session._connection
-    return connection
-
-
-async def set_level(ctx: Context, params: types.SetLevelRequestParams) -> types.EmptyResult:
-    """The level below which the connection gets no log message (``discovery._mcp.relay``)."""
-    connection_of(ctx).state[LOG_LEVEL] = params.level
-    return types.EmptyResult()
 
 
 def _version() -> str:

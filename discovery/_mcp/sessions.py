@@ -16,7 +16,7 @@ from discovery._mcp.description import gateway_description
 from discovery._params import checked_id
 from discovery._sessions.learning import CALL_EVENT, learn_from_calls, teaches
 from discovery.errors import ToolCallError, ToolIndexError
-from store import Event, Reader, StoredTool
+from store import Event, Reader, StoredTool, Writer
 
 if TYPE_CHECKING:
     from discovery._sessions.session import Scope, Session
@@ -194,6 +194,12 @@ class GatewaySession:
         self.store()
         write_pending(self.index, [(self, self.pinning(names))])
 
+    def pin_missing(self, name: str) -> None:
+        """Pin ``name`` unless it is pinned: an active tool no pin covers (activated outside a
+        gateway, as by a search on the command line) is pinned as it is now."""
+        if name not in self.pins:
+            self.pin([name])
+
     def pinning(self, names: list[str]) -> Pending:
         """``pin`` as a write of ``write_pending``: the digests are those the writer's
         transaction reads."""
@@ -213,14 +219,29 @@ class GatewaySession:
         search is logged, so the session is stored first (``NotYourSession`` when another
         identity made it meanwhile)."""
         self.store()
+        with self.index.store.writing() as writer:
+            return self.search_in(writer, arguments)
+
+    def search_in(self, writer: Writer, arguments: dict[str, Any]) -> SearchOutcome:
+        """``search`` in the caller's write transaction, the session stored before."""
+        search_tool = self.session.search_tool
+        call_id, params = search_tool.checked(f"mcp-{uuid.uuid4().hex}", arguments)
         try:
-            result = self.session.search_tool.execute(f"mcp-{uuid.uuid4().hex}", arguments)
-        except ToolCallError as error:
+            outcome, _ = search_tool.execute_in(writer, call_id, params)
+        except ToolCallError as error:  # the session is gone: nothing was written
             return SearchOutcome(str(error), is_error=True)
-        activated = list(result.details["activated_tools"])
+        if isinstance(outcome, ToolCallError):
+            return SearchOutcome(str(outcome), is_error=True)
+        activated = list(outcome.details["activated_tools"])
         return SearchOutcome(
-            result.content, is_error=False, activated=activated, structured=result.structured
+            outcome.content, is_error=False, activated=activated, structured=outcome.structured
         )
+
+    def pin_in(self, writer: Writer, names: list[str]) -> None:
+        """``pin`` in the caller's write transaction, the session stored before."""
+        pinned = self.pinning(names)(writer)
+        if pinned is not None:
+            writer.sessions.append(self.id, pinned)
 
     def resolve(self, name: str) -> tuple[StoredTool | None, bool]:
         """The catalog record of ``name`` (``None`` when it is not there) and whether it is active,
@@ -283,24 +304,33 @@ def write_pending(index: ToolIndex, writes: list[tuple[GatewaySession, Pending]]
     """Write log entries of gateway sessions, in order, in one transaction: a burst of calls
     costs one commit. A session deleted meanwhile is named in the error; the other sessions'
     entries are written."""
-    by_session: dict[str, list[Event]] = {}
-    gone: list[str] = []
     with index.store.writing() as writer:
-        for gateway_session, pending in writes:
-            event = pending(writer)
-            if event is not None:
-                by_session.setdefault(gateway_session.id, []).append(event)
-        for session_id, events in by_session.items():
-            if not writer.sessions.append(session_id, *events):
-                gone.append(session_id)
-                continue
-            taught = [
-                event.tool_name
-                for event in events
-                if event.kind == CALL_EVENT and event.tool_name is not None and teaches(event)
-            ]
-            if taught:
-                learn_from_calls(writer, index.ranker.analyzer(writer), session_id, taught)
+        gone = write_pending_in(writer, index, writes)
     if gone:
         shown = ", ".join(repr(session_id) for session_id in gone)
         raise ToolIndexError(f"session {shown} was deleted while the gateway served it")
+
+
+def write_pending_in(
+    writer: Writer, index: ToolIndex, writes: list[tuple[GatewaySession, Pending]]
+) -> list[str]:
+    """``write_pending`` in the caller's transaction; the sessions deleted meanwhile, whose
+    entries have no log to go to."""
+    by_session: dict[str, list[Event]] = {}
+    gone: list[str] = []
+    for gateway_session, pending in writes:
+        event = pending(writer)
+        if event is not None:
+            by_session.setdefault(gateway_session.id, []).append(event)
+    for session_id, events in by_session.items():
+        if not writer.sessions.append(session_id, *events):
+            gone.append(session_id)
+            continue
+        taught = [
+            event.tool_name
+            for event in events
+            if event.kind == CALL_EVENT and event.tool_name is not None and teaches(event)
+        ]
+        if taught:
+            learn_from_calls(writer, index.ranker.analyzer(writer), session_id, taught)
+    return gone

@@ -560,6 +560,27 @@ def _unsupported(what: str) -> types.ErrorData:
     return types.ErrorData(code=INVALID_REQUEST, message=f"{what} not supported: no client is connected")
 
 
+SERVER_FAILURES: tuple[type[BaseException], ...] = (
+    MCPError,
+    OSError,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    anyio.EndOfStream,
+    httpx2.HTTPError,
+    ValidationError,
+)
+"""What a server or its transport raises: a connection that failed or closed, a process that
+could not start, an answer that is not the protocol's."""
+
+
+def from_server(exc: BaseException) -> bool:
+    """Whether ``exc`` is a server's failure (every error of a group is): anything else raised
+    in a call is the gateway's own error, and is never reported as the server's."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(from_server(inner) for inner in exc.exceptions)
+    return isinstance(exc, SERVER_FAILURES)
+
+
 def _reason(exc: BaseException) -> str:
     """What went wrong, in one line, from the innermost exception of a group."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -728,6 +749,8 @@ class Upstreams:
                 server, f"tools/list (all its pages) took longer than {self.timeout:g} s"
             ) from None
         except Exception as exc:
+            if not from_server(exc):
+                raise
             upstream.mark_broken()
             raise UpstreamError(server, f"tools/list failed: {_reason(exc)}") from exc
         raise UpstreamError(server, f"tools/list did not end after {MAX_PAGES} pages")
@@ -799,6 +822,8 @@ class Upstreams:
                 upstream.name, f"the call of {tool} failed: error {exc.code}: {said}"
             ) from exc
         except Exception as exc:
+            if not from_server(exc):
+                raise  # the gateway's own error: the server and its connection are not to blame
             upstream.mark_broken()
             raise UpstreamError(
                 upstream.name,

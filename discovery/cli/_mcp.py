@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
@@ -19,6 +18,7 @@ from discovery.cli._sanitize import escaped
 if TYPE_CHECKING:
     from discovery._index import ToolIndex
     from discovery._mcp.config import McpConfig
+    from discovery._mcp.options import ServeOptions
     from discovery.cli._app import App
 
 NEW_ANALYZER = "enhanced"
@@ -294,27 +294,7 @@ async def _sync(
 )
 @upstream_log_option
 @click.pass_obj
-def serve(
-    app: App,
-    config_path: str,
-    session_id: str | None,
-    transport: str,
-    host: str,
-    port: int,
-    token: str | None,
-    tokens_path: str | None,
-    mode: str,
-    expose_active: bool,
-    refresh: float | None,
-    allow: tuple[str, ...],
-    deny: tuple[str, ...],
-    analyzer: str | None,
-    timeout: float,
-    call_timeout: float,
-    max_starting: int,
-    max_result_bytes: int,
-    upstream_log: str | None,
-) -> None:
+def serve(app: App, /, **params: Any) -> None:
     """Serve the index as one MCP server in front of a config's servers.
 
     The model gets search_tool_bm25, which activates tools in the persisted session, and
@@ -326,56 +306,45 @@ def serve(
     database yet are synced in the background, and a changed config file is applied without a
     restart. With --tokens, each session belongs to the identity that made it.
     """
+    import functools
+
     from discovery.cli._collector import collector_paused
 
     # pydantic and the SDK build hundreds of models as they are imported: the same pause as the
     # program's own imports (``discovery.cli.__main__``), for the same reason.
     with collector_paused():
-        config = _config(config_path, allow, deny)
-        from discovery._mcp.serve import SINGLE_IDENTITY, check_bind, load_tokens, serve_http, serve_stdio
+        config = _config(params["config_path"], params["allow"], params["deny"])
+        from discovery._mcp.options import ServeOptions
+        from discovery._mcp.serve import serve_gateway
+
+    options = ServeOptions(**params)
+    tokens = _tokens(options)
+    reload_config = functools.partial(_read_config, options.config_path, options.allow, options.deny)
+    with _index(app, options.analyzer) as index, _upstream_log(options.upstream_log) as errlog:
+        _anyio_run(serve_gateway, options, index, config, tokens, errlog, reload_config)
+
+
+def _tokens(options: ServeOptions) -> dict[str, str] | None:
+    """The identities and their secrets ``--token`` or ``--tokens`` give, checked against the
+    transport and host they are for."""
+    from discovery._mcp.serve import SINGLE_IDENTITY, check_bind, load_tokens
 
     tokens = None
-    if tokens_path is not None:
-        if transport != "http":
+    if options.tokens_path is not None:
+        if options.transport != "http":
             raise click.UsageError("--tokens is for --transport http")
-        if token is not None and click.get_current_context().get_parameter_source("token") == (
+        if options.token is not None and click.get_current_context().get_parameter_source("token") == (
             click.core.ParameterSource.COMMANDLINE
         ):
             raise click.UsageError("give --token or --tokens, not both")
-        tokens = load_tokens(tokens_path)
-    elif token:
-        tokens = {SINGLE_IDENTITY: token}
-    if transport == "http":
-        check_bind(host, "yes" if tokens else None)
-        if session_id is not None:
+        tokens = load_tokens(options.tokens_path)
+    elif options.token:
+        tokens = {SINGLE_IDENTITY: options.token}
+    if options.transport == "http":
+        check_bind(options.host, "yes" if tokens else None)
+        if options.session_id is not None:
             # A session of the process would be shared by every client that names none.
             raise click.UsageError(
                 "--session is for stdio; over HTTP each client names its own: /mcp?session=ID"
             )
-    with collector_paused():
-        from discovery._mcp.gateway import Gateway, GatewayOptions
-    options = GatewayOptions(
-        session_id=session_id,
-        mode=mode,
-        expose_active=expose_active,
-        refresh=refresh,
-        timeout=timeout,
-        call_timeout=call_timeout,
-        max_starting=max_starting,
-        max_result_bytes=max_result_bytes,
-        per_client=transport == "http",
-        identities=tokens_path is not None,
-    )
-    with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
-        gateway = Gateway(
-            index,
-            config,
-            options,
-            errlog=sys.stderr,
-            upstream_errlog=errlog,
-            reload_config=lambda: _read_config(config_path, allow, deny),
-        )
-        if transport == "stdio":
-            _anyio_run(serve_stdio, gateway)
-        else:
-            _anyio_run(serve_http, gateway, host, port, tokens)
+    return tokens

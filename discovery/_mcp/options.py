@@ -1,0 +1,102 @@
+"""How a gateway runs and what it serves: ``ServeOptions`` (the ``serve`` command line),
+``GatewayOptions`` (what the gateway itself reads of it) and ``Served`` (the config in force and
+the scope it makes, both replaced at once when the config file changes, and the tools listed
+under their own names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from discovery._mcp.config import McpConfig
+from discovery._mcp.direct import Direct
+from discovery._mcp.scope import GatewayScope
+from discovery._mcp.sessions import NEW_SESSION_MODE
+from discovery._mcp.upstreams import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_MAX_RESULT_BYTES,
+    DEFAULT_MAX_STARTING,
+    DEFAULT_TIMEOUT,
+)
+
+DEFAULT_SESSION_CACHE = 256
+"""Sessions kept in memory, the most recently used; another is read again from the database
+when it is next used. Each holds its pins and a cached view: a client naming sessions at random
+must not grow the process without bound."""
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayOptions:
+    """How ``serve`` runs: the session of the process, the mode of new sessions, and the rest."""
+
+    session_id: str | None = None
+    mode: str = NEW_SESSION_MODE
+    expose_active: bool = False
+    refresh: float | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    call_timeout: float = DEFAULT_CALL_TIMEOUT
+    max_starting: int = DEFAULT_MAX_STARTING
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    per_client: bool = False
+    """Over HTTP: no process session; a client that names none gets its own, by its connection."""
+    identities: bool = False
+    """Over HTTP with ``--tokens``: each session belongs to the identity that made it."""
+    session_cache: int = DEFAULT_SESSION_CACHE
+    watch_interval: float = 1.0
+    """Seconds between two looks at the config file (when the gateway reloads it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    """``tool-index serve``'s options, by the names of its parameters."""
+
+    config_path: str
+    session_id: str | None
+    transport: str
+    host: str
+    port: int
+    token: str | None
+    tokens_path: str | None
+    mode: str
+    expose_active: bool
+    refresh: float | None
+    allow: tuple[str, ...]
+    deny: tuple[str, ...]
+    analyzer: str | None
+    timeout: float
+    call_timeout: float
+    max_starting: int
+    max_result_bytes: int
+    upstream_log: str | None
+
+    def gateway(self) -> GatewayOptions:
+        return GatewayOptions(
+            session_id=self.session_id,
+            mode=self.mode,
+            expose_active=self.expose_active,
+            refresh=self.refresh,
+            timeout=self.timeout,
+            call_timeout=self.call_timeout,
+            max_starting=self.max_starting,
+            max_result_bytes=self.max_result_bytes,
+            per_client=self.transport == "http",
+            identities=self.tokens_path is not None,
+        )
+
+
+class Served:
+    """The config a gateway serves now, and its scope: the tools of its servers that its filters
+    allow. ``apply`` replaces both at once when a new version of the config file is applied."""
+
+    def __init__(self, config: McpConfig) -> None:
+        self.config = config
+        self.scope = _scope(config)
+        self.direct = Direct()
+        """The tools listed under their own names (``alwaysLoad``, ``--mode auto``), read from the
+        catalog when the gateway starts and after each sync or new config."""
+
+    def apply(self, config: McpConfig) -> None:
+        self.config, self.scope = config, _scope(config)
+
+
+def _scope(config: McpConfig) -> GatewayScope:
+    return GatewayScope(frozenset(config.servers), config.tool_filter)
