@@ -171,7 +171,7 @@ def test_a_changed_config_is_applied_without_a_restart(tmp_path: Path) -> None:
                 )
                 left = await search(client, "echo a text back filler", limit=50)
                 assert not [name for name in left["activated_tools"] if name.startswith("mcp__up__")]
-                assert left["total_tools"] == 8 - 2  # extra's tools, less the two active
+                assert left["total_tools"] == 8  # extra's tools: a rich answer ranks the active ones too
 
                 config.write_text('{"mcpServers": {"extra": ', encoding="utf-8")  # a bad edit
                 await said("the config is unchanged (serving its previous version)")
@@ -300,14 +300,14 @@ def test_a_config_that_cannot_be_read_leaves_the_previous_one_in_force(tmp_path:
                     make()
                     await said("Warning: ", round_)
                     found = await search(client, "echo a text back", limit=1)
-                    assert found["total_tools"] == 5, way  # the config's tools, less echo (active)
+                    assert found["total_tools"] == 6, way  # the config's tools, echo counted too
                     await anyio.sleep(2)  # the watcher has seen it again: still one line
                     restore(round_)
                     await said("reloaded: nothing that serve uses changed", round_ + 1)
                 async with anyio.create_task_group() as writers:
                     writers.start_soon(grow_for, 4)
                     for _ in range(8):
-                        assert (await search(client, "echo a text back", limit=1))["total_tools"] == 5
+                        assert (await search(client, "echo a text back", limit=1))["total_tools"] == 6
                         await anyio.sleep(0.5)
                 await said("Warning: ", len(ways) + 1)
                 echoed = await call(client, "mcp__up__echo", {"text": "still"})
