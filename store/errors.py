@@ -44,8 +44,8 @@ class ToolIndexError(Exception):
         ├── QueryFileError                  discovery._quality.evaluate
         ├── ConfigError                     discovery._mcp.config
         ├── UnterminatedComment             discovery._mcp.jsonc
-        ├── UpstreamError                   discovery._mcp.upstreams
-        ├── UnknownServer                   discovery._mcp.upstreams
+        ├── UpstreamError                   discovery._mcp.failures
+        ├── UnknownServer                   discovery._mcp.names
         ├── UnsafeBind                      discovery._mcp.serve
         ├── CannotListen                    discovery._mcp.serve
         ├── TokensError                     discovery._mcp.serve

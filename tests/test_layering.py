@@ -405,3 +405,21 @@ def test_the_readme_imports_only_public_modules() -> None:
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     imported = {i.module for block in blocks for i in imports_in(block, "") if i.top in OURS}
     assert imported and imported <= PUBLIC_MODULES
+
+
+ROOM_LINES = 450
+"""Most lines a module of the gateway (``discovery/_mcp/``) may have."""
+CLASS_LINES = 300
+"""Most lines one of its classes may have: past either, a room holds more than one concern."""
+
+
+@pytest.mark.parametrize("path", sources("discovery/_mcp"), ids=relative)
+def test_the_gateways_rooms_stay_small(path: Path) -> None:
+    source = path.read_text(encoding="utf-8")
+    classes = {
+        node.name: node.end_lineno - node.lineno + 1
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ClassDef) and node.end_lineno is not None
+    }
+    assert len(source.splitlines()) <= ROOM_LINES
+    assert {name: lines for name, lines in classes.items() if lines > CLASS_LINES} == {}

@@ -268,7 +268,7 @@ def test_only_the_protected_loopback_names_go_without_a_token() -> None:
 
 
 def test_catalog_names_split_into_server_and_tool() -> None:
-    from discovery._mcp.upstreams import catalog_name, split_catalog_name
+    from discovery._mcp.names import catalog_name, split_catalog_name
 
     servers = ["git", "git__hub", "slack"]
     assert split_catalog_name(catalog_name("git__hub", "create_issue"), servers) == (

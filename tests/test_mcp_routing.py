@@ -93,7 +93,8 @@ def test_a_record_imported_for_one_server_is_called_on_it_even_when_the_longer_n
 
 
 def test_the_python_host_api_refuses_a_name_two_servers_give(tmp_path: Path) -> None:
-    from discovery._mcp.upstreams import UnknownServer, Upstreams
+    from discovery._mcp.names import UnknownServer
+    from discovery._mcp.upstreams import Upstreams
 
     config = write_config(tmp_path, SERVERS)
 

@@ -148,7 +148,9 @@ def test_a_python_host_calls_tools_without_serve(tmp_path: Path) -> None:
     """The library's API for hosts: the servers of a config, connected when first called."""
     import anyio
 
-    from discovery._mcp.upstreams import UnknownServer, UpstreamError, Upstreams
+    from discovery._mcp.failures import UpstreamError
+    from discovery._mcp.names import UnknownServer
+    from discovery._mcp.upstreams import Upstreams
 
     config = write_config(tmp_path, {"up": upstream_entry(), "down": {"command": str(tmp_path / "absent")}})
 

@@ -21,13 +21,15 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from discovery._mcp.description import still_syncing
+from discovery._mcp.failures import UpstreamError
 from discovery._mcp.listing import CALL_TOOL_NAME, described, listed_tool
+from discovery._mcp.names import route, split_catalog_name
 from discovery._mcp.options import GatewayOptions, Served
 from discovery._mcp.pool import Context, SessionPool
 from discovery._mcp.relay import Relay
 from discovery._mcp.rounds import Rounds, progress_relay, text_result
 from discovery._mcp.sessions import GatewaySession, NotYourSession, SearchOutcome
-from discovery._mcp.upstreams import UpstreamError, Upstreams, route, split_catalog_name
+from discovery._mcp.upstreams import Upstreams
 from discovery._mcp.watch import Syncing
 from discovery._mcp.writes import WriteQueue
 from discovery._results import compact_json

@@ -17,11 +17,11 @@ from mcp import MCPError, types
 from mcp_types import INVALID_PARAMS
 from pydantic import ValidationError
 
+from discovery._mcp.names import route
 from discovery._mcp.options import GatewayOptions, Served
 from discovery._mcp.pool import Context, SessionPool
 from discovery._mcp.sessions import GatewaySession, NotYourSession
 from discovery._mcp.sync import Library
-from discovery._mcp.upstreams import route
 from discovery._rules import SEARCH_TOOL_NAME
 from discovery._sessions.search_tool import PARAMETERS as SEARCH_PARAMETERS
 from store import StoredTool

@@ -2,7 +2,7 @@
 asks (sampling, elicitation, roots) and its log messages, to the client of the call in flight;
 the client's log level; and the change notifications of a session's tools/list.
 
-The relay is the upstreams' peer (``discovery._mcp.upstreams.UpstreamPeer``): a server's request
+The relay is the upstreams' peer (``discovery._mcp.connection.UpstreamPeer``): a server's request
 comes with the caller of the call in flight on it (a client's request, a call in rounds, or none).
 """
 
@@ -22,11 +22,11 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from discovery._mcp.connection import SamplingAnswer
 from discovery._mcp.options import GatewayOptions
 from discovery._mcp.pool import Context, SessionPool, connection_of
 from discovery._mcp.rounds import Question, Rounds
 from discovery._mcp.sessions import NotYourSession
-from discovery._mcp.upstreams import SamplingAnswer
 
 LOG_LEVEL = "tool_index.log_level"
 """The key of a client connection's state where the level it set (logging/setLevel) is kept."""

@@ -14,7 +14,8 @@ from mcp import types
 
 from discovery._index import ImportReport, ToolIndex
 from discovery._mcp.config import StdioServer
-from discovery._mcp.upstreams import UpstreamError, Upstreams
+from discovery._mcp.failures import UpstreamError
+from discovery._mcp.upstreams import Upstreams
 from discovery.errors import ToolIndexError
 from store.errors import StoreError
 
