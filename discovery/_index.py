@@ -79,6 +79,7 @@ class ToolIndex:
         create: bool = True,
         analyzer: str | None = None,
         learning: bool | None = None,
+        application: str = "tool-index",
     ) -> ToolIndex:
         """Open the database at ``url`` (default: ``TOOL_INDEX_DB`` or the user data file).
 
@@ -95,6 +96,10 @@ class ToolIndex:
 
         ``learning`` turns learning from use on or off for the index (``set_learning``); when
         omitted, the index keeps what it has (a new index has it off).
+
+        ``application`` names who opens it: PostgreSQL shows its connections with
+        ``application_name`` ``APPLICATION@HOST`` (in ``pg_stat_activity``), unless the URL's
+        ``application_name`` or ``PGAPPNAME`` names them.
         """
         if analyzer is not None:
             analyzer_named(analyzer)
@@ -102,7 +107,7 @@ class ToolIndex:
             missing = Store.missing_file(url)
             if missing is not None:
                 raise DatabaseMissing(missing)
-        store = Store.at(url)
+        store = Store.at(url, application=application)
         try:
             with store.translated_errors():
                 if not create and store.is_empty():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import socket
 import sqlite3
 import urllib.parse
 import weakref
@@ -45,11 +46,30 @@ _INHERITED_POOLS: list[Any] = []
 garbage-collected (and so closed) here."""
 
 
-def make_engine(url: str | URL) -> Engine:
-    """An engine with the settings tool-index relies on for each backend."""
+APPLICATION = "tool-index"
+"""Who opens the database when the caller does not say (``make_engine``'s ``application``)."""
+APPLICATION_NAME_BYTES = 63
+"""The longest ``application_name`` PostgreSQL keeps (``NAMEDATALEN - 1``); it cuts longer ones."""
+
+
+def application_name(application: str) -> str:
+    """``APPLICATION@HOST``: what PostgreSQL's ``pg_stat_activity`` shows for this process's
+    connections, so a team sees which command on which host holds one. The server keeps
+    printable ASCII only, and 63 bytes: the host is cut rather than the command."""
+    name = f"{application}@{socket.gethostname()}"
+    return "".join(char if " " <= char <= "~" else "?" for char in name)[:APPLICATION_NAME_BYTES]
+
+
+def make_engine(url: str | URL, application: str = APPLICATION) -> Engine:
+    """An engine with the settings tool-index relies on for each backend; PostgreSQL connections
+    are named ``application_name(application)`` unless the URL or ``PGAPPNAME`` names them."""
     parsed = parse_url(url)
     try:
-        engine = _sqlite_engine(parsed) if parsed.get_backend_name() == "sqlite" else _postgres_engine(parsed)
+        engine = (
+            _sqlite_engine(parsed)
+            if parsed.get_backend_name() == "sqlite"
+            else _postgres_engine(parsed, application_name(application))
+        )
         _ENGINES.add(engine)
         return engine
     except (NoSuchModuleError, ImportError) as exc:
@@ -201,8 +221,14 @@ def sqlite_file(url: URL) -> str | None:
     return database
 
 
-def _postgres_engine(url: URL) -> Engine:
-    engine = create_engine(url, isolation_level="READ COMMITTED", pool_pre_ping=True)
+def _postgres_engine(url: URL, name: str) -> Engine:
+    # libpq's fallback: the URL's own application_name, then PGAPPNAME, win over it.
+    engine = create_engine(
+        url,
+        isolation_level="READ COMMITTED",
+        pool_pre_ping=True,
+        connect_args={"fallback_application_name": name},
+    )
     from store._urls import check_postgres_options
 
     check_postgres_options(url, engine.dialect.create_connect_args(url)[1])

@@ -33,6 +33,7 @@ from store import _migrate as _migrate
 from store._audit import AuditReads
 from store._catalog import CatalogWrites
 from store._engine import (
+    APPLICATION,
     make_engine,
     read_transaction,
     sqlite_file,
@@ -59,10 +60,11 @@ class Store:
         self.engine = engine
 
     @classmethod
-    def at(cls, url: str | URL | None = None) -> Store:
+    def at(cls, url: str | URL | None = None, *, application: str = APPLICATION) -> Store:
         """A store on the database at ``url`` (``default_url()`` when ``None``); nothing is
-        connected or created yet."""
-        return cls(make_engine(parse_url(default_url() if url is None else url)))
+        connected or created yet. ``application`` names who opens it: PostgreSQL connections
+        carry ``application_name`` ``APPLICATION@HOST``."""
+        return cls(make_engine(parse_url(default_url() if url is None else url), application))
 
     @staticmethod
     def default_url() -> str:

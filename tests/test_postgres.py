@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import uuid
 from typing import Any
 
@@ -210,6 +211,22 @@ def test_a_read_only_server_refuses_writes_and_still_reads(db_url: str) -> None:
         assert [hit.name for hit in read_only.search("text file")] == ["mcp__files__read_text"]
     with ToolIndex.open(db_url) as index:
         assert [tool.name for tool in index.tools()] == ["mcp__files__read_text"]
+
+
+def application_of(index: ToolIndex) -> str:
+    with index.store.engine.connect() as connection:
+        return str(connection.execute(text("SELECT current_setting('application_name')")).scalar_one())
+
+
+@on_postgresql
+def test_connections_name_who_opened_them_unless_the_url_does(db_url: str) -> None:
+    host = socket.gethostname()
+    with ToolIndex.open(db_url) as index:
+        assert application_of(index) == f"tool-index@{host}"[:63]
+    with ToolIndex.open(db_url, application="tool-index search") as index:
+        assert application_of(index) == f"tool-index search@{host}"[:63]
+    with ToolIndex.open(f"{db_url}&application_name=nightly-import", application="tool-index x") as index:
+        assert application_of(index) == "nightly-import"
 
 
 @pytest.mark.parametrize("name", ["read\x00", "\ud800", "mcp__a__\udfff\x00"])

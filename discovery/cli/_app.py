@@ -92,9 +92,16 @@ def _is_validation_error(exc: Exception) -> TypeGuard[ValidationError]:
 
 @dataclass(frozen=True, slots=True)
 class App:
-    """What every command shares: the database URL of ``--db``."""
+    """What every command shares: the database URL of ``--db``, and the command that runs."""
 
     db: str
+    command: str | None = None
+    """The subcommand (``serve``, ``search``, ...): PostgreSQL shows its connections as
+    ``tool-index COMMAND@HOST``."""
+
+    @property
+    def application(self) -> str:
+        return "tool-index" if self.command is None else f"tool-index {self.command}"
 
     def index(self, *, create: bool = False, analyzer: str | None = None) -> ToolIndex:
         """The index; an older schema is an error, not upgraded.
@@ -105,7 +112,9 @@ class App:
         from discovery._index import ToolIndex
 
         try:
-            return ToolIndex.open(self.db, upgrade=False, create=create, analyzer=analyzer)
+            return ToolIndex.open(
+                self.db, upgrade=False, create=create, analyzer=analyzer, application=self.application
+            )
         except DatabaseMissing as exc:
             raise click.ClickException(no_database(exc.where)) from exc
 
@@ -117,7 +126,7 @@ class App:
         missing = Store.missing_file(self.db)
         if must_exist and missing:
             raise click.ClickException(no_database(missing))
-        store = Store.at(self.db)
+        store = Store.at(self.db, application=self.application)
         try:
             with store.translated_errors():
                 yield store

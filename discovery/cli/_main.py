@@ -61,7 +61,7 @@ COMMANDS = {
 @click.pass_context
 def main(ctx: click.Context, db: str | None) -> None:
     """A persistent BM25+ index for tool discovery in LLM agents."""
-    ctx.obj = App(default_url() if db is None else db)
+    ctx.obj = App(default_url() if db is None else db, ctx.invoked_subcommand)
 
 
 if __name__ == "__main__":
