@@ -214,9 +214,9 @@ def test_new_filters_in_the_config_apply_while_it_runs(tmp_path: Path) -> None:
             async with stdio_gateway(db, config, "--session", "s", errlog=stream) as client:
 
                 async def synced() -> bool:
-                    return any("sync up: added 5" in line for line in lines_of(errlog))
+                    return any("sync up: added 6" in line for line in lines_of(errlog))
 
-                await eventually(synced, "the first start syncs up without echo")
+                await eventually(synced, "the first start syncs every tool of up, echo included")
                 assert (
                     "mcp__up__echo"
                     not in (await search(client, "echo a text back", limit=3))["activated_tools"]
@@ -226,12 +226,17 @@ def test_new_filters_in_the_config_apply_while_it_runs(tmp_path: Path) -> None:
                 async def found() -> list[str]:
                     return list((await search(client, "echo a text back", limit=1))["activated_tools"])
 
-                assert await eventually(found, "echo is imported and found") == ["mcp__up__echo"]
+                assert await eventually(found, "echo is offered and found") == ["mcp__up__echo"]
                 echoed = await call(client, "mcp__up__echo", {"text": "now"})
                 assert (text_of(echoed), echoed.is_error) == ("echo: now", False)
 
     anyio.run(run)
-    assert f"tool-index serve: config {config} reloaded: filters changed" in lines_of(errlog)
+    lines = lines_of(errlog)
+    assert f"tool-index serve: config {config} reloaded: filters changed" in lines
+    # The catalog held echo all along: new filters change the view, with no second sync.
+    assert [line for line in lines if line.startswith("tool-index serve: sync up:")] == [
+        "tool-index serve: sync up: added 6, updated 0, unchanged 0, removed 0"
+    ]
 
 
 def test_a_config_that_cannot_be_read_leaves_the_previous_one_in_force(tmp_path: Path) -> None:

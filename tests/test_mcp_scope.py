@@ -1,5 +1,6 @@
 """What a gateway offers: the tools of its config's servers that its filters allow, with
-``--allow``/``--deny`` and the config's ``toolIndex`` object, at sync and at search time. Real
+``--allow``/``--deny`` and the config's ``toolIndex`` object, at search and call time (a sync
+stores every tool and counts what the filters leave out). Real
 parts: ``tool-index`` processes and upstream servers run as processes."""
 
 from __future__ import annotations
@@ -33,27 +34,29 @@ def names(db: str, server: str) -> list[str]:
         return [tool.name for tool in index.tools(server=server)]
 
 
-def test_sync_imports_only_what_the_filters_allow(tmp_path: Path) -> None:
+def test_sync_stores_every_tool_and_counts_what_the_filters_leave_out(tmp_path: Path) -> None:
+    """Filters are a host's view: the catalog, shared with other hosts, gets every listed tool."""
     db = f"sqlite:///{tmp_path / 'tools.db'}"
     config = config_file(tmp_path, {"up": upstream_entry("--tools", "3")}, deny=["up/crash"])
+    every = [f"mcp__up__{tool}" for tool in UP_TOOLS] + [f"mcp__up__filler_00{i}" for i in range(3)]
     done = cli(db, "sync", "--config", str(config), "--deny", "up/filler_*")
     assert (done.returncode, done.stdout, done.stderr) == (
         0,
-        "up: added 5, updated 0, unchanged 0, removed 0, not allowed 4\n",
+        "up: added 9, updated 0, unchanged 0, removed 0; 4 not offered by this config's filters\n",
         "",
     )
-    assert names(db, "up") == [f"mcp__up__{tool}" for tool in UP_TOOLS if tool != "crash"]
-    # With allow patterns only matching tools are allowed, and deny still wins over allow.
+    assert sorted(names(db, "up")) == sorted(every)
+    # With allow patterns only matching tools are offered, and deny still wins over allow.
     done = cli(
         db, "sync", "--config", str(config), "--allow", "up/e*", "--allow", "up/f*", "--deny", "up/fail"
     )
-    assert done.stdout == "up: added 3, updated 0, unchanged 1, removed 4, not allowed 5\n"
-    assert names(db, "up") == [
-        "mcp__up__echo",
-        "mcp__up__filler_000",
-        "mcp__up__filler_001",
-        "mcp__up__filler_002",
-    ]
+    assert (
+        done.stdout
+        == "up: added 0, updated 0, unchanged 9, removed 0; 5 not offered by this config's filters\n"
+    )
+    assert sorted(names(db, "up")) == sorted(every)
+    done = cli(db, "sync", "--config", str(config_file(tmp_path, {"up": upstream_entry("--tools", "3")})))
+    assert done.stdout == "up: added 0, updated 0, unchanged 9, removed 0\n"
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,9 @@
 """``sync``: each configured server's live tools/list into the catalog, as an import of that
-list with ``--server NAME --replace`` would write it (one transaction per server)."""
+list with ``--server NAME --replace`` would write it (one transaction per server).
+
+A sync stores every tool its server lists, whatever the config's filters say: the catalog may be
+shared by many hosts, and filters shape what one host's gateway offers (its scope), never what
+the others find. A report counts the tools the filters leave out of this config's view."""
 
 from __future__ import annotations
 
@@ -46,8 +50,8 @@ class ServerSync:
     server: str
     report: ImportReport | None = None
     error: str | None = None
-    not_allowed: int = 0
-    """Tools the server listed that the config's filters do not allow, so not imported."""
+    not_offered: int = 0
+    """Tools stored that this config's filters leave out: its gateway does not offer them."""
 
 
 def write_server_tools(index: ToolIndex, server: str, tools: list[types.Tool]) -> ImportReport:
@@ -64,19 +68,19 @@ def write_server_tools(index: ToolIndex, server: str, tools: list[types.Tool]) -
 
 
 async def sync_server(library: Library, upstreams: Upstreams, server: str) -> ServerSync:
-    """Sync one server: the tools the config's filters allow replace the ones it had."""
+    """Sync one server: every tool it lists replaces the ones it had."""
     tool_filter = upstreams.config.tool_filter
     try:
         listed = await upstreams.list_tools(server)
-        tools = [tool for tool in listed if tool_filter.allows(server, tool.name)]
-        report = await library.run(write_server_tools, library.index, server, tools)
+        report = await library.run(write_server_tools, library.index, server, listed)
     except StoreError:
         raise  # a database error is not this server's failure: it ends the sync
     except UpstreamError as exc:  # told to whoever runs the sync: paths and the server's stderr too
         return ServerSync(server, error=exc.reported)
     except ToolIndexError as exc:  # its list's
         return ServerSync(server, error=str(exc))
-    return ServerSync(server, report=report, not_allowed=len(listed) - len(tools))
+    not_offered = sum(1 for tool in listed if not tool_filter.allows(server, tool.name))
+    return ServerSync(server, report=report, not_offered=not_offered)
 
 
 async def sync_servers(

@@ -175,7 +175,7 @@ class Watcher:
         and synced again. Sessions are kept: those in memory are read again under the new scope."""
         for warning in config.warnings():
             self._say(f"Warning: {warning}")
-        # Tools the old filters left out were never imported: new filters sync every server again.
+        # Filters are this gateway's view: the catalog holds every tool, so new ones need no sync.
         refiltered = config.tool_filter != self.served.config.tool_filter
         added, removed, changed = await self.upstreams.reconfigure(config)
         self.served.apply(config)
@@ -188,9 +188,7 @@ class Watcher:
         if refiltered:
             parts.append("filters changed")
         self._say(f"config {config.path} reloaded: {'; '.join(parts) or 'nothing that serve uses changed'}")
-        if refiltered:
-            await self.sync_in_background(list(config.servers))
-        elif added or changed:
+        if added or changed:
             await self.sync_in_background([*added, *changed])
         else:
             await self._catalog_changed()

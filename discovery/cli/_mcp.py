@@ -181,8 +181,9 @@ def sync(
     Connects to every server of the config (or each --server), at most --max-starting stdio
     servers at once, reads its whole tools/list and writes it as mcp__<server>__<tool>, one
     transaction per server. A server that fails keeps
-    the tools it had; the others are synced all the same, and the exit status is 1. Tools that
-    --allow, --deny or the config's "toolIndex" filters leave out are not imported.
+    the tools it had; the others are synced all the same, and the exit status is 1. Every tool a
+    server lists is stored: --allow, --deny and the config's "toolIndex" filters shape what a
+    gateway of this config offers (its count is shown), never the catalog other hosts share.
     """
     from discovery.cli._render import one_line
 
@@ -197,8 +198,8 @@ def sync(
             click.echo(f"{result.server}: failed: {one_line(result.error or '')}")
         else:
             counts = ", ".join(f"{key} {value}" for key, value in result.report.counts().items())
-            if result.not_allowed:
-                counts += f", not allowed {result.not_allowed}"
+            if result.not_offered:
+                counts += f"; {result.not_offered} not offered by this config's filters"
             click.echo(f"{result.server}: {counts}")
     if failed:
         raise click.ClickException(f"{len(failed)} of {len(results)} servers failed: {', '.join(failed)}")
