@@ -360,7 +360,14 @@ def test_a_stdio_upstream_inherits_the_gateways_environment_but_not_its_settings
         "PGPASSWORD": "the database's password",
         "PGPASSFILE": str(tmp_path / "pgpass"),
         "PGSERVICE": "catalog",
+        "PGSERVICEFILE": str(tmp_path / "pg_service.conf"),
         "PGUSER": "tools",
+        "PGHOST": "db.example",
+        "PGDATABASE": "tools",
+        "PGSSLMODE": "verify-full",
+        "PGSSLKEY": str(tmp_path / "client.key"),
+        "PGSSLPASSWORD": "the key's passphrase",
+        "PGKRBSRVNAME": "postgres",
     }
     env = {**os.environ, "API_TOKEN": SECRET, **kept_home}
 
