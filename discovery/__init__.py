@@ -21,18 +21,16 @@ if TYPE_CHECKING:
     from discovery._sessions.session import Session
     from discovery._sessions.settings import SessionSettings
     from discovery.errors import (
-        DatabaseMissing,
-        InvalidRecord,
-        ToolCallError,
-        ToolIndexError,
-        UnknownToolNames,
-    )
-    from store.errors import (
         ConcurrentUpdate,
         CorruptIndex,
+        DatabaseMissing,
         DatabaseUnavailable,
+        InvalidRecord,
         SessionNotFound,
+        ToolCallError,
+        ToolIndexError,
         ToolNotFound,
+        UnknownToolNames,
     )
 
 _HOMES = {
@@ -51,11 +49,11 @@ _HOMES = {
     "InvalidRecord": "discovery.errors",
     "DatabaseMissing": "discovery.errors",
     "UnknownToolNames": "discovery.errors",
-    "DatabaseUnavailable": "store.errors",
-    "ConcurrentUpdate": "store.errors",
-    "CorruptIndex": "store.errors",
-    "ToolNotFound": "store.errors",
-    "SessionNotFound": "store.errors",
+    "DatabaseUnavailable": "discovery.errors",
+    "ConcurrentUpdate": "discovery.errors",
+    "CorruptIndex": "discovery.errors",
+    "ToolNotFound": "discovery.errors",
+    "SessionNotFound": "discovery.errors",
 }
 """The module each public name is defined in."""
 

@@ -23,9 +23,9 @@ from discovery.errors import (
     DatabaseMissing,
     ServerNameCollision,
     ToolIndexError,
+    ToolNotFound,
 )
 from store import Reader, Store, StoredTool, WriteReport
-from store.errors import ToolNotFound
 
 if TYPE_CHECKING:
     # Imported where used: opening an index and searching it never loads pydantic (the record

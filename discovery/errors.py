@@ -1,13 +1,20 @@
 """Errors of the discovery layer. Messages of the search tool are exactly those of contract §6.
 
 ``ToolIndexError``, the root of every error tool-index raises (its docstring draws the whole
-tree), is defined in ``store.errors``, below both layers, and exported from here."""
+tree), is defined in ``store.errors``, below both layers, and exported from here with the store's
+errors that ``discovery`` acts on: every module of ``discovery`` takes its errors from here."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from store.errors import ConcurrentUpdate as ConcurrentUpdate
+from store.errors import CorruptIndex as CorruptIndex
+from store.errors import DatabaseUnavailable as DatabaseUnavailable
+from store.errors import SessionNotFound as SessionNotFound
+from store.errors import StoreError as StoreError
 from store.errors import ToolIndexError as ToolIndexError  # the root, exported from here
+from store.errors import ToolNotFound as ToolNotFound
 
 if TYPE_CHECKING:
     from pydantic import ValidationError

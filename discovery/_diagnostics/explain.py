@@ -20,9 +20,8 @@ from discovery._params import Query, checked_query, searched_query
 from discovery._ranking.bm25 import average_length, idf, length_norm, round6, term_score
 from discovery._ranking.fields import FIELD_WEIGHTS, field_term_frequencies
 from discovery._rules import Corpus, read_only_corpus
-from discovery.errors import ToolIndexError
+from discovery.errors import ToolIndexError, ToolNotFound
 from store import Reader
-from store.errors import ToolNotFound
 
 
 class NotInCorpus(ToolIndexError):

@@ -42,9 +42,8 @@ from discovery._rules import replay
 from discovery._sessions.learning import credits_from_logs
 from discovery._sessions.settings import stored_settings
 from discovery._text.analyzers import Analyzer
-from discovery.errors import AnalyzerOutdated, UnknownAnalyzer, describe_validation_error
+from discovery.errors import AnalyzerOutdated, CorruptIndex, UnknownAnalyzer, describe_validation_error
 from store import GROUPS, AuditedTool, GroupStats, Reader, StoredPosting, StoredTool
-from store.errors import CorruptIndex
 
 GROUP_NAMES = {GROUPS.fixed: "fixed", GROUPS.local: "local", GROUPS.mcp: "mcp"}
 MAX_PROBLEMS = 1000

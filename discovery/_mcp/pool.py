@@ -21,8 +21,7 @@ from discovery._index import ToolIndex
 from discovery._mcp.options import GatewayOptions, Served
 from discovery._mcp.sessions import GatewaySession, NotYourSession
 from discovery._mcp.writes import WriteQueue
-from discovery.errors import ToolIndexError
-from store.errors import StoreError
+from discovery.errors import StoreError, ToolIndexError
 
 Context = ServerRequestContext[Any, Any]
 

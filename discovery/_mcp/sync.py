@@ -20,8 +20,7 @@ from discovery._index import ImportReport, ToolIndex
 from discovery._mcp.config import StdioServer
 from discovery._mcp.failures import UpstreamError
 from discovery._mcp.upstreams import Upstreams
-from discovery.errors import ToolIndexError
-from store.errors import StoreError
+from discovery.errors import StoreError, ToolIndexError
 
 T = TypeVar("T")
 

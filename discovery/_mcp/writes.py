@@ -19,8 +19,8 @@ import anyio
 
 from discovery._mcp.sessions import GatewaySession, Pending, write_pending_in
 from discovery._mcp.sync import Library
+from discovery.errors import StoreError
 from store import Writer
-from store.errors import StoreError
 
 T = TypeVar("T")
 

@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from discovery._files import bounded_lines, invalid_reason, loads, read_bounded
 from discovery._quality.metrics import mean, ndcg_at, recall_at, reciprocal_rank, satisfied_at
-from discovery.errors import QueryWithoutTerms, ToolIndexError
-from store.errors import StoreError
+from discovery.errors import QueryWithoutTerms, StoreError, ToolIndexError
 
 if TYPE_CHECKING:
     from discovery._index import ToolIndex

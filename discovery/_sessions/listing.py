@@ -7,8 +7,8 @@ from typing import Any
 
 from discovery._params import checked_id
 from discovery._rules import SEARCH_TOOL_NAME
+from discovery.errors import SessionNotFound
 from store import LoggedEvent, Store
-from store.errors import SessionNotFound
 
 
 @dataclass(frozen=True, slots=True)

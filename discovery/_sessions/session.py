@@ -35,9 +35,15 @@ from discovery._sessions.search_tool import SearchTool, ToolResult
 from discovery._sessions.settings import AnswerStyle, SessionSettings, parsed_settings, stored_settings
 from discovery._sessions.view import SessionRules, SessionView
 from discovery._text.collation import collation_key, utf16_sort_key
-from discovery.errors import DiscoveryDisabled, ToolCallError, ToolIndexError, UnknownToolNames
+from discovery.errors import (
+    DiscoveryDisabled,
+    SessionNotFound,
+    ToolCallError,
+    ToolIndexError,
+    ToolNotFound,
+    UnknownToolNames,
+)
 from store import GROUPS, Event, Reader, SessionState, Store, StoredTool, Writer
-from store.errors import SessionNotFound, ToolNotFound
 
 
 class Scope(Protocol):

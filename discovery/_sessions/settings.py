@@ -7,8 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from discovery._rules import DiscoveryMode
-from discovery.errors import ToolIndexError, describe_validation_error
-from store.errors import CorruptIndex
+from discovery.errors import CorruptIndex, ToolIndexError, describe_validation_error
 
 AnswerStyle = Literal["contract", "rich"]
 

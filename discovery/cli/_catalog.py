@@ -14,7 +14,7 @@ from discovery.cli._names import did_you_mean, resolved_name, resolved_names
 from discovery.cli._output import on_terminal, print_block, print_fields, print_table
 from discovery.cli._render import one_line
 from discovery.cli._semantic import semantic_line, warn_stale_vectors
-from store.errors import ToolNotFound
+from discovery.errors import ToolNotFound
 
 SOURCES = ("builtin", "mcp", "extension", "custom")
 EXAMPLE_CATALOG = Path(__file__).parent.parent / "examples" / "demo-catalog.jsonl"

@@ -8,7 +8,7 @@ from discovery.cli._app import App, echo, echo_json, example, pass_app
 from discovery.cli._names import resolved_names
 from discovery.cli._output import print_fields, print_table
 from discovery.cli._render import one_line
-from store.errors import ToolNotFound
+from discovery.errors import ToolNotFound
 
 
 @click.command(epilog=example("tool-index learning on", "tool-index learning status"))

@@ -10,9 +10,8 @@ import difflib
 from collections.abc import Sequence
 
 from discovery._index import ToolIndex
-from discovery.errors import ToolIndexError
+from discovery.errors import ToolIndexError, ToolNotFound
 from store import StoredTool
-from store.errors import ToolNotFound
 
 SUGGESTIONS = 3
 SIMILARITY = 0.6
