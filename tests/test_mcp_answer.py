@@ -165,6 +165,10 @@ def test_an_always_loaded_server_is_listed_and_callable_directly(tmp_path: Path)
             assert text_of(await call(client, "mcp__pinned__echo", {"text": "again"})) == "echo: again"
             refused = await client.call_tool("mcp__up__echo", {"text": "no"})
             assert refused.is_error
+            # Active in the session already: a search marks them active and never activates them.
+            answer = await searched(client, "+pinned echo a text back")
+            assert answer["tools"][0] == {**answer["tools"][0], "name": "mcp__pinned__echo", "active": True}
+            assert not any(name.startswith("mcp__pinned__") for name in answer["activated_tools"])
 
     anyio.run(run)
 

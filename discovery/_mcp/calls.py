@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
@@ -116,7 +116,8 @@ class Calls:
         try:
             if not gateway_session.stored:
                 await self.writes.run(gateway_session.store)
-            outcome = await self.writes.write(partial(_search_and_pin, gateway_session, arguments))
+            loaded = self.served.direct.names
+            outcome = await self.writes.write(partial(_search_and_pin, gateway_session, arguments, loaded))
         except NotYourSession as exc:
             return text_result(f"Refused: {exc}.", is_error=True)
         if outcome.activated and self.options.expose_active:
@@ -334,9 +335,12 @@ class Calls:
 
 
 def _search_and_pin(
-    gateway_session: GatewaySession, arguments: dict[str, Any], writer: Writer
+    gateway_session: GatewaySession, arguments: dict[str, Any], loaded: Collection[str], writer: Writer
 ) -> SearchOutcome:
-    """In the writer's transaction: the search, and the pins of what it activated."""
+    """In the writer's transaction: the tools listed under their own names made active (so the
+    answer marks them active and never activates them again), the search, and the pins of what
+    it activated."""
+    gateway_session.load_in(writer, loaded)
     outcome = gateway_session.search_in(writer, arguments)
     if outcome.activated:
         gateway_session.pin_in(writer, outcome.activated)

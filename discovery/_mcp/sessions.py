@@ -7,7 +7,7 @@ Everything here is synchronous library work: the gateway runs it in its worker t
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -236,6 +236,22 @@ class GatewaySession:
         return SearchOutcome(
             outcome.content, is_error=False, activated=activated, structured=outcome.structured
         )
+
+    def load_in(self, writer: Writer, names: Collection[str]) -> list[str]:
+        """Make ``names`` (tools the gateway lists under their own names, as ``alwaysLoad``
+        servers') active in the caller's write transaction, the session stored before, so its
+        searches mark them active instead of activating them again. Returns those that were not
+        active yet (logged as a ``set_active`` that keeps the others, and pinned)."""
+        state = writer.sessions.lock(self.id)
+        if state is None:
+            return []
+        loaded = sorted(name for name in names if name not in state.active)
+        if loaded:
+            active = [*state.active, *loaded]
+            event = Event(kind="set_active", params={"names": active, "active": active})
+            writer.sessions.record(state, event, active, state.selected)
+            self.pin_in(writer, loaded)
+        return loaded
 
     def pin_in(self, writer: Writer, names: list[str]) -> None:
         """``pin`` in the caller's write transaction, the session stored before."""
