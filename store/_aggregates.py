@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import Connection, bindparam, delete, insert, select, update
+from sqlalchemy import Connection
 
 from store import _driver as driver
 from store import _postings as postings
+from store._audit import forward_rows
 from store._changes import CHANGE_DTYPE, Key, key_counts, key_of
-from store._schema import group_stats_table, term_stats_table, terms_table, tools_table
 from store._sql import chunks
 from store.errors import CorruptIndex
 
@@ -87,12 +87,7 @@ def current_postings(connection: Connection, tool_ids: Sequence[int], delta: Agg
     their documents counted out of the group statistics."""
     parts: list[np.ndarray] = []
     for part in chunks(tool_ids):
-        rows = connection.execute(
-            select(
-                tools_table.c.id, tools_table.c.grp, tools_table.c.doc_len, tools_table.c.indexed_terms
-            ).where(tools_table.c.id.in_(part))
-        )
-        for tool_id, grp, doc_len, packed in rows:
+        for tool_id, grp, doc_len, packed in forward_rows(connection, part):
             delta.add_document(grp, doc_len, -1)
             entries = postings.forward_entries(packed, tool_id)
             held = np.empty(entries.size, CHANGE_DTYPE)
@@ -107,45 +102,42 @@ def add_term_ids(connection: Connection, terms: set[str], ids: dict[str, int]) -
     catalog lock)."""
     wanted = sorted(term for term in terms if term not in ids)
     for part in chunks(wanted):
+        found, params = driver.in_list("text", part)
         ids.update(
-            dict(
-                connection.execute(
-                    select(terms_table.c.text, terms_table.c.id).where(terms_table.c.text.in_(part))
-                ).all()
-            )
+            dict(driver.fetch(connection, f"SELECT text, id FROM terms WHERE text IN {found}", params))
         )
     missing = [term for term in wanted if term not in ids]
-    if missing and connection.dialect.name == "sqlite":
-        # Ids given here under the write lock, straight to the driver: an import adds tens of
-        # thousands of terms, and RETURNING makes SQLAlchemy insert them one statement each.
-        first = driver.next_id(connection, "terms")
-        new = {term: first + offset for offset, term in enumerate(missing)}
-        driver.execute_many(
-            connection,
-            "INSERT INTO terms (id, text) VALUES (:id, :text)",
-            [(term_id, term) for term, term_id in new.items()],
-        )
-        ids.update(new)
+    if not missing:
         return
-    for part in chunks(missing):
-        rows = connection.execute(
-            insert(terms_table).returning(terms_table.c.text, terms_table.c.id, sort_by_parameter_order=True),
-            [{"text": term} for term in part],
-        )
-        ids.update({text: term_id for text, term_id in rows})
+    if connection.dialect.name == "postgresql":
+        # The ids come from the table's sequence, as every writer's do.
+        for part in chunks(missing):
+            statement = (
+                "INSERT INTO terms (text) SELECT * FROM unnest(CAST(:texts AS text[])) RETURNING text, id"
+            )
+            ids.update(dict(driver.fetch(connection, statement, {"texts": list(part)})))
+        return
+    # Ids given here under the write lock, in one driver call: an import adds tens of thousands
+    # of terms, and one INSERT ... RETURNING each takes several times as long.
+    first = driver.next_id(connection, "terms")
+    new = {term: first + offset for offset, term in enumerate(missing)}
+    driver.execute_many(
+        connection,
+        "INSERT INTO terms (id, text) VALUES (:id, :text)",
+        [(term_id, term) for term, term_id in new.items()],
+    )
+    ids.update(new)
 
 
 def apply_aggregates(connection: Connection, delta: AggregateDelta) -> None:
     for grp in set(delta.doc_count) | set(delta.total_len):
-        changed = connection.execute(
-            update(group_stats_table)
-            .where(group_stats_table.c.grp == grp)
-            .values(
-                doc_count=group_stats_table.c.doc_count + delta.doc_count[grp],
-                total_len=group_stats_table.c.total_len + delta.total_len[grp],
-            )
+        changed = driver.execute(
+            connection,
+            "UPDATE group_stats SET doc_count = doc_count + :documents, total_len = total_len + :length "
+            "WHERE grp = :grp",
+            {"documents": delta.doc_count[grp], "length": delta.total_len[grp], "grp": grp},
         )
-        if changed.rowcount != 1:  # the write rolls back: a count cannot be kept on a missing row
+        if changed != 1:  # the write rolls back: a count cannot be kept on a missing row
             raise CorruptIndex.found(f"no group_stats row for group {grp}")
     figures = delta.key_figures()
     keys = sorted(set(figures.df) | set(figures.added_max_tf))
@@ -165,34 +157,21 @@ def apply_aggregates(connection: Connection, delta: AggregateDelta) -> None:
             recompute.append(key)  # a removed posting may have held the maximum
     for key, block in postings.key_blocks(connection, recompute).items():
         stats[key] = (stats[key][0], int(block.tf.max()))
-    inserts = [
-        {"term_id": key[0], "grp": key[1], "df": df, "max_tf": max_tf}
-        for key, (df, max_tf) in stats.items()
-        if key not in current
-    ]
-    updates = [
-        {"key_term": key[0], "key_grp": key[1], "df": df, "max_tf": max_tf}
-        for key, (df, max_tf) in stats.items()
-        if key in current and current[key] != (df, max_tf)
-    ]
-    if inserts:
-        connection.execute(insert(term_stats_table), inserts)
-    if updates:
-        connection.execute(
-            update(term_stats_table).where(
-                term_stats_table.c.term_id == bindparam("key_term"),
-                term_stats_table.c.grp == bindparam("key_grp"),
-            ),
-            updates,
-        )
-    if deletes:
-        connection.execute(
-            delete(term_stats_table).where(
-                term_stats_table.c.term_id == bindparam("key_term"),
-                term_stats_table.c.grp == bindparam("key_grp"),
-            ),
-            [{"key_term": term, "key_grp": grp} for term, grp in deletes],
-        )
+    driver.execute_many(
+        connection,
+        "INSERT INTO term_stats (term_id, grp, df, max_tf) VALUES (:term_id, :grp, :df, :max_tf)",
+        [(*key, df, max_tf) for key, (df, max_tf) in stats.items() if key not in current],
+    )
+    driver.execute_many(
+        connection,
+        "UPDATE term_stats SET df = :df, max_tf = :max_tf WHERE term_id = :term_id AND grp = :grp",
+        [
+            (df, max_tf, *key)
+            for key, (df, max_tf) in stats.items()
+            if key in current and current[key] != (df, max_tf)
+        ],
+    )
+    driver.execute_many(connection, "DELETE FROM term_stats WHERE term_id = :term_id AND grp = :grp", deletes)
     drop_orphan_terms(connection, sorted({term_id for term_id, _ in deletes}))
 
 
@@ -202,15 +181,9 @@ def stored_term_stats(
     wanted = set(keys)
     found: dict[tuple[int, int], tuple[int, int]] = {}
     for part in chunks(sorted({term_id for term_id, _ in keys})):
-        rows = connection.execute(
-            select(
-                term_stats_table.c.term_id,
-                term_stats_table.c.grp,
-                term_stats_table.c.df,
-                term_stats_table.c.max_tf,
-            ).where(term_stats_table.c.term_id.in_(part))
-        )
-        for term_id, grp, df, max_tf in rows:
+        term_ids, params = driver.in_list("term_id", part)
+        statement = f"SELECT term_id, grp, df, max_tf FROM term_stats WHERE term_id IN {term_ids}"
+        for term_id, grp, df, max_tf in driver.fetch(connection, statement, params):
             if (term_id, grp) in wanted:
                 found[(term_id, grp)] = (df, max_tf)
     return found
@@ -218,11 +191,10 @@ def stored_term_stats(
 
 def drop_orphan_terms(connection: Connection, term_ids: Sequence[int]) -> None:
     for part in chunks(term_ids):
-        still_used = set(
-            connection.execute(
-                select(term_stats_table.c.term_id).where(term_stats_table.c.term_id.in_(part))
-            ).scalars()
-        )
+        wanted, params = driver.in_list("term_id", part)
+        rows = driver.fetch(connection, f"SELECT term_id FROM term_stats WHERE term_id IN {wanted}", params)
+        still_used = {term_id for (term_id,) in rows}
         orphans = [term_id for term_id in part if term_id not in still_used]
         if orphans:
-            connection.execute(delete(terms_table).where(terms_table.c.id.in_(orphans)))
+            gone, params = driver.in_list("id", orphans)
+            driver.execute(connection, f"DELETE FROM terms WHERE id IN {gone}", params)

@@ -13,21 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection
 
 from store import _driver as driver
 from store import _postings as postings
 from store._changes import key_totals
 from store._records import GroupStats, StoredTool, TermStats
-from store._schema import (
-    catalog_state_table,
-    group_stats_table,
-    posting_blocks_table,
-    term_stats_table,
-    terms_table,
-    tools_table,
-)
-from store._sql import TOOL_COLUMNS, CheckedJSON, chunks
+from store._sql import CheckedJSON, chunks
+from store._tool_rows import TOOL_FIELDS, tool_reader
 from store.errors import CorruptIndex
 
 
@@ -105,19 +98,28 @@ class TermStatMismatch:
     actual: TermStats | None
 
 
-def forward_terms(rows: Sequence[Any]) -> dict[int, tuple[list[int], list[int]]]:
-    """Each row's indexed terms as (term ids, tfs), decoded for the batch at once."""
+def forward_rows(connection: Connection, tool_ids: Sequence[int]) -> list[Any]:
+    """``(id, grp, doc_len, indexed_terms)`` of the tools of ``tool_ids`` (one chunk of them)."""
+    wanted, params = driver.in_list("id", tool_ids)
+    return driver.fetch(
+        connection, f"SELECT id, grp, doc_len, indexed_terms FROM tools WHERE id IN {wanted}", params
+    )
+
+
+def forward_terms(rows: Sequence[Sequence[Any]]) -> dict[int, tuple[list[int], list[int]]]:
+    """The indexed terms of each ``(tool id, …, indexed terms)`` row as (term ids, tfs), decoded
+    for the batch at once."""
     width = postings.FORWARD_DTYPE.itemsize
     for row in rows:  # a torn entry is reported for its tool, not for the batch
-        if len(row.indexed_terms) % width:
-            postings.forward_entries(row.indexed_terms, row.id)
-    entries = np.frombuffer(b"".join(row.indexed_terms for row in rows), postings.FORWARD_DTYPE)
+        if len(row[-1]) % width:
+            postings.forward_entries(row[-1], row[0])
+    entries = np.frombuffer(b"".join(row[-1] for row in rows), postings.FORWARD_DTYPE)
     term_ids, tfs = entries["term_id"].tolist(), entries["tf"].tolist()
     found: dict[int, tuple[list[int], list[int]]] = {}
     start = 0
     for row in rows:
-        end = start + len(row.indexed_terms) // width
-        found[row.id] = (term_ids[start:end], tfs[start:end])
+        end = start + len(row[-1]) // width
+        found[row[0]] = (term_ids[start:end], tfs[start:end])
         start = end
     return found
 
@@ -129,21 +131,13 @@ def listed_term_ids(forward: dict[int, tuple[list[int], list[int]]]) -> set[int]
 def remember_texts(connection: Connection, texts: dict[int, str], term_ids: set[int]) -> None:
     missing = sorted(term_ids - texts.keys())
     for part in chunks(missing):
+        wanted, params = driver.in_list("id", part)
         texts.update(
-            dict(
-                connection.execute(
-                    select(terms_table.c.id, terms_table.c.text).where(terms_table.c.id.in_(part))
-                ).all()
-            )
+            dict(driver.fetch(connection, f"SELECT id, text FROM terms WHERE id IN {wanted}", params))
         )
 
 
-_TABLES = {
-    "tools": tools_table,
-    "terms": terms_table,
-    "term_stats": term_stats_table,
-    "catalog_state": catalog_state_table,
-}
+_TABLES = ("tools", "terms", "term_stats", "catalog_state")
 
 
 class AuditReads:
@@ -171,17 +165,17 @@ class AuditReads:
         columns = [np.ascontiguousarray(by_tool[field]) for field in ("term_id", "grp", "tf", "doc_len")]
         tool_ids = np.ascontiguousarray(by_tool["tool_id"])  # searched once per batch: copied once here
         texts: dict[int, str] = {}
+        read = tool_reader(self._connection.dialect)
+        statement = (
+            f"SELECT {', '.join(TOOL_FIELDS)}, content_hash, indexed_terms FROM tools "
+            "WHERE id > :last_id ORDER BY id LIMIT :batch_size"
+        )
         last_id = 0
         while True:
-            rows = self._connection.execute(
-                select(*TOOL_COLUMNS, tools_table.c.content_hash, tools_table.c.indexed_terms)
-                .where(tools_table.c.id > last_id)
-                .order_by(tools_table.c.id)
-                .limit(batch_size)
-            ).all()
+            rows = driver.fetch(self._connection, statement, {"last_id": last_id, "batch_size": batch_size})
             if not rows:
                 return
-            ids = np.array([row.id for row in rows], dtype=np.int64)
+            ids = np.array([row[0] for row in rows], dtype=np.int64)
             starts = np.searchsorted(tool_ids, ids, side="left").tolist()
             ends = np.searchsorted(tool_ids, ids, side="right").tolist()
             forward = forward_terms(rows)
@@ -193,31 +187,29 @@ class AuditReads:
             remember_texts(self._connection, texts, wanted)
             batch = []
             for row, start, end in zip(rows, starts, ends, strict=True):
-                tool = StoredTool(*row[:-2])
+                tool = read(row[:-2])
                 # By term and group still: the regrouping sort is stable.
                 part = slice(start - first, end - first)
                 held = (term_ids[part], grps[part], tfs[part], doc_lens[part])
-                batch.append(AuditedTool(tool, row.content_hash, forward[row.id], held, texts))
+                batch.append(AuditedTool(tool, row[-2], forward[tool.id], held, texts))
             yield batch
-            last_id = rows[-1].id
+            last_id = rows[-1][0]
 
     def row_count(self, table: str) -> int:
         """Rows in one catalog table: ``tools``, ``terms``, ``term_stats`` or ``catalog_state``."""
-        return int(self._connection.execute(select(func.count()).select_from(_TABLES[table])).scalar_one())
+        if table not in _TABLES:  # a table name goes into the statement: only these
+            raise ValueError(f"not a catalog table: {table!r}")
+        return int(driver.fetch(self._connection, f"SELECT COUNT(*) FROM {table}")[0][0])
 
     def group_totals(self) -> dict[int, GroupStats]:
         """Document count and total length per group, recomputed from the tool rows."""
-        rows = self._connection.execute(
-            select(
-                tools_table.c.grp, func.count(), func.coalesce(func.sum(tools_table.c.doc_len), 0)
-            ).group_by(tools_table.c.grp)
+        rows = driver.fetch(
+            self._connection, "SELECT grp, COUNT(*), COALESCE(SUM(doc_len), 0) FROM tools GROUP BY grp"
         )
         return {int(grp): GroupStats(int(count), int(total)) for grp, count, total in rows}
 
     def stored_group_stats(self) -> dict[int, GroupStats]:
-        rows = self._connection.execute(
-            select(group_stats_table.c.grp, group_stats_table.c.doc_count, group_stats_table.c.total_len)
-        )
+        rows = driver.fetch(self._connection, "SELECT grp, doc_count, total_len FROM group_stats")
         return {int(grp): GroupStats(int(count), int(total)) for grp, count, total in rows}
 
     def term_stat_mismatches(
@@ -230,13 +222,8 @@ class AuditReads:
         actual = {(term, grp): TermStats(df, max_tf) for term, grp, df, max_tf in key_totals(everything)}
         stored = {
             (int(term), int(grp)): TermStats(int(df), int(max_tf))
-            for term, grp, df, max_tf in self._connection.execute(
-                select(
-                    term_stats_table.c.term_id,
-                    term_stats_table.c.grp,
-                    term_stats_table.c.df,
-                    term_stats_table.c.max_tf,
-                )
+            for term, grp, df, max_tf in driver.fetch(
+                self._connection, "SELECT term_id, grp, df, max_tf FROM term_stats"
             )
         }
         wrong = sorted(key for key in stored.keys() | actual.keys() if stored.get(key) != actual.get(key))[
@@ -254,13 +241,12 @@ class AuditReads:
         everything = self.catalog_postings() if indexed is None else indexed
         used = set(np.unique(everything["term_id"]).tolist())
         found: list[tuple[int, str]] = []
-        for term_id, text in self._connection.execute(
-            select(terms_table.c.id, terms_table.c.text).order_by(terms_table.c.id)
-        ):
-            if term_id not in used:
-                found.append((int(term_id), text))
-                if len(found) >= limit:
-                    break
+        for block in driver.fetch_blocks(self._connection, "SELECT id, text FROM terms ORDER BY id"):
+            for term_id, text in block:
+                if term_id not in used:
+                    found.append((int(term_id), text))
+                    if len(found) >= limit:
+                        return found
         return found
 
     def unreadable_tool_values(self) -> list[str]:
@@ -287,23 +273,23 @@ class AuditReads:
         """``(term id, group, stored size, postings held)`` of blocks whose ``size`` is not the number
         of postings their arrays hold (writes read the size to decide when to merge). Blocks of an
         unknown layout are ``unknown_block_layouts``'."""
-        blocks = posting_blocks_table.c
-        held = func.length(blocks.tool_ids) // (blocks.widths // 100)
-        rows = self._connection.execute(
-            select(blocks.term_id, blocks.grp, blocks.size, held)
-            .where(blocks.widths.in_(sorted(postings.LAYOUTS)), blocks.size != held)
-            .order_by(blocks.term_id, blocks.grp)
-            .limit(limit)
+        layouts, params = driver.in_list("layout", sorted(postings.LAYOUTS))
+        held = "LENGTH(tool_ids) / (widths / 100)"
+        rows = driver.fetch(
+            self._connection,
+            f"SELECT term_id, grp, size, {held} FROM posting_blocks "
+            f"WHERE widths IN {layouts} AND size != {held} ORDER BY term_id, grp LIMIT :limit",
+            {**params, "limit": limit},
         )
         return [(int(term), int(grp), int(size), int(count)) for term, grp, size, count in rows]
 
     def unknown_block_layouts(self, *, limit: int) -> list[tuple[int, int, int]]:
         """``(term id, group, widths)`` of blocks whose ``widths`` is none of ``postings.LAYOUTS``."""
-        blocks = posting_blocks_table.c
-        rows = self._connection.execute(
-            select(blocks.term_id, blocks.grp, blocks.widths)
-            .where(blocks.widths.not_in(sorted(postings.LAYOUTS)))
-            .order_by(blocks.term_id, blocks.grp)
-            .limit(limit)
+        layouts, params = driver.in_list("layout", sorted(postings.LAYOUTS))
+        rows = driver.fetch(
+            self._connection,
+            f"SELECT term_id, grp, widths FROM posting_blocks WHERE widths NOT IN {layouts} "
+            "ORDER BY term_id, grp LIMIT :limit",
+            {**params, "limit": limit},
         )
         return [(int(term), int(grp), int(widths)) for term, grp, widths in rows]

@@ -5,8 +5,9 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, inspect, text
+from sqlalchemy import Connection, Engine, inspect
 
+from store import _driver as driver
 from store._engine import read_transaction, use_wal
 from store._schema import metadata
 from store.errors import DatabaseUnavailable, SchemaOutdated, SchemaTooNew
@@ -46,8 +47,8 @@ def current_revision(connection: Connection) -> str | None:
 
 
 def _stored_revision(connection: Connection) -> str | None:
-    revision = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
-    return None if revision is None else str(revision)
+    rows = driver.fetch(connection, "SELECT version_num FROM alembic_version")
+    return None if not rows or rows[0][0] is None else str(rows[0][0])
 
 
 def known_revisions() -> set[str]:
@@ -81,7 +82,7 @@ def _lock_schema(connection: Connection) -> None:
     advisory lock keyed by the schema the connection works in.
     """
     if connection.dialect.name == "postgresql":
-        connection.execute(text("SELECT pg_advisory_xact_lock(hashtext('tool-index:' || current_schema()))"))
+        driver.fetch(connection, "SELECT pg_advisory_xact_lock(hashtext('tool-index:' || current_schema()))")
 
 
 def pending_model_changes(engine: Engine) -> list[str]:

@@ -8,27 +8,20 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection
 
 from store import _driver as driver
 from store import _postings as packed
-from store._audit import StoredPosting, forward_terms, listed_term_ids, remember_texts
+from store._audit import StoredPosting, forward_rows, forward_terms, listed_term_ids, remember_texts
 from store._changes import CHANGE_DTYPE
 from store._records import GroupStats, StoredTool, TermStats
-from store._schema import (
-    GROUPS,
-    catalog_state_table,
-    group_stats_table,
-    term_stats_table,
-    terms_table,
-    tools_table,
-)
-from store._sql import TOOL_COLUMNS, chunks, lookup_keys, matchable
+from store._schema import GROUPS
+from store._sql import chunks, lookup_keys, matchable
+from store._tool_rows import TOOL_SELECT, tool_reader
 from store.errors import CorruptIndex
 
-
-def _stored(row: Any) -> StoredTool:
-    return StoredTool(**row._asdict())
+MCP_NAMES = "name LIKE :mcp_names ESCAPE '/'"
+"""The names of MCP tools (``mcp__`` first, its underscores escaped)."""
 
 
 class CatalogReads:
@@ -46,49 +39,44 @@ class CatalogReads:
 
     def analyzer(self) -> str:
         """The name of the analyzer the catalog's postings were made with."""
-        value = self._connection.execute(
-            select(catalog_state_table.c.analyzer).where(catalog_state_table.c.id == 1)
-        ).scalar()
-        if value is None:
+        rows = driver.fetch(self._connection, "SELECT analyzer FROM catalog_state WHERE id = 1")
+        if not rows or rows[0][0] is None:
             raise CorruptIndex.found("the catalog_state row is missing")
-        return str(value)
+        return str(rows[0][0])
+
+    def _tools_where(self, column: str, values: Sequence[Any]) -> list[StoredTool]:
+        read = tool_reader(self._connection.dialect)
+        found: list[StoredTool] = []
+        for part in chunks(values):
+            wanted, params = driver.in_list("value", part)
+            rows = driver.fetch(self._connection, f"{TOOL_SELECT} WHERE {column} IN {wanted}", params)
+            found.extend(read(row) for row in rows)
+        return found
 
     def tools_by_ids(self, ids: Sequence[int]) -> dict[int, StoredTool]:
-        found: dict[int, StoredTool] = {}
-        for part in chunks(list(ids)):
-            for row in self._connection.execute(select(*TOOL_COLUMNS).where(tools_table.c.id.in_(part))):
-                found[row.id] = _stored(row)
-        return found
+        return {tool.id: tool for tool in self._tools_where("id", list(ids))}
 
     def tools_by_names(self, names: Sequence[str]) -> dict[str, StoredTool]:
-        found: dict[str, StoredTool] = {}
-        for part in chunks(lookup_keys(names)):
-            for row in self._connection.execute(select(*TOOL_COLUMNS).where(tools_table.c.name.in_(part))):
-                found[row.name] = _stored(row)
-        return found
+        return {tool.name: tool for tool in self._tools_where("name", lookup_keys(names))}
 
     def names_by_ids(self, ids: Sequence[int]) -> dict[int, str]:
         found: dict[int, str] = {}
         for part in chunks(list(ids)):
-            found.update(
-                dict(
-                    self._connection.execute(
-                        select(tools_table.c.id, tools_table.c.name).where(tools_table.c.id.in_(part))
-                    ).all()
-                )
-            )
+            wanted, params = driver.in_list("id", part)
+            rows = driver.fetch(self._connection, f"SELECT id, name FROM tools WHERE id IN {wanted}", params)
+            found.update(dict(rows))
         return found
 
     def all_tools(self, *, server: str | None = None, source: str | None = None) -> list[StoredTool]:
         """Catalog tools in catalog order (the order they were first added)."""
         if not all(matchable(value) for value in (server, source) if value is not None):
             return []
-        query = select(*TOOL_COLUMNS).order_by(tools_table.c.id)
-        if server is not None:
-            query = query.where(tools_table.c.server_name == server)
-        if source is not None:
-            query = query.where(tools_table.c.source == source)
-        return [_stored(row) for row in self._connection.execute(query)]
+        chosen = {"server_name": server, "source": source}
+        params = {column: value for column, value in chosen.items() if value is not None}
+        where = " AND ".join(f"{column} = :{column}" for column in params)
+        statement = f"{TOOL_SELECT}{f' WHERE {where}' if where else ''} ORDER BY id"
+        read = tool_reader(self._connection.dialect)
+        return [read(row) for row in driver.fetch(self._connection, statement, params)]
 
     def summary(self) -> dict[str, Any]:
         """What ``tool-index stats`` shows: sizes, average length, per-source and per-server counts."""
@@ -96,27 +84,20 @@ class CatalogReads:
         tools = sum(g.doc_count for g in groups.values())
         total_len = sum(g.total_len for g in groups.values())
         by_source: dict[str, int] = dict(
-            self._connection.execute(
-                select(tools_table.c.source, func.count()).group_by(tools_table.c.source)
-            ).all()
+            driver.fetch(self._connection, "SELECT source, COUNT(*) FROM tools GROUP BY source")
         )
         by_server: dict[str, int] = dict(
-            self._connection.execute(
-                select(tools_table.c.server_name, func.count())
-                .where(tools_table.c.server_name.is_not(None))
-                .group_by(tools_table.c.server_name)
-            ).all()
+            driver.fetch(
+                self._connection,
+                "SELECT server_name, COUNT(*) FROM tools WHERE server_name IS NOT NULL GROUP BY server_name",
+            )
         )
+        ((terms,),) = driver.fetch(self._connection, "SELECT COUNT(*) FROM terms")
+        ((postings,),) = driver.fetch(self._connection, "SELECT COALESCE(SUM(df), 0) FROM term_stats")
         return {
             "tools": tools,
-            "terms": int(
-                self._connection.execute(select(func.count()).select_from(terms_table)).scalar_one()
-            ),
-            "postings": int(
-                self._connection.execute(
-                    select(func.coalesce(func.sum(term_stats_table.c.df), 0))
-                ).scalar_one()
-            ),
+            "terms": int(terms),
+            "postings": int(postings),
             "avgdl": total_len / tools if tools else 0.0,
             "generation": self.generation(),
             "analyzer": self.analyzer(),
@@ -129,45 +110,46 @@ class CatalogReads:
     ) -> list[tuple[str, int, str]]:
         """``(name, group, load_mode)`` in catalog order of the tools a new session may start with:
         every tool, or the non-MCP tools plus the MCP tools of ``servers`` or named in ``names``."""
-        query = select(tools_table.c.name, tools_table.c.grp, tools_table.c.load_mode).order_by(
-            tools_table.c.id
-        )
+        where = ""
+        params: dict[str, Any] = {}
         if not everything:
-            mcp = tools_table.c.name.startswith("mcp__", autoescape=True)
-            chosen = ~mcp
-            if servers:
-                chosen = chosen | tools_table.c.server_name.in_(list(servers))
-            if names:
-                chosen = chosen | tools_table.c.name.in_(list(names))
-            query = query.where(chosen)
-        return [(name, int(grp), load_mode) for name, grp, load_mode in self._connection.execute(query)]
+            chosen = [f"NOT ({MCP_NAMES})"]
+            params["mcp_names"] = "mcp/_/_%"
+            for column, values in (("server_name", servers), ("name", names)):
+                if values:
+                    wanted, binds = driver.in_list(column, list(values))
+                    chosen.append(f"{column} IN {wanted}")
+                    params.update(binds)
+            where = f" WHERE {' OR '.join(chosen)}"
+        rows = driver.fetch(
+            self._connection, f"SELECT name, grp, load_mode FROM tools{where} ORDER BY id", params
+        )
+        return [(name, int(grp), load_mode) for name, grp, load_mode in rows]
 
     def group_members(self, grp: int) -> list[tuple[str, str | None]]:
         """``(name, server_name)`` of every tool in a corpus group."""
-        rows = self._connection.execute(
-            select(tools_table.c.name, tools_table.c.server_name).where(tools_table.c.grp == grp)
+        rows = driver.fetch(
+            self._connection, "SELECT name, server_name FROM tools WHERE grp = :grp", {"grp": grp}
         )
         return [(name, server) for name, server in rows]
 
     def tool_origins(self) -> list[tuple[str, str | None, str | None]]:
         """``(name, server_name, mcp_tool_name)`` of every catalog tool."""
-        rows = self._connection.execute(
-            select(tools_table.c.name, tools_table.c.server_name, tools_table.c.mcp_tool_name)
-        )
+        rows = driver.fetch(self._connection, "SELECT name, server_name, mcp_tool_name FROM tools")
         return [(name, server, tool) for name, server, tool in rows]
 
     def servers(self) -> set[str]:
         """The servers the catalog holds tools of."""
-        rows = self._connection.execute(
-            select(tools_table.c.server_name).where(tools_table.c.server_name.is_not(None)).distinct()
+        rows = driver.fetch(
+            self._connection, "SELECT DISTINCT server_name FROM tools WHERE server_name IS NOT NULL"
         )
         return {server for (server,) in rows}
 
     def group_server_counts(self, grp: int) -> dict[str | None, int]:
-        rows = self._connection.execute(
-            select(tools_table.c.server_name, func.count())
-            .where(tools_table.c.grp == grp)
-            .group_by(tools_table.c.server_name)
+        rows = driver.fetch(
+            self._connection,
+            "SELECT server_name, COUNT(*) FROM tools WHERE grp = :grp GROUP BY server_name",
+            {"grp": grp},
         )
         return {server: int(count) for server, count in rows}
 
@@ -179,9 +161,7 @@ class IndexReads:
         self._connection = connection
 
     def group_stats(self) -> dict[int, GroupStats]:
-        rows = self._connection.execute(
-            select(group_stats_table.c.grp, group_stats_table.c.doc_count, group_stats_table.c.total_len)
-        )
+        rows = driver.fetch(self._connection, "SELECT grp, doc_count, total_len FROM group_stats")
         stats = {grp: GroupStats(int(count), int(total)) for grp, count, total in rows}
         missing = sorted(set(GROUPS) - stats.keys())
         if missing:
@@ -192,16 +172,12 @@ class IndexReads:
         """``{term: (term_id, {group: stats})}`` for the terms that are in the catalog."""
         found: dict[str, tuple[int, dict[int, TermStats]]] = {}
         for part in chunks(list(terms)):
-            rows = self._connection.execute(
-                select(
-                    terms_table.c.text,
-                    terms_table.c.id,
-                    term_stats_table.c.grp,
-                    term_stats_table.c.df,
-                    term_stats_table.c.max_tf,
-                )
-                .join(term_stats_table, term_stats_table.c.term_id == terms_table.c.id)
-                .where(terms_table.c.text.in_(part))
+            wanted, params = driver.in_list("text", part)
+            rows = driver.fetch(
+                self._connection,
+                "SELECT terms.text, terms.id, term_stats.grp, term_stats.df, term_stats.max_tf "
+                f"FROM terms JOIN term_stats ON term_stats.term_id = terms.id WHERE terms.text IN {wanted}",
+                params,
             )
             for text, term_id, grp, df, max_tf in rows:
                 found.setdefault(text, (term_id, {}))[1][grp] = TermStats(int(df), int(max_tf))
@@ -220,14 +196,7 @@ class IndexReads:
         array per tool."""
         rows: list[Any] = []
         for part in chunks(list(tool_ids)):
-            wanted, params = driver.in_list("id", part)
-            rows.extend(
-                driver.fetch(
-                    self._connection,
-                    f"SELECT id, grp, doc_len, indexed_terms FROM tools WHERE id IN {wanted}",
-                    params,
-                )
-            )
+            rows.extend(forward_rows(self._connection, part))
         if not rows:
             return np.empty(0, CHANGE_DTYPE)
         ids, groups, lengths, blobs = zip(*rows, strict=True)
@@ -254,8 +223,9 @@ class IndexReads:
         """The terms each tool holds, from its indexed terms."""
         found: dict[int, frozenset[int]] = {tool_id: frozenset() for tool_id in tool_ids}
         for part in chunks(list(tool_ids)):
-            for tool_id, indexed in self._connection.execute(
-                select(tools_table.c.id, tools_table.c.indexed_terms).where(tools_table.c.id.in_(part))
+            wanted, params = driver.in_list("id", part)
+            for tool_id, indexed in driver.fetch(
+                self._connection, f"SELECT id, indexed_terms FROM tools WHERE id IN {wanted}", params
             ):
                 found[tool_id] = frozenset(packed.forward_entries(indexed, tool_id)["term_id"].tolist())
         return found
@@ -266,16 +236,12 @@ class IndexReads:
         found: dict[int, list[StoredPosting]] = {}
         texts: dict[int, str] = {}
         for part in chunks(list(tool_ids)):
-            rows = self._connection.execute(
-                select(
-                    tools_table.c.id, tools_table.c.grp, tools_table.c.doc_len, tools_table.c.indexed_terms
-                ).where(tools_table.c.id.in_(part))
-            ).all()
+            rows = forward_rows(self._connection, part)
             forward = forward_terms(rows)
             remember_texts(self._connection, texts, listed_term_ids(forward))
-            for row in rows:
-                found[row.id] = [
-                    StoredPosting(term_id, texts.get(term_id), row.grp, tf, row.doc_len)
-                    for term_id, tf in zip(*forward[row.id], strict=True)
+            for tool_id, grp, doc_len, _ in rows:
+                found[tool_id] = [
+                    StoredPosting(term_id, texts.get(term_id), grp, tf, doc_len)
+                    for term_id, tf in zip(*forward[tool_id], strict=True)
                 ]
         return found
