@@ -109,18 +109,9 @@ def add_term_ids(connection: Connection, terms: set[str], ids: dict[str, int]) -
     missing = [term for term in wanted if term not in ids]
     if not missing:
         return
-    if connection.dialect.name == "postgresql":
-        # The ids come from the table's sequence, as every writer's do.
-        for part in chunks(missing):
-            statement = (
-                "INSERT INTO terms (text) SELECT * FROM unnest(CAST(:texts AS text[])) RETURNING text, id"
-            )
-            ids.update(dict(driver.fetch(connection, statement, {"texts": list(part)})))
-        return
-    # Ids given here under the write lock, in one driver call: an import adds tens of thousands
-    # of terms, and one INSERT ... RETURNING each takes several times as long.
-    first = driver.next_id(connection, "terms")
-    new = {term: first + offset for offset, term in enumerate(missing)}
+    # In one driver call: an import adds tens of thousands of terms, and one INSERT ... RETURNING
+    # each takes several times as long.
+    new = dict(zip(missing, driver.new_ids(connection, "terms", len(missing)), strict=True))
     driver.execute_many(
         connection,
         "INSERT INTO terms (id, text) VALUES (:id, :text)",

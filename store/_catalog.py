@@ -9,21 +9,9 @@ one writer at a time and stay exact.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import numpy as np
-from sqlalchemy import (
-    JSON,
-    Connection,
-    Text,
-    bindparam,
-    cast,
-    delete,
-    insert,
-    select,
-    type_coerce,
-    update,
-)
+from sqlalchemy import Connection
 
 from store import _driver as driver
 from store import _postings as postings
@@ -31,20 +19,19 @@ from store._aggregates import AggregateDelta, add_term_ids, apply_aggregates, cu
 from store._changes import CHANGE_DTYPE
 from store._reads import CatalogReads
 from store._records import IndexedBatch, ToolRow, WriteReport
-from store._schema import catalog_state_table, tools_table
 from store._sql import chunks, lookup_keys
 from store.errors import CorruptIndex
 
 
 def lock_catalog(connection: Connection) -> int:
     """Take the catalog write lock (a no-op beyond ``BEGIN IMMEDIATE`` on SQLite)."""
-    query = select(catalog_state_table.c.generation).where(catalog_state_table.c.id == 1)
+    statement = "SELECT generation FROM catalog_state WHERE id = 1"
     if connection.dialect.name != "sqlite":
-        query = query.with_for_update()
-    generation = connection.execute(query).scalar()
-    if generation is None:
+        statement += " FOR UPDATE"
+    rows = driver.fetch(connection, statement)
+    if not rows or rows[0][0] is None:
         raise CorruptIndex.found("the catalog_state row is missing")
-    return int(generation)
+    return int(rows[0][0])
 
 
 WRITE_BATCH = 2_000
@@ -71,7 +58,7 @@ class _Write:
         self.written: dict[str, tuple[int, str]] = {}
         """Rows this write inserted or updated: ``(id, hash)`` by name."""
         self.written_ids: set[int] = set()
-        self.empty_before = not connection.execute(select(tools_table.c.id).limit(1)).first()
+        self.empty_before = not driver.fetch(connection, "SELECT id FROM tools LIMIT 1")
         self.term_ids: dict[str, int] = {}
         self.delta = AggregateDelta()
         self.changes: list[np.ndarray] = []
@@ -153,20 +140,23 @@ class _Write:
             postings.write(self.connection, *self.changes)
         apply_aggregates(self.connection, self.delta)
         self.generation += 1
-        self.connection.execute(
-            update(catalog_state_table)
-            .where(catalog_state_table.c.id == 1)
-            .values(generation=self.generation)
+        driver.execute(
+            self.connection,
+            "UPDATE catalog_state SET generation = :generation WHERE id = 1",
+            {"generation": self.generation},
         )
         return _with_generation(report, self.generation)
 
 
 def _names_in_scope(connection: Connection, server: str | None) -> list[str]:
     """The tools of ``server``, or of the whole catalog when ``None``."""
-    query = select(tools_table.c.name)
-    if server is not None:
-        query = query.where(tools_table.c.server_name == server)
-    return list(connection.execute(query).scalars())
+    if server is None:
+        rows = driver.fetch(connection, "SELECT name FROM tools")
+    else:
+        rows = driver.fetch(
+            connection, "SELECT name FROM tools WHERE server_name = :server", {"server": server}
+        )
+    return [name for (name,) in rows]
 
 
 def _with_generation(report: WriteReport, generation: int) -> WriteReport:
@@ -191,11 +181,9 @@ def _last_per_name(rows: Sequence[ToolRow]) -> list[int]:
 def _existing(connection: Connection, names: Sequence[str]) -> dict[str, tuple[int, str]]:
     found: dict[str, tuple[int, str]] = {}
     for part in chunks(lookup_keys(names)):
-        rows = connection.execute(
-            select(tools_table.c.name, tools_table.c.id, tools_table.c.content_hash).where(
-                tools_table.c.name.in_(part)
-            )
-        )
+        wanted, params = driver.in_list("name", part)
+        statement = f"SELECT name, id, content_hash FROM tools WHERE name IN {wanted}"
+        rows = driver.fetch(connection, statement, params)
         found.update({name: (tool_id, digest) for name, tool_id, digest in rows})
     return found
 
@@ -214,48 +202,8 @@ def _last_per_key(changes: np.ndarray) -> np.ndarray:
 
 def _delete_tools(connection: Connection, tool_ids: Sequence[int]) -> None:
     for part in chunks(tool_ids):
-        connection.execute(delete(tools_table).where(tools_table.c.id.in_(part)))
-
-
-_PLAIN_COLUMNS = (
-    "name",
-    "label",
-    "description",
-    "summary",
-    "source",
-    "server_name",
-    "mcp_tool_name",
-    "load_mode",
-    "grp",
-    "doc_len",
-    "content_hash",
-    "indexed_terms",
-)
-_JSON_COLUMNS = {
-    "schema_keys": "schema_keys_json",
-    "input_schema": "input_schema_json",
-    "mcp_meta": "mcp_meta_json",
-}
-"""JSON columns and the ``ToolRow`` fields that hold them already encoded."""
-
-
-def _tool_values(row: ToolRow, indexed_terms: bytes) -> dict[str, Any]:
-    values = {column: getattr(row, column) for column in _PLAIN_COLUMNS if column != "indexed_terms"}
-    values.update({field: getattr(row, field) for field in _JSON_COLUMNS.values()})
-    values["indexed_terms"] = indexed_terms
-    return values
-
-
-def _row_values(connection: Connection) -> dict[str, Any]:
-    """``.values()`` for writing tool rows from ``_tool_values`` parameters: the JSON columns
-    take the text as encoded (PostgreSQL casts it to ``json``), not a value to encode again."""
-    values: dict[str, Any] = {column: bindparam(column) for column in _PLAIN_COLUMNS}
-    for column, field in _JSON_COLUMNS.items():
-        text = bindparam(field, type_=Text)
-        values[column] = (
-            cast(text, JSON) if connection.dialect.name == "postgresql" else type_coerce(text, Text)
-        )
-    return values
+        gone, params = driver.in_list("id", part)
+        driver.execute(connection, f"DELETE FROM tools WHERE id IN {gone}", params)
 
 
 def _store_tools(
@@ -297,58 +245,44 @@ def _write_rows(
     indexed: list[bytes],
     existing: dict[str, tuple[int, str]],
 ) -> dict[str, int]:
-    """Tool ids by name: updated rows keep theirs, new rows get new ones."""
-    ids: dict[str, int] = {}
+    """Tool ids by name: updated rows keep theirs, new rows get new ones. A row's values are its
+    ``ToolRow`` (the columns between the id and the indexed terms, in order, the JSON columns
+    already encoded) and its indexed terms, bound in that order by ``_tool_columns``."""
     updates = [
-        {"tool_id": existing[row.name][0], **_tool_values(row, packed)}
+        (*row, packed, existing[row.name][0])
         for row, packed in zip(rows, indexed, strict=True)
         if row.name in existing
     ]
-    if updates:
-        rewrite = (
-            update(tools_table)
-            .where(tools_table.c.id == bindparam("tool_id"))
-            .values(**_row_values(connection))
-        )
-        connection.execute(rewrite, updates)
-        ids.update({row["name"]: row["tool_id"] for row in updates})
+    settings = ", ".join(f"{column} = {bind}" for column, bind in _tool_columns(connection))
+    driver.execute_many(connection, f"UPDATE tools SET {settings} WHERE id = :id", updates)
     additions = [(row, packed) for row, packed in zip(rows, indexed, strict=True) if row.name not in existing]
-    if connection.dialect.name == "sqlite":
-        ids.update(_insert_rows_sqlite(connection, additions))
-        return ids
-    add = insert(tools_table).values(**_row_values(connection))
-    for part in chunks(additions):
-        inserted = connection.execute(
-            add.returning(tools_table.c.name, tools_table.c.id, sort_by_parameter_order=True),
-            [_tool_values(row, packed) for row, packed in part],
-        )
-        ids.update({name: tool_id for name, tool_id in inserted})
+    new = driver.new_ids(connection, "tools", len(additions))
+    columns = _tool_columns(connection)
+    driver.execute_many(
+        connection,
+        f"INSERT INTO tools (id, {', '.join(column for column, _ in columns)}) "
+        f"VALUES (:id, {', '.join(bind for _, bind in columns)})",
+        [(tool_id, *row, packed) for tool_id, (row, packed) in zip(new, additions, strict=True)],
+    )
+    ids = {values[0]: values[-1] for values in updates}
+    ids.update({row.name: tool_id for tool_id, (row, _) in zip(new, additions, strict=True)})
     return ids
 
 
-_TOOL_INSERT = (
-    "INSERT INTO tools (id, name, label, description, summary, source, server_name, mcp_tool_name, "
-    "schema_keys, input_schema, load_mode, grp, doc_len, content_hash, mcp_meta, indexed_terms) "
-    "VALUES (:id, :name, :label, :description, :summary, :source, :server_name, :mcp_tool_name, "
-    ":schema_keys_json, :input_schema_json, :load_mode, :grp, :doc_len, :content_hash, :mcp_meta_json, "
-    ":indexed_terms)"
+def _tool_columns(connection: Connection) -> list[tuple[str, str]]:
+    """Each column a tool row writes and its bind, in ``ToolRow``'s order then the indexed terms:
+    the JSON columns take their text as encoded (``ToolRow.schema_keys_json``, …)."""
+    return [
+        (column, driver.json_bind(connection, field) if field.endswith("_json") else f":{field}")
+        for column, field in _ROW_COLUMNS
+    ]
+
+
+_ROW_COLUMNS = (
+    *((field.removesuffix("_json"), field) for field in ToolRow._fields),
+    ("indexed_terms", "indexed_terms"),
 )
-
-
-def _insert_rows_sqlite(connection: Connection, rows: list[tuple[ToolRow, bytes]]) -> dict[str, int]:
-    """Insert new tool rows with ids given here, straight to the driver: the bulk of an import
-    after the postings. Safe under the write lock ``BEGIN IMMEDIATE`` holds; the JSON columns
-    arrive encoded (``ToolRow.schema_keys_json``, ``input_schema_json``), and a ``ToolRow`` is
-    the columns between the id and the indexed terms, in order."""
-    if not rows:
-        return {}
-    first = driver.next_id(connection, "tools")
-    driver.execute_many(
-        connection,
-        _TOOL_INSERT,
-        [(first + offset, *row, packed) for offset, (row, packed) in enumerate(rows)],
-    )
-    return {row.name: first + offset for offset, (row, _) in enumerate(rows)}
+"""``(column, ToolRow field)`` of a tool row's values."""
 
 
 class CatalogWrites(CatalogReads):
@@ -357,10 +291,7 @@ class CatalogWrites(CatalogReads):
     def lock(self) -> str:
         """The catalog's analyzer, read under the write lock (taken here if not yet held)."""
         lock_catalog(self._connection)
-        value = self._connection.execute(
-            select(catalog_state_table.c.analyzer).where(catalog_state_table.c.id == 1)
-        ).scalar_one()
-        return str(value)
+        return self.analyzer()
 
     def write_tools(
         self,
@@ -400,9 +331,9 @@ class CatalogWrites(CatalogReads):
         report = write.finish()
         # Bumped even for an empty catalog: other processes read the analyzer when it changes.
         generation = report.generation + 1
-        self._connection.execute(
-            update(catalog_state_table)
-            .where(catalog_state_table.c.id == 1)
-            .values(generation=generation, analyzer=analyzer)
+        driver.execute(
+            self._connection,
+            "UPDATE catalog_state SET generation = :generation, analyzer = :analyzer WHERE id = 1",
+            {"generation": generation, "analyzer": analyzer},
         )
         return generation

@@ -128,7 +128,25 @@ def in_list(name: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
 _PADDED = 512
 
 
-def next_id(connection: Connection, table: str) -> int:
-    """The id after the largest of ``table``: new rows may take ids from here on while the
-    caller holds the write lock (``BEGIN IMMEDIATE`` on SQLite)."""
-    return int(fetch(connection, f"SELECT COALESCE(MAX(id), 0) + 1 FROM {table}")[0][0])
+def new_ids(connection: Connection, table: str, count: int) -> list[int]:
+    """``count`` ids for new rows of ``table``, ascending, for the caller to insert with in one
+    ``execute_many``. On SQLite the ids after the largest, which no one else takes while the
+    caller holds the write lock (``BEGIN IMMEDIATE``); on PostgreSQL taken from the column's
+    sequence, as any other writer's are."""
+    if count <= 0:
+        return []
+    if connection.dialect.name == "sqlite":
+        first = int(fetch(connection, f"SELECT COALESCE(MAX(id), 0) + 1 FROM {table}")[0][0])
+        return list(range(first, first + count))
+    rows = fetch(
+        connection,
+        f"SELECT nextval(pg_get_serial_sequence('{table}', 'id')) FROM generate_series(1, :count)",
+        {"count": count},
+    )
+    return sorted(int(value) for (value,) in rows)
+
+
+def json_bind(connection: Connection, name: str) -> str:
+    """The bind of a JSON column's value given as encoded text: PostgreSQL takes it as ``json``
+    only when told, SQLite stores the text as it is."""
+    return f":{name}" if connection.dialect.name == "sqlite" else f"CAST(:{name} AS JSON)"
