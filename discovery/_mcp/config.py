@@ -229,21 +229,21 @@ def _entry(name: str, entry: Any, prefix: str, variables: _Variables, base: Path
             f"{prefix}: a server name is letters, digits, '_', '-' and '.', starting with a letter or digit"
         )
     text = json.dumps(entry, ensure_ascii=False)
-    inputs = sorted(set(_INPUT.findall(text)))
-    if inputs:
-        shown = ", ".join(f"${{input:{input_id}}}" for input_id in inputs)
-        raise ConfigError(
-            f"{prefix}: it uses VS Code's {shown}, which tool-index cannot prompt for; "
-            "put the value in an environment variable and write ${VAR} instead"
-        )
-    commands = sorted(set(_COMMAND.findall(text)))
-    if commands:
-        shown = ", ".join(f"${{command:{command}}}" for command in commands)
-        raise ConfigError(
-            f"{prefix}: it uses VS Code's {shown}, an editor command tool-index cannot run; "
-            "put the value in an environment variable and write ${VAR} instead"
-        )
+    for pattern, kind, why in _EDITOR_ONLY:
+        if found := sorted(set(pattern.findall(text))):
+            shown = ", ".join(f"${{{kind}:{value}}}" for value in found)
+            raise ConfigError(
+                f"{prefix}: it uses VS Code's {shown}, {why}; "
+                "put the value in an environment variable and write ${VAR} instead"
+            )
     return _server(name, entry, prefix, variables, base)
+
+
+_EDITOR_ONLY = (
+    (_INPUT, "input", "which tool-index cannot prompt for"),
+    (_COMMAND, "command", "an editor command tool-index cannot run"),
+)
+"""VS Code's variables that only the editor can give a value: what ``${KIND:...}`` asks of it."""
 
 
 def _server(name: str, entry: Any, prefix: str, variables: _Variables, base: Path | None) -> ServerConfig:

@@ -5,7 +5,7 @@ under their own names)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from discovery._mcp.config import McpConfig
 from discovery._mcp.direct import Direct
@@ -69,18 +69,18 @@ class ServeOptions:
     upstream_log: str | None
 
     def gateway(self) -> GatewayOptions:
+        """The gateway's options: those of the same name as given, and what the transport and
+        the tokens decide."""
+        shared = {name: getattr(self, name) for name in _SHARED}
         return GatewayOptions(
-            session_id=self.session_id,
-            mode=self.mode,
-            expose_active=self.expose_active,
-            refresh=self.refresh,
-            timeout=self.timeout,
-            call_timeout=self.call_timeout,
-            max_starting=self.max_starting,
-            max_result_bytes=self.max_result_bytes,
-            per_client=self.transport == "http",
-            identities=self.tokens_path is not None,
+            **shared, per_client=self.transport == "http", identities=self.tokens_path is not None
         )
+
+
+_SHARED = [
+    option.name for option in fields(GatewayOptions) if option.name in ServeOptions.__dataclass_fields__
+]
+"""The options the command line gives the gateway as they are."""
 
 
 class Served:
