@@ -3,6 +3,8 @@
 #
 #   eval "$(bash .ci/postgres.sh start)"   # prints: export TOOL_INDEX_TEST_PG=… TOOL_INDEX_PG_DIR=…
 #   bash .ci/postgres.sh stop [DIR]        # DIR defaults to $TOOL_INDEX_PG_DIR
+#   bash .ci/postgres.sh pause DIR          # stop the server, keeping its data and port
+#   bash .ci/postgres.sh resume DIR         # start it again on the same port (an outage ends)
 #
 # Finds the server binaries (pg_config --bindir, /usr/lib/postgresql/*/bin, PATH); installs the
 # Debian package when there are none and we run as root. As root the server runs as the
@@ -36,6 +38,11 @@ as_owner() {
     else
         (cd / && su postgres -s /bin/sh -c "$(printf '%q ' "$@")")
     fi
+}
+
+# The server's settings: on 127.0.0.1 at port $1, its socket in $2.
+server_options() {
+    printf '%s' "-c listen_addresses=127.0.0.1 -p $1 -k $2 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
 }
 
 free_port() {
@@ -73,10 +80,10 @@ start() {
     for attempt in 1 2 3; do
         port=$(free_port)
         if as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-            -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
-            start >&2; then
+            -o "$(server_options "$port" "$dir")" start >&2; then
             url="postgresql+psycopg://postgres@127.0.0.1:$port/postgres"
             echo "$url" >"$dir/url"
+            echo "$port" >"$dir/port"
             log "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$port, data in $dir"
             printf 'export TOOL_INDEX_TEST_PG=%q\n' "$url"
             printf 'export TOOL_INDEX_PG_DIR=%q\n' "$dir"
@@ -100,8 +107,25 @@ stop() {
     rm -rf "$dir"
 }
 
+pause() {
+    local dir=${1:-} bindir
+    [ -f "$dir/port" ] || die "pause: give the directory that start printed"
+    bindir=$(find_bindir) || die "no PostgreSQL server binaries found"
+    as_owner "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >&2
+}
+
+resume() {
+    local dir=${1:-} bindir
+    [ -f "$dir/port" ] || die "resume: give the directory that start printed"
+    bindir=$(find_bindir) || die "no PostgreSQL server binaries found"
+    as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+        -o "$(server_options "$(cat "$dir/port")" "$dir")" start >&2
+}
+
 case "${1:-}" in
     start) start ;;
     stop) stop "${2:-}" ;;
-    *) die "usage: postgres.sh start | stop [DIR]" ;;
+    pause) pause "${2:-}" ;;
+    resume) resume "${2:-}" ;;
+    *) die "usage: postgres.sh start | stop [DIR] | pause DIR | resume DIR" ;;
 esac

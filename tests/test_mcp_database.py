@@ -1,22 +1,33 @@
-"""The gateway and its database: PostgreSQL connections named after the command and host.
+"""The gateway and its database: PostgreSQL connections named after the command and host, and
+an outage (the server stopped under a running gateway) told to each client as an error to retry,
+said once on stderr when it starts and once when it ends, and recovered from without a restart.
 
-Real parts: the PostgreSQL test server (``TOOL_INDEX_TEST_PG``; skipped without one), a database
-of each test's own on it, ``tool-index serve`` processes and the SDK's client."""
+Real parts: PostgreSQL servers (the test server of ``TOOL_INDEX_TEST_PG``, or one of the test's
+own that it stops and starts again; skipped without the PostgreSQL tier), ``tool-index serve``
+processes and the SDK's client."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
+import sqlite3
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import anyio
 import pytest
+from mcp import Client, MCPError
 from sqlalchemy import create_engine, make_url, text
 
-from tests.conftest import PG_ENV
-from tests.mcp_helpers import http_gateway, upstream_entry, write_config
+from tests.conftest import PG_ENV, REPO
+from tests.mcp_helpers import WAIT, call, cli, http_gateway, search, text_of, upstream_entry, write_config
 
 
 @contextmanager
@@ -58,3 +69,128 @@ def test_a_gateway_connects_to_postgresql_as_tool_index_serve_at_its_host(tmp_pa
         with http_gateway(url, config):
             # The gateway has answered its start from the database, so its connection is open.
             assert applications(os.environ[PG_ENV], name) == {f"tool-index serve@{socket.gethostname()}"[:63]}
+
+
+class OwnServer:
+    """A PostgreSQL server of the test's own (``.ci/postgres.sh``), which it can stop and start."""
+
+    def __init__(self) -> None:
+        if not os.environ.get(PG_ENV):
+            pytest.skip(f"set {PG_ENV} (the PostgreSQL tier) to stop and start a server of the test's own")
+        exports = self._script("start").stdout
+        found = dict(line.removeprefix("export ").split("=", 1) for line in exports.splitlines())
+        self.url, self.directory = found[PG_ENV], found["TOOL_INDEX_PG_DIR"]
+
+    def _script(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", str(REPO / ".ci" / "postgres.sh"), *args],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=WAIT * 2,
+        )
+
+    def pause(self) -> None:
+        self._script("pause", self.directory)
+
+    def resume(self) -> None:
+        self._script("resume", self.directory)
+
+    def remove(self) -> None:
+        self._script("stop", self.directory)
+
+
+@contextmanager
+def own_server() -> Iterator[OwnServer]:
+    server = OwnServer()
+    try:
+        yield server
+    finally:
+        server.remove()
+
+
+@contextmanager
+def gateway_logging_to(db: str, config: Path, stderr: Path) -> Iterator[str]:
+    """``tool-index serve --transport http`` with its stderr in a file; yields its endpoint, and
+    ends it with SIGTERM as a client would."""
+    command = [sys.executable, "-m", "discovery.cli", "--db", db, "serve", "--config", str(config)]
+    with stderr.open("w") as sink:
+        process = subprocess.Popen(
+            [*command, "--transport", "http", "--port", "0"], stdin=subprocess.DEVNULL, stderr=sink
+        )
+    try:
+        deadline = time.monotonic() + WAIT
+        while "listening on " not in stderr.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.05)
+        yield stderr.read_text().split("listening on ", 1)[1].split()[0]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=WAIT) == 0, stderr.read_text()
+
+
+@pytest.mark.slow
+def test_a_database_outage_is_an_error_to_retry_said_once_and_ends_by_itself(tmp_path: Path) -> None:
+    with own_server() as server:
+        config = write_config(tmp_path, {"up": upstream_entry()})
+        assert cli(server.url, "sync", "--config", str(config)).returncode == 0
+        stderr = tmp_path / "serve.err"
+        with gateway_logging_to(server.url, config, stderr) as url:
+
+            async def run() -> None:
+                async with Client(f"{url}?session=s", cache=None, read_timeout_seconds=WAIT) as client:
+                    assert "mcp__up__echo" in (await search(client, "echo a text"))["activated_tools"]
+                    assert not (await call(client, "mcp__up__echo", {"text": "before"})).is_error
+                    server.pause()
+                    for _ in range(3):
+                        failed = await client.call_tool("search_tool_bm25", {"query": "echo a text"})
+                        assert failed.is_error and "unreachable" in text_of(failed), text_of(failed)
+                        assert "try again" in text_of(failed) and server.url not in text_of(failed)
+                        refused = await call(client, "mcp__up__echo", {"text": "during"})
+                        assert refused.is_error and "unreachable" in text_of(refused), text_of(refused)
+                    await client.list_tools()  # the session in memory lists without the database
+                    async with Client(f"{url}?session=t", cache=None, read_timeout_seconds=WAIT) as other:
+                        with pytest.raises(MCPError, match="unreachable"):  # one read from it first
+                            await other.list_tools()
+                    server.resume()
+                    found = await search(client, "echo a text")
+                    assert {"name": "mcp__up__echo", "active": True}.items() <= found["tools"][0].items()
+                    assert not (await call(client, "mcp__up__echo", {"text": "after"})).is_error
+
+            anyio.run(run)
+        said = stderr.read_text()
+        assert said.count("the catalog database cannot be used") == 1, said
+        assert said.count("the catalog database answers again") == 1, said
+        assert "Internal server error" not in said and "Traceback" not in said
+        shown = cli(server.url, "session", "show", "s", "--json")
+        logged = [event["params"].get("tool") for event in json.loads(shown.stdout)["calls"]]
+        # Nothing was done during the outage, so nothing of it is logged.
+        assert logged.count("mcp__up__echo") == 2
+
+
+@pytest.mark.slow
+def test_a_sqlite_file_locked_past_its_timeout_is_a_busy_error_to_retry_said_once(tmp_path: Path) -> None:
+    path = tmp_path / "tools.db"
+    db = f"sqlite:///{path}?timeout=0.2"
+    config = write_config(tmp_path, {"up": upstream_entry()})
+    assert cli(db, "sync", "--config", str(config)).returncode == 0
+    stderr = tmp_path / "serve.err"
+    with gateway_logging_to(db, config, stderr) as url:
+
+        async def run() -> None:
+            async with Client(f"{url}?session=s", cache=None, read_timeout_seconds=WAIT) as client:
+                await search(client, "echo a text")
+                locker = sqlite3.connect(path, isolation_level=None)
+                locker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+                for _ in range(3):
+                    failed = await client.call_tool("search_tool_bm25", {"query": "echo a text"})
+                    assert failed.is_error and "busy" in text_of(failed) and "try again" in text_of(failed)
+                    assert str(path) not in text_of(failed)
+                locker.execute("ROLLBACK")
+                locker.close()
+                await search(client, "echo a text")
+
+        anyio.run(run)
+    said = stderr.read_text()
+    assert said.count("the catalog database cannot be used") == 1, said
+    assert said.count("the catalog database answers again") == 1, said

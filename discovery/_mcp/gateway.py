@@ -11,15 +11,17 @@ answers from the persisted index at once: upstream servers are connected when a 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, TextIO
 
 import anyio
 
 from discovery._index import ToolIndex
+from discovery._mcp.background import supervised
 from discovery._mcp.calls import Calls
 from discovery._mcp.config import McpConfig
+from discovery._mcp.health import DatabaseHealth
 from discovery._mcp.listing import Listing
 from discovery._mcp.options import GatewayOptions, Served
 from discovery._mcp.pool import SessionPool
@@ -48,7 +50,9 @@ class Gateway:
         self.options = options
         self.errlog = errlog if errlog is not None else sys.stderr
         self.served = Served(config)
-        self.library = Library(index)
+        self.health = DatabaseHealth(self.say)
+        """Whether the database answers: an outage is said once, and each request told to retry."""
+        self.library = Library(index, self.health)
         self.writes = WriteQueue(self.library, self.say)
         self.pool = SessionPool(index, options, self.served, self.writes, self.say)
         self.relay = Relay(options, self.pool, self.say)
@@ -80,7 +84,9 @@ class Gateway:
             reload_config,
         )
         self.server = make_server(
-            handler_table(self.listing, self.calls, self.relay), expose_active=options.expose_active
+            handler_table(self.listing, self.calls, self.relay),
+            expose_active=options.expose_active,
+            health=self.health,
         )
         """The server the clients talk to; this gateway answers its requests once entered."""
 
@@ -99,14 +105,19 @@ class Gateway:
         except BaseException:
             await self.upstreams.__aexit__(None, None, None)
             raise
-        self.upstreams.start_soon(self.writes.drain)
+        self._background("the log's writer", self.writes.drain)
         if self.options.refresh:
-            self.upstreams.start_soon(self.watcher.refresh_forever)
+            self._background("the refresh", self.watcher.refresh_forever)
         elif unsynced:
-            self.upstreams.start_soon(partial(self.watcher.sync_in_background, unsynced))
+            self._background("the first sync", partial(self.watcher.sync_in_background, unsynced))
         if self.watcher.reload_config is not None:
-            self.upstreams.start_soon(self.watcher.watch_config)
+            self._background("the config watch", self.watcher.watch_config)
         return self
+
+    def _background(self, what: str, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work`` beside the requests for as long as the gateway serves, started again
+        when it fails (``discovery._mcp.background``)."""
+        self.upstreams.start_soon(partial(supervised, what, work, self.say, self.errlog))
 
     async def __aexit__(self, *exc: object) -> None:
         try:
@@ -119,7 +130,9 @@ class Gateway:
         return self.server.create_initialization_options()
 
     async def _server_changed(self, server: str) -> None:
-        await self.watcher.server_changed(server)
+        await supervised(
+            f"the re-sync of {server}", partial(self.watcher.server_changed, server), self.say, self.errlog
+        )
 
     def _say_what_is_served(self) -> list[str]:
         """In the worker: the database and how many tools in scope each server has, so that a

@@ -23,6 +23,7 @@ from mcp.server.stdio import stdio_server
 
 from discovery._files import load_json, read_regular
 from discovery._index import ToolIndex
+from discovery._mcp.background import first_error
 from discovery._mcp.config import McpConfig
 from discovery._mcp.gateway import Gateway
 from discovery._mcp.options import ServeOptions
@@ -154,7 +155,7 @@ async def serve_stdio(gateway: Gateway) -> None:
                 if serving.cancel_called:
                     transport.cancel()
     except BaseExceptionGroup as group:
-        raise _first_error(group) from None
+        raise first_error(group) from None
 
 
 class _ClientLines(anyio.AsyncFile[str]):
@@ -208,14 +209,6 @@ async def _stop_on_signal(serving: anyio.CancelScope) -> None:
         async for _ in signals:
             serving.cancel()
             return
-
-
-def _first_error(group: BaseExceptionGroup[Any]) -> BaseException:
-    """The error that ended a task group (a gateway that could not open, say), as if raised alone."""
-    error: BaseException = group
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return error
 
 
 class BearerToken:

@@ -19,6 +19,7 @@ from mcp import types
 from discovery._index import ImportReport, ToolIndex
 from discovery._mcp.config import StdioServer
 from discovery._mcp.failures import UpstreamError
+from discovery._mcp.health import DatabaseHealth, is_outage
 from discovery._mcp.upstreams import Upstreams
 from discovery.errors import StoreError, ToolIndexError
 
@@ -27,14 +28,24 @@ T = TypeVar("T")
 
 class Library:
     """Runs the synchronous library in one worker thread, one call at a time, so the event loop
-    never waits on the database and the index is never used by two threads at once."""
+    never waits on the database and the index is never used by two threads at once. With
+    ``health``, every run tells it whether the database could be used."""
 
-    def __init__(self, index: ToolIndex) -> None:
+    def __init__(self, index: ToolIndex, health: DatabaseHealth | None = None) -> None:
         self.index = index
+        self.health = health
         self._limiter = anyio.CapacityLimiter(1)
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
-        return await anyio.to_thread.run_sync(work, *args, limiter=self._limiter)
+        try:
+            done = await anyio.to_thread.run_sync(work, *args, limiter=self._limiter)
+        except StoreError as exc:
+            if self.health is not None and is_outage(exc):
+                self.health.failed(exc)
+            raise
+        if self.health is not None:
+            self.health.answered()
+        return done
 
 
 @asynccontextmanager

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from discovery._mcp.health import is_outage
 from discovery._mcp.sessions import GatewaySession, Pending, write_pending_in
 from discovery._mcp.sync import Library
 from discovery.errors import StoreError
@@ -75,7 +76,9 @@ class WriteQueue:
                 await anyio.sleep(FIRST_PAUSE * 2**attempt)
 
     async def drain(self) -> None:
-        """Write the queue as entries come, for as long as the gateway serves (a task of its own)."""
+        """Write the queue as entries come, for as long as the gateway serves (a task of its own).
+        A failure is said once until a write succeeds again; an outage of the database not even
+        once here, the database health saying it."""
         pause = FIRST_PAUSE
         while True:
             await self._queued.wait()
@@ -85,7 +88,9 @@ class WriteQueue:
                     await self.library.run(self._after_queue, _nothing)
                     pause = FIRST_PAUSE
                 except StoreError as exc:
-                    self._say(f"could not log to the sessions now ({exc}); trying again in {pause:g} s")
+                    said_elsewhere = self.library.health is not None and is_outage(exc)
+                    if pause == FIRST_PAUSE and not said_elsewhere:  # the first failure in a row
+                        self._say(f"could not log to the sessions now ({exc}); trying again until it can")
                     await anyio.sleep(pause)
                     pause = min(pause * 2, LONGEST_PAUSE)
 
