@@ -1,13 +1,16 @@
-"""The gateway and its database: PostgreSQL connections named after the command and host, and
-an outage (the server stopped under a running gateway) told to each client as an error to retry,
-said once on stderr when it starts and once when it ends, and recovered from without a restart.
+"""The gateway and its database: PostgreSQL connections named after the command and host; an
+outage (the server stopped under a running gateway, a SQLite file locked) told to each client as
+an error to retry, said once on stderr when it starts and once when it ends, and recovered from
+without a restart; and a call in the log before it is forwarded, so a gateway killed during it
+leaves its trace.
 
 Real parts: PostgreSQL servers (the test server of ``TOOL_INDEX_TEST_PG``, or one of the test's
-own that it stops and starts again; skipped without the PostgreSQL tier), ``tool-index serve``
-processes and the SDK's client."""
+own that it stops and starts again; skipped without the PostgreSQL tier), SQLite files,
+``tool-index serve`` processes and the SDK's client."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,14 +23,26 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 from mcp import Client, MCPError
 from sqlalchemy import create_engine, make_url, text
 
 from tests.conftest import PG_ENV, REPO
-from tests.mcp_helpers import WAIT, call, cli, http_gateway, search, text_of, upstream_entry, write_config
+from tests.mcp_helpers import (
+    WAIT,
+    call,
+    cli,
+    eventually,
+    http_gateway,
+    search,
+    text_of,
+    upstream_entry,
+    write_config,
+)
 
 
 @contextmanager
@@ -110,9 +125,9 @@ def own_server() -> Iterator[OwnServer]:
 
 
 @contextmanager
-def gateway_logging_to(db: str, config: Path, stderr: Path) -> Iterator[str]:
-    """``tool-index serve --transport http`` with its stderr in a file; yields its endpoint, and
-    ends it with SIGTERM as a client would."""
+def gateway_process(db: str, config: Path, stderr: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``tool-index serve --transport http`` with its stderr in a file; yields it and its
+    endpoint, and ends it, if it still runs, with SIGTERM as a client would."""
     command = [sys.executable, "-m", "discovery.cli", "--db", db, "serve", "--config", str(config)]
     with stderr.open("w") as sink:
         process = subprocess.Popen(
@@ -123,10 +138,17 @@ def gateway_logging_to(db: str, config: Path, stderr: Path) -> Iterator[str]:
         while "listening on " not in stderr.read_text():
             assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
             time.sleep(0.05)
-        yield stderr.read_text().split("listening on ", 1)[1].split()[0]
+        yield process, stderr.read_text().split("listening on ", 1)[1].split()[0]
     finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=WAIT) == 0, stderr.read_text()
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=WAIT) == 0, stderr.read_text()
+
+
+@contextmanager
+def gateway_logging_to(db: str, config: Path, stderr: Path) -> Iterator[str]:
+    with gateway_process(db, config, stderr) as (_, url):
+        yield url
 
 
 @pytest.mark.slow
@@ -163,9 +185,14 @@ def test_a_database_outage_is_an_error_to_retry_said_once_and_ends_by_itself(tmp
         assert said.count("the catalog database answers again") == 1, said
         assert "Internal server error" not in said and "Traceback" not in said
         shown = cli(server.url, "session", "show", "s", "--json")
-        logged = [event["params"].get("tool") for event in json.loads(shown.stdout)["calls"]]
-        # Nothing was done during the outage, so nothing of it is logged.
-        assert logged.count("mcp__up__echo") == 2
+        logged = json.loads(shown.stdout)["calls"]
+        # Nothing was done during the outage, so nothing of it is logged: two calls, each started.
+        assert [entry["params"]["tool"] for entry in logged if entry["kind"] == "tool_call"] == [
+            "mcp__up__echo"
+        ] * 2
+        assert [entry["outcome_logged"] for entry in logged if entry["kind"] == "tool_call_start"] == [
+            True
+        ] * 2
 
 
 @pytest.mark.slow
@@ -194,3 +221,85 @@ def test_a_sqlite_file_locked_past_its_timeout_is_a_busy_error_to_retry_said_onc
     said = stderr.read_text()
     assert said.count("the catalog database cannot be used") == 1, said
     assert said.count("the catalog database answers again") == 1, said
+
+
+@pytest.mark.slow
+def test_a_call_is_logged_before_it_is_forwarded_so_a_killed_gateway_leaves_its_trace(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = write_config(tmp_path, {"up": upstream_entry()})
+    assert cli(db, "sync", "--config", str(config)).returncode == 0
+
+    def started() -> list[dict[str, Any]]:
+        shown = cli(db, "session", "show", "s", "--json")
+        calls = json.loads(shown.stdout)["calls"] if shown.returncode == 0 else []
+        return [entry for entry in calls if entry["kind"] == "tool_call_start"]
+
+    with gateway_process(db, config, tmp_path / "serve.err") as (process, url):
+
+        async def run() -> None:
+            async with Client(f"{url}?session=s", cache=None, read_timeout_seconds=WAIT) as client:
+                assert "mcp__up__stall" in (await search(client, "wait a long time"))["activated_tools"]
+                async with anyio.create_task_group() as group:
+                    group.start_soon(call, client, "mcp__up__stall")  # its server never answers
+
+                    async def forwarded() -> bool:
+                        return bool(await anyio.to_thread.run_sync(started))
+
+                    await eventually(forwarded, "the call's start was never logged")
+                    process.kill()  # the gateway dies with the call in flight
+                    process.wait(timeout=WAIT)
+                    group.cancel_scope.cancel()
+
+        with contextlib.suppress(Exception):  # the client's connection broke: its own errors
+            anyio.run(run)
+    assert process.returncode == -signal.SIGKILL
+    [start] = started()
+    assert start["params"] == {"tool": "mcp__up__stall", "server": "up", "call": start["params"]["call"]}
+    assert start["outcome_logged"] is False
+    shown = cli(db, "session", "show", "s").stdout
+    assert "tool_call_start mcp__up__stall (server up): started, no outcome logged" in shown
+
+
+async def calls_then_signal_while_locked(
+    url: str, process: subprocess.Popen[bytes], path: Path, stop: signal.Signals, held: float, calls: int
+) -> int:
+    """Calls answered in a session, then the file's write lock taken by another connection, the
+    signal sent, and the lock let go ``held`` seconds later; how many calls were answered."""
+    answered = 0
+    async with Client(url, cache=None, read_timeout_seconds=WAIT) as client:
+        await search(client, "echo a text back", limit=1)
+        for i in range(calls):
+            answered += not (await call(client, "mcp__up__echo", {"text": str(i)})).is_error
+        locker = sqlite3.connect(path, isolation_level=None)
+        locker.execute("BEGIN IMMEDIATE")
+        process.send_signal(stop)
+        await anyio.sleep(held)
+        locker.execute("ROLLBACK")
+        locker.close()
+    return answered
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_while_the_log_is_being_written_loses_no_answered_call(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """Right after the last answer, another process takes the file's write lock, so the log's
+    write of that call waits on it, and the signal comes; the lock is let go a moment later, a
+    different moment each round. Every round the gateway exits 0 with every answered call logged."""
+    path = tmp_path / "tools.db"
+    db = f"sqlite:///{path}"
+    config = write_config(tmp_path, {"up": upstream_entry()})
+    assert cli(db, "sync", "--config", str(config)).returncode == 0
+    calls = 3
+    for round_, held in enumerate((0.0, 0.05, 0.2, 0.5)):
+        stderr = tmp_path / f"serve-{round_}.err"
+        with gateway_process(db, config, stderr) as (process, url):
+            answered = anyio.run(
+                calls_then_signal_while_locked, f"{url}?session=s{round_}", process, path, stop, held, calls
+            )
+            assert process.wait(timeout=WAIT) == 0, stderr.read_text()
+        shown = json.loads(cli(db, "session", "show", f"s{round_}", "--json").stdout)
+        outcomes = [entry for entry in shown["calls"] if entry["kind"] == "tool_call"]
+        assert (answered, len(outcomes)) == (calls, calls), round_
+        assert all(entry["outcome_logged"] for entry in shown["calls"] if entry["kind"] == "tool_call_start")

@@ -130,7 +130,14 @@ def test_search_then_call_tool(tmp_path: Path, mode: str) -> None:
         ("mcp__up__grow", "up", "not active", True),
         ("mcp__up__missing", "up", "unknown", True),
     ]
-    assert all(set(c) == {"tool", "server", "duration_ms", "is_error", "outcome"} for c in calls)
+    forwarded = [c for c in calls if c["outcome"] == "called"]
+    assert all(set(c) == {"tool", "server", "duration_ms", "is_error", "outcome", "call"} for c in forwarded)
+    assert all(set(c) == {"tool", "server", "duration_ms", "is_error", "outcome"} for c in calls[2:])
+    # Each forwarded call was logged before it was forwarded, and its outcome names that start.
+    starts = [entry for entry in record["calls"] if entry["kind"] == "tool_call_start"]
+    assert [(entry["params"]["call"], entry["outcome_logged"]) for entry in starts] == [
+        (c["call"], True) for c in forwarded
+    ]
     stored = b"".join(path.read_bytes() for path in tmp_path.glob("tools.db*"))
     assert ARGUMENT_MARKER.encode() not in stored  # neither arguments nor results are logged
     shown = cli(db, "session", "show", "s1").stdout

@@ -3,13 +3,15 @@ forwarded to its server, every call logged (never its arguments or result).
 
 A search is one write transaction: its log entry, the pins of what it activated, and the log
 entries queued before it. A forwarded call reads the tool and the session once, writes what its
-check asks for first (a pin, a deactivation), and queues its log entry for after the answer.
+check asks for first (a pin, a deactivation), logs its start (with the entries queued before),
+and queues its outcome's entry for after the answer.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
+import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import partial
@@ -248,21 +250,26 @@ class Calls:
                 await self.writes.run(gateway_session.store)
             except NotYourSession as exc:
                 return text_result(f"Refused: {exc}.", is_error=True)
+        call = uuid.uuid4().hex
+        # In the log before the server hears of it (with the entries queued before, in one
+        # transaction): a gateway killed during the call leaves the trace of a call that may have
+        # had effects. The database down, the call is not made.
+        await self.writes.write(partial(gateway_session.start_in, name, located[0], call))
         upstream = self.upstreams.upstream(located[0])
         try:
             result = await self.upstreams.call_upstream(
                 upstream, located[1], arguments, progress=progress, caller=caller
             )
         except UpstreamError as exc:
-            self._log(gateway_session, name, server, started, True, "server failed")
+            self._log(gateway_session, name, server, started, True, "server failed", call)
             self._say(f"call of {name} failed: {exc.reported}")  # with what the model is not told
             return text_result(f"Calling {name} failed: {exc}.", is_error=True)
         except anyio.get_cancelled_exc_class():
             # The client cancelled the call (or the gateway is stopping): the server was told, and
             # the client gets no answer; the log still says the call was made.
-            self._log(gateway_session, name, server, started, True, "cancelled")
+            self._log(gateway_session, name, server, started, True, "cancelled", call)
             raise
-        self._log(gateway_session, name, server, started, result.is_error, "called")
+        self._log(gateway_session, name, server, started, result.is_error, "called", call)
         return result.model_copy(update={"meta": None})
 
     def check(
@@ -326,11 +333,13 @@ class Calls:
         started: float,
         is_error: bool,
         outcome: str,
+        call: str | None = None,
     ) -> None:
-        """Queue the call's log entry: written after the answer is sent."""
+        """Queue the call's log entry: written after the answer is sent. ``call`` names a
+        forwarded call, whose start is logged already."""
         duration_ms = (time.perf_counter() - started) * 1000
         self.writes.later(
-            gateway_session, gateway_session.call_logging(name, server, duration_ms, is_error, outcome)
+            gateway_session, gateway_session.call_logging(name, server, duration_ms, is_error, outcome, call)
         )
 
 

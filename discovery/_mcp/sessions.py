@@ -15,6 +15,7 @@ from discovery._index import ToolIndex
 from discovery._mcp.description import gateway_description
 from discovery._params import checked_id
 from discovery._sessions.learning import CALL_EVENT, learn_from_calls, teaches
+from discovery._sessions.listing import CALL_START_EVENT
 from discovery.errors import ToolCallError, ToolIndexError
 from store import Event, Reader, StoredTool, Writer
 
@@ -298,18 +299,35 @@ class GatewaySession:
         write_pending(self.index, [(self, self.call_logging(name, server, duration_ms, is_error, outcome))])
 
     def call_logging(
-        self, name: str, server: str | None, duration_ms: float, is_error: bool, outcome: str
+        self,
+        name: str,
+        server: str | None,
+        duration_ms: float,
+        is_error: bool,
+        outcome: str,
+        call: str | None = None,
     ) -> Pending:
-        """``log_call`` as a write of ``write_pending``."""
-        params = {
+        """``log_call`` as a write of ``write_pending``; ``call`` names the forwarded call whose
+        start was logged (``start_in``)."""
+        params: dict[str, Any] = {
             "tool": name,
             "server": server,
             "duration_ms": round(duration_ms, 3),
             "is_error": is_error,
             "outcome": outcome,
         }
+        if call is not None:
+            params["call"] = call
         event = Event(kind=CALL_EVENT, tool_name=name, params=params)
         return lambda reader: event
+
+    def start_in(self, name: str, server: str, call: str, writer: Writer) -> None:
+        """In the caller's write transaction: log that the call ``call`` of ``name`` is about to be
+        forwarded, so a gateway killed before its answer leaves a trace of a call that may have
+        had effects (its outcome, logged after the answer, names the same ``call``). It teaches
+        nothing: only an outcome does."""
+        params = {"tool": name, "server": server, "call": call}
+        writer.sessions.append(self.id, Event(kind=CALL_START_EVENT, tool_name=name, params=params))
 
 
 Pending = Callable[[Reader], "Event | None"]

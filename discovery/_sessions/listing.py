@@ -7,8 +7,14 @@ from typing import Any
 
 from discovery._params import checked_id
 from discovery._rules import SEARCH_TOOL_NAME
+from discovery._sessions.learning import CALL_EVENT
 from discovery.errors import SessionNotFound
 from store import LoggedEvent, Store
+
+CALL_START_EVENT = "tool_call_start"
+"""Logged by a gateway before it forwards a call (``{"tool", "server", "call"}``); the call's
+``tool_call`` entry, after the answer, names the same ``call``. A start with no such entry is a
+call whose outcome was never logged: still running, or its gateway ended during it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +58,20 @@ def event_record(entry: LoggedEvent) -> dict[str, Any]:
     return record
 
 
+def with_outcomes(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` with each call start marked ``"outcome_logged"``: whether its call's outcome
+    is in the log too."""
+    ended = {
+        (record.get("params") or {}).get("call")
+        for record in records
+        if record["kind"] == CALL_EVENT and (record.get("params") or {}).get("call") is not None
+    }
+    for record in records:
+        if record["kind"] == CALL_START_EVENT:
+            record["outcome_logged"] = (record.get("params") or {}).get("call") in ended
+    return records
+
+
 def session_summaries(store: Store) -> list[SessionSummary]:
     """Every stored session with its sizes and number of search calls."""
     with store.reading() as reader:
@@ -86,7 +106,7 @@ def session_record(store: Store, session_id: str) -> dict[str, Any]:
         "settings": state.settings,
         "active": state.active,
         "selected": state.selected,
-        "calls": [event_record(entry) for entry in logged],
+        "calls": with_outcomes([event_record(entry) for entry in logged]),
         # Stored names whose tool has left the catalog: the live session skips them (contract §5).
         "not_in_catalog": [name for name in listed if name not in known and name != SEARCH_TOOL_NAME],
     }

@@ -102,6 +102,9 @@ def _event_line(call: dict[str, Any]) -> str:
         outcome = f"{params.get('outcome')}{', isError' if params.get('is_error') else ''}"
         server = f"server {params['server']}" if params.get("server") else "no configured server"
         return f"{head} {params.get('tool')} ({server}) {params.get('duration_ms')} ms: {outcome}{forgotten}"
+    if call["kind"] == "tool_call_start":  # a gateway's, before it forwarded the call
+        ended = "started" if call.get("outcome_logged") else "started, no outcome logged"
+        return f"{head} {params.get('tool')} (server {params.get('server')}): {ended}"
     if call["kind"] == "pin":
         return f"{head} {', '.join(params.get('tools') or {})}"
     if call["kind"] == "owner":  # the identity of serve --tokens that made the session
