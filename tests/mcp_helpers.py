@@ -5,8 +5,10 @@ gateway as a ``tool-index serve`` process driven by the SDK's ``Client``."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -165,3 +167,24 @@ def http_gateway(db: str, config: Path, *args: str) -> Iterator[str]:
     ]
     with process_announcing(command, "listening on ", stream="stderr") as (_, url):
         yield url
+
+
+@contextmanager
+def gateway_process(db: str, config: Path, stderr: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``tool-index serve --transport http`` with its stderr in a file; yields it and its
+    endpoint, and ends it, if it still runs, with SIGTERM as a client would."""
+    command = [sys.executable, "-m", "discovery.cli", "--db", db, "serve", "--config", str(config)]
+    with stderr.open("w") as sink:
+        process = subprocess.Popen(
+            [*command, "--transport", "http", "--port", "0"], stdin=subprocess.DEVNULL, stderr=sink
+        )
+    try:
+        deadline = time.monotonic() + WAIT
+        while "listening on " not in stderr.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.05)
+        yield process, stderr.read_text().split("listening on ", 1)[1].split()[0]
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=WAIT) == 0, stderr.read_text()

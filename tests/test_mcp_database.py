@@ -17,8 +17,6 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +35,7 @@ from tests.mcp_helpers import (
     call,
     cli,
     eventually,
+    gateway_process,
     http_gateway,
     search,
     text_of,
@@ -122,27 +121,6 @@ def own_server() -> Iterator[OwnServer]:
         yield server
     finally:
         server.remove()
-
-
-@contextmanager
-def gateway_process(db: str, config: Path, stderr: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """``tool-index serve --transport http`` with its stderr in a file; yields it and its
-    endpoint, and ends it, if it still runs, with SIGTERM as a client would."""
-    command = [sys.executable, "-m", "discovery.cli", "--db", db, "serve", "--config", str(config)]
-    with stderr.open("w") as sink:
-        process = subprocess.Popen(
-            [*command, "--transport", "http", "--port", "0"], stdin=subprocess.DEVNULL, stderr=sink
-        )
-    try:
-        deadline = time.monotonic() + WAIT
-        while "listening on " not in stderr.read_text():
-            assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
-            time.sleep(0.05)
-        yield process, stderr.read_text().split("listening on ", 1)[1].split()[0]
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            assert process.wait(timeout=WAIT) == 0, stderr.read_text()
 
 
 @contextmanager

@@ -27,6 +27,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from discovery._mcp.config import HttpServer, ServerConfig, StdioServer
 from discovery._mcp.failures import UpstreamError, reason
 from discovery._mcp.launch import StderrTail, stdio_transport
+from discovery._mcp.lineage import HEADER, LOOP, leads_back
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +131,9 @@ class Upstream:
         self._peer = peer
         self.callers: dict[object, object] = {}
         """Who each call in flight on this server is made for, the most recent last."""
+        self.looped = False
+        """The server's HTTP answers named this gateway (``discovery._mcp.lineage``): it is this
+        gateway, or leads back to it, and is never connected again."""
 
     def caller(self) -> object | None:
         """Who a request of the server is for: the caller of the call whose task asks (a
@@ -155,6 +159,8 @@ class Upstream:
             if self._client is not None and not self._closed.is_set():
                 return self._client
             await self._disconnect()
+            if self.looped:
+                raise UpstreamError(self.name, LOOP)
             self._closed, self._stop, self._ended = anyio.Event(), anyio.Event(), anyio.Event()
             try:
                 async with _held(self._starting if isinstance(self.config, StdioServer) else None):
@@ -169,6 +175,10 @@ class Upstream:
             except UpstreamError as exc:
                 self.last_error = exc.what
                 raise
+            if self.looped:  # its answer to the handshake named this gateway
+                await self._disconnect()
+                self.last_error = LOOP
+                raise UpstreamError(self.name, LOOP)
             self.last_error = None
             return self._client
 
@@ -266,9 +276,15 @@ class Upstream:
             inner, self._stderr = stdio_transport(self.name, config, self._errlog)
         else:
             assert isinstance(config, HttpServer)
-            http = await stack.enter_async_context(_http_client(config))
+            http = await stack.enter_async_context(_http_client(config, self._answered))
             inner = streamable_http_client(config.url, http_client=http)
         return _watched(inner, closed)
+
+    async def _answered(self, response: httpx2.Response) -> None:
+        """Each HTTP answer of the server: does it name this gateway?"""
+        if leads_back(response.headers.get(HEADER)):
+            self.looped = True
+            self._closed.set()
 
     async def _listen(self, client: Client, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """On 2026-07-28 connections, change notifications come only on a listen stream."""
@@ -327,8 +343,13 @@ async def _watched(inner: Any, closed: anyio.Event) -> AsyncIterator[tuple[Any, 
         yield _WatchedStream(read_stream, closed), write_stream
 
 
-def _http_client(config: HttpServer) -> httpx2.AsyncClient:
-    return create_mcp_http_client(headers=dict(config.headers) or None)
+def _http_client(
+    config: HttpServer, answered: Callable[[httpx2.Response], Awaitable[None]]
+) -> httpx2.AsyncClient:
+    """A client of the server's URL, ``answered`` hearing each of its answers."""
+    http = create_mcp_http_client(headers=dict(config.headers) or None)
+    http.event_hooks = {**http.event_hooks, "response": [*http.event_hooks["response"], answered]}
+    return http
 
 
 async def _first(*waits: Callable[[], Awaitable[Any]]) -> None:

@@ -26,6 +26,7 @@ from discovery._index import ToolIndex
 from discovery._mcp.background import first_error
 from discovery._mcp.config import McpConfig
 from discovery._mcp.gateway import Gateway
+from discovery._mcp.lineage import Advertise
 from discovery._mcp.options import ServeOptions
 from discovery._mcp.pool import IDENTITY
 from discovery.errors import ToolIndexError
@@ -259,7 +260,8 @@ def http_app(gateway: Gateway, host: str, tokens: Mapping[str, str] | None) -> A
     app: ASGIApp = gateway.server.streamable_http_app(
         streamable_http_path=MCP_PATH, host=host, transport_security=guard
     )
-    return BearerToken(app, tokens) if tokens else app
+    # Outermost, so a refusal (401) names this gateway too: a gateway in front learns it all the same.
+    return Advertise(BearerToken(app, tokens) if tokens else app)
 
 
 async def serve_http(gateway: Gateway, host: str, port: int, tokens: Mapping[str, str] | None) -> None:
