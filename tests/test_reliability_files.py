@@ -68,6 +68,21 @@ def test_a_fifo_config_is_refused_without_waiting(db_url: str, tmp_path: Path, c
     assert_one_error(run(db_url, command, path), f"{path}: cannot read: not a regular file")
 
 
+@pytest.mark.parametrize("command", ["sync", "serve"])
+def test_an_upstream_log_fifo_nothing_reads_is_refused_without_waiting(
+    sqlite_db_url: str, tmp_path: Path, command: str
+) -> None:
+    """The one file these commands write: opening a FIFO for writing waits for a reader, which
+    would hold the command before it starts."""
+    config = tmp_path / "mcp.json"
+    config.write_text('{"mcpServers": {}}', encoding="utf-8")
+    log = tmp_path / "upstream.log"
+    os.mkfifo(log)
+    done = cli(sqlite_db_url, command, "--config", str(config), "--upstream-log", str(log))
+    assert done.returncode == 2
+    assert f"Invalid value for --upstream-log: cannot write {log}: a FIFO that nothing reads" in done.stderr
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_file_beyond_the_limit_is_refused(db_url: str, tmp_path: Path, command: str) -> None:
     path = tmp_path / "big.json"

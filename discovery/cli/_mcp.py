@@ -5,6 +5,7 @@ The MCP SDK is imported when one of them runs, never when the command line start
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Iterator
@@ -147,7 +148,17 @@ upstream_log_option = click.option(
 
 @contextmanager
 def _upstream_log(path: str | None) -> Iterator[TextIO]:
-    with open(path or os.devnull, "a", encoding="utf-8") as stream:
+    """The upstream log, opened without waiting: a FIFO nobody reads is refused at once (ENXIO)
+    instead of hanging the command before it starts. Writes then block as a file's do, in the
+    thread that copies a server's stderr, never on the event loop."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
+    try:
+        descriptor = os.open(path or os.devnull, flags, 0o644)
+    except OSError as exc:
+        why = "a FIFO that nothing reads" if exc.errno == errno.ENXIO else exc.strerror
+        raise click.BadParameter(f"cannot write {path}: {why}", param_hint="--upstream-log") from exc
+    os.set_blocking(descriptor, True)
+    with open(descriptor, "a", encoding="utf-8") as stream:
         yield stream
 
 
