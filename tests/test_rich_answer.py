@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -245,3 +246,22 @@ def test_over_the_real_catalog_requests_of_common_words_activate_nothing(
 ) -> None:
     answer = _search(real_catalog, f"none-{query}", query)
     assert answer["activated_tools"] == [] and answer["tools"] == []
+
+
+UNSERVED = Path(__file__).resolve().parent.parent / "bench" / "queries" / "mcp-unserved.jsonl"
+UNSERVED_ANSWERED_WITH_NOTHING = 6
+"""Of the 20 requests no tool of the real catalog serves, those whose words no tool holds beyond
+common ones ("walk the dog", "tune my guitar"): bench/results.md, "Activation"."""
+
+
+def test_over_the_real_catalog_requests_no_tool_serves_mostly_activate_nothing(
+    real_catalog: ToolIndex,
+) -> None:
+    queries = [json.loads(line)["query"] for line in UNSERVED.read_text(encoding="utf-8").splitlines()]
+    answers = [_search(real_catalog, f"unserved-{n}", query) for n, query in enumerate(queries)]
+    nothing = [answer for answer in answers if not answer["tools"]]
+    assert len(nothing) >= UNSERVED_ANSWERED_WITH_NOTHING
+    assert all(
+        answer["activated_tools"] == [] and "none was activated" in answer["note"] for answer in nothing
+    )
+    assert all(len(answer["activated_tools"]) <= len(answer["tools"]) <= 5 for answer in answers)
