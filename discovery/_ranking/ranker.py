@@ -20,6 +20,7 @@ from discovery._params import Query
 from discovery._ranking.bm25 import idf
 from discovery._ranking.fusion import SemanticPart
 from discovery._ranking.learned import LearnedTerm, add_learned
+from discovery._ranking.learned_field import LearnedField
 from discovery._ranking.postings import norm_table
 from discovery._ranking.pruned import pruned_top
 from discovery._ranking.scope import Scope
@@ -51,8 +52,8 @@ Result = TypeVar("Result")
 def _serialized(
     method: Callable[Concatenate[Ranker, Params], Result],
 ) -> Callable[Concatenate[Ranker, Params], Result]:
-    """One caller at a time: threads sharing an index share its snapshot's caches and the
-    score buffer."""
+    """One caller at a time, for what ranks: threads sharing an index share the score buffer
+    and the snapshot's term postings and learned parts, which evict as they fill."""
 
     @functools.wraps(method)
     def serialized(ranker: Ranker, /, *args: Params.args, **kwargs: Params.kwargs) -> Result:
@@ -65,17 +66,20 @@ def _serialized(
 class Ranker:
     """Scores queries against the store; one per process and index, shared by its threads.
 
-    Every public method runs alone (``_serialized``) and starts from the snapshot of the
-    catalog generation its caller's transaction sees (``_snapshot``), so a thread whose
-    transaction is older or newer than the snapshot held reads a new one."""
+    Every public method starts from the snapshot of the catalog generation its caller's
+    transaction sees (``_snapshot``), so a thread whose transaction is older or newer than the
+    snapshot held reads a new one. What ranks runs alone (``_serialized``); the rest reads the
+    snapshot's fixed fields and its row caches, which only grow (or are dropped whole), with
+    no lock."""
 
     def __init__(self, *, prune_from: int | None = PRUNE_FROM) -> None:
         self.prune_from = prune_from
         """The corpus size from which a search with a limit skips postings (``pruned``;
         ``None``: never). Results are the same either way."""
         self._lock = threading.RLock()
-        self._current: Snapshot | None = None
-        self._synced_on: RankingSource | None = None
+        self._held: tuple[Snapshot, RankingSource | None] | None = None
+        """The latest snapshot and the transaction it was taken for, replaced as one (no
+        thread ever sees one's snapshot with another's transaction)."""
         self._models = Models()
         self._buffer = ScoreBuffer()
 
@@ -85,6 +89,12 @@ class Ranker:
         not be loaded), or ``None``."""
         current = self._current
         return None if current is None else current.semantic.problem
+
+    @property
+    def _current(self) -> Snapshot | None:
+        """The latest snapshot taken, if any."""
+        held = self._held
+        return None if held is None else held[0]
 
     def search(
         self,
@@ -128,7 +138,8 @@ class Ranker:
         scope = snapshot.scope(reader, corpus)
         if limit is not None and limit < 1:
             return Ranking(scope.n_docs, [])
-        learned = snapshot.learned.terms(reader, query_terms, scope, snapshot.terms)
+        field = snapshot.learned  # one learned field for the whole search, however others catch up
+        learned = field.terms(reader, query_terms, scope, snapshot.terms)
         semantic = snapshot.semantic.query(reader, query) if query is not None else None
         if not learned and semantic is None and self._prunes(scope, limit):
             assert limit is not None
@@ -136,7 +147,8 @@ class Ranker:
             if hits is not None:
                 return Ranking(scope.n_docs, hits)
         return Ranking(
-            scope.n_docs, self._exhaustive(reader, snapshot, query_terms, scope, limit, learned, semantic)
+            scope.n_docs,
+            self._exhaustive(reader, snapshot, query_terms, scope, limit, (field, learned), semantic),
         )
 
     def _prunes(self, scope: Scope, limit: int | None) -> bool:
@@ -149,11 +161,12 @@ class Ranker:
         query_terms: dict[str, int],
         scope: Scope,
         limit: int | None,
-        learned: list[LearnedTerm],
+        learning: tuple[LearnedField, list[LearnedTerm]],
         semantic: SemanticQuery | None,
     ) -> list[RankedTool]:
         """Every posting of the query terms scored: the learned field's terms first, in query
         order, from 0.0 (``explain`` adds them so too), then the tool text's."""
+        field, learned = learning
         entries = snapshot.terms.postings(reader, list(query_terms))
         present = [entry for entry in entries.values() if entry is not None]
         if not present and not learned and semantic is None:
@@ -166,7 +179,7 @@ class Ranker:
         scored: list[tuple[float, np.ndarray]] = []  # each term's weight and documents
         sparse = True  # learned parts are never laid out by tool id
         if learned:
-            add_learned(scores, learned, snapshot.learned.layout(reader).roster, buffer.scratch)
+            add_learned(scores, learned, field.layout(reader).roster, buffer.scratch)
             scored += [(part.weight, part.ids) for part in learned]
         for term, qtf in query_terms.items():
             entry = entries.get(term)
@@ -216,62 +229,52 @@ class Ranker:
             return None
         return semantic, part_of(semantic, corpus, snapshot.scope(reader, corpus).exclusion.ids)
 
-    @_serialized
     def analyzer(self, reader: RankingSource) -> Analyzer:
         """The analyzer the catalog is indexed with, as the caller's transaction sees it."""
         return self._snapshot(reader).analyzer
 
-    @_serialized
     def learning_enabled(self, reader: RankingSource) -> bool:
         """Whether the index ranks with its learned field, as the caller's transaction sees it."""
         return self._snapshot(reader).learned.state.enabled
 
-    @_serialized
     def query_terms(self, reader: RankingSource, query: Query) -> dict[str, int]:
         """The terms of ``query`` under the catalog's analyzer (``Query.terms``)."""
         return query.terms(self._snapshot(reader).analyzer)
 
-    @_serialized
     def catalog_size(self, reader: RankingSource) -> int:
         return self._snapshot(reader).catalog_size
 
-    @_serialized
     def corpus_size(self, reader: RankingSource, corpus: Corpus) -> int:
         """``N`` of a corpus, from the group aggregates less its excluded documents."""
         return self._snapshot(reader).scope(reader, corpus).n_docs
 
-    @_serialized
     def excluded_documents(self, reader: RankingSource, corpus: Corpus) -> list[StoredTool]:
         """The catalog documents of ``corpus.groups`` that the corpus leaves out."""
         return self._snapshot(reader).scope(reader, corpus).exclusion.documents
 
-    @_serialized
     def known_names(self, reader: RankingSource, names: Sequence[str]) -> set[str]:
         """Which of ``names`` are catalog tools."""
         return set(self._snapshot(reader).documents(reader, names))
 
-    @_serialized
     def documents(self, reader: RankingSource, names: Sequence[str]) -> dict[str, StoredTool]:
         """The catalog records of those of ``names`` that are catalog tools."""
         return self._snapshot(reader).documents(reader, names)
 
-    @_serialized
     def tools(self, reader: RankingSource, ids: Sequence[int]) -> dict[int, StoredTool]:
         """Tool rows by id."""
         return self._snapshot(reader).tools(reader, ids)
 
-    @_serialized
     def sync(self, reader: RankingSource, generation: int) -> None:
         """Take the generation the caller read in this transaction, saving the query."""
-        self._synced_on = None
         self._snapshot(reader, generation)
 
     def _snapshot(self, reader: RankingSource, known: int | None = None) -> Snapshot:
         """The snapshot of the generation ``reader``'s transaction sees, caught up with its
         learned field; read once per transaction (its view is fixed)."""
-        current = self._current
-        if current is not None and reader is self._synced_on:
-            return current
+        held = self._held
+        if held is not None and reader is held[1] and known is None:
+            return held[0]
+        current = None if held is None else held[0]
         if known is None:
             generation, learning = reader.learning.with_catalog_generation()
         else:
@@ -280,5 +283,5 @@ class Ranker:
             current = Snapshot.read(reader, generation, learning, self._models)
         else:
             current.learned = current.learned.caught_up(reader, learning)
-        self._current, self._synced_on = current, reader
+        self._held = (current, reader)
         return current

@@ -33,7 +33,9 @@ SCOPE_REUSE_FROM = 64
 
 
 class Snapshot:
-    """One catalog generation as this process has read it so far."""
+    """One catalog generation as this process has read it so far. Threads may read one at
+    once: each row cache is a dict that only grows or is dropped whole, and a lookup answers
+    from what it read itself, never from what another thread may drop meanwhile."""
 
     def __init__(
         self,
@@ -72,28 +74,36 @@ class Snapshot:
 
     def documents(self, reader: RankingSource, names: Sequence[str]) -> dict[str, StoredTool]:
         """The catalog records of those of ``names`` that are catalog tools."""
-        missing = list(dict.fromkeys(name for name in names if name not in self._documents))
+        known = {name: self._documents[name] for name in names if name in self._documents}
+        missing = list(dict.fromkeys(name for name in names if name not in known))
         if missing:
             found = reader.catalog.tools_by_names(missing)
-            for name in missing:
-                self._documents[name] = found.get(name)
-        return {name: doc for name in names if (doc := self._documents[name]) is not None}
+            read = {name: found.get(name) for name in missing}
+            self._documents.update(read)
+            known.update(read)
+        return {name: doc for name in names if (doc := known[name]) is not None}
 
     def tools(self, reader: RankingSource, ids: Sequence[int]) -> dict[int, StoredTool]:
         """Tool rows by id: the hits of a session's searches recur, and a search call returns
         each hit's row."""
-        missing = [i for i in ids if i not in self._tools]
+        known = {i: row for i in ids if (row := self._tools.get(i)) is not None}
+        missing = [i for i in ids if i not in known]
         if missing:
-            if len(self._tools) + len(missing) > CACHED_TOOLS_LIMIT:
+            read = reader.catalog.tools_by_ids(missing)
+            if len(self._tools) + len(read) > CACHED_TOOLS_LIMIT:
                 self._tools.clear()
-            self._tools.update(reader.catalog.tools_by_ids(missing))
-        return {i: self._tools[i] for i in ids if i in self._tools}
+            self._tools.update(read)
+            known.update(read)
+        return {i: known[i] for i in ids if i in known}
 
     def names_of(self, reader: RankingSource, ids: list[int]) -> dict[int, str]:
-        missing = [i for i in ids if i not in self._names]
+        known = {i: name for i in ids if (name := self._names.get(i)) is not None}
+        missing = [i for i in ids if i not in known]
         if missing:
-            self._names.update(reader.catalog.names_by_ids(missing))
-        return {i: self._names[i] for i in ids}
+            read = reader.catalog.names_by_ids(missing)
+            self._names.update(read)
+            known.update(read)
+        return {i: known[i] for i in ids}
 
     def scope(self, reader: RankingSource, corpus: Corpus) -> Scope:
         """``corpus`` with its statistics, kept per corpus: a session's corpus recurs call after call."""
