@@ -1,7 +1,8 @@
 """Learning from use: what the learned field gains, measured on requests it never learned from.
 
     python -m bench.learning [--analyzers reference,enhanced] [--per-tool 5,20] [--weights 1.0]
-                             [--semantic MODEL]
+                             [--terms-per-call 16] [--play one|planning|rephrase]
+                             [--answer contract|rich] [--semantic MODEL]
 
 Two sets, each split so that no query tested was learned from:
 
@@ -37,6 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 import discovery._ranking.learned as learned_module
+import discovery._sessions.learning as learning_rule
 from discovery import ToolIndex
 from discovery._quality.evaluate import LabelledQuery, TrainingRequest, evaluate, learn_from
 from discovery._ranking.fields import LEARNED_WEIGHT
@@ -137,8 +139,47 @@ def mcp_folds() -> list[tuple[list[TrainingRequest], list[LabelledQuery], list[L
     return folds
 
 
+PLANNED = 3
+"""Requests for other needs a planning session searches before its own (``--play planning``)."""
+
+
+def played(train: list[TrainingRequest], play: str) -> list[TrainingRequest]:
+    """The training requests as sessions play them: ``one`` each request its own session;
+    ``planning`` each session first searches ``PLANNED`` requests of other tools (calling
+    nothing), then its own and calls its tools; ``rephrase`` the wordings of a recurring need
+    are one session, each but the last calling nothing."""
+    if play == "one":
+        return train
+    if play == "planning":
+        rng = random.Random(SEED)
+        sessions: list[TrainingRequest] = []
+        for request in train:
+            others = [other for other in rng.sample(train, PLANNED + 1) if other.tools != request.tools]
+            sessions += [
+                TrainingRequest(other.where, request.session, other.query, ()) for other in others[:PLANNED]
+            ]
+            sessions.append(request)
+        return sessions
+    by_need: dict[tuple[str, ...], list[TrainingRequest]] = {}
+    for request in train:
+        need = request.tools if request.where.startswith("recurring:") else (request.where,)
+        by_need.setdefault(need, []).append(request)
+    sessions = []
+    for need, requests in by_need.items():
+        session = "+".join(need)
+        *first, last = requests
+        sessions += [TrainingRequest(r.where, session, r.query, ()) for r in first]
+        sessions.append(TrainingRequest(last.where, session, last.query, last.tools))
+    return sessions
+
+
 def measure(
-    template: Path, workdir: Path, train: list[TrainingRequest], test: list[LabelledQuery]
+    template: Path,
+    workdir: Path,
+    train: list[TrainingRequest],
+    test: list[LabelledQuery],
+    play: str = "one",
+    answer: str = "contract",
 ) -> Measured:
     copy = workdir / "copy.db"
     for suffix in ("", "-wal", "-shm"):
@@ -147,7 +188,7 @@ def measure(
     with ToolIndex.open(str(copy)) as index:
         started = time.perf_counter()
         if train:
-            learn_from(index, train)
+            learn_from(index, played(train, play), answer=answer)
         learned = time.perf_counter() - started
         result = evaluate(index, test, KS)
     return Measured(result.queries, result.recall[1], result.recall[5], result.mrr, learned)
@@ -168,7 +209,7 @@ def pooled(parts: list[Measured]) -> Measured:
     )
 
 
-def mcp_rows(template: Path, workdir: Path) -> list[tuple[str, Measured]]:
+def mcp_rows(template: Path, workdir: Path, play: str, answer: str) -> list[tuple[str, Measured]]:
     folds = mcp_folds()
     rows = []
     for label, tests in (
@@ -177,7 +218,8 @@ def mcp_rows(template: Path, workdir: Path) -> list[tuple[str, Measured]]:
     ):
         unlearned = [measure(template, workdir, [], test) for test in tests]
         learned = [
-            measure(template, workdir, train, test) for (train, _, _), test in zip(folds, tests, strict=True)
+            measure(template, workdir, train, test, play, answer)
+            for (train, _, _), test in zip(folds, tests, strict=True)
         ]
         rows += [
             (f"MCP {label}, no learning", pooled(unlearned)),
@@ -206,6 +248,18 @@ def main() -> None:
     parser.add_argument("--weights", default=str(LEARNED_WEIGHT))
     parser.add_argument("--sets", default="metatool,mcp")
     parser.add_argument(
+        "--terms-per-call",
+        default=str(learning_rule.TERMS_PER_CALL),
+        help="the most terms a call credits (a list measures each)",
+    )
+    parser.add_argument(
+        "--play",
+        choices=("one", "planning", "rephrase"),
+        default="one",
+        help="how training sessions are played (see ``played``)",
+    )
+    parser.add_argument("--answer", choices=("contract", "rich"), default="contract")
+    parser.add_argument(
         "--semantic", metavar="MODEL", help="embed the catalogs with MODEL: both signals at once"
     )
     args = parser.parse_args()
@@ -214,33 +268,52 @@ def main() -> None:
     per_tool = [int(n) for n in args.per_tool.split(",")]
     sets = args.sets.split(",")
     table = Table(title="Learning from use: held-out queries, before and after learning")
-    for column in ("set", "analyzer", "weight", "queries", "Recall@1", "Recall@5", "MRR@10", "learn s"):
+    caps = [int(n) for n in args.terms_per_call.split(",")]
+    for column in (
+        "set",
+        "analyzer",
+        "weight",
+        "terms",
+        "queries",
+        "Recall@1",
+        "Recall@5",
+        "MRR@10",
+        "learn s",
+    ):
         table.add_column(column, justify="left" if column in ("set", "analyzer") else "right")
     with tempfile.TemporaryDirectory(prefix="tool-index-learning-") as directory:
         workdir = Path(directory)
         for analyzer in analyzers:
-            for weight in weights:
-                # The weight is a constant of the ranking; a sweep sets it in this process only.
+            for weight, cap in [(weight, cap) for weight in weights for cap in caps]:
+                # The weight and the cap are constants; a sweep sets them in this process only.
                 setattr(learned_module, "LEARNED_WEIGHT", weight)  # noqa: B010
+                setattr(learning_rule, "TERMS_PER_CALL", cap)  # noqa: B010
                 rows: list[tuple[str, Measured]] = []
                 if "metatool" in sets:
                     template = template_of(METATOOL / "catalog.jsonl", analyzer, workdir, args.semantic)
                     for split in metatool_splits(per_tool):
-                        rows.append((split.name, measure(template, workdir, split.train, split.test)))
+                        rows.append(
+                            (
+                                split.name,
+                                measure(template, workdir, split.train, split.test, args.play, args.answer),
+                            )
+                        )
                 if "mcp" in sets:
-                    rows += mcp_rows(template_of(MCP_CATALOG, analyzer, workdir, args.semantic), workdir)
+                    template = template_of(MCP_CATALOG, analyzer, workdir, args.semantic)
+                    rows += mcp_rows(template, workdir, args.play, args.answer)
                 for name, result in rows:
                     table.add_row(
                         name,
                         analyzer,
                         f"{weight:g}",
+                        str(cap),
                         str(result.queries),
                         f"{result.recall1:.3f}",
                         f"{result.recall5:.3f}",
                         f"{result.mrr:.3f}",
                         f"{result.learn_seconds:.1f}",
                     )
-                    print(name, analyzer, weight, result, flush=True)
+                    print(name, analyzer, weight, cap, result, flush=True)
     Console(width=140).print(table)
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from sqlalchemy import Connection
 
 from store import _driver as driver
+from store._sql import chunks
 from store.errors import CorruptIndex
 
 Credit = tuple[str, str, str]
@@ -231,26 +232,25 @@ class LearningReads:
         The tools' ids come from the catalog's name index alone, without reading their rows; the rows
         are read a block at a time into arrays, so a common term's many postings never stand as one
         Python object each all at once."""
-        if not terms:
-            return {}
-        wanted, params = driver.in_list("term", terms)
-        statement = (
-            "SELECT lt.term, t.id, lt.sessions FROM learned_terms lt JOIN tools t ON t.name = lt.tool_name "
-            f"WHERE lt.term IN {wanted} ORDER BY lt.term, t.id"
-        )
         runs: list[list[Any]] = []  # [term, rows], in the rows' order
         ids: list[np.ndarray] = []
         tfs: list[np.ndarray] = []
-        for block in driver.fetch_blocks(self._connection, statement, params, size=POSTINGS_BLOCK):
-            column_terms, column_ids, column_tfs = zip(*block, strict=True)
-            ids.append(np.array(column_ids, dtype=np.int64))
-            tfs.append(np.array(column_tfs, dtype=np.int64))
-            for term, run in groupby(column_terms):  # each term's rows are one run
-                count = sum(1 for _ in run)
-                if runs and runs[-1][0] == term:
-                    runs[-1][1] += count
-                else:
-                    runs.append([term, count])
+        for part in chunks(sorted(set(terms))):  # a query's terms are many: each part is one IN
+            wanted, params = driver.in_list("term", part)
+            statement = (
+                "SELECT lt.term, t.id, lt.sessions FROM learned_terms lt "
+                f"JOIN tools t ON t.name = lt.tool_name WHERE lt.term IN {wanted} ORDER BY lt.term, t.id"
+            )
+            for block in driver.fetch_blocks(self._connection, statement, params, size=POSTINGS_BLOCK):
+                column_terms, column_ids, column_tfs = zip(*block, strict=True)
+                ids.append(np.array(column_ids, dtype=np.int64))
+                tfs.append(np.array(column_tfs, dtype=np.int64))
+                for term, run in groupby(column_terms):  # each term's rows are one run
+                    count = sum(1 for _ in run)
+                    if runs and runs[-1][0] == term:
+                        runs[-1][1] += count
+                    else:
+                        runs.append([term, count])
         if not runs:
             return {}
         all_ids, all_tfs = np.concatenate(ids), np.concatenate(tfs)
@@ -272,15 +272,16 @@ class LearningReads:
         return {str(name): LearnedTool(int(tool_id), int(grp)) for name, tool_id, grp in rows}
 
     def lengths(self, tool_names: Sequence[str]) -> dict[str, int]:
-        if not tool_names:
-            return {}
-        names, params = driver.in_list("tool_name", tool_names)
-        rows = driver.fetch(
-            self._connection,
-            f"SELECT tool_name, length FROM learned_tools WHERE tool_name IN {names}",
-            params,
-        )
-        return {str(tool): int(length) for tool, length in rows}
+        found: dict[str, int] = {}
+        for part in chunks(tool_names):
+            names, params = driver.in_list("tool_name", part)
+            rows = driver.fetch(
+                self._connection,
+                f"SELECT tool_name, length FROM learned_tools WHERE tool_name IN {names}",
+                params,
+            )
+            found.update((str(tool), int(length)) for tool, length in rows)
+        return found
 
     def learned_of(self, tool_name: str) -> list[LearnedTerm]:
         """What ``tool_name`` learned: its terms, most taught first, then by term."""
@@ -347,17 +348,19 @@ class LearningWrites(LearningReads):
         new: list[Credit] = []
         for session_id, tool_name in dict.fromkeys((s, t) for s, _, t in wanted):
             terms = [term for s, term, t in wanted if s == session_id and t == tool_name]
-            held_terms, params = driver.in_list("term", terms)
-            held = {
-                row[0]
-                for row in driver.fetch(
-                    self._connection,
-                    "SELECT term FROM learned_credits "
-                    "WHERE session_id = :session_id AND tool_name = :tool_name "
-                    f"AND term IN {held_terms}",
-                    {"session_id": session_id, "tool_name": tool_name, **params},
+            held: set[str] = set()
+            for part in chunks(terms):
+                held_terms, params = driver.in_list("term", part)
+                held.update(
+                    row[0]
+                    for row in driver.fetch(
+                        self._connection,
+                        "SELECT term FROM learned_credits "
+                        "WHERE session_id = :session_id AND tool_name = :tool_name "
+                        f"AND term IN {held_terms}",
+                        {"session_id": session_id, "tool_name": tool_name, **params},
+                    )
                 )
-            }
             new += [(session_id, term, tool_name) for term in terms if term not in held]
         if not new:
             return 0

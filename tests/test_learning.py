@@ -37,7 +37,7 @@ from discovery._ranking.learned import (
     learned_term,
 )
 from discovery._rules import Corpus
-from discovery._sessions.learning import credits_of_log
+from discovery._sessions.learning import TERMS_PER_CALL, credits_of_log
 from discovery._text.analyzers import REFERENCE
 from discovery._text.tokenizer import tokenize
 from store import LearnedChange, Writer
@@ -66,8 +66,9 @@ Step = tuple[str, str, bool]
 # --- the rule, on logs written by hand ------------------------------------------------------------
 
 
-def log(*steps: Step | tuple[str, str]) -> list[LoggedEvent]:
-    """A session log: searches that succeeded (``("search", q)``), failed searches
+def log(*steps: Step | tuple[str, str] | tuple[str, str, str]) -> list[LoggedEvent]:
+    """A session log: searches that succeeded and showed nothing (``("search", q)``) or showed
+    tools (``("found", q, "name,name")``), failed searches
     (``("failed-search", q)``), calls (``("call", name, ok)``) and other events (``("pin", "")``)."""
     stamp = datetime(2026, 12, 4, tzinfo=UTC)
     events = [Event(kind="create", params={"active": []})]
@@ -75,6 +76,11 @@ def log(*steps: Step | tuple[str, str]) -> list[LoggedEvent]:
         kind, value, *rest = step
         if kind == "search":
             events.append(Event(kind="search", params={"query": value}, details={"query": value.strip()}))
+        elif kind == "found":  # a search that showed the tools named in rest[0]
+            tools = [{"name": name} for name in str(rest[0]).split(",")]
+            events.append(
+                Event(kind="search", params={"query": value}, details={"query": value, "tools": tools})
+            )
         elif kind == "failed-search":
             events.append(Event(kind="search", params={"query": value}, error="Query must contain …"))
         elif kind == "call":
@@ -87,7 +93,7 @@ def log(*steps: Step | tuple[str, str]) -> list[LoggedEvent]:
     return [LoggedEvent(seq, event, stamp) for seq, event in enumerate(events, start=1)]
 
 
-def credited(*steps: Step | tuple[str, str]) -> dict[str, set[str]]:
+def credited(*steps: Step | tuple[str, str] | tuple[str, str, str]) -> dict[str, set[str]]:
     """What each tool learned from one session's log: ``{tool: terms}``."""
     found: dict[str, set[str]] = {}
     for _, term, tool in credits_of_log("s", log(*steps), REFERENCE):
@@ -126,6 +132,69 @@ def test_failed_calls_calls_before_any_search_and_failed_searches_teach_nothing(
         ("search", "forecast"),
         ("call", "get_forecast", True),
     ) == {"get_forecast": {"weather", "forecast"}}
+
+
+def test_a_planning_agent_teaches_a_tool_only_the_request_that_found_it() -> None:
+    assert credited(
+        ("found", "what time is it in Tokyo", "get_current_time"),
+        ("found", "remember that Alice likes tea", "memory_store"),
+        ("found", "add two numbers", "add"),
+        ("found", "read a text file", "read_text_file,read_media_file"),
+        ("call", "read_text_file", True),
+        ("call", "get_current_time", True),
+    ) == {
+        "read_text_file": {"read", "a", "text", "file"},
+        "get_current_time": {"what", "time", "is", "it", "in", "tokyo"},
+    }
+
+
+def test_requests_that_found_nothing_before_the_one_that_found_the_tool_teach_it() -> None:
+    assert credited(
+        ("found", "read a file", "read_file"),
+        ("search", "notify the team"),
+        ("search", "tell everyone"),
+        ("found", "slack message", "post_message"),
+        ("call", "post_message", True),
+    ) == {"post_message": {"notify", "the", "team", "tell", "everyone", "slack", "message"}}
+    # A tool no search showed learns the run's last request (and the empty ones right before it).
+    assert credited(
+        ("found", "send mail", "send_email"),
+        ("search", "a reminder"),
+        ("call", "set_timer", True),
+    ) == {"set_timer": {"a", "reminder"}}
+
+
+def test_a_call_learns_the_last_search_that_showed_its_tool() -> None:
+    assert credited(
+        ("found", "send mail", "send_email"),
+        ("found", "read file", "read_file"),
+        ("call", "send_email", True),
+    ) == {"send_email": {"send", "mail"}}
+
+
+def test_a_call_credits_at_most_terms_per_call_terms_in_query_order() -> None:
+    words = [f"w{i:03d}" for i in range(3 * TERMS_PER_CALL)]
+    assert credited(("found", " ".join(words), "tool"), ("call", "tool", True)) == {
+        "tool": set(words[:TERMS_PER_CALL])
+    }
+    assert credited(
+        ("search", " ".join(words[TERMS_PER_CALL - 2 :])),
+        ("found", " ".join(words[: TERMS_PER_CALL - 2]), "tool"),
+        ("call", "tool", True),
+    ) == {"tool": set(words[:TERMS_PER_CALL])}  # the request that found it first
+
+
+def test_a_call_naming_its_searches_learns_those_alone() -> None:
+    logged = log(("found", "notify the team", "post"), ("found", "read a file", "read_file"))
+    call = Event(kind="tool_call", tool_name="post", params={"tool": "post", "learned_from": [2]})
+    resumed = Event(kind="tool_call", tool_name="post", params={"tool": "post", "learned_from": []})
+    stamp = logged[0].created_at
+    entries = [*logged, LoggedEvent(4, call, stamp), LoggedEvent(5, resumed, stamp)]
+    assert {(term, tool) for _, term, tool in credits_of_log("s", entries, REFERENCE)} == {
+        ("notify", "post"),
+        ("the", "post"),
+        ("team", "post"),
+    }
 
 
 def test_a_session_teaches_a_term_to_a_tool_once() -> None:
@@ -182,36 +251,55 @@ def learned_reference(
     return sorted(hits, key=lambda hit: (-hit[1], COLLATOR.sort_key(hit[0]), hit[0]))
 
 
-def taught_by(scripts: Sequence[Sequence[Step]], catalog_names: set[str]) -> dict[str, Counter[str]]:
-    """The rule, written again over the scripts the sessions played: per tool, how many sessions
-    taught each term."""
+def taught_by(
+    scripts: Sequence[Sequence[Step]], shown: Sequence[Sequence[set[str]]], catalog_names: set[str]
+) -> dict[str, Counter[str]]:
+    """The rule, written again over the scripts the sessions played (``shown``: what each of a
+    script's steps showed): per tool, how many sessions taught each term. A call learns the last
+    search of its run that showed its tool (else the run's last), and the searches right before
+    that one that showed nothing."""
     taught: dict[str, Counter[str]] = {}
-    for script in scripts:
+    for script, showed in zip(scripts, shown, strict=True):
         credits: set[tuple[str, str]] = set()
-        run: set[str] = set()
+        run: list[tuple[str, set[str]]] = []
         after_calls = True
-        for kind, value, ok_call in script:
+        for (kind, value, ok_call), found in zip(script, showed, strict=True):
             if kind == "search":
-                run = set(tokenize(value)) if after_calls else run | set(tokenize(value))
+                run = [(value, found)] if after_calls else [*run, (value, found)]
                 after_calls = False
-            else:
-                after_calls = True
-                if ok_call and value in catalog_names:
-                    credits |= {(term, value) for term in run}
+                continue
+            after_calls = True
+            if not (ok_call and value in catalog_names and run):
+                continue
+            at = max((i for i, (_, names) in enumerate(run) if value in names), default=len(run) - 1)
+            chosen = [run[at][0]]
+            for query, names in run[:at][::-1]:
+                if names:
+                    break
+                chosen.append(query)
+            terms = list(dict.fromkeys(term for query in chosen for term in tokenize(query)))
+            credits |= {(term, value) for term in terms[:TERMS_PER_CALL]}
         for term, tool in credits:
             taught.setdefault(tool, Counter())[term] += 1
     return taught
 
 
-def play(index: ToolIndex, scripts: Sequence[Sequence[Step]]) -> None:
-    """Each script as a session of its own: searches through the search tool, calls recorded."""
+def play(index: ToolIndex, scripts: Sequence[Sequence[Step]]) -> list[list[set[str]]]:
+    """Each script as a session of its own: searches through the search tool, calls recorded;
+    what each step showed (a call: nothing)."""
+    shown: list[list[set[str]]] = []
     for number, script in enumerate(scripts):
         session = index.session(f"s{number}", discovery_mode="all")
+        showed: list[set[str]] = []
         for call, (kind, value, ok_call) in enumerate(script):
             if kind == "search":
-                session.search_tool.execute(f"c{call}", {"query": value})
+                result = session.search_tool.execute(f"c{call}", {"query": value})
+                showed.append({tool["name"] for tool in result.details["tools"]})
             else:
                 session.record_call(value, ok=ok_call)
+                showed.append(set())
+        shown.append(showed)
+    return shown
 
 
 @st.composite
@@ -258,8 +346,7 @@ def test_the_learned_field_ranks_as_the_brute_force_reference(
     if not names:
         return
     scripts = data.draw(sessions_over(names))
-    play(index, scripts)
-    taught = taught_by(scripts, set(names))
+    taught = taught_by(scripts, play(index, scripts), set(names))
     mode = data.draw(st.sampled_from(["all", "mcp-only"]))
     excluded = frozenset(data.draw(st.sets(st.sampled_from(names)))) | ESSENTIAL_NAMES | INTERNAL_NAMES
     for query in data.draw(st.lists(QUERIES, min_size=1, max_size=3)):
@@ -422,6 +509,80 @@ def test_off_by_default_and_switching_keeps_everything(index: ToolIndex) -> None
     assert names_of(index, "notify the team") == learned
 
 
+def test_a_planning_agent_and_a_rephrasing_one_in_real_sessions(index: ToolIndex) -> None:
+    with_demo(index)
+    index.set_learning(True)
+    planner = index.session("planner", discovery_mode="all", answer="rich")
+    for number, query in enumerate(("list calendar events", "run a warehouse query", "read a file")):
+        planner.search_tool.execute(f"c{number}", {"query": query})
+    planner.record_call("read")
+    assert index.learned("read").terms == [("a", 1), ("file", 1), ("read", 1)]
+    rephraser = index.session("rephraser", discovery_mode="all", answer="rich")
+    nothing = rephraser.search_tool.execute("c1", {"query": "ping everybody"})
+    assert nothing.details["tools"] == []  # the rich answer lists no tool: the agent rephrases
+    rephraser.search_tool.execute("c2", {"query": "post a chat message"})
+    rephraser.record_call(TEACHER)
+    assert {term for term, _ in index.learned(TEACHER).terms} == {
+        "ping",
+        "everybody",
+        "post",
+        "a",
+        "chat",
+        "message",
+    }
+    from discovery._diagnostics.verify import verify
+
+    assert verify(index).problems == []
+
+
+HUGE_QUERIES = {
+    "300,000 words": " ".join(f"w{i}" for i in range(300_000)) + " post message",
+    "a megabyte of one word": "x" * 1_000_000,
+    "a megabyte of words": " ".join(f"q{i}" for i in range(120_000)) + " post message",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", list(HUGE_QUERIES))
+def test_a_huge_request_ends_in_a_result_and_its_call_teaches_a_few_terms(db_url: str, which: str) -> None:
+    """Searched with learning on, by a process of its own, then the tool it found called: the
+    search answers, and the call credits at most ``TERMS_PER_CALL`` terms."""
+    with ToolIndex.open(db_url, learning=True) as index:
+        with_demo(index)
+        taught = index.session("taught", discovery_mode="all")
+        taught.search_tool.execute("c1", {"query": "post message w1 q1 x"})
+        taught.record_call(TEACHER)  # the learned field holds a few of the huge request's words
+    script = (
+        "import sys, json; from discovery import ToolIndex\n"
+        "with ToolIndex.open(sys.argv[1]) as index:\n"
+        "    session = index.session('huge', discovery_mode='all')\n"
+        "    result = session.search_tool.execute('c1', {'query': sys.stdin.read(), 'limit': 3})\n"
+        "    names = [tool['name'] for tool in result.details['tools']]\n"
+        "    for name in names:\n"
+        "        session.record_call(name)\n"
+        "    print(json.dumps(names))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, db_url],
+        input=HUGE_QUERIES[which],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    names = json.loads(done.stdout)
+    with ToolIndex.open(db_url) as index:
+        for name in names:
+            prior = 5 if name == TEACHER else 0  # the words the first session taught it
+            assert len(index.learned(name).terms) <= TERMS_PER_CALL + prior
+        if which != "a megabyte of one word":
+            assert TEACHER in names
+        from discovery._diagnostics.verify import verify
+
+        assert verify(index).problems == []
+
+
 def test_the_setting_is_the_index_s_and_persists(db_url: str) -> None:
     with ToolIndex.open(db_url, learning=True) as index:
         assert index.learning is True
@@ -472,9 +633,16 @@ def test_a_call_recorded_in_one_process_is_searched_with_in_another(db_url: str)
         script = (
             "import sys; from discovery import ToolIndex\n"
             "with ToolIndex.open(sys.argv[1]) as index:\n"
-            f"    index.session('t').record_call({TEACHER!r})\n"
+            "    session = index.session('t')\n"
+            "    if sys.argv[2] == 'search':\n"
+            "        session.search_tool.execute('c2', {'query': 'notify the team'})\n"
+            f"    session.record_call({TEACHER!r})\n"
         )
-        subprocess.run([sys.executable, "-c", script, db_url], check=True, cwd=REPO)
+        # A call before any search of its process teaches nothing: this one resumed the session.
+        subprocess.run([sys.executable, "-c", script, db_url, "call"], check=True, cwd=REPO)
+        assert score_of(index, "notify the team", TEACHER) == first
+        assert index.learned(TEACHER).terms == []
+        subprocess.run([sys.executable, "-c", script, db_url, "search"], check=True, cwd=REPO)
         assert score_of(index, "notify the team", TEACHER) > first
 
 
@@ -486,6 +654,13 @@ def test_cli_learning_learned_and_session_call(db_url: str) -> None:
     assert ok(db_url, "session", "call", "s1", "chatops/post_message", "--failed") == (
         f"recorded {TEACHER} in s1 (failed)\n"
     )
+    # Each command is a process of its own: a call it records follows no search of its own.
+    assert ok(db_url, "learning", "on") == "learning: on\ntools:    0\nterms:    0\nsessions: 0\n"
+    ok(db_url, "learning", "off")
+    with ToolIndex.open(db_url) as index:  # a host that searches, then calls
+        session = index.session("s2", discovery_mode="all")
+        session.search_tool.execute("c1", {"query": "notify the team"})
+        session.record_call(TEACHER)
     assert ok(db_url, "learning", "on") == "learning: on\ntools:    1\nterms:    3\nsessions: 1\n"
     assert ok(db_url, "learning", "on").startswith("learning was already on\n")
     assert ok(db_url, "learned", TEACHER) == (
@@ -539,7 +714,11 @@ def test_the_adapters_record_calls_by_wire_name(index: ToolIndex) -> None:
     assert openai.record_call(session, "mcp__gitforge__create_issue") is None  # not active: nothing
     assert openai.record_call(session, TEACHER, ok=False) == TEACHER
     calls = [call["params"] for call in index.session_record("agent")["calls"] if call["kind"] == "tool_call"]
-    assert calls == [{"tool": TEACHER, "is_error": False}, {"tool": TEACHER, "is_error": True}]
+    # The call that ran names the search it learns from (the log's second entry).
+    assert calls == [
+        {"tool": TEACHER, "is_error": False, "learned_from": [2]},
+        {"tool": TEACHER, "is_error": True},
+    ]
     assert index.learned(TEACHER).sessions == 1
 
 

@@ -18,6 +18,7 @@ from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
 
 from discovery import ToolIndex
+from discovery._sessions.learning import LEARNED_FROM
 from tests.mcp_helpers import (
     call,
     cli,
@@ -131,13 +132,18 @@ def test_search_then_call_tool(tmp_path: Path, mode: str) -> None:
         ("mcp__up__missing", "up", "unknown", True),
     ]
     forwarded = [c for c in calls if c["outcome"] == "called"]
-    assert all(set(c) == {"tool", "server", "duration_ms", "is_error", "outcome", "call"} for c in forwarded)
+    assert all(
+        set(c) - {"learned_from"} == {"tool", "server", "duration_ms", "is_error", "outcome", "call"}
+        for c in forwarded
+    )
     assert all(set(c) == {"tool", "server", "duration_ms", "is_error", "outcome"} for c in calls[2:])
     # Each forwarded call was logged before it was forwarded, and its outcome names that start.
     starts = [entry for entry in record["calls"] if entry["kind"] == "tool_call_start"]
     assert [(entry["params"]["call"], entry["outcome_logged"]) for entry in starts] == [
         (c["call"], True) for c in forwarded
     ]
+    # Only the call that ran names the search it learns from: refusals and failures teach nothing.
+    assert [LEARNED_FROM in c for c in calls] == [True, False, False, False, False]
     stored = b"".join(path.read_bytes() for path in tmp_path.glob("tools.db*"))
     assert ARGUMENT_MARKER.encode() not in stored  # neither arguments nor results are logged
     shown = cli(db, "session", "show", "s1").stdout
@@ -145,12 +151,13 @@ def test_search_then_call_tool(tmp_path: Path, mode: str) -> None:
     # Only the call that ran and did not fail teaches: its tool learns the search before it.
     learned = {
         name: json.loads(cli(db, "learned", name, "--json").stdout)["terms"]
-        for name in ("mcp__up__echo", "mcp__up__fail")
+        for name in ("mcp__up__echo", "mcp__up__fail", "mcp__up__grow")
     }
     # The database sync made uses the enhanced analyzer, whose query terms leave out stop words.
     assert learned == {
         "mcp__up__echo": [{"term": term, "sessions": 1} for term in ("back", "echo", "text")],
         "mcp__up__fail": [],
+        "mcp__up__grow": [],
     }
     assert cli(db, "verify").returncode == 0
 

@@ -72,6 +72,7 @@ def test_pins_survive_reopening_and_a_changed_tool_is_unpinned(db_url: str) -> N
             "duration_ms": 1.5,
             "is_error": False,
             "outcome": "called",
+            "learned_from": [2],  # the search that found it
         }
         assert verify(index).ok
 

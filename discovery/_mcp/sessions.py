@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from discovery._index import ToolIndex
 from discovery._mcp.description import gateway_description
 from discovery._params import checked_id
-from discovery._sessions.learning import CALL_EVENT, learn_from_calls, teaches
+from discovery._sessions.learning import CALL_EVENT, call_params, learn_from_calls
 from discovery._sessions.listing import CALL_START_EVENT
 from discovery.errors import ToolCallError, ToolIndexError
 from store import Event, Reader, StoredTool, Writer
@@ -318,8 +318,10 @@ class GatewaySession:
         }
         if call is not None:
             params["call"] = call
-        event = Event(kind=CALL_EVENT, tool_name=name, params=params)
-        return lambda reader: event
+        session_id, store = self.id, self.index.store
+        return lambda reader: Event(
+            kind=CALL_EVENT, tool_name=name, params=call_params(reader, store, session_id, name, params)
+        )
 
     def start_in(self, name: str, server: str, call: str, writer: Writer) -> None:
         """In the caller's write transaction: log that the call ``call`` of ``name`` is about to be
@@ -360,11 +362,5 @@ def write_pending_in(
         if not writer.sessions.append(session_id, *events):
             gone.append(session_id)
             continue
-        taught = [
-            event.tool_name
-            for event in events
-            if event.kind == CALL_EVENT and event.tool_name is not None and teaches(event)
-        ]
-        if taught:
-            learn_from_calls(writer, index.ranker.analyzer(writer), session_id, taught)
+        learn_from_calls(writer, index.ranker.analyzer(writer), session_id, events)
     return gone

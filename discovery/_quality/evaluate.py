@@ -247,9 +247,10 @@ def _training(where: str, number: int, line: str) -> TrainingRequest:
     return TrainingRequest(where, session, query, tuple(dict.fromkeys(tools)))
 
 
-def learn_from(index: ToolIndex, requests: Sequence[TrainingRequest]) -> None:
+def learn_from(index: ToolIndex, requests: Sequence[TrainingRequest], *, answer: str = "contract") -> None:
     """Play ``requests`` into ``index`` as sessions would: each session searches its requests and
-    records its calls, in file order; then learning is turned on, which learns from the logs."""
+    records its calls, in file order (its searches answered in the ``answer`` style); then
+    learning is turned on, which learns from the logs."""
     known = index.tools_by_names(list(dict.fromkeys(name for request in requests for name in request.tools)))
     for request in requests:
         for name in request.tools:
@@ -259,7 +260,7 @@ def learn_from(index: ToolIndex, requests: Sequence[TrainingRequest]) -> None:
     for request in requests:
         sessions.setdefault(request.session, []).append(request)
     for number, (session_id, played) in enumerate(sessions.items()):
-        session = index.session(f"learn-{number}-{session_id}", discovery_mode="all")
+        session = index.session(f"learn-{number}-{session_id}", discovery_mode="all", answer=answer)
         for call, request in enumerate(played):
             try:
                 session.search_tool.execute(f"learn-{call}", {"query": request.query, "limit": 1})

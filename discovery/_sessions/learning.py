@@ -2,12 +2,20 @@
 
 The rule. A session's log, read for learning, is runs of searches and runs of calls (other
 events — the session's creation, ``set_active``, a gateway's pins — and failed searches are
-passed over). A recorded call of tool T that did not fail credits T with every query term (the
-index analyzer's query terms) of the run of searches just before the run of calls it belongs to:
-an agent that searched "notify the team", then "slack message", then called two tools teaches
-both requests to both. Calls before any search teach nothing. A (session, term, tool) counts
-once, however often the session repeats it; a failed call, or one whose tool was forgotten
-(``tool-index learned --forget``), teaches nothing.
+passed over). A recorded call of tool T that did not fail is credited to the request that found
+T: the last search of the run just before its run of calls that showed T (else the run's last
+search), together with the searches right before that one that showed no tool at all — the
+requests the agent rephrased because they found nothing. Searches that found other tools are
+other needs and teach T nothing. Of those requests' query terms (the index analyzer's), in
+order, the call credits at most ``TERMS_PER_CALL``. A (session, term, tool) counts once, however
+often the session repeats it; a failed call, or one whose tool was forgotten (``tool-index
+learned --forget``), teaches nothing.
+
+Only the searches of the process that records the call count: a call made before any search of
+its process (a resumed session, a host that restarted) teaches nothing. The searches a call
+learns from are written into its log entry (``learned_from``: their sequence numbers), so the
+rule is replayed from the log alone; a call logged before that entry existed is read with the
+rule over its whole run.
 
 The credits are stored (``store._learning``) as calls are recorded, in the transaction that logs
 the call, and only while learning is on; turning it on computes them from the whole log, so
@@ -16,21 +24,38 @@ nothing is lost by switching, and ``verify`` recomputes them the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import re
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from discovery._params import MAX_KEY_BYTES, query_terms
 from discovery._text.analyzers import Analyzer
-from store import Event, LoggedEvent, Reader, Writer
+from discovery.errors import QueryWithoutTerms
+from store import Event, LoggedEvent, Reader, Store, Writer
 
 CALL_EVENT = "tool_call"
 """The log's kind for a call of a catalog tool (recorded by a host or forwarded by the gateway)."""
 SEARCH_EVENT = "search"
 FORGOTTEN = "forgotten"
 """Set in a logged call's params when its tool's learning is forgotten: it then teaches nothing."""
+LEARNED_FROM = "learned_from"
+"""A logged call's params: the sequence numbers of the searches it learns from."""
 RUN_KINDS = (SEARCH_EVENT, CALL_EVENT)
 LOOKBACK_PAGE = 256
 """Log entries read at a time when looking back for the searches a call answers."""
+TERMS_PER_CALL = 16
+"""The most distinct terms one call credits. Every request of the project's own labelled set
+has at most 9 terms (enhanced), and 84% of MetaTool's wordier ones at most 16; past that a
+request teaches little more (measured in bench/results.md), while a hostile one could teach
+thousands of terms at once."""
+PREFIX_CHARS = 4096
+"""The first prefix of a request read for its terms (``request_terms``)."""
+WHITE_SPACE = re.compile(r"\s")
+SESSIONS_REMEMBERED = 65536
+"""Sessions per store whose first search in this process is remembered; one forgotten teaches
+again from its next search."""
 
 Credit = tuple[str, str, str]
 """``(session id, term, tool name)``: one session's call of a tool, credited to one of the terms
@@ -57,67 +82,189 @@ def searched_query(event: Event) -> str | None:
     return query if isinstance(query, str) else None
 
 
-def request_terms(query: str, analyzer: Analyzer) -> set[str]:
-    """The distinct query terms of a request that the learned field can hold."""
-    return {term for term in query_terms(query, analyzer) if len(term.encode("utf-8")) <= MAX_KEY_BYTES}
+def shown(event: Event) -> set[str]:
+    """The tools a search's answer showed."""
+    tools = (event.details or {}).get("tools")
+    if not isinstance(tools, list):
+        return set()
+    return {str(tool["name"]) for tool in tools if isinstance(tool, Mapping) and "name" in tool}
+
+
+def request_terms(query: str, analyzer: Analyzer, limit: int) -> list[str]:
+    """The first ``limit`` distinct query terms of a request that the learned field can hold, in
+    query order. They are read from a prefix of the request cut at white space, grown until it
+    holds enough: a call after a megabyte request analyzes a few kilobytes of it."""
+    size = PREFIX_CHARS
+    while True:
+        space = WHITE_SPACE.search(query, size) if size < len(query) else None
+        part = query if space is None else query[: space.start()]
+        try:
+            terms = [
+                term for term in query_terms(part, analyzer) if len(term.encode("utf-8")) <= MAX_KEY_BYTES
+            ]
+        except QueryWithoutTerms:
+            terms = []
+        if len(terms) >= limit or space is None:
+            return terms[:limit]
+        size *= 4
+
+
+def credited_searches(run: Sequence[LoggedEvent], tool_name: str) -> list[LoggedEvent]:
+    """The searches of ``run`` (successful ones, in log order) a call of ``tool_name`` learns
+    from, the one that found it first: the last that showed it (else the last), and the searches
+    right before it that showed nothing."""
+    if not run:
+        return []
+    at = next((i for i in range(len(run) - 1, -1, -1) if tool_name in shown(run[i].event)), len(run) - 1)
+    chosen = [run[at]]
+    for before in range(at - 1, -1, -1):
+        if shown(run[before].event):
+            break
+        chosen.append(run[before])
+    return chosen
+
+
+def call_terms(searches: Iterable[LoggedEvent], analyzer: Analyzer) -> list[str]:
+    """The terms a call credits: those of ``searches`` in order, the first ``TERMS_PER_CALL``."""
+    terms: dict[str, None] = {}
+    for entry in searches:
+        query = searched_query(entry.event)
+        if query is None:
+            continue
+        for term in request_terms(query, analyzer, TERMS_PER_CALL):
+            terms.setdefault(term)
+            if len(terms) == TERMS_PER_CALL:
+                return list(terms)
+    return list(terms)
+
+
+def _learned_from(event: Event) -> list[int] | None:
+    """The searches a logged call names as what it learns from (``None``: it names none, as
+    calls logged before it did)."""
+    value = (event.params or {}).get(LEARNED_FROM)
+    if not isinstance(value, list):
+        return None
+    return [seq for seq in value if isinstance(seq, int) and not isinstance(seq, bool)]
 
 
 def credits_of_log(session_id: str, logged: Iterable[LoggedEvent], analyzer: Analyzer) -> set[Credit]:
     """Every credit a session's log gives, by the rule (events in log order)."""
     found: set[Credit] = set()
-    run: set[str] = set()
+    searches: dict[int, LoggedEvent] = {}
+    run: list[LoggedEvent] = []
     after_calls = True
     for entry in logged:
         event = entry.event
         if event.kind == SEARCH_EVENT:
-            query = searched_query(event)
-            if query is None:
+            if searched_query(event) is None:
                 continue
             if after_calls:
-                run, after_calls = set(), False
-            run |= request_terms(query, analyzer)
+                run, after_calls = [], False
+            run.append(entry)
+            searches[entry.seq] = entry
         elif event.kind == CALL_EVENT:
             after_calls = True
-            if run and teaches(event):
-                assert event.tool_name is not None
-                found.update((session_id, term, event.tool_name) for term in run)
+            if not teaches(event):
+                continue
+            assert event.tool_name is not None
+            named = _learned_from(event)
+            chosen = (
+                credited_searches(run, event.tool_name)
+                if named is None
+                else [searches[seq] for seq in named if seq in searches]
+            )
+            found.update((session_id, term, event.tool_name) for term in call_terms(chosen, analyzer))
     return found
 
 
-def last_search_run(reader: Reader, session_id: str, analyzer: Analyzer) -> set[str]:
-    """The terms of the run of searches before the session's last run of calls (the run the
-    calls just logged belong to), read back from the end of the log."""
-    terms: set[str] = set()
+class _FirstSearches:
+    """Per store, the sequence number of each session's first search logged by this process."""
+
+    def __init__(self) -> None:
+        self._by_store: weakref.WeakKeyDictionary[Store, dict[str, int]] = weakref.WeakKeyDictionary()
+
+    def note(self, store: Store, session_id: str, seq: int) -> None:
+        sessions = self._by_store.setdefault(store, {})
+        known = sessions.get(session_id)
+        if known is not None and known <= seq:
+            return
+        if known is None and len(sessions) >= SESSIONS_REMEMBERED:
+            del sessions[next(iter(sessions))]
+        sessions[session_id] = seq  # lower than known: the session was made anew elsewhere
+
+    def forget(self, store: Store, session_id: str) -> None:
+        self._by_store.get(store, {}).pop(session_id, None)
+
+    def first(self, store: Store, session_id: str) -> int | None:
+        return self._by_store.get(store, {}).get(session_id)
+
+
+FIRST_SEARCHES = _FirstSearches()
+"""What this process searched: a call learns only from its own process' searches."""
+
+
+def current_run(reader: Reader, session_id: str, since: int) -> list[LoggedEvent]:
+    """The successful searches, from ``since`` on, of the run before the session's last run of
+    calls (the run a call logged next belongs to), in log order."""
+    found: list[LoggedEvent] = []
     seen_search = False
     before = 1 << 62
     while True:
         page = reader.sessions.events_before(session_id, before, LOOKBACK_PAGE, RUN_KINDS)
         for entry in page:
-            event = entry.event
-            if event.kind == CALL_EVENT:
+            if entry.seq < since:
+                return found[::-1]
+            if entry.event.kind == CALL_EVENT:
                 if seen_search:
-                    return terms
+                    return found[::-1]
                 continue
-            query = searched_query(event)
-            if query is not None:
+            if searched_query(entry.event) is not None:
                 seen_search = True
-                terms |= request_terms(query, analyzer)
+                found.append(entry)
         if len(page) < LOOKBACK_PAGE:
-            return terms
+            return found[::-1]
         before = page[-1].seq
 
 
-def learn_from_calls(writer: Writer, analyzer: Analyzer, session_id: str, tool_names: Sequence[str]) -> int:
-    """Credit the calls of ``tool_names`` just logged in a session (those that teach), when
-    learning is on; how many credits were new."""
-    if not tool_names:
+def learned_from(reader: Reader, store: Store, session_id: str, tool_name: str) -> list[int]:
+    """What a call of ``tool_name`` logged next in the session learns from, by the rule: the
+    sequence numbers of its searches (none when this process searched nothing there yet)."""
+    since = FIRST_SEARCHES.first(store, session_id)
+    if since is None:
+        return []
+    return sorted(entry.seq for entry in credited_searches(current_run(reader, session_id, since), tool_name))
+
+
+def call_params(
+    reader: Reader, store: Store, session_id: str, tool_name: str, params: dict[str, Any]
+) -> dict[str, Any]:
+    """``params`` of a call to log, with the searches it learns from when it teaches."""
+    if not teaches(Event(kind=CALL_EVENT, tool_name=tool_name, params=params)):
+        return params
+    return {**params, LEARNED_FROM: learned_from(reader, store, session_id, tool_name)}
+
+
+def learn_from_calls(writer: Writer, analyzer: Analyzer, session_id: str, calls: Sequence[Event]) -> int:
+    """Credit the calls just logged in a session (those that teach), when learning is on; how
+    many credits were new."""
+    taught = [call for call in calls if call.kind == CALL_EVENT and teaches(call)]
+    if not taught:
         return 0
     if not writer.learning.state_for_crediting().enabled:
         return 0
-    terms = last_search_run(writer, session_id, analyzer)
-    return writer.learning.add_credits(
-        [(session_id, term, name) for name in dict.fromkeys(tool_names) for term in sorted(terms)]
+    wanted = sorted({seq for call in taught for seq in _learned_from(call) or []})
+    if not wanted:
+        return 0
+    window = writer.sessions.events_before(
+        session_id, wanted[-1] + 1, wanted[-1] - wanted[0] + 1, (SEARCH_EVENT,)
     )
+    searches = {entry.seq: entry for entry in window}
+    credits: list[Credit] = []
+    for call in taught:
+        assert call.tool_name is not None
+        chosen = [searches[seq] for seq in _learned_from(call) or [] if seq in searches]
+        credits += [(session_id, term, call.tool_name) for term in call_terms(chosen, analyzer)]
+    return writer.learning.add_credits(credits)
 
 
 def credits_from_logs(reader: Reader, analyzer: Analyzer) -> set[Credit]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from discovery._params import checked_id
 from discovery._rules import SEARCH_TOOL_NAME
-from discovery._sessions.learning import CALL_EVENT
+from discovery._sessions.learning import CALL_EVENT, FIRST_SEARCHES
 from discovery.errors import SessionNotFound
 from store import LoggedEvent, Store
 
@@ -119,3 +119,4 @@ def delete_session(store: Store, session_id: str) -> None:
             raise SessionNotFound(f"no session {session_id!r} in the store")
         # What a session taught is read from its log: with the log, it goes.
         writer.learning.remove_credits(session_id=session_id)
+    FIRST_SEARCHES.forget(store, session_id)  # a new session of that id starts its log anew

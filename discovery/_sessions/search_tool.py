@@ -22,6 +22,7 @@ from discovery._sessions.answer import (
     rich_content,
 )
 from discovery._sessions.description import render_description
+from discovery._sessions.learning import FIRST_SEARCHES
 from discovery._sessions.settings import AnswerStyle
 from discovery._sessions.view import SessionView
 from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, ToolCallError
@@ -146,7 +147,9 @@ class SearchTool:
             outcome = self._search(writer, view, params, generation)
         except ToolCallError as error:
             outcome = error
-        writer.sessions.record(state, *_logged(view, call_id, params, outcome))
+        recorded = writer.sessions.record(state, *_logged(view, call_id, params, outcome))
+        if not isinstance(outcome, ToolCallError):
+            FIRST_SEARCHES.note(session.store, session.id, recorded.event_count)
         return outcome, view
 
     def _search(self, reader: Reader, view: SessionView, params: Any, generation: int) -> ToolResult:

@@ -30,7 +30,7 @@ from discovery._rules import (
     starting_active,
 )
 from discovery._sessions.answer import NameIndex
-from discovery._sessions.learning import CALL_EVENT, learn_from_calls
+from discovery._sessions.learning import CALL_EVENT, call_params, learn_from_calls
 from discovery._sessions.search_tool import SearchTool, ToolResult
 from discovery._sessions.settings import AnswerStyle, SessionSettings, parsed_settings, stored_settings
 from discovery._sessions.view import SessionRules, SessionView
@@ -348,8 +348,8 @@ class Session:
     def record_call(self, name: str, *, ok: bool = True) -> None:
         """Say that the host called catalog tool ``name`` in this session (``ok=False``: the call
         failed). The call is logged; with learning on, a call that did not fail teaches the tool
-        the requests of the searches before it (``discovery._sessions.learning`` states the rule),
-        in the same transaction. ``ToolNotFound`` when ``name`` is not a catalog tool."""
+        the request of this process' search that found it (``discovery._sessions.learning`` states
+        the rule), in the same transaction. ``ToolNotFound`` when ``name`` is not a catalog tool."""
         if not isinstance(name, str):
             raise ToolIndexError(f"a tool name is text, not {type(name).__name__}")
         if not isinstance(ok, bool):
@@ -357,11 +357,11 @@ class Session:
         with self.store.writing() as writer:
             if not self.ranker.known_names(writer, [name]):
                 raise ToolNotFound(f"no tool named {name!r} in the catalog")
-            event = Event(kind=CALL_EVENT, tool_name=name, params={"tool": name, "is_error": not ok})
+            params = call_params(writer, self.store, self.id, name, {"tool": name, "is_error": not ok})
+            event = Event(kind=CALL_EVENT, tool_name=name, params=params)
             if not writer.sessions.append(self.id, event):
                 raise SessionNotFound(f"no session {self.id!r} in the store")
-            if ok:
-                learn_from_calls(writer, self.ranker.analyzer(writer), self.id, [name])
+            learn_from_calls(writer, self.ranker.analyzer(writer), self.id, [event])
 
     def _lock(self, writer: Writer) -> SessionState:
         state = writer.sessions.lock(self.id)

@@ -124,8 +124,9 @@ def _event_line(call: dict[str, Any]) -> str:
 def session_call(app: App, session_id: str, name: str, failed: bool) -> None:
     """Record that the host called catalog tool NAME in a session.
 
-    The call is logged in the session; with learning on, a call that did not fail teaches NAME the
-    requests the session searched just before (see `tool-index learning`).
+    The call is logged in the session and teaches nothing: a call teaches only the searches of the
+    process that records it, and this command is a process of its own. Hosts record calls that
+    teach through the library, the adapters or the gateway (see `tool-index learning`).
     """
     with app.index() as index:
         index.session_record(session_id)  # an unknown id is an error, not a new session
