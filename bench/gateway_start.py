@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from bench.report import machine_info
+from tests.mcp_helpers import HANDSHAKE
 
 ROOT = Path(__file__).resolve().parent.parent
 UPSTREAM = ROOT / "tests" / "mcp_upstream.py"
@@ -45,23 +46,7 @@ GOAL_S = 0.7
 GOAL_RATIO = 1.3
 """... or at most this times the p50 of the bare SDK server in the same run."""
 SDK_SERVER = "Python SDK server (tests/mcp_upstream.py)"
-MESSAGES = "".join(
-    json.dumps(message) + "\n"
-    for message in (
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "bench-start", "version": "1"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
-    )
-)
+MESSAGES = "".join(json.dumps(message) + "\n" for message in HANDSHAKE)
 
 
 def tool_index() -> list[str]:

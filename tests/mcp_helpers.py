@@ -49,6 +49,33 @@ def cli(db: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Co
     )
 
 
+def synced_into(db: str, directory: Path, servers: dict[str, Any] | None = None) -> Path:
+    """The config of ``servers`` (one test upstream, ``up``, by default), written in
+    ``directory`` and synced into ``db`` by ``tool-index sync``."""
+    config = write_config(directory, servers or {"up": upstream_entry()})
+    done = cli(db, "sync", "--config", str(config))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return config
+
+
+HANDSHAKE: list[dict[str, Any]] = [
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+]
+"""What a client without a library writes first to a stdio server: the handshake, then
+tools/list (request id 2)."""
+
+
 def serve_parameters(
     db: str, config: Path, *args: str, env: dict[str, str] | None = None
 ) -> StdioServerParameters:

@@ -36,19 +36,13 @@ from tests.mcp_helpers import (
     eventually,
     http_gateway,
     search,
+    synced_into,
     text_of,
     upstream_entry,
     write_config,
 )
 
 ALICE, BOB = "alice-secret-4f1e9a", "bob-secret-77c2d0"
-
-
-def synced_into(db: str, directory: Path) -> Path:
-    config = write_config(directory, {"up": upstream_entry()})
-    done = cli(db, "sync", "--config", str(config))
-    assert done.returncode == 0, done.stdout + done.stderr
-    return config
 
 
 def tokens_file(directory: Path) -> Path:

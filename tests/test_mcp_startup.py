@@ -16,24 +16,9 @@ import anyio
 import pytest
 
 from discovery import ToolIndex
-from tests.mcp_helpers import WAIT, cli, stdio_gateway, upstream_entry, write_config
+from tests.mcp_helpers import HANDSHAKE, WAIT, cli, stdio_gateway, synced_into, upstream_entry, write_config
 
 pytestmark = pytest.mark.slow
-
-HANDSHAKE: list[dict[str, Any]] = [
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    },
-    {"jsonrpc": "2.0", "method": "notifications/initialized"},
-    {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
-]
 
 
 def raw_serve(db: str, config: Path, messages: list[dict[str, Any]], *args: str) -> subprocess.Popen[str]:
@@ -80,8 +65,7 @@ def test_a_new_database_gets_the_enhanced_analyzer_and_an_existing_one_keeps_its
 
 def test_serve_says_which_database_and_how_many_tools_each_server_has(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'tools.db'}"
-    synced = write_config(tmp_path, {"up": upstream_entry()})
-    assert cli(db, "sync", "--config", str(synced)).returncode == 0
+    synced_into(db, tmp_path)
     config = write_config(tmp_path, {"up": upstream_entry(), "later": upstream_entry()})
     errlog = tmp_path / "serve-stderr.txt"
 
@@ -113,8 +97,7 @@ def test_serve_says_which_database_and_how_many_tools_each_server_has(tmp_path: 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_ends_serve_as_the_client_leaving_does(tmp_path: Path, stop: signal.Signals) -> None:
     db = f"sqlite:///{tmp_path / 'tools.db'}"
-    config = write_config(tmp_path, {"up": upstream_entry()})
-    assert cli(db, "sync", "--config", str(config)).returncode == 0
+    config = synced_into(db, tmp_path)
     search = {"name": "search_tool_bm25", "arguments": {"query": "echo text"}}
     messages = [*HANDSHAKE[:2], {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": search}]
     process = raw_serve(db, config, messages, "--session", "s")
