@@ -258,7 +258,9 @@ async def calls_then_signal_while_locked(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"]
+)
 def test_a_signal_while_the_log_is_being_written_loses_no_answered_call(
     tmp_path: Path, stop: signal.Signals
 ) -> None:

@@ -94,7 +94,9 @@ def test_serve_says_which_database_and_how_many_tools_each_server_has(tmp_path: 
     ]
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"]
+)
 def test_a_signal_ends_serve_as_the_client_leaving_does(tmp_path: Path, stop: signal.Signals) -> None:
     db = f"sqlite:///{tmp_path / 'tools.db'}"
     config = synced_into(db, tmp_path)

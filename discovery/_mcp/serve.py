@@ -137,9 +137,9 @@ async def serve_gateway(
 
 
 async def serve_stdio(gateway: Gateway) -> None:
-    """Serve the one client on stdin and stdout until it has gone: its stdin closed, or SIGINT or
-    SIGTERM received (a client stopping its server, a user's Ctrl-C), which end the process as
-    the client's leaving does, what it answered logged."""
+    """Serve the one client on stdin and stdout until it has gone: its stdin closed, or one of
+    ``STOPPING`` received (a client stopping its server, a user's Ctrl-C, a hangup), which end the
+    process as the client's leaving does, what it answered logged."""
     try:
         # The SDK's transport ends when the client closes its stdin; after a signal the client's
         # stdin may stay open and silent, so the transport is cancelled once the gateway has left.
@@ -200,10 +200,16 @@ def _client_lines() -> anyio.AsyncFile[str] | None:
     return _ClientLines(io.TextIOWrapper(os.fdopen(duplicate, "rb"), encoding="utf-8", errors="replace"))
 
 
+STOPPING = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+"""The signals that end ``serve`` as its client's leaving does, what it answered logged: a user's
+Ctrl-C, a client stopping its server, and the hangup of the terminal or session it ran in
+(whose default action would end the process before its log is written)."""
+
+
 async def _stop_on_signal(serving: anyio.CancelScope) -> None:
-    """Cancel ``serving`` at the first SIGINT or SIGTERM (a second one is not caught)."""
+    """Cancel ``serving`` at the first of ``STOPPING`` (a second one is not caught)."""
     try:
-        receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
+        receiver = anyio.open_signal_receiver(*STOPPING)
     except NotImplementedError:  # no signal handlers on this platform's event loop
         return
     with receiver as signals:
@@ -302,11 +308,11 @@ async def serve_http(gateway: Gateway, host: str, port: int, tokens: Mapping[str
 
 
 async def _exit_on_signal(server: Any) -> None:
-    """Stop serving HTTP at SIGINT or SIGTERM, as stdio does: the server stops, the gateway is
+    """Stop serving HTTP at any of ``STOPPING``, as stdio does: the server stops, the gateway is
     left (its log written, every answered call in it), and the process exits 0. A second signal
     stops waiting for the clients' open requests."""
     try:
-        receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
+        receiver = anyio.open_signal_receiver(*STOPPING)
     except NotImplementedError:  # no signal handlers on this platform's event loop
         return
     with receiver as signals:
