@@ -272,3 +272,18 @@ tool_vectors_table = Table(
 its scale (the value of 1 in those units). Current when ``content_hash`` is the tool's: a tool
 changed since it was embedded has a stale vector, which no search uses. Keyed by name, so a
 removed tool's vector is dropped by the write that removes it."""
+
+mcp_servers_table = Table(
+    "mcp_servers",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("fingerprint", String(64), nullable=False),
+    Column("transport", String(16), nullable=False),
+    Column("target", Text, nullable=False),
+    Column("host", Text, nullable=False),
+    Column("config", Text, nullable=False),
+    Column("synced_at", DateTime(timezone=True), nullable=False),
+)
+"""Per MCP server name that a sync wrote: what the server is (a digest of its transport and command
+and arguments, or URL, and a form of it without secrets), the host and config file that made the
+catalog hold it, and its latest sync (``store._servers``)."""

@@ -11,12 +11,13 @@ are reached by concern::
     reader.sessions   sessions and their event logs
     reader.learning   the learned field: switch, credits and their sums
     reader.vectors    the semantic signal's setting and vectors
+    reader.servers    what each synced MCP server is and which host's config synced it
     reader.audit      what ``verify`` checks: raw counts and cross-checks
 
 A writer offers the same reads (in its own transaction) and the writes of each concern. Each
 view is the class that holds its concern's queries, written once in its own module
 (``_reads``: catalog and index, ``_catalog``, ``_sessions``, ``_learning``, ``_vectors``,
-``_audit``); a unit only puts them together on its connection. Driver
+``_servers``, ``_audit``); a unit only puts them together on its connection. Driver
 errors a person can act on leave a unit as the store errors of ``store.errors``.
 """
 
@@ -43,6 +44,7 @@ from store._engine import (
 from store._learning import LearningReads, LearningWrites
 from store._location import ENV_VAR, default_url
 from store._reads import CatalogReads, IndexReads
+from store._servers import ServerReads, ServerWrites
 from store._sessions import SessionReads, SessionWrites
 from store._urls import display_url, parse_url
 from store._vectors import VectorReads, VectorWrites
@@ -140,6 +142,7 @@ class Reader:
     sessions: SessionReads
     learning: LearningReads
     vectors: VectorReads
+    servers: ServerReads
 
     def __init__(self, connection: Connection) -> None:
         self.catalog = CatalogReads(connection)
@@ -147,6 +150,7 @@ class Reader:
         self.sessions = SessionReads(connection)
         self.learning = LearningReads(connection)
         self.vectors = VectorReads(connection)
+        self.servers = ServerReads(connection)
         self.audit = AuditReads(connection)
 
 
@@ -157,6 +161,7 @@ class Writer(Reader):
     sessions: SessionWrites
     learning: LearningWrites
     vectors: VectorWrites
+    servers: ServerWrites
 
     def __init__(self, connection: Connection) -> None:  # every view is its concern's writes view
         self.catalog = CatalogWrites(connection)
@@ -164,4 +169,5 @@ class Writer(Reader):
         self.sessions = SessionWrites(connection)
         self.learning = LearningWrites(connection)
         self.vectors = VectorWrites(connection)
+        self.servers = ServerWrites(connection)
         self.audit = AuditReads(connection)

@@ -636,13 +636,54 @@ def test_revision_0012_drops_the_first_answers_and_0011_makes_the_table_again(
         connection.execute(
             text("INSERT INTO first_answers (key, stamp, answer, written_at) VALUES ('k', 's', '{}', 't')")
         )
-    migrate.upgrade(engine)
+    migrate.upgrade(engine, "0012")
     assert "first_answers" not in tables(engine)
-    assert revision(engine) == migrate.HEAD_REVISION == "0012"
+    assert revision(engine) == "0012"
     assert stored_digests(engine) == before  # the catalog is untouched both ways
     migrate.downgrade(engine, "0011")  # the table comes back empty: what it held was a copy
     with engine.connect() as connection:
         assert connection.execute(text("SELECT count(*) FROM first_answers")).scalar() == 0
     migrate.upgrade(engine)
+    with ToolIndex.open(empty_db_url) as index:
+        assert verify(index).problems == []
+
+
+# --- 0012 → 0015: what each synced server is, and which host's config synced it ---------------------
+
+
+def test_revision_0015_records_server_origins_and_downgrade_keeps_the_tools(
+    empty_db_url: str, engine: Engine
+) -> None:
+    """Servers synced before have no row (their next sync records one); a row written at 0015 reads
+    back as written, and a downgrade drops the table with the catalog untouched."""
+    from datetime import UTC, datetime
+
+    from store import Store
+    from store._servers import ServerOrigin
+
+    with ToolIndex.open(empty_db_url) as index:
+        index.upsert_tools(WORKED_EXAMPLE)
+    migrate.downgrade(engine, "0012")
+    assert "mcp_servers" not in tables(engine)
+    before = stored_digests(engine)
+    migrate.upgrade(engine)
+    assert revision(engine) == migrate.HEAD_REVISION == "0015"
+    assert stored_digests(engine) == before
+    store = Store(engine)
+    with store.reading() as reader:
+        assert reader.servers.all() == {}
+    origin = ServerOrigin("time", "f" * 64, "stdio", "uvx", "host-a", "/srv/a/mcp.json")
+    synced = datetime(2026, 12, 6, 7, 40, 12, tzinfo=UTC)
+    with store.writing() as writer:
+        writer.servers.record(origin, synced, claimed=True)
+    with store.reading() as reader:
+        stored = reader.servers.get("time")
+    assert stored is not None and (stored.origin, stored.synced_at) == (origin, synced)
+    migrate.downgrade(engine, "0012")
+    assert "mcp_servers" not in tables(engine)
+    assert stored_digests(engine) == before
+    migrate.upgrade(engine)
+    with store.reading() as reader:
+        assert reader.servers.all() == {}
     with ToolIndex.open(empty_db_url) as index:
         assert verify(index).problems == []
