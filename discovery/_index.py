@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,11 +22,12 @@ from discovery.errors import (
     AnalyzerMismatch,
     AnalyzerOutdated,
     DatabaseMissing,
+    ServerClaimed,
     ServerNameCollision,
     ToolIndexError,
     ToolNotFound,
 )
-from store import Reader, Store, StoredTool, WriteReport
+from store import Reader, ServerOrigin, Store, StoredServer, StoredTool, Writer, WriteReport
 
 if TYPE_CHECKING:
     # Imported where used: opening an index and searching it never loads pydantic (the record
@@ -227,12 +229,17 @@ class ToolIndex:
         *,
         replace: bool = False,
         server: str | None = None,
+        origin: ServerOrigin | None = None,
+        take_over: bool = False,
         progress: Progress | None = None,
     ) -> ImportReport:
         """Add or update tools by name in one transaction; unchanged records are not rewritten.
 
         With ``replace``, tools the input does not name are removed: those of ``server`` when
-        given, else every other tool of the catalog.
+        given, else every other tool of the catalog. With ``origin`` (what ``server`` is, and
+        which host's config syncs it), the write is refused with ``ServerClaimed`` when the
+        catalog holds another config's different server under that name, unless ``take_over``;
+        else ``origin`` is recorded as the server's (``server_origins``).
         """
         from discovery._catalog.embedding import embed_written
         from discovery._catalog.workers import collector_paused, prepared
@@ -253,7 +260,10 @@ class ToolIndex:
                 raise AnalyzerMismatch(self.url, now, analyzer)
             if server is not None:
                 _check_owners(writer, records, server)
+            claimed = origin is not None and _claims(writer, origin, server, take_over=take_over)
             report = writer.catalog.write_tools(tools, replace=replace, server=server)
+            if origin is not None:
+                writer.servers.record(origin, datetime.now(UTC), claimed=claimed)
             writer.vectors.drop(report.removed)
             stale = embed_written(writer, [*report.added, *report.updated])
         return ImportReport.of(report, stale)
@@ -345,6 +355,11 @@ class ToolIndex:
         with self.store.reading() as reader:
             return reader.catalog.tools_by_names(names)
 
+    def server_origins(self) -> dict[str, StoredServer]:
+        """What each MCP server a sync recorded is, which host's config synced it, and when."""
+        with self.store.reading() as reader:
+            return reader.servers.all()
+
     def stats(self) -> dict[str, Any]:
         """Catalog size, terms, postings, average length, and counts per source and server."""
         with self.store.reading() as reader:
@@ -353,6 +368,7 @@ class ToolIndex:
             enabled = reader.learning.state().enabled
             embedding = reader.vectors.state()
             vectors = reader.vectors.counts()
+            origins = reader.servers.all()
         summary["learning"] = {"enabled": enabled, "tools": tools, "terms": terms, "sessions": sessions}
         summary["semantic"] = {
             "model": embedding.model,
@@ -362,6 +378,7 @@ class ToolIndex:
             "stale": vectors.stale if embedding.model is not None else 0,
             "problem": self.ranker.semantic_problem,
         }
+        summary["server_origins"] = {name: stored.as_json() for name, stored in origins.items()}
         return summary
 
 
@@ -391,6 +408,21 @@ def _check_owners(reader: Reader, records: list[Mapping[str, Any] | ToolRecord],
     for name, owner in reader.catalog.tools_by_names(names).items():
         if owner.server_name is not None and owner.server_name != server:
             raise ServerNameCollision(name, owner.server_name, owner.mcp_tool_name, server)
+
+
+def _claims(writer: Writer, origin: ServerOrigin, server: str | None, *, take_over: bool) -> bool:
+    """Whether a sync of ``origin`` makes it what the catalog's server of its name is: the first
+    sync of that name, a change by the config that synced it (a new version), or a take-over.
+    The same server synced by another config only refreshes the time of its latest sync; a
+    different one of another config is refused, its tools left as they were."""
+    if server != origin.name:
+        raise ValueError(f"an origin is the written server's: {origin.name!r} is not {server!r}")
+    stored = writer.servers.get(origin.name)
+    if stored is None or take_over or origin.same_config(stored.origin):
+        return True
+    if stored.origin.fingerprint == origin.fingerprint:
+        return False
+    raise ServerClaimed(origin, stored)
 
 
 def _name_of(record: Mapping[str, Any] | ToolRecord) -> Any:

@@ -19,6 +19,8 @@ from store.errors import ToolNotFound as ToolNotFound
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
+    from store import ServerOrigin, StoredServer
+
 
 class DatabaseMissing(ToolIndexError):
     """``ToolIndex.open(..., create=False)`` found no tool-index database at ``where``."""
@@ -101,6 +103,25 @@ class ServerNameCollision(ToolIndexError):
         self.name = name
         self.owner = owner
         self.server = server
+
+
+class ServerClaimed(ToolIndexError):
+    """A sync would give a server's name in the catalog to a different server: the catalog holds
+    another config's server under it (another command, arguments or URL). Nothing of the server
+    is written; the config that synced the catalog's server keeps its tools."""
+
+    def __init__(self, origin: ServerOrigin, stored: StoredServer) -> None:
+        held = stored.origin
+        synced = stored.synced_at.strftime("%Y-%m-%d %H:%M UTC")
+        super().__init__(
+            f"server {origin.name!r} of {origin.config} is not the catalog's {origin.name!r}: that one is "
+            f"{held.transport} {held.target!r} (fingerprint {held.fingerprint[:12]}) of {held.config} on "
+            f"host {held.host!r}, last synced {synced}; this one is {origin.transport} {origin.target!r} "
+            f"(fingerprint {origin.fingerprint[:12]}). Its tools were left as they are: give this server "
+            f"another name in this config, or replace the other with sync --take-over {origin.name}"
+        )
+        self.origin = origin
+        self.stored = stored
 
 
 class EmbeddingUnavailable(ToolIndexError):

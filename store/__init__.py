@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from store._postings import PostingBlock
     from store._records import GroupStats, IndexedBatch, StoredTool, TermStats, ToolRow, WriteReport
     from store._schema import GROUPS
+    from store._servers import ServerOrigin, StoredServer
     from store._sessions import Event, LoggedEvent, SessionState
     from store._units import Reader, Store, Writer
     from store._vectors import EmbeddingState, StoredVectors, VectorRow
@@ -39,6 +40,8 @@ _HOMES = {
     "ToolRow": "store._records",
     "WriteReport": "store._records",
     "GROUPS": "store._schema",
+    "ServerOrigin": "store._servers",
+    "StoredServer": "store._servers",
     "Event": "store._sessions",
     "LoggedEvent": "store._sessions",
     "SessionState": "store._sessions",
@@ -80,10 +83,12 @@ __all__ = [
     "LoggedEvent",
     "PostingBlock",
     "Reader",
+    "ServerOrigin",
     "SessionState",
     "Store",
     "StoredLearnedPostings",
     "StoredPosting",
+    "StoredServer",
     "StoredTool",
     "StoredVectors",
     "TermStats",

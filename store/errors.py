@@ -29,6 +29,7 @@ class ToolIndexError(Exception):
         ├── AnalyzerOutdated                discovery.errors
         ├── InvalidRecord                   discovery.errors
         ├── ServerNameCollision             discovery.errors: two servers' tools, one catalog name
+        ├── ServerClaimed                   discovery.errors: one server name, two configs' servers
         ├── EmbeddingUnavailable            discovery.errors: no model for the semantic signal
         ├── ToolCallError                   discovery.errors: the search tool refused a call
         │   ├── DiscoveryUnavailable

@@ -290,6 +290,12 @@ class Calls:
                 f"Unknown tool {name!r}: it is not in the catalog. Call search_tool_bm25 to find a tool, "
                 "then call_tool with a name it activated.",
             )
+        if tool.server_name in self.served.refused:
+            return Check(
+                "not served",
+                f"{name!r} is not offered here: the catalog's server {tool.server_name!r} is another "
+                f"config's, not the {tool.server_name!r} of this gateway's config (its sync was refused).",
+            )
         not_allowed = (
             config.tool_filter.refusal(tool.server_name, tool.mcp_tool_name)
             if tool.server_name in config.servers and tool.mcp_tool_name is not None

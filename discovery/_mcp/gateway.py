@@ -24,6 +24,7 @@ from discovery._mcp.config import McpConfig
 from discovery._mcp.health import DatabaseHealth
 from discovery._mcp.listing import Listing
 from discovery._mcp.options import GatewayOptions, Served
+from discovery._mcp.origins import server_origin
 from discovery._mcp.pool import SessionPool
 from discovery._mcp.relay import Relay
 from discovery._mcp.server import handler_table, make_server
@@ -31,6 +32,7 @@ from discovery._mcp.sync import Library
 from discovery._mcp.upstreams import Upstreams
 from discovery._mcp.watch import Syncing, Watcher
 from discovery._mcp.writes import WriteQueue
+from discovery.errors import ServerClaimed
 
 
 class Gateway:
@@ -97,7 +99,10 @@ class Gateway:
     async def __aenter__(self) -> Gateway:
         await self.upstreams.__aenter__()
         try:
+            refused, changed = await self.library.run(self._check_origins)
+            self.served.set_refused(refused)
             unsynced = await self.library.run(self._say_what_is_served)
+            unsynced += [server for server in changed if server not in unsynced]
             self.syncing.servers = list(unsynced)
             self.served.direct = await self.library.run(self.watcher.direct_tools)
             if not self.options.per_client:
@@ -133,6 +138,29 @@ class Gateway:
         await supervised(
             f"the re-sync of {server}", partial(self.watcher.server_changed, server), self.say, self.errlog
         )
+
+    def _check_origins(self) -> tuple[frozenset[str], list[str]]:
+        """In the worker: the servers of the config that the catalog holds as another config's
+        different server of the same name (refused: their tools there are not theirs, so they are
+        not offered), and those this config changed since it synced them (a new version: synced
+        again in the background, as servers never synced are)."""
+        config = self.served.config
+        stored = self.index.server_origins()
+        refused: set[str] = set()
+        changed: list[str] = []
+        for name, server in config.servers.items():
+            held = stored.get(name)
+            origin = server_origin(server, config.path)
+            if held is None or held.origin.fingerprint == origin.fingerprint:
+                continue
+            if origin.same_config(held.origin):
+                changed.append(name)
+                continue
+            refused.add(name)
+            self.say(f"Warning: {ServerClaimed(origin, held)}; its tools are not offered here")
+        if changed:
+            self.say(f"changed since their last sync, synced again in the background: {', '.join(changed)}")
+        return frozenset(refused), changed
 
     def _say_what_is_served(self) -> list[str]:
         """In the worker: the database and how many tools in scope each server has, so that a

@@ -89,14 +89,27 @@ class Served:
 
     def __init__(self, config: McpConfig) -> None:
         self.config = config
-        self.scope = _scope(config)
+        self.refused: frozenset[str] = frozenset()
+        """Servers of the config the catalog holds as another config's different server of the
+        same name (their syncs are refused): their tools there are not theirs, so out of scope."""
+        self.scope = _scope(config, self.refused)
         self.direct = Direct()
         """The tools listed under their own names (``alwaysLoad``, ``--mode auto``), read from the
         catalog when the gateway starts and after each sync or new config."""
 
     def apply(self, config: McpConfig) -> None:
-        self.config, self.scope = config, _scope(config)
+        self.config = config
+        self.refused &= frozenset(config.servers)
+        self.scope = _scope(config, self.refused)
+
+    def set_refused(self, refused: frozenset[str]) -> bool:
+        """Serve ``refused`` servers' tools no more (and the others again); whether that changed."""
+        refused &= frozenset(self.config.servers)
+        if refused == self.refused:
+            return False
+        self.refused, self.scope = refused, _scope(self.config, refused)
+        return True
 
 
-def _scope(config: McpConfig) -> GatewayScope:
-    return GatewayScope(frozenset(config.servers), config.tool_filter)
+def _scope(config: McpConfig, refused: frozenset[str]) -> GatewayScope:
+    return GatewayScope(frozenset(config.servers) - refused, config.tool_filter)

@@ -77,14 +77,13 @@ class Watcher:
 
     async def server_changed(self, server: str) -> None:
         """An upstream said its tools changed: sync it, so searches and pins see the change."""
-        self._report(await sync_server(self.library, self.upstreams, server))
+        await self._reported([await sync_server(self.library, self.upstreams, server)])
         await self._catalog_changed()
 
     async def sync_in_background(self, servers: list[str]) -> None:
         """Sync ``servers`` while the gateway answers, each connection closed once its tools are
         written (a call opens it again), then tell the sessions their tools may have changed."""
-        for result in await sync_servers(self.library, self.upstreams, servers, close=True):
-            self._report(result)
+        await self._reported(await sync_servers(self.library, self.upstreams, servers, close=True))
         self.syncing.synced(servers)
         await self._catalog_changed()
 
@@ -94,8 +93,8 @@ class Watcher:
             # Servers no call has opened are started for the sync and stopped after it: a refresh
             # of many servers never keeps them all running.
             servers = list(self.served.config.servers)
-            for result in await sync_servers(self.library, self.upstreams, servers, close=True):
-                self._report(result)
+            if await self._reported(await sync_servers(self.library, self.upstreams, servers, close=True)):
+                await self._catalog_changed()
             if self.syncing.servers:
                 self.syncing.synced(servers)
                 await self._catalog_changed()
@@ -121,8 +120,25 @@ class Watcher:
         if self.options.expose_active or redirected:
             await self.relay.notify_all()
 
+    async def _reported(self, results: list[ServerSync]) -> bool:
+        """Say what each sync did; a server refused leaves the scope (its name's tools in the
+        catalog are another config's server's), one synced comes back. Whether the scope changed."""
+        for result in results:
+            self._report(result)
+        refused = set(self.served.refused)
+        refused |= {result.server for result in results if result.refused}
+        refused -= {result.server for result in results if result.report is not None}
+        if not self.served.set_refused(frozenset(refused)):
+            return False
+        await self.pool.reopen()
+        return True
+
     def _report(self, result: ServerSync) -> None:
-        if result.report is None:
+        if result.refused:
+            self._say(
+                f"Warning: sync {result.server}: refused: {result.error}; its tools are not offered here"
+            )
+        elif result.report is None:
             self._say(f"sync {result.server}: {result.error}")
         else:
             counts = ", ".join(f"{key} {value}" for key, value in result.report.counts().items())

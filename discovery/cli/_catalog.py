@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -132,12 +133,19 @@ def _example_app(app: App) -> App:
 @click.option("--json", "as_json", is_flag=True, help="Print the whole records as a JSON array (importable).")
 @pass_app
 def tools(app: App, server: str | None, source: str | None, as_json: bool) -> None:
-    """List the catalog's tools in catalog order."""
+    """List the catalog's tools in catalog order.
+
+    With --server, a line first says what that server is and which host's config synced it, when.
+    """
     with app.index() as index:
         found = index.tools(server=server, source=source)
+        origin = index.server_origins().get(server) if server is not None else None
     if as_json:
         echo_json([tool.as_record() for tool in found])
-    elif not found:
+        return
+    if origin is not None:
+        echo(f"server {one_line(origin.origin.name)}: {origin_line(origin.as_json())}")
+    if not found:
         echo("No tools match." if server or source else EMPTY_CATALOG)
     else:
         # Names are never cut (people copy them into other commands); summaries fill the rest.
@@ -208,15 +216,30 @@ def stats(app: App, as_json: bool) -> None:
     fields.append(("learning", shown))
     fields.append(("semantic", semantic_line(summary["semantic"])))
     print_fields(fields, key_width=12)
+    origins: Mapping[str, dict[str, str]] = summary["server_origins"]
     for key in ("sources", "servers"):
         counts: Mapping[str, int] = summary[key]
+        synced = {name: origin_line(origins[name]) for name in counts if key == "servers" and name in origins}
         if on_terminal() and counts:
-            print_table([(key[:-1], "tools"), *((name, str(count)) for name, count in counts.items())])
+            header = (key[:-1], "tools", "synced") if synced else (key[:-1], "tools")
+            rows = [(name, str(count), synced.get(name, ""))[: len(header)] for name, count in counts.items()]
+            print_table([header, *rows])
             continue
         echo(f"{key}:" + ("" if counts else " none"))
         width = max((len(one_line(name)) for name in counts), default=0)
         for name, count in counts.items():
-            echo(f"  {one_line(name):<{width}}  {count}")
+            line = f"  {one_line(name):<{width}}  {count}"
+            echo(f"{line}  {synced[name]}" if name in synced else line)
+
+
+def origin_line(origin: Mapping[str, str]) -> str:
+    """What a synced server is and where its tools came from, in one line: its transport and
+    command (or URL), a prefix of its fingerprint, the config file and host, the latest sync."""
+    when = datetime.fromisoformat(origin["synced_at"]).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return one_line(
+        f"{origin['transport']} {origin['target']!r} ({origin['fingerprint'][:12]}) of {origin['config']} "
+        f"on {origin['host']}, synced {when}"
+    )
 
 
 @click.command(

@@ -170,6 +170,14 @@ def _upstream_log(path: str | None) -> Iterator[TextIO]:
 )
 @config_option
 @click.option("--server", "servers", multiple=True, metavar="NAME", help="Only this server (repeatable).")
+@click.option(
+    "--take-over",
+    "take_over",
+    multiple=True,
+    metavar="NAME",
+    help="Replace the catalog's server NAME even when another config synced a different server under "
+    "that name (repeatable); without it such a server is refused.",
+)
 @filter_options
 @analyzer_option
 @timeout_option
@@ -180,6 +188,7 @@ def sync(
     app: App,
     config_path: str,
     servers: tuple[str, ...],
+    take_over: tuple[str, ...],
     allow: tuple[str, ...],
     deny: tuple[str, ...],
     analyzer: str | None,
@@ -195,18 +204,27 @@ def sync(
     the tools it had; the others are synced all the same, and the exit status is 1. Every tool a
     server lists is stored: --allow, --deny and the config's "toolIndex" filters shape what a
     gateway of this config offers (its count is shown), never the catalog other hosts share.
+
+    The catalog records what each server is (its command and arguments, or URL) and which host's
+    config synced it. A server the catalog holds as another config's different server of the
+    same name is refused, its tools left as they are, unless --take-over NAME; the config that
+    synced a server may change it (a new version).
     """
     from discovery.cli._render import one_line
 
     config = _config(config_path, allow, deny)
     selected = [server.name for server in config.select(list(servers))]
+    not_synced = [name for name in take_over if name not in selected]
+    if not_synced:
+        raise click.UsageError(f"--take-over {not_synced[0]}: not a server this sync syncs")
     with _index(app, analyzer) as index, _upstream_log(upstream_log) as errlog:
-        results = _anyio_run(_sync, index, config, selected, timeout, max_starting, errlog)
+        results = _anyio_run(_sync, index, config, selected, timeout, max_starting, errlog, take_over)
     failed = []
     for result in results:
         if result.report is None:
             failed.append(result.server)
-            click.echo(f"{result.server}: failed: {one_line(result.error or '')}")
+            what = "refused" if result.refused else "failed"
+            click.echo(f"{result.server}: {what}: {one_line(result.error or '')}")
         else:
             counts = ", ".join(f"{key} {value}" for key, value in result.report.counts().items())
             if result.not_offered:
@@ -217,13 +235,19 @@ def sync(
 
 
 async def _sync(
-    index: Any, config: Any, servers: list[str], timeout: float, max_starting: int, errlog: TextIO
+    index: Any,
+    config: Any,
+    servers: list[str],
+    timeout: float,
+    max_starting: int,
+    errlog: TextIO,
+    take_over: tuple[str, ...],
 ) -> Any:
     from discovery._mcp.sync import Library, sync_servers
     from discovery._mcp.upstreams import Upstreams
 
     async with Upstreams(config, timeout=timeout, errlog=errlog, max_starting=max_starting) as upstreams:
-        return await sync_servers(Library(index), upstreams, servers, close=True)
+        return await sync_servers(Library(index), upstreams, servers, close=True, take_over=take_over)
 
 
 @click.command(
