@@ -260,10 +260,10 @@ class ToolIndex:
                 raise AnalyzerMismatch(self.url, now, analyzer)
             if server is not None:
                 _check_owners(writer, records, server)
-            claimed = origin is not None and _claims(writer, origin, server, take_over=take_over)
+            held = None if origin is None else _held(writer, origin, server)
             report = writer.catalog.write_tools(tools, replace=replace, server=server)
             if origin is not None:
-                writer.servers.record(origin, datetime.now(UTC), claimed=claimed)
+                _record_origin(writer, origin, held, report, take_over=take_over)
             writer.vectors.drop(report.removed)
             stale = embed_written(writer, [*report.added, *report.updated])
         return ImportReport.of(report, stale)
@@ -410,19 +410,28 @@ def _check_owners(reader: Reader, records: list[Mapping[str, Any] | ToolRecord],
             raise ServerNameCollision(name, owner.server_name, owner.mcp_tool_name, server)
 
 
-def _claims(writer: Writer, origin: ServerOrigin, server: str | None, *, take_over: bool) -> bool:
-    """Whether a sync of ``origin`` makes it what the catalog's server of its name is: the first
-    sync of that name, a change by the config that synced it (a new version), or a take-over.
-    The same server synced by another config only refreshes the time of its latest sync; a
-    different one of another config is refused, its tools left as they were."""
+def _held(writer: Writer, origin: ServerOrigin, server: str | None) -> StoredServer | None:
+    """What the catalog's server of ``origin``'s name is, when a sync recorded it."""
     if server != origin.name:
         raise ValueError(f"an origin is the written server's: {origin.name!r} is not {server!r}")
-    stored = writer.servers.get(origin.name)
-    if stored is None or take_over or origin.same_config(stored.origin):
-        return True
-    if stored.origin.fingerprint == origin.fingerprint:
-        return False
-    raise ServerClaimed(origin, stored)
+    return writer.servers.get(origin.name)
+
+
+def _record_origin(
+    writer: Writer, origin: ServerOrigin, held: StoredServer | None, report: WriteReport, *, take_over: bool
+) -> None:
+    """After a sync's write: ``origin`` becomes what the catalog's server of its name is on the first
+    sync of that name, a change by the config that synced it (a new version) or a take-over; the
+    same server synced by another config only refreshes the time of its latest sync. A different
+    server of another config may sync only what changes nothing (as one filesystem server per
+    project, whose roots differ and whose tools are the same); one that would change the tools
+    is refused, and the write rolls back."""
+    if held is None or take_over or origin.same_config(held.origin):
+        writer.servers.record(origin, datetime.now(UTC), claimed=True)
+    elif held.origin.fingerprint == origin.fingerprint:
+        writer.servers.record(origin, datetime.now(UTC), claimed=False)
+    elif report.added or report.updated or report.removed:
+        raise ServerClaimed(origin, held)
 
 
 def _name_of(record: Mapping[str, Any] | ToolRecord) -> Any:

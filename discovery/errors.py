@@ -106,9 +106,9 @@ class ServerNameCollision(ToolIndexError):
 
 
 class ServerClaimed(ToolIndexError):
-    """A sync would give a server's name in the catalog to a different server: the catalog holds
-    another config's server under it (another command, arguments or URL). Nothing of the server
-    is written; the config that synced the catalog's server keeps its tools."""
+    """A sync would change the tools of a server name the catalog holds as another config's
+    different server (another command, arguments or URL). Nothing of the server is written; the
+    config that synced the catalog's server keeps its tools."""
 
     def __init__(self, origin: ServerOrigin, stored: StoredServer) -> None:
         held = stored.origin

@@ -19,7 +19,16 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.mcp_helpers import call, cli, eventually, http_gateway, search, text_of, upstream_entry
+from tests.mcp_helpers import (
+    call,
+    cli,
+    eventually,
+    http_gateway,
+    search,
+    stdio_gateway,
+    text_of,
+    upstream_entry,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -221,6 +230,12 @@ def test_a_server_name_another_config_holds_is_refused(db_url: str, tmp_path: Pa
 
         anyio.run(run)
 
+    # Another config's time server that lists the same tools (another root, say) changes nothing.
+    d = host_config(tmp_path / "d", {"time": time_entry(tmp_path, "elsewhere")})
+    assert synced(db_url, d) == ["time: added 0, updated 0, unchanged 1, removed 0"]
+    assert json.loads(cli(db_url, "stats", "--json").stdout)["server_origins"]["time"]["config"] == str(
+        a.resolve()
+    )
     # A new version of A's own server is an update; C's server is still refused until it takes over.
     a = host_config(tmp_path / "a", {"time": time_entry(tmp_path, "2")})
     assert synced(db_url, a) == ["time: added 0, updated 0, unchanged 1, removed 0"]
@@ -238,3 +253,50 @@ def test_a_server_name_another_config_holds_is_refused(db_url: str, tmp_path: Pa
         2,
         "Error: --take-over time: not a server this sync syncs",
     )
+
+
+def test_a_gateway_syncs_its_own_changed_server_and_refuses_another_configs(
+    db_url: str, tmp_path: Path
+) -> None:
+    """At start, from the recorded fingerprints: a server this config changed since its sync (a
+    new version) is synced again in the background; one the catalog holds as another config's is
+    out of scope while a sync checks it, and stays out when refused, said once on stderr."""
+    a = host_config(tmp_path / "a", {"time": time_entry(tmp_path)})
+    c = host_config(tmp_path / "c", {"time": upstream_entry(), "files": upstream_entry()})
+    synced(db_url, a)
+    synced(db_url, c, "--server", "files")
+    before = json.loads(cli(db_url, "stats", "--json").stdout)["server_origins"]["time"]["fingerprint"]
+    a = host_config(tmp_path / "a", {"time": time_entry(tmp_path, "2")})
+    errlog = tmp_path / "serve-stderr.txt"
+
+    async def run() -> None:
+        with errlog.open("w") as stream:
+            async with stdio_gateway(db_url, a, "--session", "a", errlog=stream) as on_a:
+                assert (await search(on_a, "what time is it in Tokyo", limit=1))["activated_tools"] == [
+                    "mcp__time__get_current_time"
+                ]
+
+                async def resynced() -> bool:
+                    return "tool-index serve: sync time: added 0, updated 0, unchanged 1, removed 0" in (
+                        errlog.read_text().splitlines()
+                    )
+
+                await eventually(resynced, "the changed server is synced again")
+            async with stdio_gateway(db_url, c, "--session", "c", errlog=stream) as on_c:
+                found = await search(on_c, "what time is it; echo a text back", limit=8)
+                assert not [name for name in found["activated_tools"] if name.startswith("mcp__time__")]
+
+    anyio.run(run)
+    lines = errlog.read_text().splitlines()
+    assert (
+        "tool-index serve: not the servers the catalog recorded under their names, synced again: time"
+        in lines
+    )
+    warnings = [line for line in lines if "is not the catalog's 'time'" in line]
+    assert len(warnings) == 1 and warnings[0].startswith(
+        f"tool-index serve: Warning: sync time: refused: server 'time' of {c.resolve()} is not the catalog's "
+        "'time'"
+    )
+    assert warnings[0].endswith("; its tools are not offered here")
+    after = json.loads(cli(db_url, "stats", "--json").stdout)["server_origins"]["time"]
+    assert after["fingerprint"] != before and after["config"] == str(a.resolve())

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,11 @@ def setup(tmp_path: Path, synced: Synced, *extra: str) -> tuple[str, Path, Path,
     directory that counts its starts (the gateway's only: the database was synced elsewhere)."""
     db, config, events, live = relay_config(tmp_path, extra)
     shutil.copyfile(synced(extra), tmp_path / "tools.db")
+    # The config here runs 'up' with this test's own files: another server than the one the copy
+    # recorded, which the gateway would sync again. Without the record, as a catalog synced before
+    # servers were recorded, it serves the copy's tools.
+    with closing(sqlite3.connect(tmp_path / "tools.db")) as connection, connection:
+        connection.execute("DELETE FROM mcp_servers")
     return db, config, events, live
 
 

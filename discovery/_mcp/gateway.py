@@ -32,7 +32,6 @@ from discovery._mcp.sync import Library
 from discovery._mcp.upstreams import Upstreams
 from discovery._mcp.watch import Syncing, Watcher
 from discovery._mcp.writes import WriteQueue
-from discovery.errors import ServerClaimed
 
 
 class Gateway:
@@ -140,27 +139,27 @@ class Gateway:
         )
 
     def _check_origins(self) -> tuple[frozenset[str], list[str]]:
-        """In the worker: the servers of the config that the catalog holds as another config's
-        different server of the same name (refused: their tools there are not theirs, so they are
-        not offered), and those this config changed since it synced them (a new version: synced
-        again in the background, as servers never synced are)."""
+        """In the worker: the servers of the config whose recorded fingerprint is not theirs, all
+        synced again in the background. Those another config synced are out of scope until their
+        sync says they list the catalog's tools (else it is refused, and they stay out: the
+        catalog's tools of that name are another server's); those this config changed since its
+        sync (a new version) stay in scope."""
         config = self.served.config
         stored = self.index.server_origins()
-        refused: set[str] = set()
+        foreign: set[str] = set()
         changed: list[str] = []
         for name, server in config.servers.items():
             held = stored.get(name)
             origin = server_origin(server, config.path)
             if held is None or held.origin.fingerprint == origin.fingerprint:
                 continue
-            if origin.same_config(held.origin):
-                changed.append(name)
-                continue
-            refused.add(name)
-            self.say(f"Warning: {ServerClaimed(origin, held)}; its tools are not offered here")
+            changed.append(name)
+            if not origin.same_config(held.origin):
+                foreign.add(name)
         if changed:
-            self.say(f"changed since their last sync, synced again in the background: {', '.join(changed)}")
-        return frozenset(refused), changed
+            shown = ", ".join(changed)
+            self.say(f"not the servers the catalog recorded under their names, synced again: {shown}")
+        return frozenset(foreign), changed
 
     def _say_what_is_served(self) -> list[str]:
         """In the worker: the database and how many tools in scope each server has, so that a

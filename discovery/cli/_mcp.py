@@ -206,9 +206,9 @@ def sync(
     gateway of this config offers (its count is shown), never the catalog other hosts share.
 
     The catalog records what each server is (its command and arguments, or URL) and which host's
-    config synced it. A server the catalog holds as another config's different server of the
-    same name is refused, its tools left as they are, unless --take-over NAME; the config that
-    synced a server may change it (a new version).
+    config synced it. A server whose name the catalog holds for another config's different server
+    is refused when it would change that name's tools (they are left as they are), unless
+    --take-over NAME; the config that synced a server may change it (a new version).
     """
     from discovery.cli._render import one_line
 
