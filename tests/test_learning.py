@@ -583,6 +583,28 @@ def test_a_huge_request_ends_in_a_result_and_its_call_teaches_a_few_terms(db_url
         assert verify(index).problems == []
 
 
+def test_learned_marks_a_tool_whose_annotations_say_it_may_destroy(db_url: str) -> None:
+    name = "mcp__forge__delete_repository"
+    record: dict[str, Any] = {
+        "name": name,
+        "description": "Delete a repository for good.",
+        "mcp_meta": {"annotations": {"destructiveHint": True}},
+    }
+    ok(db_url, "import", str(DEMO))
+    with ToolIndex.open(db_url, learning=True) as index:
+        index.upsert_tools([record])
+        session = index.session("s", discovery_mode="all")
+        session.search_tool.execute("c1", {"query": "remove a repository"})
+        session.record_call(name)
+        assert index.learned(name).destructive is True
+        assert index.learned(TEACHER).destructive is False
+    assert ok(db_url, "learned", name).startswith(
+        f"{name}: 3 learned terms from 1 sessions "
+        "(learning on, destructive: its MCP annotations say destructiveHint)\n"
+    )
+    assert json.loads(ok(db_url, "learned", name, "--json"))["destructive"] is True
+
+
 def test_the_setting_is_the_index_s_and_persists(db_url: str) -> None:
     with ToolIndex.open(db_url, learning=True) as index:
         assert index.learning is True
@@ -670,6 +692,7 @@ def test_cli_learning_learned_and_session_call(db_url: str) -> None:
     assert json.loads(ok(db_url, "learned", TEACHER, "--json")) == {
         "name": TEACHER,
         "learning": "on",
+        "destructive": False,
         "sessions": 1,
         "terms": [{"term": t, "sessions": 1} for t in ("notify", "team", "the")],
     }

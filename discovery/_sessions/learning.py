@@ -33,7 +33,7 @@ from typing import Any
 from discovery._params import MAX_KEY_BYTES, query_terms
 from discovery._text.analyzers import Analyzer
 from discovery.errors import QueryWithoutTerms
-from store import Event, LoggedEvent, Reader, Store, Writer
+from store import Event, LoggedEvent, Reader, Store, StoredTool, Writer
 
 CALL_EVENT = "tool_call"
 """The log's kind for a call of a catalog tool (recorded by a host or forwarded by the gateway)."""
@@ -309,12 +309,14 @@ def forget(writer: Writer, tool_names: Sequence[str] | None) -> int:
 @dataclass(frozen=True, slots=True)
 class LearnedSummary:
     """What one tool learned: ``terms`` as ``(term, sessions that taught it)``, most taught
-    first, and how many sessions taught it anything."""
+    first, and how many sessions taught it anything; ``destructive`` when its MCP annotations say
+    it may destroy (``destructiveHint``), which makes what it learned worth a closer look."""
 
     name: str
     enabled: bool
     terms: list[tuple[str, int]]
     sessions: int
+    destructive: bool = False
 
     @classmethod
     def read(cls, reader: Reader, name: str) -> LearnedSummary:
@@ -324,12 +326,20 @@ class LearnedSummary:
             enabled=reader.learning.state().enabled,
             terms=[(item.term, item.sessions) for item in learned],
             sessions=reader.learning.teaching_sessions(name),
+            destructive=destructive(reader.catalog.tools_by_names([name]).get(name)),
         )
 
     def as_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
             "learning": "on" if self.enabled else "off",
+            "destructive": self.destructive,
             "sessions": self.sessions,
             "terms": [{"term": term, "sessions": count} for term, count in self.terms],
         }
+
+
+def destructive(tool: StoredTool | None) -> bool:
+    """Whether a tool's MCP annotations say it may destroy (``destructiveHint: true``)."""
+    annotations = (tool.mcp_meta or {}).get("annotations") if tool is not None else None
+    return isinstance(annotations, dict) and annotations.get("destructiveHint") is True

@@ -79,9 +79,10 @@ def learned(app: App, name: str | None, as_json: bool, forget: bool, forget_all:
     if as_json:
         echo_json(summary.as_dict())
         return
+    marked = ", destructive: its MCP annotations say destructiveHint" if summary.destructive else ""
     echo(
         f"{one_line(resolved)}: {len(summary.terms)} learned terms from {summary.sessions} sessions "
-        f"(learning {'on' if summary.enabled else 'off'})"
+        f"(learning {'on' if summary.enabled else 'off'}{marked})"
     )
     if summary.terms:
         print_table([("term", "sessions"), *((term, str(count)) for term, count in summary.terms)])
