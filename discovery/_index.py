@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from discovery._params import Query, analyzer_named, checked_search
 from discovery._ranking.ranker import Ranker
 from discovery._results import SearchDetails, SearchHit, match_details
-from discovery._rules import read_only_corpus
+from discovery._rules import LOCAL_IDENTITY, read_only_corpus
 from discovery._text.analyzers import stored_version
 from discovery.errors import (
     AnalyzerMismatch,
@@ -298,8 +298,14 @@ class ToolIndex:
         with self.store.reading() as reader:
             return read_only_details(reader, self.ranker, checked, limit, mode)
 
-    def session(self, session_id: str | None = None, **settings: Any) -> Session:
-        """Create a session, or resume it by id (then the settings may be omitted).
+    def session(
+        self, session_id: str | None = None, *, identity: str = LOCAL_IDENTITY, **settings: Any
+    ) -> Session:
+        """Create ``identity``'s session, or resume it by id (then the settings may be omitted).
+
+        Ids are per identity: another identity's session of the same id is another session, and
+        nothing here tells one identity what another named. ``identity`` is non-empty printable
+        text (``"local"``, every session's that names none, by default).
 
         ``settings`` are ``SessionSettings``' fields (contract §5's, ``requested`` and
         ``answer``), checked by that model: an unknown or bad one is a ``ToolIndexError``
@@ -308,21 +314,25 @@ class ToolIndex:
         from discovery._sessions.session import Session
 
         given = {key: value for key, value in settings.items() if value is not None}
-        return Session.open(self.store, self.ranker, session_id, given or None)
+        return Session.open(self.store, self.ranker, session_id, given or None, identity)
 
     def sessions(self) -> list[SessionSummary]:
-        """Every stored session with its sizes and number of search calls."""
+        """Every stored session of every identity, with its sizes, numbers of searches and calls,
+        and who opened it."""
         from discovery._sessions.listing import session_summaries
 
         return session_summaries(self.store)
 
-    def session_record(self, session_id: str) -> dict[str, Any]:
-        """``{"id", "settings", "active", "selected", "calls"}`` with every logged event."""
+    def session_record(self, session_id: str, *, identity: str = LOCAL_IDENTITY) -> dict[str, Any]:
+        """``{"id", "identity", "settings", "active", "selected", "calls", …}`` with every logged
+        event of ``identity``'s session ``session_id``."""
         from discovery._sessions.listing import session_record
 
-        return session_record(self.store, session_id)
+        return session_record(self.store, session_id, identity)
 
-    def import_session_file(self, path: Path, session_id: str, **settings: Any) -> RestoredSelection:
+    def import_session_file(
+        self, path: Path, session_id: str, *, identity: str = LOCAL_IDENTITY, **settings: Any
+    ) -> RestoredSelection:
         """Restore the selection in force in a host's JSONL session file into a session.
 
         Names the catalog does not have are reported and skipped, as on resume.
@@ -331,14 +341,16 @@ class ToolIndex:
         from discovery._sessions.listing import RestoredSelection
 
         names = selection_from_file(path)  # an unreadable file creates no session
-        session = self.session(session_id, **settings)
+        session = self.session(session_id, identity=identity, **settings)
         restored, missing = session.restore_selection(names or [], source=str(path))
-        return RestoredSelection(session_id, found=names is not None, restored=restored, missing=missing)
+        return RestoredSelection(
+            session_id, session.identity, found=names is not None, restored=restored, missing=missing
+        )
 
-    def delete_session(self, session_id: str) -> None:
+    def delete_session(self, session_id: str, *, identity: str = LOCAL_IDENTITY) -> None:
         from discovery._sessions.listing import delete_session
 
-        delete_session(self.store, session_id)
+        delete_session(self.store, session_id, identity)
 
     def tool(self, name: str) -> StoredTool:
         with self.store.reading() as reader:

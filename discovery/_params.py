@@ -31,6 +31,9 @@ MAX_KEY_BYTES = 1024
 a call id. PostgreSQL refuses an index entry past a third of a page (about 2.7 kB, less for text
 that does not compress, and the call index holds a session id and a call id together); every
 backend refuses longer keys alike, before writing, so a catalog behaves the same on both."""
+MAX_IDENTITY_BYTES = 512
+"""The longest identity, in UTF-8 bytes: the call index holds it beside a session id and a call
+id, and the three together stay under PostgreSQL's limit for an index entry."""
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 """NUL and lone surrogates: no backend stores them as text."""
 
@@ -132,6 +135,22 @@ def checked_id(value: object, what: str, *, blank: bool = False) -> str:
     if too_long(value):
         raise ToolIndexError(
             f"a {what} must be at most {MAX_KEY_BYTES} bytes in UTF-8, not {utf8_size(value)}"
+        )
+    return value
+
+
+def checked_identity(value: object) -> str:
+    """An identity (whose sessions these are): non-empty printable text, at most
+    ``MAX_IDENTITY_BYTES`` in UTF-8 (so no control characters, and no NUL or lone surrogate)."""
+    if not isinstance(value, str):
+        raise ToolIndexError(f"an identity must be text, not {type(value).__name__}")
+    if not value.strip():
+        raise ToolIndexError("an identity must not be blank")
+    if UNSTORABLE.search(value) or not value.isprintable():
+        raise ToolIndexError(f"an identity must be printable text: {value!r}")
+    if utf8_size(value) > MAX_IDENTITY_BYTES:
+        raise ToolIndexError(
+            f"an identity must be at most {MAX_IDENTITY_BYTES} bytes in UTF-8, not {utf8_size(value)}"
         )
     return value
 

@@ -24,6 +24,18 @@ INTERNAL_NAMES = frozenset({SEARCH_TOOL_NAME, "resolve", "yield", "report_findin
 DEFAULT_ESSENTIAL_NAMES = ("read", "bash", "edit", "write", "glob", "eval")
 """Always active unless a session overrides the list [fixed]."""
 
+LOCAL_IDENTITY = "local"
+"""The identity of every session that names none: a single-user host's sessions, the command
+line's, a gateway's without tokens or ``--identity``."""
+
+
+def session_named(identity: str, session_id: str) -> str:
+    """A session as messages name it: by its id, and its identity when that is not the local one."""
+    if identity == LOCAL_IDENTITY:
+        return f"session {session_id!r}"
+    return f"session {session_id!r} of identity {identity!r}"
+
+
 AUTO_THRESHOLD = 40
 """``auto`` turns discovery on when a session registers more tools than this [fixed]."""
 

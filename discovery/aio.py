@@ -24,6 +24,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from discovery._index import ToolIndex
+from discovery._rules import LOCAL_IDENTITY
 from discovery._sessions.session import Session
 
 if TYPE_CHECKING:
@@ -84,10 +85,14 @@ class AsyncToolIndex(_Face[ToolIndex]):
     async def __aexit__(self, *_: object) -> None:
         await self.close()
 
-    async def session(self, session_id: str | None = None, **settings: Any) -> AsyncSession:
-        """Create a session, or resume it by id, as ``ToolIndex.session`` does (the same keyword
-        settings, checked by ``SessionSettings``)."""
-        session = await asyncio.to_thread(lambda: self.wrapped.session(session_id, **settings))
+    async def session(
+        self, session_id: str | None = None, *, identity: str = LOCAL_IDENTITY, **settings: Any
+    ) -> AsyncSession:
+        """Create ``identity``'s session, or resume it by id, as ``ToolIndex.session`` does (the
+        same identity and keyword settings, checked by ``SessionSettings``)."""
+        session = await asyncio.to_thread(
+            lambda: self.wrapped.session(session_id, identity=identity, **settings)
+        )
         return AsyncSession(session)
 
     close = _in_thread(ToolIndex.close)
@@ -113,6 +118,10 @@ class AsyncSession(_Face[Session]):
     @property
     def id(self) -> str:
         return self.wrapped.id
+
+    @property
+    def identity(self) -> str:
+        return self.wrapped.identity
 
     async def search(self, call_id: str, params: dict[str, Any]) -> ToolResult:
         """``session.search_tool.execute``: raises ``ToolCallError`` with contract §6's message."""

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from store._records import GroupStats, IndexedBatch, StoredTool, TermStats, ToolRow, WriteReport
     from store._schema import GROUPS
     from store._servers import ServerOrigin, StoredServer
-    from store._sessions import Event, LoggedEvent, SessionState
+    from store._sessions import Event, LoggedEvent, SessionKey, SessionState
     from store._units import Reader, Store, Writer
     from store._vectors import EmbeddingState, StoredVectors, VectorRow
 
@@ -44,6 +44,7 @@ _HOMES = {
     "StoredServer": "store._servers",
     "Event": "store._sessions",
     "LoggedEvent": "store._sessions",
+    "SessionKey": "store._sessions",
     "SessionState": "store._sessions",
     "Reader": "store._units",
     "Store": "store._units",
@@ -84,6 +85,7 @@ __all__ = [
     "PostingBlock",
     "Reader",
     "ServerOrigin",
+    "SessionKey",
     "SessionState",
     "Store",
     "StoredLearnedPostings",

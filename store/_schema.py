@@ -16,6 +16,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     LargeBinary,
@@ -158,6 +159,7 @@ changing the analyzer is such a write."""
 sessions_table = Table(
     "sessions",
     metadata,
+    Column("identity", Text, primary_key=True),
     Column("id", Text, primary_key=True),
     Column("settings", JSON, nullable=False),
     Column("active", JSON, nullable=False),
@@ -165,13 +167,16 @@ sessions_table = Table(
     Column("event_count", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("opened_by", Text),
 )
-"""A discovery session: settings and the ordered active and selected lists."""
+"""A discovery session of one identity: settings and the ordered active and selected lists, and
+who opened it (command and host). Ids are per identity: another identity's id is another session."""
 
 session_events_table = Table(
     "session_events",
     metadata,
-    Column("session_id", ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("identity", Text, primary_key=True),
+    Column("session_id", Text, primary_key=True),
     Column("seq", Integer, primary_key=True),
     Column("kind", String(16), nullable=False),
     Column("tool_name", Text),
@@ -182,9 +187,17 @@ session_events_table = Table(
     Column("error", Text),
     Column("activated", JSON, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # The log follows its session when a gateway adopts the sessions of an identity of its own
+    # (``SessionWrites.adopt``), and goes with it.
+    ForeignKeyConstraint(
+        ["identity", "session_id"],
+        ["sessions.identity", "sessions.id"],
+        ondelete="CASCADE",
+        onupdate="CASCADE",
+    ),
     # A retried call id is answered from the log instead of running twice. ``seq`` is in the
     # index so that the first answer is its first entry: without it SQLite walks the whole log.
-    Index("ix_session_events_call_seq", "session_id", "call_id", "seq"),
+    Index("ix_session_events_call_seq", "identity", "session_id", "call_id", "seq"),
 )
 """The append-only log of a session, in order: ``create``, ``search``, ``set_active``, ``reset``.
 

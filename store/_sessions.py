@@ -8,29 +8,45 @@ selection or reuse a sequence number.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
-from sqlalchemy import JSON, Connection, DateTime, delete, func, select
+from sqlalchemy import JSON, Connection, DateTime
 
 from store import _driver as driver
 from store._logged_json import json_text, plain_json_text, same_logged
-from store._schema import session_events_table, sessions_table
 from store.errors import CorruptIndex
+
+
+class SessionKey(NamedTuple):
+    """What a stored session is found by: its identity and its id, which is unique only within
+    that identity (two identities' sessions may share an id and never meet)."""
+
+    identity: str
+    id: str
 
 
 @dataclass(frozen=True, slots=True)
 class SessionState:
     id: str
+    identity: str
     settings: dict[str, Any]
     active: list[str]
     selected: list[str]
     event_count: int
     created_at: datetime
     updated_at: datetime
+    opened_by: str | None = None
+    """Who made the session: the command and host name (``None`` for sessions made before it
+    was stored)."""
+
+    @property
+    def key(self) -> SessionKey:
+        return SessionKey(self.identity, self.id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +112,14 @@ def _codec(connection: Connection) -> _Codec:
         sqlite = dialect.name == "sqlite"
         json_bind = _json_bind_sqlite if sqlite else _json_bind_postgres
         insert = (
-            f"INSERT INTO session_events (session_id, {_EVENT_COLUMNS}) "
-            f"VALUES (:session_id, :seq, :kind, :tool_name, :call_id, {json_bind('params')}, :content, "
+            f"INSERT INTO session_events (identity, session_id, {_EVENT_COLUMNS}) "
+            "VALUES (:identity, :session_id, :seq, :kind, :tool_name, :call_id, "
+            f"{json_bind('params')}, :content, "
             f"{json_bind('details')}, :error, {json_bind('activated')}, :created_at)"
         )
         update = (
             f"UPDATE sessions SET active = {json_bind('active')}, selected = {json_bind('selected')}, "
-            "event_count = :event_count, updated_at = :updated_at WHERE id = :id"
+            "event_count = :event_count, updated_at = :updated_at WHERE identity = :identity AND id = :id"
         )
         _CODECS[dialect.name] = _Codec(
             json_bind=json_bind,
@@ -154,47 +171,52 @@ def _names_reader(load_json: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return load_names
 
 
-_SESSION_COLUMNS = "s.id, s.settings, s.active, s.selected, s.event_count, s.created_at, s.updated_at"
+_SESSION_COLUMNS = (
+    "s.id, s.identity, s.settings, s.active, s.selected, s.event_count, s.created_at, s.updated_at, "
+    "s.opened_by"
+)
+_SESSION_COLUMN_COUNT = 9
+_ONE_SESSION = "s.identity = :identity AND s.id = :id"
+_ONE_LOG = "identity = :identity AND session_id = :session_id"
 _EVENT_COLUMNS = "seq, kind, tool_name, call_id, params, content, details, error, activated, created_at"
 _GENERATION = "(SELECT generation FROM catalog_state WHERE id = 1)"
 _ANSWERED = (
     "(SELECT MIN(e.seq) FROM session_events e "
-    "WHERE e.session_id = s.id AND e.call_id = :call_id AND e.kind = 'search')"
+    "WHERE e.identity = s.identity AND e.session_id = s.id AND e.call_id = :call_id AND e.kind = 'search')"
 )
 
 
-_SESSION = f"SELECT {_SESSION_COLUMNS} FROM sessions s WHERE s.id = :id"
-_SESSION_WITH_GENERATION = f"SELECT {_SESSION_COLUMNS}, {_GENERATION} FROM sessions s WHERE s.id = :id"
+_SESSION = f"SELECT {_SESSION_COLUMNS} FROM sessions s WHERE {_ONE_SESSION}"
+_SESSION_WITH_GENERATION = f"SELECT {_SESSION_COLUMNS}, {_GENERATION} FROM sessions s WHERE {_ONE_SESSION}"
 _SHARE_CATALOG = "SELECT generation FROM catalog_state WHERE id = 1 FOR SHARE"
-_CALL_SQLITE = f"SELECT {_SESSION_COLUMNS}, {_ANSWERED}, {_GENERATION} FROM sessions s WHERE s.id = :id"
+_CALL_SQLITE = f"SELECT {_SESSION_COLUMNS}, {_ANSWERED}, {_GENERATION} FROM sessions s WHERE {_ONE_SESSION}"
 # PostgreSQL: a share lock on the catalog row (catalog writers wait, so the transaction sees one
 # catalog) and the session row for update, in one round trip. Catalog writers lock only the
 # catalog row, so no order of these two locks can close a cycle with them.
-_LOCKED = "FROM catalog_state c, sessions s WHERE c.id = 1 AND s.id = :id FOR SHARE OF c FOR UPDATE OF s"
+_LOCKED = f"FROM catalog_state c, sessions s WHERE c.id = 1 AND {_ONE_SESSION} FOR SHARE OF c FOR UPDATE OF s"
 _LOCK_POSTGRES = f"SELECT {_SESSION_COLUMNS} {_LOCKED}"
 _CALL_POSTGRES = f"SELECT {_SESSION_COLUMNS}, {_ANSWERED}, c.generation {_LOCKED}"
-_EVENT = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = :session_id AND seq = :seq"
-_EVENTS = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = :session_id ORDER BY seq"
-_FIRST_OF_KIND = (
-    f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = :session_id AND kind = :kind "
-    "ORDER BY seq LIMIT 1"
-)
+_EVENT = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE {_ONE_LOG} AND seq = :seq"
+_EVENTS = f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE {_ONE_LOG} ORDER BY seq"
 
 
 def _state(row: Sequence[Any], codec: _Codec) -> SessionState:
     try:
         return SessionState(
             id=row[0],
-            settings=_object(codec.load_json(row[1])),
-            active=_names(codec.load_names(row[2])),
-            selected=_names(codec.load_names(row[3])),
-            event_count=int(row[4]),
-            created_at=codec.load_stamp(row[5]),
-            updated_at=codec.load_stamp(row[6]),
+            identity=row[1],
+            settings=_object(codec.load_json(row[2])),
+            active=_names(codec.load_names(row[3])),
+            selected=_names(codec.load_names(row[4])),
+            event_count=int(row[5]),
+            created_at=codec.load_stamp(row[6]),
+            updated_at=codec.load_stamp(row[7]),
+            opened_by=row[8],
         )
     except (TypeError, ValueError):
         # Only a damaged row gets here: find out which column, for the message.
-        raise CorruptIndex.found(f"session {row[0]!r}: {_unreadable(row, codec, _SESSION_READERS)}") from None
+        what = _unreadable(row, codec, _SESSION_READERS)
+        raise CorruptIndex.found(f"session {row[0]!r} of identity {row[1]!r}: {what}") from None
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -212,12 +234,12 @@ def _names(value: Any) -> list[str]:
 Reader = tuple[int, str, Callable[[_Codec, Any], Any]]
 
 _SESSION_READERS: tuple[Reader, ...] = (
-    (1, "settings", lambda codec, value: _object(codec.load_json(value))),
-    (2, "active", lambda codec, value: _names(codec.load_names(value))),
-    (3, "selected", lambda codec, value: _names(codec.load_names(value))),
-    (4, "event_count", lambda codec, value: int(value)),
-    (5, "created_at", lambda codec, value: codec.load_stamp(value)),
-    (6, "updated_at", lambda codec, value: codec.load_stamp(value)),
+    (2, "settings", lambda codec, value: _object(codec.load_json(value))),
+    (3, "active", lambda codec, value: _names(codec.load_names(value))),
+    (4, "selected", lambda codec, value: _names(codec.load_names(value))),
+    (5, "event_count", lambda codec, value: int(value)),
+    (6, "created_at", lambda codec, value: codec.load_stamp(value)),
+    (7, "updated_at", lambda codec, value: codec.load_stamp(value)),
 )
 _EVENT_READERS: tuple[Reader, ...] = (
     (4, "params", lambda codec, value: codec.load_json(value)),
@@ -243,10 +265,11 @@ def _short(reason: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _entry(session_id: str, seq: int, event: Event, stored_stamp: Any) -> dict[str, Any]:
+def _entry(key: SessionKey, seq: int, event: Event, stored_stamp: Any) -> dict[str, Any]:
     """The values of one ``session_events`` row, by column."""
     return {
-        "session_id": session_id,
+        "identity": key.identity,
+        "session_id": key.id,
         "seq": seq,
         "kind": event.kind,
         "tool_name": event.tool_name,
@@ -260,13 +283,24 @@ def _entry(session_id: str, seq: int, event: Event, stored_stamp: Any) -> dict[s
     }
 
 
-_COUNT_SQLITE = "SELECT event_count FROM sessions WHERE id = :id"
+_COUNT_SQLITE = "SELECT event_count FROM sessions s WHERE " + _ONE_SESSION
 # Only the session row: its lock orders the sequence numbers; the catalog is not read.
-_COUNT_POSTGRES = "SELECT event_count FROM sessions WHERE id = :id FOR UPDATE"
-_COUNTED = "UPDATE sessions SET event_count = :event_count, updated_at = :updated_at WHERE id = :id"
+_COUNT_POSTGRES = f"SELECT event_count FROM sessions s WHERE {_ONE_SESSION} FOR UPDATE"
+_COUNTED = (
+    "UPDATE sessions SET event_count = :event_count, updated_at = :updated_at "
+    "WHERE identity = :identity AND id = :id"
+)
 
 
-def _logged(row: Sequence[Any], codec: _Codec, session_id: str) -> LoggedEvent:
+def _params(key: SessionKey) -> dict[str, str]:
+    return {"identity": key.identity, "id": key.id}
+
+
+def _log_params(key: SessionKey) -> dict[str, str]:
+    return {"identity": key.identity, "session_id": key.id}
+
+
+def _logged(row: Sequence[Any], codec: _Codec, key: SessionKey) -> LoggedEvent:
     seq, kind, tool_name, call_id, params, content, details, error, activated, created_at = row
     try:
         return LoggedEvent(
@@ -285,7 +319,9 @@ def _logged(row: Sequence[Any], codec: _Codec, session_id: str) -> LoggedEvent:
         )
     except (TypeError, ValueError):
         what = _unreadable(row, codec, _EVENT_READERS)
-        raise CorruptIndex.found(f"session {session_id!r}, log entry {seq}: {what}") from None
+        raise CorruptIndex.found(
+            f"session {key.id!r} of identity {key.identity!r}, log entry {seq}: {what}"
+        ) from None
 
 
 class SessionReads:
@@ -294,20 +330,23 @@ class SessionReads:
     def __init__(self, connection: Connection) -> None:
         self._connection = connection
 
-    def load(self, session_id: str) -> SessionState | None:
-        rows = driver.fetch(self._connection, _SESSION, {"id": session_id})
+    def load(self, key: SessionKey) -> SessionState | None:
+        rows = driver.fetch(self._connection, _SESSION, _params(key))
         return _state(rows[0], _codec(self._connection)) if rows else None
 
-    def load_with_generation(self, session_id: str) -> tuple[SessionState | None, int | None]:
+    def load_with_generation(self, key: SessionKey) -> tuple[SessionState | None, int | None]:
         """The session and the catalog generation in one statement (a session read's hot path)."""
-        rows = driver.fetch(self._connection, _SESSION_WITH_GENERATION, {"id": session_id})
-        return (None, None) if not rows else (_state(rows[0], _codec(self._connection)), int(rows[0][7]))
+        rows = driver.fetch(self._connection, _SESSION_WITH_GENERATION, _params(key))
+        if not rows:
+            return None, None
+        return _state(rows[0], _codec(self._connection)), int(rows[0][_SESSION_COLUMN_COUNT])
 
     def all(self, *, readable_only: bool = False) -> list[SessionState]:
         """Every session, oldest first; ``readable_only`` skips those whose row cannot be read
         (``unreadable_sessions`` names them) instead of raising ``CorruptIndex``."""
         rows = driver.fetch(
-            self._connection, f"SELECT {_SESSION_COLUMNS} FROM sessions s ORDER BY s.created_at, s.id"
+            self._connection,
+            f"SELECT {_SESSION_COLUMNS} FROM sessions s ORDER BY s.created_at, s.identity, s.id",
         )
         codec = _codec(self._connection)
         states = []
@@ -319,80 +358,85 @@ class SessionReads:
                     raise
         return states
 
-    def events(self, session_id: str) -> list[LoggedEvent]:
-        rows = driver.fetch(self._connection, _EVENTS, {"session_id": session_id})
+    def events(self, key: SessionKey) -> list[LoggedEvent]:
+        rows = driver.fetch(self._connection, _EVENTS, _log_params(key))
         codec = _codec(self._connection)
-        return [_logged(row, codec, session_id) for row in rows]
+        return [_logged(row, codec, key) for row in rows]
 
-    def first_of_kind(self, session_id: str, kind: str) -> LoggedEvent | None:
-        """The session's first logged event of ``kind`` (read along the session's own log only)."""
-        rows = driver.fetch(self._connection, _FIRST_OF_KIND, {"session_id": session_id, "kind": kind})
-        return _logged(rows[0], _codec(self._connection), session_id) if rows else None
-
-    def events_before(self, session_id: str, seq: int, count: int, kinds: Sequence[str]) -> list[LoggedEvent]:
+    def events_before(self, key: SessionKey, seq: int, count: int, kinds: Sequence[str]) -> list[LoggedEvent]:
         """Up to ``count`` events of ``kinds`` logged before ``seq``, newest first."""
         kinds_in, params = driver.in_list("kind", kinds)
         rows = driver.fetch(
             self._connection,
-            f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE session_id = :session_id AND seq < :seq "
+            f"SELECT {_EVENT_COLUMNS} FROM session_events WHERE {_ONE_LOG} AND seq < :seq "
             f"AND kind IN {kinds_in} ORDER BY seq DESC LIMIT :count",
-            {"session_id": session_id, "seq": seq, "count": count, **params},
+            {**_log_params(key), "seq": seq, "count": count, **params},
         )
         codec = _codec(self._connection)
-        return [_logged(row, codec, session_id) for row in rows]
+        return [_logged(row, codec, key) for row in rows]
 
-    def events_of_kind(self, kinds: Sequence[str]) -> dict[str, list[LoggedEvent]]:
+    def events_of_kind(self, kinds: Sequence[str]) -> dict[SessionKey, list[LoggedEvent]]:
         """Every session's events of ``kinds``, in order, by session."""
         kinds_in, params = driver.in_list("kind", kinds)
         rows = driver.fetch(
             self._connection,
-            f"SELECT session_id, {_EVENT_COLUMNS} FROM session_events WHERE kind IN {kinds_in} "
-            "ORDER BY session_id, seq",
+            f"SELECT identity, session_id, {_EVENT_COLUMNS} FROM session_events WHERE kind IN {kinds_in} "
+            "ORDER BY identity, session_id, seq",
             params,
         )
         codec = _codec(self._connection)
-        found: dict[str, list[LoggedEvent]] = {}
-        for session_id, *row in rows:
-            found.setdefault(session_id, []).append(_logged(row, codec, session_id))
+        found: dict[SessionKey, list[LoggedEvent]] = {}
+        for identity, session_id, *row in rows:
+            key = SessionKey(identity, session_id)
+            found.setdefault(key, []).append(_logged(row, codec, key))
         return found
 
-    def search_counts(self) -> dict[str, int]:
-        rows = self._connection.execute(
-            select(session_events_table.c.session_id, func.count())
-            .where(session_events_table.c.kind == "search")
-            .group_by(session_events_table.c.session_id)
+    def kind_counts(self) -> dict[SessionKey, dict[str, int]]:
+        """How many events of each kind every session logged."""
+        rows = driver.fetch(
+            self._connection,
+            "SELECT identity, session_id, kind, COUNT(*) FROM session_events "
+            "GROUP BY identity, session_id, kind",
         )
-        return {session_id: int(count) for session_id, count in rows}
+        found: dict[SessionKey, dict[str, int]] = {}
+        for identity, session_id, kind, count in rows:
+            found.setdefault(SessionKey(identity, session_id), {})[kind] = int(count)
+        return found
 
-    def stored_settings(self) -> list[tuple[str, Any]]:
-        """Each session's id and its settings as decoded, ``None`` where they are not JSON."""
+    def stored_settings(self) -> list[tuple[SessionKey, Any]]:
+        """Each session's key and its settings as decoded, ``None`` where they are not JSON."""
         codec = _codec(self._connection)
-        found = []
-        for session_id, settings in driver.fetch(
-            self._connection, "SELECT id, settings FROM sessions ORDER BY id"
+        found: list[tuple[SessionKey, Any]] = []
+        for identity, session_id, settings in driver.fetch(
+            self._connection, "SELECT identity, id, settings FROM sessions ORDER BY identity, id"
         ):
+            key = SessionKey(identity, session_id)
             try:
-                found.append((session_id, codec.load_json(settings)))
+                found.append((key, codec.load_json(settings)))
             except ValueError:
-                found.append((session_id, None))
+                found.append((key, None))
         return found
 
     def unreadable(self) -> list[str]:
         """Each stored session row or log entry that cannot be read back, in words (for ``verify``)."""
         codec = _codec(self._connection)
         found = []
-        for row in driver.fetch(self._connection, f"SELECT {_SESSION_COLUMNS} FROM sessions s ORDER BY s.id"):
+        rows = driver.fetch(
+            self._connection, f"SELECT {_SESSION_COLUMNS} FROM sessions s ORDER BY s.identity, s.id"
+        )
+        for row in rows:
             try:
                 _state(row, codec)
             except CorruptIndex as exc:
                 found.append(exc.what)
         entries = driver.fetch(
             self._connection,
-            f"SELECT session_id, {_EVENT_COLUMNS} FROM session_events ORDER BY session_id, seq",
+            f"SELECT identity, session_id, {_EVENT_COLUMNS} FROM session_events "
+            "ORDER BY identity, session_id, seq",
         )
         for entry in entries:
             try:
-                _logged(entry[1:], codec, entry[0])
+                _logged(entry[2:], codec, SessionKey(entry[0], entry[1]))
             except CorruptIndex as exc:
                 found.append(exc.what)
         return found
@@ -401,18 +445,18 @@ class SessionReads:
 class SessionWrites(SessionReads):
     """Sessions and their logs, written: every write runs inside the unit's transaction."""
 
-    def lock(self, session_id: str) -> SessionState | None:
+    def lock(self, key: SessionKey) -> SessionState | None:
         """Load a session for update; also holds the catalog steady until the transaction ends."""
         if self._connection.dialect.name == "sqlite":  # the transaction's write lock covers both
-            return self.load(session_id)
-        rows = driver.fetch(self._connection, _LOCK_POSTGRES, {"id": session_id})
+            return self.load(key)
+        rows = driver.fetch(self._connection, _LOCK_POSTGRES, _params(key))
         if not rows:  # a session about to be made still reads the catalog steady
             driver.fetch(self._connection, _SHARE_CATALOG)
             return None
         return _state(rows[0], _codec(self._connection))
 
     def lock_for_call(
-        self, session_id: str, call_id: str
+        self, key: SessionKey, call_id: str
     ) -> tuple[SessionState | None, int, LoggedEvent | None]:
         """``lock`` for a search call: also the catalog generation, and the logged answer when the
         session already answered ``call_id``, in one statement (every search call starts here).
@@ -421,48 +465,51 @@ class SessionWrites(SessionReads):
         rows = driver.fetch(
             self._connection,
             _CALL_SQLITE if sqlite else _CALL_POSTGRES,
-            {"call_id": call_id or None, "id": session_id},
+            {"call_id": call_id or None, **_params(key)},
         )
         if not rows:
             return None, 0, None
-        generation = int(rows[0][8])
+        generation = int(rows[0][_SESSION_COLUMN_COUNT + 1])
         codec = _codec(self._connection)
-        answered = rows[0][7]
+        answered = rows[0][_SESSION_COLUMN_COUNT]
         logged = None
         if answered is not None:
             logged = _logged(
-                driver.fetch(self._connection, _EVENT, {"session_id": session_id, "seq": answered})[0],
+                driver.fetch(self._connection, _EVENT, {**_log_params(key), "seq": answered})[0],
                 codec,
-                session_id,
+                key,
             )
         return _state(rows[0], codec), generation, logged
 
-    def create(self, session_id: str, settings: dict[str, Any], active: list[str]) -> SessionState | None:
+    def create(
+        self, key: SessionKey, settings: dict[str, Any], active: list[str], *, opened_by: str | None = None
+    ) -> SessionState | None:
         """Insert a new session and its ``create`` event (which carries the initial active list).
 
-        ``None`` when the id is taken: on PostgreSQL two callers can both find no session and insert
-        it at once; the second waits for the first to commit, then inserts nothing."""
+        ``None`` when the key is taken: on PostgreSQL two callers can both find no session and
+        insert it at once; the second waits for the first to commit, then inserts nothing."""
         codec = _codec(self._connection)
         stamp = now()
         stored = codec.store_stamp(stamp)
         json = codec.json_bind
         inserted = driver.execute(
             self._connection,
-            "INSERT INTO sessions (id, settings, active, selected, event_count, created_at, updated_at) "
-            f"VALUES (:id, {json('settings')}, {json('active')}, {json('selected')}, 0, "
-            ":created_at, :created_at) "
-            "ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO sessions (identity, id, settings, active, selected, event_count, created_at, "
+            f"updated_at, opened_by) VALUES (:identity, :id, {json('settings')}, {json('active')}, "
+            f"{json('selected')}, 0, :created_at, :created_at, :opened_by) "
+            "ON CONFLICT (identity, id) DO NOTHING",
             {
-                "id": session_id,
+                **_params(key),
                 "settings": json_text(settings),
                 "active": json_text(active),
                 "selected": "[]",
                 "created_at": stored,
+                "opened_by": opened_by,
             },
         )
         if inserted == 0:
             return None
-        state = SessionState(session_id, settings, active, [], 0, stamp, stamp)
+        state = SessionState(key.id, key.identity, settings, active, [], 0, stamp, stamp, opened_by)
         return self.record(state, Event(kind="create", params={"active": active}), active, [])
 
     def record(
@@ -477,31 +524,29 @@ class SessionWrites(SessionReads):
         stamp = now()
         stored = codec.store_stamp(stamp)
         seq = state.event_count + 1
-        entry = _entry(state.id, seq, event, stored)
+        entry = _entry(state.key, seq, event, stored)
         lists = {
             "active": plain_json_text(active),
             "selected": plain_json_text(selected),
             "event_count": seq,
             "updated_at": stored,
-            "id": state.id,
+            **_params(state.key),
         }
         if len(codec.record) == 1:
             driver.execute(self._connection, codec.record[0], {**entry, **lists})
         else:
             insert, update = codec.record
             driver.execute_each(self._connection, [(insert, entry), (update, lists)])
-        return SessionState(state.id, state.settings, active, selected, seq, state.created_at, stamp)
+        return dataclasses.replace(state, active=active, selected=selected, event_count=seq, updated_at=stamp)
 
-    def append(self, session_id: str, *logged: Event) -> bool:
+    def append(self, key: SessionKey, *logged: Event) -> bool:
         """Log ``logged``, events that change neither list (tool calls a gateway forwarded, the
         digests it pinned), in order; ``False`` when there is no such session.
 
         The lists stay as stored, so only the event count and the time move: the row's lists are
         neither read nor written again."""
         sqlite = self._connection.dialect.name == "sqlite"
-        rows = driver.fetch(
-            self._connection, _COUNT_SQLITE if sqlite else _COUNT_POSTGRES, {"id": session_id}
-        )
+        rows = driver.fetch(self._connection, _COUNT_SQLITE if sqlite else _COUNT_POSTGRES, _params(key))
         if not rows:
             return False
         if not logged:
@@ -510,44 +555,67 @@ class SessionWrites(SessionReads):
         stored = codec.store_stamp(now())
         count = int(rows[0][0])
         statements: list[tuple[str, driver.Params]] = [
-            (codec.insert, _entry(session_id, count + offset, event, stored))
+            (codec.insert, _entry(key, count + offset, event, stored))
             for offset, event in enumerate(logged, start=1)
         ]
         statements.append(
-            (_COUNTED, {"event_count": count + len(logged), "updated_at": stored, "id": session_id})
+            (_COUNTED, {"event_count": count + len(logged), "updated_at": stored, **_params(key)})
         )
         driver.execute_each(self._connection, statements)
         return True
 
-    def remove(self, session_id: str) -> bool:
-        self._connection.execute(
-            delete(session_events_table).where(session_events_table.c.session_id == session_id)
-        )
+    def remove(self, key: SessionKey) -> bool:
+        driver.execute(self._connection, f"DELETE FROM session_events WHERE {_ONE_LOG}", _log_params(key))
         return bool(
-            self._connection.execute(delete(sessions_table).where(sessions_table.c.id == session_id)).rowcount
+            driver.execute(
+                self._connection, "DELETE FROM sessions WHERE identity = :identity AND id = :id", _params(key)
+            )
         )
+
+    def adopt(self, identities: Mapping[str, str]) -> dict[str, tuple[int, int]]:
+        """Give the sessions of each identity in ``identities`` to the identity it maps to: per
+        identity, how many sessions moved, and how many stayed because the new identity already
+        has a session of the same id. The log follows its session (``ON UPDATE CASCADE``)."""
+        moved: dict[str, tuple[int, int]] = {}
+        for old, new in identities.items():
+            params = {"old": old, "new": new}
+            taken = driver.fetch(
+                self._connection,
+                "SELECT COUNT(*) FROM sessions s WHERE s.identity = :old AND EXISTS "
+                "(SELECT 1 FROM sessions t WHERE t.identity = :new AND t.id = s.id)",
+                params,
+            )[0][0]
+            count = driver.execute(
+                self._connection,
+                "UPDATE sessions SET identity = :new WHERE identity = :old AND NOT EXISTS "
+                "(SELECT 1 FROM sessions t WHERE t.identity = :new AND t.id = sessions.id)",
+                params,
+            )
+            if count or taken:
+                moved[old] = (int(count), int(taken))
+        return moved
 
     def flag_calls(self, tool_names: Sequence[str] | None, flag: str) -> int:
         """Set ``flag`` to true in the params of every logged ``tool_call`` of ``tool_names`` (all
         when ``None``); how many calls changed."""
         codec = _codec(self._connection)
-        statement = "SELECT session_id, seq, params FROM session_events WHERE kind = 'tool_call'"
+        statement = "SELECT identity, session_id, seq, params FROM session_events WHERE kind = 'tool_call'"
         params: dict[str, str] = {}
         if tool_names is not None:
             names, params = driver.in_list("tool_name", tool_names)
             statement += f" AND tool_name IN {names}"
         changed = []
-        for session_id, seq, stored in driver.fetch(self._connection, statement, params):
+        for identity, session_id, seq, stored in driver.fetch(self._connection, statement, params):
             value = codec.load_json(stored)
             value = dict(value) if isinstance(value, dict) else {}
             if value.get(flag) is True:
                 continue
             value[flag] = True
-            changed.append((plain_json_text(value), session_id, seq))
+            changed.append((plain_json_text(value), identity, session_id, seq))
         driver.execute_many(
             self._connection,
             f"UPDATE session_events SET params = {codec.json_bind('params')} "
-            "WHERE session_id = :session_id AND seq = :seq",
+            "WHERE identity = :identity AND session_id = :session_id AND seq = :seq",
             changed,
         )
         return len(changed)

@@ -58,15 +58,18 @@ class Store:
     ENV_VAR = ENV_VAR
     """The environment variable naming the database when none is given."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, application: str = APPLICATION) -> None:
         self.engine = engine
+        self.application = application
+        """Who opened the store (``tool-index search``, a host's own name): the sessions it makes
+        record it, with the host name."""
 
     @classmethod
     def at(cls, url: str | URL | None = None, *, application: str = APPLICATION) -> Store:
         """A store on the database at ``url`` (``default_url()`` when ``None``); nothing is
         connected or created yet. ``application`` names who opens it: PostgreSQL connections
         carry ``application_name`` ``APPLICATION@HOST``."""
-        return cls(make_engine(parse_url(default_url() if url is None else url), application))
+        return cls(make_engine(parse_url(default_url() if url is None else url), application), application)
 
     @staticmethod
     def default_url() -> str:

@@ -50,7 +50,6 @@ class ToolIndexError(Exception):
         ├── UnsafeBind                      discovery._mcp.serve
         ├── CannotListen                    discovery._mcp.serve
         ├── TokensError                     discovery._mcp.serve
-        ├── NotYourSession                  discovery._mcp.sessions
         └── AdapterError                    discovery.adapters.errors
             ├── TooManyTools
             └── WireNameCollision

@@ -99,8 +99,8 @@ def test_session_show_marks_tools_gone_from_the_catalog(demo_db: str) -> None:
     ok(demo_db, "search", "grep", "--session", "s1", "--mode", "all", "--limit", "1")
     ok(demo_db, "remove", "grep")
     shown = ok(demo_db, "session", "show", "s1").splitlines()
-    assert shown[3] == "  selected (0 + 1 not in the catalog): grep [not in the catalog]"
-    assert "grep [not in the catalog]" in shown[2]
+    assert shown[5] == "  selected (0 + 1 not in the catalog): grep [not in the catalog]"
+    assert "grep [not in the catalog]" in shown[4]
     assert json.loads(ok(demo_db, "session", "show", "s1", "--json"))["not_in_catalog"] == ["grep"]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,7 +27,20 @@ def test_search_in_a_session_activates_and_persists(db_url: str) -> None:
     assert not set(first["activated_tools"]) & set(second["activated_tools"])
     assert second["total_tools"] == first["total_tools"] - len(first["activated_tools"])
     shown = json.loads(ok(db_url, "session", "show", "s1", "--json"))
-    assert list(shown) == ["id", "settings", "active", "selected", "calls", "not_in_catalog"]
+    assert list(shown) == [
+        "id",
+        "identity",
+        "opened_by",
+        "settings",
+        "active",
+        "selected",
+        "calls",
+        "not_in_catalog",
+    ]
+    assert (shown["identity"], shown["opened_by"]) == (
+        "local",
+        f"tool-index search on {socket.gethostname()}",
+    )
     assert shown["selected"] == second["active_selected_tools"]
     searches = [call for call in shown["calls"] if call["kind"] == "search"]
     assert [call["tool"] for call in searches] == ["search_tool_bm25", "search_tool_bm25"]
@@ -81,7 +95,7 @@ def test_sessions_list_reset_and_delete(db_url: str) -> None:
     ok(db_url, "import", str(DEMO))
     ok(db_url, "search", "calendar event", "--session", "a", "--mode", "all")
     listed = json.loads(ok(db_url, "sessions", "--json"))
-    assert [(entry["id"], entry["calls"]) for entry in listed] == [("a", 1)]
+    assert [(entry["id"], entry["searches"], entry["calls"]) for entry in listed] == [("a", 1, 0)]
     assert ok(db_url, "session", "reset", "a").startswith("reset a: ")
     assert json.loads(ok(db_url, "session", "show", "a", "--json"))["selected"] == []
     assert ok(db_url, "session", "delete", "a") == "deleted a\n"
@@ -166,23 +180,28 @@ def test_sessions_and_session_show_print_a_table_and_the_log(db_url: str) -> Non
     activated = found["activated_tools"]
     ok(db_url, "search", "line\nbreak \x1b[31mred", "--session", "s1", "--limit", "1")
     listed = ok(db_url, "sessions").splitlines()
-    assert re.fullmatch(r"id +mode +active +selected +calls +updated", listed[0])
-    assert re.fullmatch(rf"s1 +mcp-only +12 +2 +2 +{TIME}", listed[1]), listed
+    assert re.fullmatch(
+        r"id +identity +mode +active +selected +searches +calls +updated +opened by", listed[0]
+    )
+    opener = rf"tool-index search on {re.escape(socket.gethostname())}"
+    assert re.fullmatch(rf"s1 +local +mcp-only +12 +2 +2 +0 +{TIME} +{opener}", listed[1]), listed
     shown = ok(db_url, "session", "show", "s1").splitlines()
     settings = '{"discovery_mode": "mcp-only", "mcp_discovery": false, "essential_override": [], '
     rest = '"default_servers": [], "requested": [], "answer": "contract"}'
-    assert shown[:2] == ["Session s1", f"  settings: {settings}{rest}"]
-    assert shown[2].startswith("  active (12): read, bash, ") and shown[2].endswith(", ".join(activated))
-    assert shown[3:5] == [f"  selected (2): {', '.join(activated)}", "  log (3 events):"]
-    assert re.fullmatch(rf"       1 {TIME} create", shown[5])
+    assert shown[:2] == ["Session s1", "  identity: local"]
+    assert re.fullmatch(rf"  opened by: {opener}", shown[2])
+    assert shown[3] == f"  settings: {settings}{rest}"
+    assert shown[4].startswith("  active (12): read, bash, ") and shown[4].endswith(", ".join(activated))
+    assert shown[5:7] == [f"  selected (2): {', '.join(activated)}", "  log (3 events):"]
+    assert re.fullmatch(rf"       1 {TIME} create", shown[7])
     search = rf'       2 {TIME} search search_tool_bm25 "create an issue": activated {", ".join(activated)}'
-    assert re.fullmatch(search, shown[6])
+    assert re.fullmatch(search, shown[8])
     # The query's line break and escape code stay escaped: one line per event, no terminal codes.
     assert re.fullmatch(
         rf'       3 {TIME} search search_tool_bm25 "line\\nbreak \\u001b\[31mred": activated nothing',
-        shown[7],
+        shown[9],
     )
-    assert len(shown) == 8
+    assert len(shown) == 10
 
 
 def test_import_jsonl_of_a_bad_file_is_an_error_that_creates_no_session(db_url: str, tmp_path: Path) -> None:
@@ -208,3 +227,45 @@ def test_import_jsonl_without_a_selection_in_force_says_so(db_url: str, tmp_path
     assert result.stderr == f"{path}: no tool selection in force; h has nothing selected\n"
     assert result.stdout == "restored 0 selected tools into h\n"
     assert json.loads(ok(db_url, "session", "show", "h", "--json"))["selected"] == []
+
+
+def test_sessions_count_searches_and_tool_calls_apart(db_url: str) -> None:
+    """The calls column once counted searches: 3 searches and 2 calls showed 3 calls."""
+    ok(db_url, "import", str(DEMO))
+    for query in ("create an issue", "send a message", "calendar event"):
+        ok(db_url, "search", query, "--session", "a", "--mode", "all")
+    activated = json.loads(ok(db_url, "session", "show", "a", "--json"))["selected"]
+    ok(db_url, "session", "call", "a", activated[0])
+    ok(db_url, "session", "call", "a", activated[0], "--failed")
+    (listed,) = json.loads(ok(db_url, "sessions", "--json"))
+    assert (listed["searches"], listed["calls"], listed["identity"]) == (3, 2, "local")
+    table = ok(db_url, "sessions")
+    assert re.search(r"a\s+local\s+all\s+\d+\s+\d+\s+3\s+2\s", table), table
+
+
+def test_session_ids_are_per_identity_on_the_command_line(db_url: str) -> None:
+    ok(db_url, "import", str(DEMO))
+    ok(db_url, "search", "create an issue", "--session", "p", "--mode", "all", "--identity", "alice")
+    ok(db_url, "search", "send a message", "--session", "p", "--mode", "mcp-only", "--identity", "bob")
+    listed = json.loads(ok(db_url, "sessions", "--json"))
+    assert sorted(
+        (entry["identity"], entry["id"], entry["settings"]["discovery_mode"]) for entry in listed
+    ) == [
+        ("alice", "p", "all"),
+        ("bob", "p", "mcp-only"),
+    ]
+    alice = json.loads(ok(db_url, "session", "show", "p", "--identity", "alice", "--json"))
+    bob = json.loads(ok(db_url, "session", "show", "p", "--identity", "bob", "--json"))
+    searched = [[c["params"]["query"] for c in r["calls"] if c["kind"] == "search"] for r in (alice, bob)]
+    assert searched == [["create an issue"], ["send a message"]]
+    assert alice["selected"] != bob["selected"]
+    assert fails(db_url, "session", "show", "p") == "Error: no session 'p' in the store\n"
+    assert fails(db_url, "session", "show", "p", "--identity", "carol") == (
+        "Error: no session 'p' of identity 'carol' in the store\n"
+    )
+    assert ok(db_url, "session", "delete", "p", "--identity", "bob") == "deleted p\n"
+    assert [entry["identity"] for entry in json.loads(ok(db_url, "sessions", "--json"))] == ["alice"]
+    assert fails(db_url, "session", "show", "p", "--identity", "") == "Error: an identity must not be blank\n"
+    assert fails(db_url, "search", "note", "--session", "p", "--identity", "a\tb") == (
+        "Error: an identity must be printable text: 'a\\tb'\n"
+    )

@@ -21,6 +21,7 @@ import pytest
 from discovery import ToolIndex
 from discovery._diagnostics.verify import verify
 from discovery._rules import replay
+from store import SessionKey
 from store import _migrate as migrate
 from store._reads import CatalogReads
 from tests.catalogs import SERVERS, generated_catalog
@@ -80,7 +81,7 @@ def test_eight_processes_share_sessions_without_losing_anything(index: ToolIndex
         logged = [name for call in calls for name in call["activated"]]
         assert record["selected"] == logged, "every activation is kept, in log order"
         with index.store.reading() as reader:
-            assert replay(reader.sessions.events(session_id)) == (
+            assert replay(reader.sessions.events(SessionKey("local", session_id))) == (
                 record["active"],
                 record["selected"],
             )
@@ -114,7 +115,7 @@ def test_session_searches_run_while_the_catalog_changes_under_them(index: ToolIn
         calls = [call for call in record["calls"] if call["kind"] == "search"]
         assert len(calls) == 2 * 20
         with index.store.reading() as reader:
-            replayed = replay(reader.sessions.events(session_id))
+            replayed = replay(reader.sessions.events(SessionKey("local", session_id)))
         assert replayed == (record["active"], record["selected"])
     for number, server in enumerate(SERVERS[6:8]):
         expected: set[str] = set()

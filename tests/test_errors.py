@@ -54,7 +54,7 @@ def drawn_tree() -> dict[str, tuple[str | None, str | None]]:
 
 def test_every_error_derives_from_the_one_root() -> None:
     classes = exception_classes()
-    assert len(classes) == 44
+    assert len(classes) == 43
     outside = [name for name, cls in classes.items() if not issubclass(cls, ToolIndexError)]
     assert outside == ["SemanticSignalOff", "UnknownToolNames"]  # warnings: the call goes on
     assert issubclass(UnknownToolNames, UserWarning)

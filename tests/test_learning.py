@@ -40,7 +40,7 @@ from discovery._rules import Corpus
 from discovery._sessions.learning import TERMS_PER_CALL, credits_of_log
 from discovery._text.analyzers import REFERENCE
 from discovery._text.tokenizer import tokenize
-from store import LearnedChange, Writer
+from store import LearnedChange, SessionKey, Writer
 from store import _learning as stored_learning
 from store._engine import write_transaction
 from store._sessions import Event, LoggedEvent
@@ -96,7 +96,7 @@ def log(*steps: Step | tuple[str, str] | tuple[str, str, str]) -> list[LoggedEve
 def credited(*steps: Step | tuple[str, str] | tuple[str, str, str]) -> dict[str, set[str]]:
     """What each tool learned from one session's log: ``{tool: terms}``."""
     found: dict[str, set[str]] = {}
-    for _, term, tool in credits_of_log("s", log(*steps), REFERENCE):
+    for _, term, tool in credits_of_log(SessionKey("local", "s"), log(*steps), REFERENCE):
         found.setdefault(tool, set()).add(term)
     return found
 
@@ -190,7 +190,9 @@ def test_a_call_naming_its_searches_learns_those_alone() -> None:
     resumed = Event(kind="tool_call", tool_name="post", params={"tool": "post", "learned_from": []})
     stamp = logged[0].created_at
     entries = [*logged, LoggedEvent(4, call, stamp), LoggedEvent(5, resumed, stamp)]
-    assert {(term, tool) for _, term, tool in credits_of_log("s", entries, REFERENCE)} == {
+    assert {
+        (term, tool) for _, term, tool in credits_of_log(SessionKey("local", "s"), entries, REFERENCE)
+    } == {
         ("notify", "post"),
         ("the", "post"),
         ("team", "post"),
@@ -201,7 +203,7 @@ def test_a_session_teaches_a_term_to_a_tool_once() -> None:
     steps: list[Step | tuple[str, str]] = []
     for _ in range(50):
         steps += [("search", "post post post"), ("call", "post_message", True)]
-    assert credits_of_log("s", log(*steps), REFERENCE) == {("s", "post", "post_message")}
+    assert credits_of_log(SessionKey("local", "s"), log(*steps), REFERENCE) == {("s", "post", "post_message")}
 
 
 # --- the learned field against a brute-force BM25+ ---------------------------------------------------

@@ -14,7 +14,7 @@ from discovery import ToolIndex
 from discovery._mcp.sessions import GatewaySession
 from discovery._mcp.sync import Library
 from discovery._mcp.writes import WriteQueue
-from store import Writer
+from store import SessionKey, Writer
 from tests.mcp_helpers import eventually
 
 TOOLS = [
@@ -63,7 +63,7 @@ def test_a_write_that_fails_leaves_every_entry_queued_and_a_later_try_writes_the
                 await eventually(written, "the queue never wrote its entries")
 
                 def search_mark(writer: Writer) -> int:
-                    return len(writer.sessions.events("s"))
+                    return len(writer.sessions.events(SessionKey("local", "s")))
 
                 queue.later(
                     session, session.call_logging("mcp__gh__create_issue", None, 1.0, True, "not active")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import JSON, Engine, bindparam, inspect, text
 
 from discovery import ToolIndex
 from discovery._catalog.indexing import content_hash, indexed_tool
@@ -685,5 +686,81 @@ def test_revision_0015_records_server_origins_and_downgrade_keeps_the_tools(
     migrate.upgrade(engine)
     with store.reading() as reader:
         assert reader.servers.all() == {}
+
+
+# --- 0012 → 0013: sessions keyed by identity and id ---------------------------------------------
+
+
+def session_rows(engine: Engine) -> dict[tuple[str, str], tuple[Any, ...]]:
+    """Every session at 0013 by (identity, id): its lists, event count and log, as read back."""
+    with engine.connect() as connection:
+        reader = Reader(connection)
+        return {
+            state.key: (
+                state.active,
+                state.selected,
+                state.event_count,
+                [
+                    (e.seq, e.event.kind, e.event.params, e.event.activated)
+                    for e in reader.sessions.events(state.key)
+                ],
+            )
+            for state in reader.sessions.all()
+        }
+
+
+def test_revision_0013_keys_sessions_by_identity_keeping_ids_and_logs(
+    empty_db_url: str, engine: Engine
+) -> None:
+    with ToolIndex.open(empty_db_url) as index:
+        index.upsert_tools(WORKED_EXAMPLE)
+        for session_id in ("mine", "theirs"):
+            session = index.session(session_id, discovery_mode="all")
+            session.search_tool.execute("c1", {"query": "issue"})
+    before = session_rows(engine)
+    migrate.downgrade(engine, "0012")
+    with engine.begin() as connection:  # a 0012 gateway with --tokens made "theirs" for alice
+        connection.execute(
+            text(
+                "INSERT INTO session_events (session_id, seq, kind, params, activated, created_at) "
+                "SELECT id, event_count + 1, 'owner', :params, :activated, updated_at FROM sessions "
+                "WHERE id = 'theirs'"
+            ).bindparams(bindparam("params", type_=JSON), bindparam("activated", type_=JSON)),
+            {"params": {"identity": "alice"}, "activated": []},
+        )
+        connection.execute(text("UPDATE sessions SET event_count = event_count + 1 WHERE id = 'theirs'"))
+    migrate.upgrade(engine)
+    after = session_rows(engine)
+    assert sorted(after) == [("alice", "theirs"), ("local", "mine")]
+    assert after[("local", "mine")] == before[("local", "mine")]
+    active, selected, count, log = after[("alice", "theirs")]
+    was_active, was_selected, was_count, was_log = before[("local", "theirs")]
+    assert (active, selected, count, log[:-1]) == (was_active, was_selected, was_count + 1, was_log)
+    assert log[-1][1:3] == ("owner", {"identity": "alice"})
+    with ToolIndex.open(empty_db_url) as index:
+        assert index.session("theirs", identity="alice").selected == selected
+        assert index.session("theirs").selected == []  # the local identity's is another, new session
+        index.session("mine", identity="bob")
+        assert verify(index).problems == []
+
+    with pytest.raises(RuntimeError, match=r"sessions 'mine', 'theirs' of different identities share an id"):
+        migrate.downgrade(engine, "0012")
+    with ToolIndex.open(empty_db_url) as index:
+        index.delete_session("theirs")
+        index.delete_session("mine")
+    migrate.downgrade(engine, "0012")  # bob's 'mine' gets an owner entry: 0012 gateways keep it his
+    with engine.connect() as connection:
+        owners = connection.execute(
+            text("SELECT session_id, params FROM session_events WHERE kind = 'owner' ORDER BY session_id")
+        ).all()
+        assert [
+            (session_id, json.loads(params) if isinstance(params, str) else params)
+            for session_id, params in owners
+        ] == [
+            ("mine", {"identity": "bob"}),
+            ("theirs", {"identity": "alice"}),
+        ]
+    migrate.upgrade(engine)
+    assert sorted(session_rows(engine)) == [("alice", "theirs"), ("bob", "mine")]
     with ToolIndex.open(empty_db_url) as index:
         assert verify(index).problems == []

@@ -85,7 +85,7 @@ FOUND_ON_BOTH = {
 }
 FOUND_ON_BOTH["sessions.active not a list"] = (
     """UPDATE sessions SET active = '{"read": 1}' WHERE id = 's1'""",
-    r"session 's1': its active cannot be read \(not a JSON array of names\)",
+    r"session 's1' of identity 'local': its active cannot be read \(not a JSON array of names\)",
 )
 # Damage only SQLite can hold: PostgreSQL's json and timestamptz columns refuse such values.
 FOUND_ON_SQLITE = {
@@ -99,19 +99,21 @@ FOUND_ON_SQLITE = {
     ),
     "sessions.active not JSON": (
         "UPDATE sessions SET active = '[\"read\", ' WHERE id = 's1'",
-        r"session 's1': its active cannot be read \(not JSON\)",
+        r"session 's1' of identity 'local': its active cannot be read \(not JSON\)",
     ),
     "session_events.details not JSON": (
         "UPDATE session_events SET details = '{oops' WHERE session_id = 's1' AND seq = 2",
-        r"session 's1', log entry 2: its details cannot be read \(not JSON\)",
+        r"session 's1' of identity 'local', log entry 2: its details cannot be read \(not JSON\)",
     ),
     "sessions.created_at not a date": (
         "UPDATE sessions SET created_at = 'someday' WHERE id = 's1'",
-        r"session 's1': its created_at cannot be read \(Invalid isoformat string: 'someday'\)",
+        r"session 's1' of identity 'local': its created_at cannot be read "
+        r"\(Invalid isoformat string: 'someday'\)",
     ),
     "session_events.created_at not a date": (
         "UPDATE session_events SET created_at = 'soon' WHERE session_id = 's1' AND seq = 1",
-        r"session 's1', log entry 1: its created_at cannot be read \(Invalid isoformat string: 'soon'\)",
+        r"session 's1' of identity 'local', log entry 1: its created_at cannot be read "
+        r"\(Invalid isoformat string: 'soon'\)",
     ),
 }
 READS = [

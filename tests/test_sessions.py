@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import subprocess
@@ -15,11 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from discovery import ToolCallError, ToolIndex, ToolIndexError, UnknownToolNames
+from discovery._diagnostics.verify import verify
 from discovery._results import SearchDetails, compact_json, json_text
 from discovery._rules import effective_mode, replay
 from discovery._sessions.settings import SessionSettings
 from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, QueryWithoutTerms
-from store import Writer
+from store import SessionKey, Writer
 from store import _sessions as sessions
 from store.errors import SessionNotFound
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
@@ -86,7 +88,7 @@ def test_tools_that_leave_are_skipped_and_come_back(example: ToolIndex) -> None:
     example.remove_tools(["mcp__slack_post_message"])
     assert session.selected == [] and session.active == ["search_tool_bm25"]
     with example.store.engine.connect() as connection:
-        stored = Writer(connection).sessions.load("s")
+        stored = Writer(connection).sessions.load(SessionKey("local", "s"))
     assert stored is not None and stored.selected == ["mcp__slack_post_message"]  # storage untouched
     example.upsert_tools([WORKED_EXAMPLE[2]])
     assert session.selected == ["mcp__slack_post_message"]
@@ -112,7 +114,7 @@ def test_log_replays_to_the_stored_lists(example: ToolIndex) -> None:
     assert record["calls"][-1]["error"] == "Query is required and must not be empty."
     assert record["calls"][1]["tool"] == "search_tool_bm25"
     with example.store.reading() as reader:
-        logged = reader.sessions.events("s")
+        logged = reader.sessions.events(SessionKey("local", "s"))
     assert replay(logged) == (record["active"], record["selected"])
     assert record["selected"] == ["mcp__github_create_issue", "mcp__slack_post_message"]
 
@@ -331,7 +333,7 @@ def test_import_session_file_restores_the_selection_in_force(example: ToolIndex,
     assert session.selected == ["mcp__github_create_issue"]
     assert session.active == ["search_tool_bm25", "mcp__github_create_issue"]
     with example.store.reading() as reader:
-        assert replay(reader.sessions.events("r")) == (session.active, session.selected)
+        assert replay(reader.sessions.events(SessionKey("local", "r"))) == (session.active, session.selected)
 
 
 def test_verify_replays_every_session_log(example: ToolIndex) -> None:
@@ -372,7 +374,9 @@ def _lookup_steps(index: ToolIndex, session_id: str) -> int:
         assert raw is not None
         raw.set_progress_handler(count, 1)
         try:
-            state, _, answered = Writer(connection).sessions.lock_for_call(session_id, "never-used")
+            state, _, answered = Writer(connection).sessions.lock_for_call(
+                SessionKey("local", session_id), "never-used"
+            )
         finally:
             raw.set_progress_handler(None, 1)
     assert state is not None and answered is None
@@ -387,11 +391,82 @@ def test_a_new_call_id_is_looked_up_without_reading_the_log(example: ToolIndex) 
     example.session("long", discovery_mode="mcp-only")
     short = _lookup_steps(example, "long")
     with example.store.engine.begin() as connection:
-        state = Writer(connection).sessions.load("long")
+        state = Writer(connection).sessions.load(SessionKey("local", "long"))
         assert state is not None
         for number in range(3000):
             event = sessions.Event(kind="search", tool_name="search_tool_bm25", call_id=f"old-{number}")
             state = Writer(connection).sessions.record(state, event, state.active, state.selected)
-        _, _, answered = Writer(connection).sessions.lock_for_call("long", "old-2999")
+        _, _, answered = Writer(connection).sessions.lock_for_call(SessionKey("local", "long"), "old-2999")
     assert answered is not None and answered.seq == 3001
     assert _lookup_steps(example, "long") < 2 * short
+
+
+# --- identities ---------------------------------------------------------------------------------
+
+
+def test_session_ids_are_per_identity(example: ToolIndex, db_url: str) -> None:
+    alice = example.session("my-project", identity="alice", discovery_mode="all")
+    bob = example.session("my-project", identity="bob", discovery_mode="mcp-only")
+    assert (alice.identity, bob.identity, example.session("local-one").identity) == ("alice", "bob", "local")
+    alice.search_tool.execute("a1", {"query": "issue"})
+    bob.search_tool.execute("b1", {"query": "email"})
+    assert alice.selected and alice.selected != bob.selected
+    with ToolIndex.open(db_url) as other:  # another process resumes each by its own key
+        resumed = other.session("my-project", identity="alice")
+        assert (resumed.selected, resumed.effective_mode) == (alice.selected, "all")
+        assert other.session("my-project", identity="bob").effective_mode == "mcp-only"
+        assert [
+            call["call_id"] for call in other.session_record("my-project", identity="bob")["calls"][1:]
+        ] == ["b1"]
+    with pytest.raises(SessionNotFound, match=r"^no session 'my-project' in the store$"):
+        example.session_record("my-project")  # the local identity has none
+    with pytest.raises(SessionNotFound, match=r"^no session 'my-project' of identity 'carol' in the store$"):
+        example.delete_session("my-project", identity="carol")
+    example.delete_session("my-project", identity="bob")
+    assert sorted((s.identity, s.id) for s in example.sessions()) == [
+        ("alice", "my-project"),
+        ("local", "local-one"),
+    ]
+    assert alice.selected  # bob's deletion left alice's session alone
+    assert verify(example).problems == []
+
+
+@pytest.mark.parametrize(
+    ("identity", "message"),
+    [
+        ("", "an identity must not be blank"),
+        ("   ", "an identity must not be blank"),
+        ("a\nb", "an identity must be printable text"),
+        ("a\x00b", "an identity must be printable text"),
+        ("a" * 513, "an identity must be at most 512 bytes in UTF-8, not 513"),
+        (7, "an identity must be text, not int"),
+        (None, "an identity must be text, not NoneType"),
+    ],
+)
+def test_a_bad_identity_is_a_typed_error(example: ToolIndex, identity: Any, message: str) -> None:
+    with pytest.raises(ToolIndexError, match=message):
+        example.session("s", identity=identity)
+    assert example.sessions() == []
+
+
+def test_the_async_face_and_the_adapters_take_an_identity(example: ToolIndex, db_url: str) -> None:
+    from discovery.adapters import openai as adapter
+    from discovery.aio import AsyncToolIndex
+
+    async def run() -> list[str]:
+        index = await AsyncToolIndex.open(db_url)
+        try:
+            session = await index.session("chat", identity="alice", discovery_mode="all")
+            assert (session.id, session.identity) == ("chat", "alice")
+            await session.search("c1", {"query": "issue"})
+            return await session.selected()
+        finally:
+            await index.close()
+
+    selected = asyncio.run(run())
+    assert selected and example.session("chat", identity="alice").selected == selected
+    local = example.session("chat", discovery_mode="all")
+    assert local.selected == []  # the local identity's chat is another session
+    # An adapter offers what the session it is given has active: alice's activations, not local's.
+    offered = adapter.chat_tools(example.session("chat", identity="alice"))
+    assert len(offered) == len(adapter.chat_tools(local)) + len(selected)

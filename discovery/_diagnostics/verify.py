@@ -38,7 +38,7 @@ from discovery._catalog.indexing import indexed_tool
 from discovery._catalog.models import ToolRecord
 from discovery._index import ToolIndex
 from discovery._params import stored_analyzer_named
-from discovery._rules import replay
+from discovery._rules import replay, session_named
 from discovery._sessions.learning import credits_from_logs
 from discovery._sessions.settings import stored_settings
 from discovery._text.analyzers import Analyzer
@@ -187,11 +187,11 @@ def check_stored_values(reader: Reader, report: VerifyReport) -> None:
         report.problem(message)
     for message in reader.sessions.unreadable():
         report.problem(message)
-    for session_id, settings in reader.sessions.stored_settings():
+    for key, settings in reader.sessions.stored_settings():
         if not isinstance(settings, dict):
             continue  # reported above as unreadable
         try:
-            stored_settings(session_id, settings)
+            stored_settings(key.id, settings)
         except CorruptIndex as exc:
             report.problem(exc.what)
 
@@ -266,20 +266,21 @@ def check_session_logs(reader: Reader, report: VerifyReport) -> None:
     report.count("session events", 0)
     for state in states:
         try:
-            logged = reader.sessions.events(state.id)
+            logged = reader.sessions.events(state.key)
         except CorruptIndex:
             continue  # an entry that cannot be read: check_stored_values names it
         report.count("session events", len(logged))
         active, selected = replay(logged)
+        named = session_named(state.identity, state.id)
         if (active, selected) != (state.active, state.selected):
             report.problem(
-                f"session {state.id!r}: its log replays to active {active}, selected {selected}; "
+                f"{named}: its log replays to active {active}, selected {selected}; "
                 f"stored active {state.active}, selected {state.selected}"
             )
         if len(set(state.selected)) != len(state.selected):
-            report.problem(f"session {state.id!r}: a tool is selected twice: {state.selected}")
+            report.problem(f"{named}: a tool is selected twice: {state.selected}")
         if [entry.seq for entry in logged] != list(range(1, len(logged) + 1)):
-            report.problem(f"session {state.id!r}: its log has gaps in its sequence numbers")
+            report.problem(f"{named}: its log has gaps in its sequence numbers")
 
 
 def check_learned_field(reader: Reader, report: VerifyReport) -> None:

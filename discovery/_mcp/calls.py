@@ -30,7 +30,7 @@ from discovery._mcp.options import GatewayOptions, Served
 from discovery._mcp.pool import Context, SessionPool
 from discovery._mcp.relay import Relay
 from discovery._mcp.rounds import Rounds, progress_relay, text_result
-from discovery._mcp.sessions import GatewaySession, NotYourSession, SearchOutcome
+from discovery._mcp.sessions import GatewaySession, SearchOutcome
 from discovery._mcp.upstreams import Upstreams
 from discovery._mcp.watch import Syncing
 from discovery._mcp.writes import WriteQueue
@@ -78,10 +78,7 @@ class Calls:
         """The calls of 2026-07-28 clients that go in rounds, by the ``requestState`` naming each."""
 
     async def call_tool(self, ctx: Context, params: types.CallToolRequestParams) -> CallAnswer:
-        try:
-            gateway_session = await self.pool.session_of(ctx)
-        except NotYourSession as exc:
-            return text_result(f"Refused: {exc}.", is_error=True)
+        gateway_session = await self.pool.session_of(ctx)
         arguments = params.arguments
         if params.name == SEARCH_TOOL_NAME:
             return await self.search(gateway_session, arguments or {})
@@ -115,15 +112,12 @@ class Calls:
         synced for the first time, it waits a while for them; its answer names those still
         syncing."""
         await self.syncing.wait()
-        try:
-            if not gateway_session.stored:
-                await self.writes.run(gateway_session.store)
-            loaded = self.served.direct.names
-            outcome = await self.writes.write(partial(_search_and_pin, gateway_session, arguments, loaded))
-        except NotYourSession as exc:
-            return text_result(f"Refused: {exc}.", is_error=True)
+        if not gateway_session.stored:
+            await self.writes.run(gateway_session.store)
+        loaded = self.served.direct.names
+        outcome = await self.writes.write(partial(_search_and_pin, gateway_session, arguments, loaded))
         if outcome.activated and self.options.expose_active:
-            await self.relay.notify(gateway_session.id)
+            await self.relay.notify(gateway_session.key)
         if outcome.structured is None:
             return text_result(outcome.text, is_error=outcome.is_error)
         answer = still_syncing(outcome.structured, self.syncing.servers)
@@ -229,14 +223,11 @@ class Calls:
         check = self.check(gateway_session, name, tool, active, located)
         if check.then == "pin":
             # Activated outside the gateway (a search on the command line, say).
-            try:
-                await self.writes.run(gateway_session.pin_missing, name)
-            except NotYourSession as exc:
-                check = Check("not yours", f"Refused: {exc}.")
+            await self.writes.run(gateway_session.pin_missing, name)
         elif check.then == "deactivate":
             await self.writes.run(gateway_session.unpin_changed, name)
             if self.options.expose_active:
-                await self.relay.notify(gateway_session.id)
+                await self.relay.notify(gateway_session.key)
         if check.refused is not None:
             self._log(gateway_session, name, server, started, True, check.refused)
             return text_result(check.message, is_error=True)
@@ -245,11 +236,8 @@ class Calls:
             self._log(gateway_session, name, server, started, False, "described")
             return text_result(described(listed_tool(tool)), is_error=False)
         if not gateway_session.stored:
-            try:
-                # The call is logged, so the session is stored first (active at the start of a new one).
-                await self.writes.run(gateway_session.store)
-            except NotYourSession as exc:
-                return text_result(f"Refused: {exc}.", is_error=True)
+            # The call is logged, so the session is stored first (active at the start of a new one).
+            await self.writes.run(gateway_session.store)
         call = uuid.uuid4().hex
         # In the log before the server hears of it (with the entries queued before, in one
         # transaction): a gateway killed during the call leaves the trace of a call that may have

@@ -100,6 +100,8 @@ class Gateway:
         try:
             refused, changed = await self.library.run(self._check_origins)
             self.served.set_refused(refused)
+            if self.options.adopt:
+                await self.library.run(self._adopt_identities)
             unsynced = await self.library.run(self._say_what_is_served)
             unsynced += [server for server in changed if server not in unsynced]
             self.syncing.servers = list(unsynced)
@@ -160,6 +162,23 @@ class Gateway:
             shown = ", ".join(changed)
             self.say(f"not the servers the catalog recorded under their names, synced again: {shown}")
         return frozenset(foreign), changed
+
+    def _adopt_identities(self) -> None:
+        """In the worker: the sessions of the tokens file's names made before identities had
+        realms (their ``owner`` entries, migrated) become this realm's identities' (said once)."""
+        from discovery._sessions.listing import adopt_identities
+
+        moved = adopt_identities(self.index.store, dict(self.options.adopt))
+        qualified = dict(self.options.adopt)
+        adopted = [f"{count} of {name} as {qualified[name]}" for name, (count, _) in moved.items() if count]
+        kept = [f"{count} of {name}" for name, (_, count) in moved.items() if count]
+        if adopted:
+            self.say(f"adopted sessions made before realms: {', '.join(adopted)}")
+        if kept:
+            self.say(
+                f"Warning: sessions made before realms left as they were, their ids taken in this "
+                f"realm: {', '.join(kept)}"
+            )
 
     def _say_what_is_served(self) -> list[str]:
         """In the worker: the database and how many tools in scope each server has, so that a

@@ -13,14 +13,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from mcp import MCPError, types
-from mcp_types import INVALID_PARAMS
+from mcp import types
 from pydantic import ValidationError
 
 from discovery._mcp.names import route
 from discovery._mcp.options import GatewayOptions, Served
 from discovery._mcp.pool import Context, SessionPool
-from discovery._mcp.sessions import GatewaySession, NotYourSession
+from discovery._mcp.sessions import GatewaySession
 from discovery._mcp.sync import Library
 from discovery._rules import SEARCH_TOOL_NAME
 from discovery._sessions.search_tool import PARAMETERS as SEARCH_PARAMETERS
@@ -60,11 +59,7 @@ class Listing:
         self.pool = pool
 
     async def list_tools(self, ctx: Context, params: types.PaginatedRequestParams) -> types.ListToolsResult:
-        try:
-            gateway_session = await self.pool.session_of(ctx)
-        except NotYourSession as exc:
-            raise MCPError(INVALID_PARAMS, str(exc)) from None
-        return await self.listing(gateway_session)
+        return await self.listing(await self.pool.session_of(ctx))
 
     async def listing(self, gateway_session: GatewaySession) -> types.ListToolsResult:
         """The session's ``tools/list``: the gateway's tools (the search, unless every tool in

@@ -5,7 +5,10 @@ under their own names)."""
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 from discovery._mcp.config import McpConfig
 from discovery._mcp.direct import Direct
@@ -17,6 +20,7 @@ from discovery._mcp.upstreams import (
     DEFAULT_MAX_STARTING,
     DEFAULT_TIMEOUT,
 )
+from discovery._rules import LOCAL_IDENTITY
 
 DEFAULT_SESSION_CACHE = 256
 """Sessions kept in memory, the most recently used; another is read again from the database
@@ -39,7 +43,15 @@ class GatewayOptions:
     per_client: bool = False
     """Over HTTP: no process session; a client that names none gets its own, by its connection."""
     identities: bool = False
-    """Over HTTP with ``--tokens``: each session belongs to the identity that made it."""
+    """Over HTTP with ``--tokens``: each request's sessions are those of the identity whose token
+    it carries (qualified by the realm)."""
+    identity: str = LOCAL_IDENTITY
+    """Whose sessions this gateway serves without ``--tokens`` (``serve --identity``)."""
+    adopt: tuple[tuple[str, str], ...] = ()
+    """With ``--tokens``: the unqualified identity of each name in the file and the qualified one
+    it becomes; their sessions are adopted when the gateway starts."""
+    opened_by: str | None = None
+    """What the sessions this gateway makes record as having opened them."""
     session_cache: int = DEFAULT_SESSION_CACHE
     watch_interval: float = 1.0
     """Seconds between two looks at the config file (when the gateway reloads it)."""
@@ -56,6 +68,8 @@ class ServeOptions:
     port: int
     token: str | None
     tokens_path: str | None
+    realm: str | None
+    identity: str
     mode: str
     expose_active: bool
     refresh: float | None
@@ -68,13 +82,34 @@ class ServeOptions:
     max_result_bytes: int
     upstream_log: str | None
 
-    def gateway(self) -> GatewayOptions:
+    def gateway(self, tokens: Mapping[str, str] | None = None) -> GatewayOptions:
         """The gateway's options: those of the same name as given, and what the transport and
-        the tokens decide."""
+        the tokens decide (``tokens``: ``--tokens``' as loaded)."""
         shared = {name: getattr(self, name) for name in _SHARED}
+        realm = self.realm_name()
+        config = Path(self.config_path).resolve()
         return GatewayOptions(
-            **shared, per_client=self.transport == "http", identities=self.tokens_path is not None
+            **shared,
+            per_client=self.transport == "http",
+            identities=self.tokens_path is not None,
+            adopt=tuple((name, qualified(name, realm)) for name in tokens or {}) if realm else (),
+            opened_by=f"tool-index serve --config {config} on {socket.gethostname()}",
         )
+
+    def realm_name(self) -> str | None:
+        """The realm that qualifies ``--tokens``' identities: ``--realm``, else this host's name
+        and the tokens file's resolved path; ``None`` without ``--tokens``."""
+        if self.tokens_path is None:
+            return None
+        if self.realm is not None:
+            return self.realm
+        return f"{socket.gethostname()}:{Path(self.tokens_path).resolve()}"
+
+
+def qualified(name: str, realm: str) -> str:
+    """The identity of a tokens file's ``name`` on a gateway of ``realm``: gateways of one realm
+    share their identities, gateways of two never do."""
+    return f"{name}@{realm}"
 
 
 _SHARED = [

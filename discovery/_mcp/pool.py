@@ -19,15 +19,16 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from discovery._index import ToolIndex
 from discovery._mcp.options import GatewayOptions, Served
-from discovery._mcp.sessions import GatewaySession, NotYourSession
+from discovery._mcp.sessions import GatewaySession
 from discovery._mcp.writes import WriteQueue
 from discovery.errors import StoreError, ToolIndexError
+from store import SessionKey
 
 Context = ServerRequestContext[Any, Any]
 
 IDENTITY = "tool_index.identity"
 """The key of the ASGI scope where ``serve --tokens`` puts the identity whose token a request
-carried (``discovery._mcp.serve``)."""
+carried, qualified by the gateway's realm (``discovery._mcp.serve``)."""
 
 
 def connection_of(ctx: Context) -> Connection:
@@ -55,14 +56,14 @@ class SessionPool:
         self.served = served
         self.writes = writes
         self._say = say
-        self.sessions: OrderedDict[tuple[str | None, str], GatewaySession] = OrderedDict()
+        self.sessions: OrderedDict[SessionKey, GatewaySession] = OrderedDict()
         """The sessions in memory by (identity, id), least recently used first."""
         self.default: GatewaySession | None = None
         """The process's own session (stdio; over HTTP, none)."""
         # Keyed by the connection's own object, so an entry goes when its connection does (the
         # transport ends idle connections): nothing here outlives the clients.
         self.by_connection: weakref.WeakKeyDictionary[Connection, str] = weakref.WeakKeyDictionary()
-        self.clients: weakref.WeakKeyDictionary[Connection, set[str]] = weakref.WeakKeyDictionary()
+        self.clients: weakref.WeakKeyDictionary[Connection, set[SessionKey]] = weakref.WeakKeyDictionary()
         """The handshake-era client connections, and the sessions each has used."""
         self._recent: weakref.ref[Connection] | None = None
         self._opening = anyio.Lock()
@@ -76,26 +77,33 @@ class SessionPool:
     async def open(
         self, session_id: str | None, identity: str | None = None, *, announce: bool = False
     ) -> GatewaySession:
-        """The session ``session_id`` of ``identity`` (``None``: no identities), from memory or
-        read from the database. One not stored yet is read again at each use, in case another
-        client or process has made it since. ``announce``: say a new session's id at once (the
-        process's own, which the user needs to resume it)."""
+        """The session ``session_id`` of ``identity`` (``None``: the gateway's own, ``serve
+        --identity``), from memory or read from the database. One not stored yet is read again
+        at each use, in case another client or process has made it since. ``announce``: say a
+        new session's id at once (the process's own, which the user needs to resume it)."""
+        identity = self.options.identity if identity is None else identity
         async with self._opening:
             cached = None
             if session_id is not None:
-                cached = self.sessions.get((identity, session_id))
+                cached = self.sessions.get(SessionKey(identity, session_id))
                 if cached is not None:
-                    self.sessions.move_to_end((identity, session_id))
+                    self.sessions.move_to_end(SessionKey(identity, session_id))
                     if cached.stored:
                         return cached
             # After the queued writes: a session evicted with entries still queued reads them back.
             opened: GatewaySession = await self.writes.run(
-                GatewaySession.open, self.index, session_id, self.options.mode, self.served.scope, identity
+                GatewaySession.open,
+                self.index,
+                session_id,
+                self.options.mode,
+                self.served.scope,
+                identity,
+                self.options.opened_by,
             )
             if cached is not None and not opened.stored:
                 return cached
             opened.on_created = self._created
-            self.sessions[(identity, opened.id)] = opened
+            self.sessions[opened.key] = opened
             while len(self.sessions) > self.options.session_cache:
                 self.sessions.popitem(last=False)
             if opened.stored:
@@ -110,16 +118,17 @@ class SessionPool:
         async with self._opening:
             self.sessions.clear()
         if self.default is not None:
-            self.default = await self.open(self.default.id)
+            self.default = await self.open(self.default.id, self.default.identity)
 
     def _created(self, gateway_session: GatewaySession) -> None:
         if gateway_session is not self.default:
             self._say(f"session {gateway_session.id} (new)")
 
-    def identity(self, ctx: Context) -> str | None:
-        """The identity whose token the request carried, when sessions belong to identities."""
+    def identity(self, ctx: Context) -> str:
+        """Whose sessions the request's are: the identity whose token it carried (``serve
+        --tokens``), else the gateway's own (``serve --identity``)."""
         if not self.options.identities:
-            return None
+            return self.options.identity
         scope = getattr(ctx.request, "scope", None) or {}
         identity = scope.get(IDENTITY)
         if not isinstance(identity, str):  # the token check sets it before any request gets here
@@ -140,16 +149,16 @@ class SessionPool:
         else:
             try:
                 gateway_session = await self.open(wanted, identity)
-            except (StoreError, NotYourSession):
-                raise  # the database failed, not the client's session id; or it is not theirs
+            except StoreError:
+                raise  # the database failed, not the client's session id
             except ToolIndexError as exc:
                 raise MCPError(INVALID_PARAMS, f"session {wanted!r}: {exc}") from exc
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            self.clients.setdefault(connection_of(ctx), set()).add(gateway_session.id)
+            self.clients.setdefault(connection_of(ctx), set()).add(gateway_session.key)
             self._recent = weakref.ref(connection_of(ctx))
         return gateway_session
 
-    async def _connection_session(self, ctx: Context, identity: str | None) -> GatewaySession:
+    async def _connection_session(self, ctx: Context, identity: str) -> GatewaySession:
         """A new session of its own for each HTTP connection that names none. A handshake-era
         client is its ``Mcp-Session-Id``: the transport makes it up, unguessable, and refuses a
         request whose id it did not give. A 2026-07-28 client has no connection at all, so it

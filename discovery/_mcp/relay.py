@@ -26,7 +26,7 @@ from discovery._mcp.connection import SamplingAnswer
 from discovery._mcp.options import GatewayOptions
 from discovery._mcp.pool import Context, SessionPool, connection_of
 from discovery._mcp.rounds import Question, Rounds
-from discovery._mcp.sessions import NotYourSession
+from store import SessionKey
 
 LOG_LEVEL = "tool_index.log_level"
 """The key of a client connection's state where the level it set (logging/setLevel) is kept."""
@@ -47,7 +47,7 @@ class Relay:
         self.options = options
         self.pool = pool
         self._say = say
-        self.buses: dict[str, tuple[InMemorySubscriptionBus, ListenHandler, int]] = {}
+        self.buses: dict[SessionKey, tuple[InMemorySubscriptionBus, ListenHandler, int]] = {}
         """The listen streams of 2026-07-28 clients, by session, while someone listens."""
 
     # What upstream servers ask of the client
@@ -170,11 +170,8 @@ class Relay:
     async def listen(
         self, ctx: Context, params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
-        try:
-            gateway_session = await self.pool.session_of(ctx)
-        except NotYourSession as exc:
-            raise MCPError(INVALID_PARAMS, str(exc)) from None
-        key = gateway_session.id
+        gateway_session = await self.pool.session_of(ctx)
+        key = gateway_session.key
         bus, handler, listening = self.buses.get(key) or (InMemorySubscriptionBus(), None, 0)
         handler = handler or ListenHandler(bus)
         self.buses[key] = (bus, handler, listening + 1)
@@ -188,24 +185,24 @@ class Relay:
             else:
                 self.buses[key] = (bus, handler, listening - 1)
 
-    async def notify(self, session_id: str) -> None:
+    async def notify(self, session: SessionKey) -> None:
         """Tell the session's clients that its tools/list changed: handshake-era clients by a
         notification on their connection, 2026-07-28 clients on their listen streams."""
-        for client, session_ids in list(self.pool.clients.items()):
-            if session_id not in session_ids:
+        for client, sessions in list(self.pool.clients.items()):
+            if session not in sessions:
                 continue
             try:
                 await client.send_tool_list_changed()
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, MCPError, RuntimeError):
                 self.pool.clients.pop(client, None)
-        if session_id in self.buses:
-            await self.buses[session_id][0].publish(ToolsListChanged())
+        if session in self.buses:
+            await self.buses[session][0].publish(ToolsListChanged())
 
     async def notify_all(self) -> None:
         """Tell every session with a client that its tools/list may have changed."""
-        notified = {session_id for ids in list(self.pool.clients.values()) for session_id in ids}
-        for session_id in notified | set(self.buses):
-            await self.notify(session_id)
+        notified = {session for keys in list(self.pool.clients.values()) for session in keys}
+        for session in notified | set(self.buses):
+            await self.notify(session)
 
 
 async def _ask_in_rounds(

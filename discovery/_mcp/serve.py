@@ -27,7 +27,7 @@ from discovery._mcp.background import first_error
 from discovery._mcp.config import McpConfig
 from discovery._mcp.gateway import Gateway
 from discovery._mcp.lineage import Advertise
-from discovery._mcp.options import ServeOptions
+from discovery._mcp.options import ServeOptions, qualified
 from discovery._mcp.pool import IDENTITY
 from discovery.errors import ToolIndexError
 
@@ -122,10 +122,14 @@ async def serve_gateway(
 ) -> None:
     """``tool-index serve``: the gateway ``options`` describe, in front of ``config``'s servers,
     served on their transport until its clients have gone."""
+    gateway_options = options.gateway(tokens if options.tokens_path is not None else None)
+    realm = options.realm_name()
+    if tokens is not None and realm is not None:
+        tokens = {qualified(name, realm): secret for name, secret in tokens.items()}
     gateway = Gateway(
         index,
         config,
-        options.gateway(),
+        gateway_options,
         errlog=sys.stderr,
         upstream_errlog=upstream_errlog,
         reload_config=reload_config,

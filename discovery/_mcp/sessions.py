@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from discovery._index import ToolIndex
 from discovery._mcp.description import gateway_description
-from discovery._params import checked_id
+from discovery._params import checked_id, checked_identity
+from discovery._rules import LOCAL_IDENTITY
 from discovery._sessions.learning import CALL_EVENT, call_params, learn_from_calls
 from discovery._sessions.listing import CALL_START_EVENT
 from discovery.errors import ToolCallError, ToolIndexError
-from store import Event, Reader, StoredTool, Writer
+from store import Event, Reader, SessionKey, StoredTool, Writer
 
 if TYPE_CHECKING:
     from discovery._sessions.session import Scope, Session
@@ -29,29 +30,6 @@ ANSWER: AnswerStyle = "rich"
 """A gateway's searches answer richly (``discovery._sessions.answer``): its model sees only the
 answer, never the activated tools themselves (without ``--expose-active``)."""
 PIN_EVENT = "pin"
-OWNER_EVENT = "owner"
-"""Logged right after ``create`` by a gateway with identities: ``{"identity": NAME}``, never a secret."""
-
-
-def owner_of(reader: Reader, session_id: str) -> str | None:
-    """The identity a stored session belongs to (its ``owner`` entry), or ``None``."""
-    logged = reader.sessions.first_of_kind(session_id, OWNER_EVENT)
-    identity = (logged.event.params or {}).get("identity") if logged is not None else None
-    return identity if isinstance(identity, str) else None
-
-
-def refusal(session_id: str, owner: str | None) -> str:
-    """Why an identity may not use ``session_id``; it never names the identity that may."""
-    if owner is None:
-        return (
-            f"session {session_id!r} was made without an identity (over stdio, on the command line or "
-            "by a gateway without --tokens), and this gateway serves only the sessions of its "
-            "identities: name a session of your own (?session=NEW)"
-        )
-    return (
-        f"session {session_id!r} belongs to another identity of this gateway: it is not yours to read "
-        "or change; name a session of your own (?session=NEW)"
-    )
 
 
 def digest(tool: StoredTool) -> str:
@@ -71,11 +49,6 @@ class SearchOutcome:
     """The answer as data (``structuredContent``); ``None`` for an error."""
 
 
-class NotYourSession(ToolIndexError):
-    """A gateway with identities (``serve --tokens``) was asked for a session another identity
-    made, or one made without an identity: it is refused, never read or changed."""
-
-
 @dataclass
 class GatewaySession:
     """A session of the store, with the digest each of its activated tools had when activated.
@@ -89,17 +62,26 @@ class GatewaySession:
     created: bool
     pins: dict[str, str] = field(default_factory=dict)
     description: str = ""
-    owner: str | None = None
-    """The identity the session belongs to (``serve --tokens``); ``None``: every local client."""
     stored: bool = True
     mode: str = NEW_SESSION_MODE
     on_created: Callable[[GatewaySession], None] | None = field(default=None, repr=False)
     """Called (in the worker) once the gateway has stored the session it named."""
     _digests: dict[str, tuple[StoredTool, str]] = field(default_factory=dict, repr=False)
 
+    opened_by: str | None = None
+    """What the session records as having opened it, when this gateway stores it."""
+
     @property
     def id(self) -> str:
         return self.session.id
+
+    @property
+    def identity(self) -> str:
+        return self.session.identity
+
+    @property
+    def key(self) -> SessionKey:
+        return self.session.key
 
     @classmethod
     def open(
@@ -108,23 +90,23 @@ class GatewaySession:
         session_id: str | None,
         mode: str = NEW_SESSION_MODE,
         scope: Scope | None = None,
-        owner: str | None = None,
+        identity: str = LOCAL_IDENTITY,
+        opened_by: str | None = None,
     ) -> GatewaySession:
-        """Resume ``session_id`` with its own settings, or prepare it (a new id when ``None``) in
-        ``mode``, stored when it first changes; the active tools are pinned as the log last saw
-        them. With ``scope``, its searches rank and activate only the tools ``scope`` admits.
-        With ``owner`` (the identity asking), a stored session must belong to that identity
-        (``NotYourSession``). Reads this session's row, never the others'."""
+        """Resume ``identity``'s session ``session_id`` with its own settings, or prepare it (a
+        new id when ``None``) in ``mode``, stored when it first changes (``opened_by`` saying
+        who opened it); the active tools are pinned as the log last saw them. With ``scope``,
+        its searches rank and activate only the tools ``scope`` admits. Reads this session's
+        row, never another's: ids are per identity, so another identity's session of the same
+        id is simply not this one."""
         from discovery._sessions.session import Session
 
         session_id = checked_id(session_id, "session id") if session_id is not None else uuid.uuid4().hex
+        key = SessionKey(checked_identity(identity), session_id)
         with index.store.reading() as reader:
-            exists = reader.sessions.load(session_id) is not None
-            stored_owner = owner_of(reader, session_id) if exists else None
-        if exists and owner is not None and stored_owner != owner:
-            raise NotYourSession(refusal(session_id, stored_owner))
-        session = Session(index.store, index.ranker, session_id, scope, answer=ANSWER)
-        opened = cls(index, session, created=not exists, owner=stored_owner if exists else owner)
+            exists = reader.sessions.load(key) is not None
+        session = Session(index.store, index.ranker, session_id, scope, answer=ANSWER, identity=key.identity)
+        opened = cls(index, session, created=not exists, opened_by=opened_by)
         opened.mode = mode
         opened.stored = exists
         if exists:
@@ -145,28 +127,18 @@ class GatewaySession:
         return {"discovery_mode": self.mode, "answer": ANSWER}
 
     def store(self) -> None:
-        """Store the session if it is not yet (in one transaction with its owner, so a session
-        never exists without the identity that made it); another caller may have made it just
-        before, and then it must be this identity's."""
+        """Store the session if it is not yet; another caller may have made it just before (the
+        same identity's, as the key says), and then it is resumed."""
         if self.stored:
             return
-        from discovery._sessions.session import opening_active
+        from discovery._sessions.session import created_or_locked, opener
         from discovery._sessions.settings import parsed_settings
 
         settings = parsed_settings(self.settings())
         with self.index.store.writing() as writer:
-            made = writer.sessions.lock(self.id) is None
-            if made:
-                active = opening_active(self.index.ranker, writer, settings)
-                stored = settings.model_dump(mode="json")
-                made = writer.sessions.create(self.id, stored, active) is not None
-                if made and self.owner is not None:
-                    owned = Event(kind=OWNER_EVENT, params={"identity": self.owner})
-                    writer.sessions.append(self.id, owned)
-            found_owner = None if made else owner_of(writer, self.id)
+            opened_by = self.opened_by or opener(self.index.store)
+            _, made = created_or_locked(writer, self.index.ranker, self.session.key, settings, opened_by)
         if not made:
-            if self.owner is not None and found_owner != self.owner:
-                raise NotYourSession(refusal(self.id, found_owner))
             self.stored = True
             self.load_pins()
             return
@@ -178,7 +150,7 @@ class GatewaySession:
         """The pins of the log: a tool activated by a search that no gateway pinned (a search on
         the command line) is pinned as it is now."""
         pins: dict[str, str | None] = {}
-        for call in self.index.session_record(self.id)["calls"]:
+        for call in self.index.session_record(self.id, identity=self.identity)["calls"]:
             if call["kind"] == "search":
                 pins.update(dict.fromkeys(call["activated"]))
             elif call["kind"] == PIN_EVENT:
@@ -217,8 +189,7 @@ class GatewaySession:
 
     def search(self, arguments: dict[str, Any]) -> SearchOutcome:
         """One ``search_tool_bm25`` call (contract §6); the caller pins what it activated. Every
-        search is logged, so the session is stored first (``NotYourSession`` when another
-        identity made it meanwhile)."""
+        search is logged, so the session is stored first."""
         self.store()
         with self.index.store.writing() as writer:
             return self.search_in(writer, arguments)
@@ -243,7 +214,7 @@ class GatewaySession:
         servers') active in the caller's write transaction, the session stored before, so its
         searches mark them active instead of activating them again. Returns those that were not
         active yet (logged as a ``set_active`` that keeps the others, and pinned)."""
-        state = writer.sessions.lock(self.id)
+        state = writer.sessions.lock(self.key)
         if state is None:
             return []
         loaded = sorted(name for name in names if name not in state.active)
@@ -258,7 +229,7 @@ class GatewaySession:
         """``pin`` in the caller's write transaction, the session stored before."""
         pinned = self.pinning(names)(writer)
         if pinned is not None:
-            writer.sessions.append(self.id, pinned)
+            writer.sessions.append(self.session.key, pinned)
 
     def resolve(self, name: str) -> tuple[StoredTool | None, bool]:
         """The catalog record of ``name`` (``None`` when it is not there) and whether it is active,
@@ -318,9 +289,9 @@ class GatewaySession:
         }
         if call is not None:
             params["call"] = call
-        session_id, store = self.id, self.index.store
+        key, store = self.key, self.index.store
         return lambda reader: Event(
-            kind=CALL_EVENT, tool_name=name, params=call_params(reader, store, session_id, name, params)
+            kind=CALL_EVENT, tool_name=name, params=call_params(reader, store, key, name, params)
         )
 
     def start_in(self, name: str, server: str, call: str, writer: Writer) -> None:
@@ -329,7 +300,7 @@ class GatewaySession:
         had effects (its outcome, logged after the answer, names the same ``call``). It teaches
         nothing: only an outcome does."""
         params = {"tool": name, "server": server, "call": call}
-        writer.sessions.append(self.id, Event(kind=CALL_START_EVENT, tool_name=name, params=params))
+        writer.sessions.append(self.key, Event(kind=CALL_START_EVENT, tool_name=name, params=params))
 
 
 Pending = Callable[[Reader], "Event | None"]
@@ -352,15 +323,15 @@ def write_pending_in(
 ) -> list[str]:
     """``write_pending`` in the caller's transaction; the sessions deleted meanwhile, whose
     entries have no log to go to."""
-    by_session: dict[str, list[Event]] = {}
+    by_session: dict[SessionKey, list[Event]] = {}
     gone: list[str] = []
     for gateway_session, pending in writes:
         event = pending(writer)
         if event is not None:
-            by_session.setdefault(gateway_session.id, []).append(event)
-    for session_id, events in by_session.items():
-        if not writer.sessions.append(session_id, *events):
-            gone.append(session_id)
+            by_session.setdefault(gateway_session.session.key, []).append(event)
+    for key, events in by_session.items():
+        if not writer.sessions.append(key, *events):
+            gone.append(key.id)
             continue
-        learn_from_calls(writer, index.ranker.analyzer(writer), session_id, events)
+        learn_from_calls(writer, index.ranker.analyzer(writer), key, events)
     return gone

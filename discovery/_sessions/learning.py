@@ -33,7 +33,7 @@ from typing import Any
 from discovery._params import MAX_KEY_BYTES, query_terms
 from discovery._text.analyzers import Analyzer
 from discovery.errors import QueryWithoutTerms
-from store import Event, LoggedEvent, Reader, Store, StoredTool, Writer
+from store import Event, LoggedEvent, Reader, SessionKey, Store, StoredTool, Writer
 
 CALL_EVENT = "tool_call"
 """The log's kind for a call of a catalog tool (recorded by a host or forwarded by the gateway)."""
@@ -147,7 +147,7 @@ def _learned_from(event: Event) -> list[int] | None:
     return [seq for seq in value if isinstance(seq, int) and not isinstance(seq, bool)]
 
 
-def credits_of_log(session_id: str, logged: Iterable[LoggedEvent], analyzer: Analyzer) -> set[Credit]:
+def credits_of_log(session: SessionKey, logged: Iterable[LoggedEvent], analyzer: Analyzer) -> set[Credit]:
     """Every credit a session's log gives, by the rule (events in log order)."""
     found: set[Credit] = set()
     searches: dict[int, LoggedEvent] = {}
@@ -173,7 +173,7 @@ def credits_of_log(session_id: str, logged: Iterable[LoggedEvent], analyzer: Ana
                 if named is None
                 else [searches[seq] for seq in named if seq in searches]
             )
-            found.update((session_id, term, event.tool_name) for term in call_terms(chosen, analyzer))
+            found.update((session.id, term, event.tool_name) for term in call_terms(chosen, analyzer))
     return found
 
 
@@ -181,36 +181,36 @@ class _FirstSearches:
     """Per store, the sequence number of each session's first search logged by this process."""
 
     def __init__(self) -> None:
-        self._by_store: weakref.WeakKeyDictionary[Store, dict[str, int]] = weakref.WeakKeyDictionary()
+        self._by_store: weakref.WeakKeyDictionary[Store, dict[SessionKey, int]] = weakref.WeakKeyDictionary()
 
-    def note(self, store: Store, session_id: str, seq: int) -> None:
+    def note(self, store: Store, session: SessionKey, seq: int) -> None:
         sessions = self._by_store.setdefault(store, {})
-        known = sessions.get(session_id)
+        known = sessions.get(session)
         if known is not None and known <= seq:
             return
         if known is None and len(sessions) >= SESSIONS_REMEMBERED:
             del sessions[next(iter(sessions))]
-        sessions[session_id] = seq  # lower than known: the session was made anew elsewhere
+        sessions[session] = seq  # lower than known: the session was made anew elsewhere
 
-    def forget(self, store: Store, session_id: str) -> None:
-        self._by_store.get(store, {}).pop(session_id, None)
+    def forget(self, store: Store, session: SessionKey) -> None:
+        self._by_store.get(store, {}).pop(session, None)
 
-    def first(self, store: Store, session_id: str) -> int | None:
-        return self._by_store.get(store, {}).get(session_id)
+    def first(self, store: Store, session: SessionKey) -> int | None:
+        return self._by_store.get(store, {}).get(session)
 
 
 FIRST_SEARCHES = _FirstSearches()
 """What this process searched: a call learns only from its own process' searches."""
 
 
-def current_run(reader: Reader, session_id: str, since: int) -> list[LoggedEvent]:
+def current_run(reader: Reader, session: SessionKey, since: int) -> list[LoggedEvent]:
     """The successful searches, from ``since`` on, of the run before the session's last run of
     calls (the run a call logged next belongs to), in log order."""
     found: list[LoggedEvent] = []
     seen_search = False
     before = 1 << 62
     while True:
-        page = reader.sessions.events_before(session_id, before, LOOKBACK_PAGE, RUN_KINDS)
+        page = reader.sessions.events_before(session, before, LOOKBACK_PAGE, RUN_KINDS)
         for entry in page:
             if entry.seq < since:
                 return found[::-1]
@@ -226,25 +226,25 @@ def current_run(reader: Reader, session_id: str, since: int) -> list[LoggedEvent
         before = page[-1].seq
 
 
-def learned_from(reader: Reader, store: Store, session_id: str, tool_name: str) -> list[int]:
+def learned_from(reader: Reader, store: Store, session: SessionKey, tool_name: str) -> list[int]:
     """What a call of ``tool_name`` logged next in the session learns from, by the rule: the
     sequence numbers of its searches (none when this process searched nothing there yet)."""
-    since = FIRST_SEARCHES.first(store, session_id)
+    since = FIRST_SEARCHES.first(store, session)
     if since is None:
         return []
-    return sorted(entry.seq for entry in credited_searches(current_run(reader, session_id, since), tool_name))
+    return sorted(entry.seq for entry in credited_searches(current_run(reader, session, since), tool_name))
 
 
 def call_params(
-    reader: Reader, store: Store, session_id: str, tool_name: str, params: dict[str, Any]
+    reader: Reader, store: Store, session: SessionKey, tool_name: str, params: dict[str, Any]
 ) -> dict[str, Any]:
     """``params`` of a call to log, with the searches it learns from when it teaches."""
     if not teaches(Event(kind=CALL_EVENT, tool_name=tool_name, params=params)):
         return params
-    return {**params, LEARNED_FROM: learned_from(reader, store, session_id, tool_name)}
+    return {**params, LEARNED_FROM: learned_from(reader, store, session, tool_name)}
 
 
-def learn_from_calls(writer: Writer, analyzer: Analyzer, session_id: str, calls: Sequence[Event]) -> int:
+def learn_from_calls(writer: Writer, analyzer: Analyzer, session: SessionKey, calls: Sequence[Event]) -> int:
     """Credit the calls just logged in a session (those that teach), when learning is on; how
     many credits were new."""
     taught = [call for call in calls if call.kind == CALL_EVENT and teaches(call)]
@@ -256,22 +256,22 @@ def learn_from_calls(writer: Writer, analyzer: Analyzer, session_id: str, calls:
     if not wanted:
         return 0
     window = writer.sessions.events_before(
-        session_id, wanted[-1] + 1, wanted[-1] - wanted[0] + 1, (SEARCH_EVENT,)
+        session, wanted[-1] + 1, wanted[-1] - wanted[0] + 1, (SEARCH_EVENT,)
     )
     searches = {entry.seq: entry for entry in window}
     credits: list[Credit] = []
     for call in taught:
         assert call.tool_name is not None
         chosen = [searches[seq] for seq in _learned_from(call) or [] if seq in searches]
-        credits += [(session_id, term, call.tool_name) for term in call_terms(chosen, analyzer)]
+        credits += [(session.id, term, call.tool_name) for term in call_terms(chosen, analyzer)]
     return writer.learning.add_credits(credits)
 
 
 def credits_from_logs(reader: Reader, analyzer: Analyzer) -> set[Credit]:
     """Every credit of every session's log, by the rule."""
     found: set[Credit] = set()
-    for session_id, logged in reader.sessions.events_of_kind(RUN_KINDS).items():
-        found |= credits_of_log(session_id, logged, analyzer)
+    for session, logged in reader.sessions.events_of_kind(RUN_KINDS).items():
+        found |= credits_of_log(session, logged, analyzer)
     return found
 
 

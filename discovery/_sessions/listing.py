@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from discovery._params import checked_id
-from discovery._rules import SEARCH_TOOL_NAME
+from discovery._params import checked_id, checked_identity
+from discovery._rules import LOCAL_IDENTITY, SEARCH_TOOL_NAME
 from discovery._sessions.learning import CALL_EVENT, FIRST_SEARCHES
-from discovery.errors import SessionNotFound
-from store import LoggedEvent, Store
+from discovery._sessions.session import no_session
+from store import LoggedEvent, SessionKey, Store
 
 CALL_START_EVENT = "tool_call_start"
 """Logged by a gateway before it forwards a call (``{"tool", "server", "call"}``); the call's
@@ -22,6 +23,7 @@ class RestoredSelection:
     """What ``import_session_file`` restored; ``found`` is false when the file had no selection."""
 
     session_id: str
+    identity: str
     found: bool
     restored: list[str]
     missing: list[str]
@@ -30,12 +32,18 @@ class RestoredSelection:
 @dataclass(frozen=True, slots=True)
 class SessionSummary:
     id: str
+    identity: str
     settings: dict[str, Any]
     active: int
     selected: int
+    searches: int
+    """Search calls logged (``search_tool_bm25``)."""
     calls: int
+    """Tool calls logged (a gateway's forwarded calls, a host's ``record_call``)."""
     created_at: str
     updated_at: str
+    opened_by: str | None
+    """The command and host that made the session (``None``: made before it was recorded)."""
 
 
 def event_record(entry: LoggedEvent) -> dict[str, Any]:
@@ -73,36 +81,47 @@ def with_outcomes(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def session_summaries(store: Store) -> list[SessionSummary]:
-    """Every stored session with its sizes and number of search calls."""
+    """Every stored session of every identity with its sizes and numbers of searches and calls."""
     with store.reading() as reader:
-        counts = reader.sessions.search_counts()
+        counts = reader.sessions.kind_counts()
         return [
             SessionSummary(
                 id=state.id,
+                identity=state.identity,
                 settings=state.settings,
                 active=len(state.active),
                 selected=len(state.selected),
-                calls=counts.get(state.id, 0),
+                searches=counts.get(state.key, {}).get("search", 0),
+                calls=counts.get(state.key, {}).get(CALL_EVENT, 0),
                 created_at=state.created_at.isoformat(),
                 updated_at=state.updated_at.isoformat(),
+                opened_by=state.opened_by,
             )
             for state in reader.sessions.all()
         ]
 
 
-def session_record(store: Store, session_id: str) -> dict[str, Any]:
-    """``{"id", "settings", "active", "selected", "calls", "not_in_catalog"}``: the stored lists,
-    every logged event, and the stored names the catalog no longer has."""
-    session_id = checked_id(session_id, "session id")
+def session_key(session_id: str, identity: str = LOCAL_IDENTITY) -> SessionKey:
+    """The key of ``identity``'s session ``session_id``, both checked."""
+    return SessionKey(checked_identity(identity), checked_id(session_id, "session id"))
+
+
+def session_record(store: Store, session_id: str, identity: str = LOCAL_IDENTITY) -> dict[str, Any]:
+    """``{"id", "identity", "settings", "active", "selected", "calls", "not_in_catalog",
+    "opened_by"}``: the stored lists, every logged event, and the stored names the catalog no
+    longer has."""
+    key = session_key(session_id, identity)
     with store.reading() as reader:
-        state = reader.sessions.load(session_id)
+        state = reader.sessions.load(key)
         if state is None:
-            raise SessionNotFound(f"no session {session_id!r} in the store")
-        logged = reader.sessions.events(session_id)
+            raise no_session(key)
+        logged = reader.sessions.events(key)
         listed = list(dict.fromkeys([*state.active, *state.selected]))
         known = reader.catalog.tools_by_names(listed)
     return {
         "id": state.id,
+        "identity": state.identity,
+        "opened_by": state.opened_by,
         "settings": state.settings,
         "active": state.active,
         "selected": state.selected,
@@ -112,11 +131,21 @@ def session_record(store: Store, session_id: str) -> dict[str, Any]:
     }
 
 
-def delete_session(store: Store, session_id: str) -> None:
-    session_id = checked_id(session_id, "session id")
+def delete_session(store: Store, session_id: str, identity: str = LOCAL_IDENTITY) -> None:
+    key = session_key(session_id, identity)
     with store.writing() as writer:
-        if not writer.sessions.remove(session_id):
-            raise SessionNotFound(f"no session {session_id!r} in the store")
+        if not writer.sessions.remove(key):
+            raise no_session(key)
         # What a session taught is read from its log: with the log, it goes.
-        writer.learning.remove_credits(session_id=session_id)
-    FIRST_SEARCHES.forget(store, session_id)  # a new session of that id starts its log anew
+        writer.learning.remove_credits(session_id=key.id)
+    FIRST_SEARCHES.forget(store, key)  # a new session of that id starts its log anew
+
+
+def adopt_identities(store: Store, identities: Mapping[str, str]) -> dict[str, tuple[int, int]]:
+    """Give each identity's sessions to the identity it maps to (a gateway qualifying its
+    identities by its realm); per identity that had any, how many moved and how many stayed
+    because the new identity already holds a session of the same id."""
+    for identity in (*identities, *identities.values()):
+        checked_identity(identity)
+    with store.writing() as writer:
+        return writer.sessions.adopt(identities)

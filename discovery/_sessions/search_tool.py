@@ -26,7 +26,7 @@ from discovery._sessions.learning import FIRST_SEARCHES
 from discovery._sessions.settings import AnswerStyle
 from discovery._sessions.view import SessionView
 from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, ToolCallError
-from store import Event, LoggedEvent, Reader, SessionState, Store, Writer
+from store import Event, LoggedEvent, Reader, SessionKey, SessionState, Store, Writer
 
 
 class SearchingSession(Protocol):
@@ -39,6 +39,8 @@ class SearchingSession(Protocol):
     def ranker(self) -> Ranker: ...
     @property
     def id(self) -> str: ...
+    @property
+    def key(self) -> SessionKey: ...
     def describe_corpus(self) -> tuple[list[tuple[str, int]], list[str], int]: ...
     def describe_catalog(self) -> tuple[list[tuple[str, int]], list[str], int]: ...
     def view_in(self, reader: Reader, state: SessionState, generation: int) -> SessionView: ...
@@ -132,7 +134,7 @@ class SearchTool:
         logged, then returned) and the session as the call saw it (``None`` for a call id
         answered before)."""
         session = self.session
-        state, generation, done = writer.sessions.lock_for_call(session.id, call_id)
+        state, generation, done = writer.sessions.lock_for_call(session.key, call_id)
         if state is None:
             raise DiscoveryUnavailable()
         if done is not None:
@@ -149,7 +151,7 @@ class SearchTool:
             outcome = error
         recorded = writer.sessions.record(state, *_logged(view, call_id, params, outcome))
         if not isinstance(outcome, ToolCallError):
-            FIRST_SEARCHES.note(session.store, session.id, recorded.event_count)
+            FIRST_SEARCHES.note(session.store, session.key, recorded.event_count)
         return outcome, view
 
     def _search(self, reader: Reader, view: SessionView, params: Any, generation: int) -> ToolResult:

@@ -8,6 +8,7 @@ on the index's store and ranker directly: nothing here calls back up into ``Tool
 from __future__ import annotations
 
 import dataclasses
+import socket
 import uuid
 import warnings
 from collections.abc import Iterable, Sequence
@@ -15,10 +16,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from discovery._params import checked_id, checked_search
+from discovery._params import checked_id, checked_identity, checked_search
 from discovery._ranking.ranker import Ranker
 from discovery._results import SearchHit
 from discovery._rules import (
+    LOCAL_IDENTITY,
     SEARCH_TOOL_NAME,
     Corpus,
     EffectiveMode,
@@ -27,6 +29,7 @@ from discovery._rules import (
     kept_selection,
     registered_tools,
     session_corpus,
+    session_named,
     starting_active,
 )
 from discovery._sessions.answer import NameIndex
@@ -43,7 +46,7 @@ from discovery.errors import (
     ToolNotFound,
     UnknownToolNames,
 )
-from store import GROUPS, Event, Reader, SessionState, Store, StoredTool, Writer
+from store import GROUPS, Event, Reader, SessionKey, SessionState, Store, StoredTool, Writer
 
 
 class Scope(Protocol):
@@ -119,8 +122,18 @@ def opening_active(ranker: Ranker, reader: Reader, settings: SessionSettings) ->
     return starting_active(mode, candidates, essentials, set(settings.requested))
 
 
+def opener(store: Store) -> str:
+    """What a session made now records as having opened it: who opened the store (the command,
+    or the name a host gave ``ToolIndex.open``) and the host name."""
+    return f"{store.application} on {socket.gethostname()}"
+
+
+def no_session(key: SessionKey) -> SessionNotFound:
+    return SessionNotFound(f"no {session_named(*key)} in the store")
+
+
 class Session:
-    """A handle on one stored session. Cheap: it holds only the id, the store and the ranker."""
+    """A handle on one stored session. Cheap: it holds only the key, the store and the ranker."""
 
     def __init__(
         self,
@@ -129,10 +142,16 @@ class Session:
         session_id: str,
         scope: Scope | None = None,
         answer: AnswerStyle | None = None,
+        *,
+        identity: str = LOCAL_IDENTITY,
     ) -> None:
         self.store = store
         self.ranker = ranker
         self.id = session_id
+        self.identity = identity
+        """Whose session this is: ids are per identity (``discovery._rules.LOCAL_IDENTITY`` when
+        it names none)."""
+        self.key = SessionKey(identity, session_id)
         self.scope = scope
         self.answer = answer
         """How this handle's searches answer whatever the stored setting says (``None``: as it
@@ -143,20 +162,27 @@ class Session:
 
     @classmethod
     def open(
-        cls, store: Store, ranker: Ranker, session_id: str | None, settings: dict[str, Any] | None
+        cls,
+        store: Store,
+        ranker: Ranker,
+        session_id: str | None,
+        settings: dict[str, Any] | None,
+        identity: str = LOCAL_IDENTITY,
     ) -> Session:
-        """Create the session, or resume it (settings, when given, must match the stored ones)."""
+        """Create ``identity``'s session, or resume it (settings, when given, must match the
+        stored ones). Another identity's session of the same id is another session."""
         session_id = checked_id(session_id, "session id") if session_id is not None else uuid.uuid4().hex
+        key = SessionKey(checked_identity(identity), session_id)
         wanted = parsed_settings(settings or {})
         # Resuming only reads, so it does not wait for another process's write (a long import).
         with store.reading() as reader:
-            state = reader.sessions.load(session_id)
+            state = reader.sessions.load(key)
         if state is None:
             with store.writing() as writer:
-                state, _ = created_or_locked(writer, ranker, session_id, wanted)
+                state, _ = created_or_locked(writer, ranker, key, wanted, opener(store))
         if settings is not None:
             check_settings(state, wanted)
-        return cls(store, ranker, session_id)
+        return cls(store, ranker, session_id, identity=key.identity)
 
     def as_new(self, settings: dict[str, Any] | None = None) -> tuple[list[str], CorpusOverview]:
         """What this session would be if it were created now with ``settings``, nothing stored:
@@ -172,16 +198,18 @@ class Session:
         self.ranker.sync(reader, catalog)
         active = opening_active(self.ranker, reader, wanted)
         stamp = datetime.now(UTC)
-        state = SessionState(self.id, wanted.model_dump(mode="json"), active, [], 0, stamp, stamp)
+        state = SessionState(
+            self.id, self.identity, wanted.model_dump(mode="json"), active, [], 0, stamp, stamp
+        )
         return self.view_in(reader, state, catalog)
 
     def scoped(self, scope: Scope) -> Session:
         """A handle on the same session that searches and activates only what ``scope`` admits."""
-        return Session(self.store, self.ranker, self.id, scope, self.answer)
+        return Session(self.store, self.ranker, self.id, scope, self.answer, identity=self.identity)
 
     def answering(self, answer: AnswerStyle) -> Session:
         """A handle on the same session whose searches answer as ``answer`` says."""
-        return Session(self.store, self.ranker, self.id, self.scope, answer)
+        return Session(self.store, self.ranker, self.id, self.scope, answer, identity=self.identity)
 
     def answer_style(self) -> AnswerStyle:
         """How this handle's searches answer: its own ``answer``, else the session's setting."""
@@ -205,9 +233,9 @@ class Session:
             return self._view(reader)
 
     def _view(self, reader: Reader) -> SessionView:
-        state, generation = reader.sessions.load_with_generation(self.id)
+        state, generation = reader.sessions.load_with_generation(self.key)
         if state is None or generation is None:
-            raise SessionNotFound(f"no session {self.id!r} in the store")
+            raise no_session(self.key)
         self.ranker.sync(reader, generation)
         # The view depends only on the lists, the settings and the catalog: reuse it while none
         # of them moved. A logged event that changes no list (a tool call a gateway forwarded)
@@ -357,16 +385,16 @@ class Session:
         with self.store.writing() as writer:
             if not self.ranker.known_names(writer, [name]):
                 raise ToolNotFound(f"no tool named {name!r} in the catalog")
-            params = call_params(writer, self.store, self.id, name, {"tool": name, "is_error": not ok})
+            params = call_params(writer, self.store, self.key, name, {"tool": name, "is_error": not ok})
             event = Event(kind=CALL_EVENT, tool_name=name, params=params)
-            if not writer.sessions.append(self.id, event):
-                raise SessionNotFound(f"no session {self.id!r} in the store")
-            learn_from_calls(writer, self.ranker.analyzer(writer), self.id, [event])
+            if not writer.sessions.append(self.key, event):
+                raise no_session(self.key)
+            learn_from_calls(writer, self.ranker.analyzer(writer), self.key, [event])
 
     def _lock(self, writer: Writer) -> SessionState:
-        state = writer.sessions.lock(self.id)
+        state = writer.sessions.lock(self.key)
         if state is None:
-            raise SessionNotFound(f"no session {self.id!r} in the store")
+            raise no_session(self.key)
         return state
 
     def preview(self, query: str, limit: int = 8) -> list[SearchHit]:
@@ -401,19 +429,23 @@ class Session:
 
 
 def created_or_locked(
-    writer: Writer, ranker: Ranker, session_id: str, wanted: SessionSettings
+    writer: Writer, ranker: Ranker, key: SessionKey, wanted: SessionSettings, opened_by: str
 ) -> tuple[SessionState, bool]:
-    """The session, locked, and whether this call created it (with ``wanted``)."""
-    state = writer.sessions.lock(session_id)  # made meanwhile by another caller?
+    """The session, locked, and whether this call created it (with ``wanted``; ``opened_by``
+    says who did: ``opener``)."""
+    state = writer.sessions.lock(key)  # made meanwhile by another caller?
     if state is not None:
         return state, False
     created = writer.sessions.create(
-        session_id, wanted.model_dump(mode="json"), opening_active(ranker, writer, wanted)
+        key,
+        wanted.model_dump(mode="json"),
+        opening_active(ranker, writer, wanted),
+        opened_by=opened_by,
     )
     if created is not None:
         return created, True
     # Made at this very moment by another caller, now committed: resume it.
-    state = writer.sessions.lock(session_id)
+    state = writer.sessions.lock(key)
     assert state is not None
     return state, False
 
@@ -452,17 +484,19 @@ def search_once(
     settings: dict[str, Any] | None,
     call_id: str,
     params: dict[str, Any],
+    identity: str = LOCAL_IDENTITY,
 ) -> OneSearch:
     """One search call of a host that holds no session handle between calls (the command line):
-    the session is created with ``settings`` when new (checked against them when not), and the
-    search runs, activates and is logged — all in one write transaction."""
+    ``identity``'s session is created with ``settings`` when new (checked against them when
+    not), and the search runs, activates and is logged — all in one write transaction."""
     session_id = checked_id(session_id, "session id")
+    key = SessionKey(checked_identity(identity), session_id)
     wanted = parsed_settings(settings or {})
-    session = Session(store, ranker, session_id)
+    session = Session(store, ranker, session_id, identity=key.identity)
     tool = session.search_tool
     call_id, params = tool.checked(call_id, params)
     with store.writing() as writer:
-        state, created = created_or_locked(writer, ranker, session_id, wanted)
+        state, created = created_or_locked(writer, ranker, key, wanted, opener(store))
         if settings is not None and not created:
             check_settings(state, wanted)
         outcome, view = tool.execute_in(writer, call_id, params)

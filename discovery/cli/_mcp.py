@@ -291,8 +291,21 @@ async def _sync(
     "tokens_path",
     metavar="FILE",
     type=click.Path(dir_okay=False),
-    help='HTTP: a JSON file {"alice": "SECRET", ...}: each token is an identity, and a session '
-    "belongs to the identity that made it.",
+    help='HTTP: a JSON file {"alice": "SECRET", ...}: each token is an identity, alice@REALM, whose '
+    "sessions no other identity reaches (session ids are per identity).",
+)
+@click.option(
+    "--realm",
+    metavar="NAME",
+    help="With --tokens: the realm qualifying its identities; gateways given one realm share their "
+    "identities [default: this host's name and the tokens file's path].",
+)
+@click.option(
+    "--identity",
+    metavar="NAME",
+    default="local",
+    show_default=True,
+    help="Without --tokens: the identity whose sessions this gateway serves (a host naming its user).",
 )
 @click.option(
     "--mode",
@@ -340,7 +353,8 @@ def serve(app: App, /, **params: Any) -> None:
     Searches find only tools of the config's servers that --allow, --deny and the config's
     "toolIndex" filters allow, whatever else the database holds. Servers with no tools in the
     database yet are synced in the background, and a changed config file is applied without a
-    restart. With --tokens, each session belongs to the identity that made it.
+    restart. Every session belongs to one identity and ids are per identity: with --tokens,
+    the token's (alice@REALM), else --identity's.
     """
     import functools
 
@@ -363,7 +377,10 @@ def serve(app: App, /, **params: Any) -> None:
 def _tokens(options: ServeOptions) -> dict[str, str] | None:
     """The identities and their secrets ``--token`` or ``--tokens`` give, checked against the
     transport and host they are for."""
+    from discovery._mcp.options import qualified
     from discovery._mcp.serve import SINGLE_IDENTITY, check_bind, load_tokens
+    from discovery._params import checked_identity
+    from discovery._rules import LOCAL_IDENTITY
 
     tokens = None
     if options.tokens_path is not None:
@@ -374,7 +391,17 @@ def _tokens(options: ServeOptions) -> dict[str, str] | None:
         ):
             raise click.UsageError("give --token or --tokens, not both")
         tokens = load_tokens(options.tokens_path)
-    elif options.token:
+        if options.identity != LOCAL_IDENTITY:
+            raise click.UsageError("--identity is for a gateway without --tokens: each token is an identity")
+        realm = options.realm_name()
+        assert realm is not None
+        for name in tokens:
+            checked_identity(qualified(name, realm))
+    elif options.realm is not None:
+        raise click.UsageError("--realm qualifies the identities of --tokens")
+    else:
+        checked_identity(options.identity)
+    if options.token and options.tokens_path is None:
         tokens = {SINGLE_IDENTITY: options.token}
     if options.transport == "http":
         check_bind(options.host, "yes" if tokens else None)

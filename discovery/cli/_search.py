@@ -41,6 +41,13 @@ if TYPE_CHECKING:
 )
 @click.option("--session", "session_id", metavar="ID", help="Run search_tool_bm25 in this session.")
 @click.option(
+    "--identity",
+    metavar="NAME",
+    default="local",
+    show_default=True,
+    help="With --session: whose session ID is (ids are per identity).",
+)
+@click.option(
     "--default-server",
     "default_servers",
     multiple=True,
@@ -76,6 +83,7 @@ def search(
     limit: int,
     mode: str | None,
     session_id: str | None,
+    identity: str,
     default_servers: tuple[str, ...],
     requested: tuple[str, ...],
     essential_override: tuple[str, ...],
@@ -99,7 +107,9 @@ def search(
             "essential_override": list(essential_override) or None,
             "answer": answer,
         }
-        details, weak = _session_search(app, session_id, query, limit, settings, flag_weak=not as_json)
+        details, weak = _session_search(
+            app, (identity, session_id), query, limit, settings, flag_weak=not as_json
+        )
     if as_json:
         echo_json(details)
         return
@@ -124,9 +134,16 @@ def _read_only_search(
 
 
 def _session_search(
-    app: App, session_id: str, query: str, limit: int, settings: dict[str, Any], *, flag_weak: bool
+    app: App,
+    session: tuple[str, str],
+    query: str,
+    limit: int,
+    settings: dict[str, Any],
+    *,
+    flag_weak: bool,
 ) -> tuple[SearchDetails, set[str]]:
-    """One search_tool_bm25 call; the session is created with ``settings`` when it is new."""
+    """One search_tool_bm25 call in the session of ``(identity, id)``; it is created with
+    ``settings`` when it is new."""
     from discovery._diagnostics.weak import weak_matches_in
     from discovery._sessions.session import search_once
 
@@ -135,9 +152,9 @@ def _session_search(
     with app.index(create=True) as index:
         # One write: the session is created when new (settings given for an existing session
         # must match its own, else a clear error), searched, and the call logged.
-        done = search_once(
-            index.store, index.ranker, session_id, given or None, call_id, {"query": query, "limit": limit}
-        )
+        identity, session_id = session
+        params = {"query": query, "limit": limit}
+        done = search_once(index.store, index.ranker, session_id, given or None, call_id, params, identity)
         outcome, view = done.outcome, done.view
         with index.store.reading() as reader:  # and one read for what is shown beside the result
             for warning in unknown_setting_names(reader, given):

@@ -15,12 +15,20 @@ from discovery.cli._names import resolved_names
 from discovery.cli._output import on_terminal, print_fields, print_table
 from discovery.cli._render import one_line
 
+identity_option = click.option(
+    "--identity",
+    metavar="NAME",
+    default="local",
+    show_default=True,
+    help="Whose session ID is: ids are per identity (a gateway's token alice is alice@REALM).",
+)
+
 
 @click.command(epilog=example("tool-index sessions", "tool-index sessions --json"))
 @click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
 @pass_app
 def sessions(app: App, as_json: bool) -> None:
-    """List the stored sessions with their sizes and search calls."""
+    """List every identity's sessions: searches, calls, who opened them."""
     with app.index() as index:
         summaries = index.sessions()
     if as_json:
@@ -29,15 +37,19 @@ def sessions(app: App, as_json: bool) -> None:
     if not summaries:
         echo("No sessions.")
         return
-    rows: list[tuple[str, ...]] = [("id", "mode", "active", "selected", "calls", "updated")]
+    header = ("id", "identity", "mode", "active", "selected", "searches", "calls", "updated", "opened by")
+    rows: list[tuple[str, ...]] = [header]
     rows += [
         (
             s.id,
+            s.identity,
             str(s.settings.get("discovery_mode", "auto")),
             str(s.active),
             str(s.selected),
+            str(s.searches),
             str(s.calls),
             s.updated_at,
+            s.opened_by or "",
         )
         for s in summaries
     ]
@@ -53,24 +65,33 @@ def session() -> None:
 
 @session.command("show", epilog=example("tool-index session show chat-42 --json"))
 @click.argument("session_id", metavar="ID")
+@identity_option
 @click.option(
-    "--json", "as_json", is_flag=True, help='Print {"id", "settings", "active", "selected", "calls"}.'
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print {"id", "identity", "opened_by", "settings", "active", "selected", "calls"}.',
 )
 @pass_app
-def session_show(app: App, session_id: str, as_json: bool) -> None:
+def session_show(app: App, session_id: str, identity: str, as_json: bool) -> None:
     """Show a session's settings, tools and logged calls."""
     with app.index() as index:
-        record = index.session_record(session_id)
+        record = index.session_record(session_id, identity=identity)
     if as_json:
         echo_json(record)
         return
     gone = set(record["not_in_catalog"])
-    fields = [("settings", json.dumps(record["settings"], ensure_ascii=False))]
+    fields = [("identity", record["identity"]), ("opened by", record["opened_by"] or "not recorded")]
+    fields += [("settings", json.dumps(record["settings"], ensure_ascii=False))]
     fields += [(key, _listed(record[key], gone)) for key in ("active", "selected")]
     if not on_terminal():
         echo(f"Session {record['id']}")
         for key, value in fields:
-            echo(f"  {key}: {one_line(value)}" if key == "settings" else f"  {key} {one_line(value)}")
+            echo(
+                f"  {key} {one_line(value)}"
+                if key in ("active", "selected")
+                else f"  {key}: {one_line(value)}"
+            )
         echo(f"  log ({len(record['calls'])} events):")
         for call in record["calls"]:
             # Outside ``one_line``, which would fold the sequence number's padding.
@@ -107,7 +128,7 @@ def _event_line(call: dict[str, Any]) -> str:
         return f"{head} {params.get('tool')} (server {params.get('server')}): {ended}"
     if call["kind"] == "pin":
         return f"{head} {', '.join(params.get('tools') or {})}"
-    if call["kind"] == "owner":  # the identity of serve --tokens that made the session
+    if call["kind"] == "owner":  # the identity of serve --tokens that made it, before revision 0013
         return f"{head} {params.get('identity')}"
     if call["kind"] != "search":
         return head
@@ -119,9 +140,10 @@ def _event_line(call: dict[str, Any]) -> str:
 @session.command("call", epilog=example("tool-index session call chat-42 mcp__slack__post_message"))
 @click.argument("session_id", metavar="ID")
 @click.argument("name")
+@identity_option
 @click.option("--failed", is_flag=True, help="The call failed: it is logged and teaches nothing.")
 @pass_app
-def session_call(app: App, session_id: str, name: str, failed: bool) -> None:
+def session_call(app: App, session_id: str, name: str, identity: str, failed: bool) -> None:
     """Record that the host called catalog tool NAME in a session.
 
     The call is logged in the session and teaches nothing: a call teaches only the searches of the
@@ -129,30 +151,32 @@ def session_call(app: App, session_id: str, name: str, failed: bool) -> None:
     teach through the library, the adapters or the gateway (see `tool-index learning`).
     """
     with app.index() as index:
-        index.session_record(session_id)  # an unknown id is an error, not a new session
+        index.session_record(session_id, identity=identity)  # an unknown id is an error, not a new session
         (resolved,) = resolved_names(index, [name])
-        index.session(session_id).record_call(resolved, ok=not failed)
+        index.session(session_id, identity=identity).record_call(resolved, ok=not failed)
     echo(f"recorded {one_line(resolved)} in {session_id}{' (failed)' if failed else ''}")
 
 
 @session.command("reset", epilog=example("tool-index session reset chat-42"))
 @click.argument("session_id", metavar="ID")
+@identity_option
 @pass_app
-def session_reset(app: App, session_id: str) -> None:
+def session_reset(app: App, session_id: str, identity: str) -> None:
     """Reset a session to its opening tools, nothing selected."""
     with app.index() as index:
-        index.session_record(session_id)  # an unknown id is an error, not a new session
-        active = index.session(session_id).reset()
+        index.session_record(session_id, identity=identity)  # an unknown id is an error, not a new session
+        active = index.session(session_id, identity=identity).reset()
     echo(f"reset {session_id}: {len(active)} active, 0 selected")
 
 
 @session.command("delete", epilog=example("tool-index session delete chat-42"))
 @click.argument("session_id", metavar="ID")
+@identity_option
 @pass_app
-def session_delete(app: App, session_id: str) -> None:
+def session_delete(app: App, session_id: str, identity: str) -> None:
     """Delete a session and its log."""
     with app.index() as index:
-        index.delete_session(session_id)
+        index.delete_session(session_id, identity=identity)
     echo(f"deleted {session_id}")
 
 
@@ -161,11 +185,12 @@ def session_delete(app: App, session_id: str) -> None:
 )
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--id", "session_id", required=True, metavar="ID", help="The session to restore into.")
+@identity_option
 @click.option(
     "--mode", type=click.Choice(["auto", "off", "mcp-only", "all"]), help="New session: discovery mode."
 )
 @pass_app
-def session_import_jsonl(app: App, path: Path, session_id: str, mode: str | None) -> None:
+def session_import_jsonl(app: App, path: Path, session_id: str, identity: str, mode: str | None) -> None:
     """Restore the selection of a host's JSONL session file.
 
     The selection is the last mcp_tool_selection entry on the path from the file's last entry
@@ -173,7 +198,7 @@ def session_import_jsonl(app: App, path: Path, session_id: str, mode: str | None
     """
     settings = {"discovery_mode": mode} if mode else {}
     with app.index(create=True) as index:
-        restored = index.import_session_file(path, session_id, **settings)
+        restored = index.import_session_file(path, session_id, identity=identity, **settings)
     if not restored.found:
         echo(f"{path}: no tool selection in force; {session_id} has nothing selected", err=True)
     for name in restored.missing:

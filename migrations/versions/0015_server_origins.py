@@ -1,7 +1,7 @@
 """server origins: what each MCP server in the catalog is, and which host's config synced it
 
 Revision ID: 0015
-Revises: 0012
+Revises: 0013
 Create Date: 2026-12-06 08:00:00.000000
 
 Adds ``mcp_servers``: per server name, a fingerprint of what the server is (transport and command
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0015"
-down_revision: str | None = "0012"
+down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
