@@ -269,3 +269,45 @@ def test_session_ids_are_per_identity_on_the_command_line(db_url: str) -> None:
     assert fails(db_url, "search", "note", "--session", "p", "--identity", "a\tb") == (
         "Error: an identity must be printable text: 'a\\tb'\n"
     )
+
+
+def test_explain_in_a_session_gives_the_score_its_search_gives(db_url: str, tmp_path: Path) -> None:
+    from discovery import ToolIndex
+    from discovery._mcp.scope import GatewayScope
+    from discovery._sessions.session import Session
+
+    query, name = "create a pull request", "mcp__gitforge__create_pull_request"
+    ok(db_url, "import", str(DEMO))
+    ok(db_url, "search", "create an issue", "--session", "s1", "--mode", "mcp-only", "--limit", "1")
+    ok(db_url, "search", "open a pull request", "--session", "s1", "--mode", "all", "--identity", "alice")
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"gitforge": {"command": "true"}}}), encoding="utf-8")
+    explained = {
+        (identity, scoped): json.loads(
+            ok(
+                db_url,
+                *("explain", query, name, "--session", "s1", "--identity", identity, "--json"),
+                *(("--config", str(config)) if scoped else ()),
+            )
+        )
+        for identity, scoped in (("local", False), ("local", True))
+    }
+    with ToolIndex.open(db_url) as index:
+        for (identity, scoped), shown in explained.items():
+            scope = GatewayScope(frozenset({"gitforge"})) if scoped else None
+            session = Session(index.store, index.ranker, "s1", scope, identity=identity)
+            (hit,) = [hit for hit in session.preview(query, limit=30) if hit.name == name]
+            assert shown["score"] == hit.score
+    assert explained[("local", False)]["n_docs"] == 16  # the mcp-only corpus less the active issue tool
+    assert explained[("local", True)]["n_docs"] == 4  # and only gitforge's, as its gateway serves them
+    # alice's s1 activated the tool itself: her session's search no longer ranks it.
+    assert fails(db_url, "explain", query, name, "--session", "s1", "--identity", "alice") == (
+        f"Error: {name!r} is never ranked in session 's1' of identity 'alice' (mode all): it is not "
+        "discoverable there\n"
+    )
+    assert fails(db_url, "explain", query, name, "--session", "s2") == "Error: no session 's2' in the store\n"
+    assert (
+        "--identity and --config name the scope of a --session"
+        in fails(db_url, "explain", query, name, "--config", str(config), code=2)
+        + run(db_url, "explain", query, name, "--config", str(config)).stderr
+    )

@@ -12,6 +12,8 @@ from __future__ import annotations
 import gc
 import io
 import json
+import socket
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -36,6 +38,7 @@ from tests.mcp_helpers import (
     cli,
     eventually,
     http_gateway,
+    process_announcing,
     search,
     synced_into,
     text_of,
@@ -323,3 +326,118 @@ def test_memory_per_session_and_connection_stays_bounded(db_url: str, tmp_path: 
     assert not [session_id for session_id in stored if session_id.startswith("invented-")]
     assert {"kept", *(f"named-{number}" for number in range(8))} <= set(stored)
     assert len(stored) == 1 + 8 + 8  # and one per handshake-era connection
+
+
+def gateway_command(db: str, config: Path, *args: str) -> list[str]:
+    """``http_gateway``'s command, for a test that reads what the gateway says before it listens."""
+    serve = ["serve", "--config", str(config), "--transport", "http", "--port", "0"]
+    return [sys.executable, "-m", "discovery.cli", "--db", db, *serve, *args]
+
+
+def tokens_in(directory: Path, tokens: dict[str, str]) -> Path:
+    directory.mkdir(exist_ok=True)
+    path = directory / "tokens.json"
+    path.write_text(json.dumps(tokens), encoding="utf-8")
+    return path
+
+
+def identities_of(db: str, session_id: str) -> list[str]:
+    with ToolIndex.open(db, create=False) as index:
+        return sorted(summary.identity for summary in index.sessions() if summary.id == session_id)
+
+
+async def echo_in(url: str, secret: str) -> None:
+    """Search for the echo tool in the session of ``url`` and call it."""
+    async with as_identity(url, secret) as client:
+        assert (await search(client, "echo a text back", limit=1))["activated_tools"] == ["mcp__up__echo"]
+        assert not (await call(client, "mcp__up__echo", {"text": "hi"})).is_error
+
+
+async def sees_a_new_session(url: str, secret: str) -> None:
+    """The session of ``url`` is a new one: nothing active, no call allowed, nothing revealed."""
+    async with as_identity(url, secret) as client:
+        listed = await client.list_tools()
+        assert [tool.name for tool in listed.tools] == ["search_tool_bm25", "call_tool"]
+        refused = await call(client, "mcp__up__echo", {"text": "x"})
+        assert refused.is_error and "is not active in this session" in text_of(refused)
+
+
+@pytest.mark.slow
+def test_two_gateways_alices_are_two_identities_unless_one_realm(db_url: str, tmp_path: Path) -> None:
+    """Two gateways on one database, each with a tokens file naming an alice of its own: a session
+    alice opens through one is never opened, searched or called through the other; given one
+    --realm they are one alice. bob's and alice's my-project are two sessions."""
+    config = synced_into(db_url, tmp_path)
+    first = tokens_in(tmp_path / "a", {"alice": "alice-of-a-1b2c3d", "bob": BOB})
+    second = tokens_in(tmp_path / "b", {"alice": "alice-of-b-9e8f7a"})
+    with (
+        http_gateway(db_url, config, "--tokens", str(first)) as a,
+        http_gateway(db_url, config, "--tokens", str(second)) as b,
+    ):
+
+        async def apart() -> None:
+            await echo_in(f"{a}?session=my-project", "alice-of-a-1b2c3d")
+            before = record(db_url, "my-project", f"alice@{socket.gethostname()}:{first.resolve()}")
+            await sees_a_new_session(f"{b}?session=my-project", "alice-of-b-9e8f7a")
+            await sees_a_new_session(f"{a}?session=my-project", BOB)
+            await echo_in(f"{b}?session=my-project", "alice-of-b-9e8f7a")
+            await echo_in(f"{a}?session=my-project", BOB)
+            after = record(db_url, "my-project", f"alice@{socket.gethostname()}:{first.resolve()}")
+            assert after["calls"][: len(before["calls"])] == before["calls"]
+            assert [call["kind"] for call in after["calls"][len(before["calls"]) :]] in ([], ["tool_call"])
+
+        anyio.run(apart)
+    host = socket.gethostname()
+    assert identities_of(db_url, "my-project") == sorted(
+        [
+            f"alice@{host}:{first.resolve()}",
+            f"alice@{host}:{second.resolve()}",
+            f"bob@{host}:{first.resolve()}",
+        ]
+    )
+    realm = ("--realm", "team")
+    with (
+        http_gateway(db_url, config, "--tokens", str(first), *realm) as a,
+        http_gateway(db_url, config, "--tokens", str(second), *realm) as b,
+    ):
+
+        async def one() -> None:
+            await echo_in(f"{a}?session=shared", "alice-of-a-1b2c3d")
+            async with as_identity(f"{b}?session=shared", "alice-of-b-9e8f7a") as alice:
+                assert not (await call(alice, "mcp__up__echo", {"text": "again"})).is_error
+
+        anyio.run(one)
+    assert identities_of(db_url, "shared") == ["alice@team"]
+    assert cli(db_url, "verify").returncode == 0
+
+
+@pytest.mark.slow
+def test_a_tokens_gateway_adopts_the_sessions_of_its_names_made_before_realms(
+    db_url: str, tmp_path: Path
+) -> None:
+    config = synced_into(db_url, tmp_path)
+    with ToolIndex.open(db_url) as index:  # as revision 0013 migrates a 0012 gateway's alice's session
+        index.session("old-work", identity="alice", discovery_mode="mcp-only").search_tool.execute(
+            "c1", {"query": "echo a text back", "limit": 1}
+        )
+        index.session("old-work", identity="carol", discovery_mode="mcp-only")
+    command = gateway_command(db_url, config, "--tokens", str(tokens_file(tmp_path)), "--realm", "team")
+    with process_announcing(command, "adopted sessions made before realms: ", stream="stderr") as (
+        process,
+        said,
+    ):
+        assert said == "1 of alice as alice@team"
+        assert process.stderr is not None
+        while "listening on " not in (line := process.stderr.readline()):
+            assert line and "adopted" not in line
+        url = line.split("listening on ", 1)[1].strip()
+
+        async def resumed() -> None:
+            async with as_identity(f"{url}?session=old-work", ALICE) as alice:
+                assert not (await call(alice, "mcp__up__echo", {"text": "still mine"})).is_error
+
+        anyio.run(resumed)
+    assert identities_of(db_url, "old-work") == ["alice@team", "carol"]
+    with process_announcing(command, "listening on ", stream="stderr"):
+        pass  # nothing left to adopt: said once
+    assert cli(db_url, "verify").returncode == 0

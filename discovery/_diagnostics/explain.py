@@ -9,7 +9,7 @@ same floating-point order as ``discovery._ranking.ranker``, so ``Explanation.sco
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,9 +19,12 @@ from discovery._index import ToolIndex
 from discovery._params import Query, checked_query, searched_query
 from discovery._ranking.bm25 import average_length, idf, length_norm, round6, term_score
 from discovery._ranking.fields import FIELD_WEIGHTS, field_term_frequencies
-from discovery._rules import Corpus, read_only_corpus
+from discovery._rules import Corpus, read_only_corpus, session_corpus, session_named
 from discovery.errors import ToolIndexError, ToolNotFound
 from store import Reader
+
+if TYPE_CHECKING:
+    from discovery._sessions.session import Session
 
 
 class NotInCorpus(ToolIndexError):
@@ -213,9 +216,13 @@ def explain(index: ToolIndex, query: str, name: str, *, mode: str = "all") -> Ex
     return explain_query(index, searched_query(checked_query(query)), name, mode=mode)
 
 
-def explain_query(index: ToolIndex, query: Query, name: str, *, mode: str = "all") -> Explanation:
-    """``explain`` of a query checked already."""
-    corpus = read_only_corpus(mode)
+def explain_query(
+    index: ToolIndex, query: Query, name: str, *, mode: str = "all", corpus: Corpus | None = None
+) -> Explanation:
+    """``explain`` of a query checked already; in ``corpus`` when given (a session's, which
+    ``mode`` then names in words), else in the read-only corpus of ``mode``."""
+    where = f"mode {mode!r}" if corpus is None else mode
+    corpus = read_only_corpus(mode) if corpus is None else corpus
     with index.store.reading() as reader:
         analyzer = index.ranker.analyzer(reader)
         counts = query.terms(analyzer)
@@ -223,7 +230,7 @@ def explain_query(index: ToolIndex, query: Query, name: str, *, mode: str = "all
         if tool is None:
             raise ToolNotFound(f"no tool named {name!r} in the catalog")
         if tool.grp not in corpus.groups or name in corpus.excluded:
-            raise NotInCorpus(f"{name!r} is never ranked in mode {mode!r}: it is not discoverable there")
+            raise NotInCorpus(f"{name!r} is never ranked in {where}: it is not discoverable there")
         statistics = corpus_statistics(reader, corpus, list(counts))
         postings = reader.index.postings_of_tools([tool.id])
         learning = index.ranker.learning_enabled(reader)
@@ -267,6 +274,19 @@ def explain_query(index: ToolIndex, query: Query, name: str, *, mode: str = "all
         learned=learned,
         semantic=semantic,
     )
+
+
+def session_corpus_of(session: Session) -> tuple[Corpus, str]:
+    """What a search of ``session`` ranks now, and the words naming it: the corpus of its
+    settings, its active tools and its handle's scope. A session answering richly (a gateway's)
+    ranks the tools it has active too, and those its scope's filters leave out, as its searches
+    do (they are named to the model as not available, so they score)."""
+    view = session.view()
+    if session.answer_style() == "rich":
+        corpus = session_corpus(view.mode, (), view.essentials, view.out_of_scope - view.reported)
+    else:
+        corpus = view.corpus
+    return corpus, f"{session_named(session.identity, session.id)} (mode {view.mode})"
 
 
 def _semantic(

@@ -20,6 +20,7 @@ from discovery.errors import DiscoveryDisabled, ToolCallError
 from store import Reader
 
 if TYPE_CHECKING:
+    from discovery._sessions.session import Scope
     from discovery._sessions.settings import SessionSettings
 
 
@@ -182,36 +183,85 @@ def _why_off(session_id: str, settings: SessionSettings) -> str:
     )
 
 
-@click.command(epilog=example("tool-index explain 'create a pull request' mcp__github__create_pull_request"))
+@click.command(
+    epilog=example(
+        "tool-index explain 'create a pull request' mcp__github__create_pull_request",
+        "tool-index explain 'send a message' mcp__slack__post_message --session my-project "
+        "--identity alice@team --config mcp.json",
+    )
+)
 @click.argument("query")
 @click.argument("name")
 @click.option(
     "--mode",
     type=click.Choice(["all", "mcp-only"]),
-    default="all",
+    default=None,
+    help="The read-only corpus the score is computed in, as for search [default: all].",
+)
+@click.option(
+    "--session",
+    "session_id",
+    metavar="ID",
+    help="Explain the score in this session's corpus now: its settings and active tools.",
+)
+@click.option(
+    "--identity",
+    metavar="NAME",
+    default="local",
     show_default=True,
-    help="The read-only corpus the score is computed in, as for search.",
+    help="With --session: whose session ID is (ids are per identity).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="With --session: the scope of the gateway serving it, from its MCP config (its servers "
+    "and their filters), which the session does not store.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the breakdown as JSON.")
 @pass_app
-def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
+def explain(
+    app: App,
+    query: str,
+    name: str,
+    mode: str | None,
+    session_id: str | None,
+    identity: str,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
     """Break down NAME's score for QUERY by term, field and fused part.
 
     NAME is a tool's name or a label that names one tool (as search shows it). The score is
     the one a read-only search in MODE gives NAME, with the corpus statistics behind it; with
     learning on, the learned field's terms follow the tool text's; with vectors, the last line
-    shows how the lexical and semantic parts were fused.
+    shows how the lexical and semantic parts were fused. With --session, the score a search in
+    that session would give NAME now (its mode, its active tools; a gateway's session also
+    ranks what it has active), in the scope of the gateway --config names, if any.
     """
+    if session_id is None and (config_path is not None or identity != "local"):
+        raise click.UsageError("--identity and --config name the scope of a --session")
+    if session_id is not None and mode is not None:
+        raise click.UsageError("--mode is for a read-only explain: a session has its own mode")
     trimmed = checked_query(query)
+    scope = None if config_path is None else _gateway_scope(config_path)
     with app.index() as index:
-        from discovery._diagnostics.explain import explain_query
+        from discovery._diagnostics.explain import explain_query, session_corpus_of
+        from discovery._sessions.session import Session
 
         name = resolved_name(index, name)
-        explanation = explain_query(index, searched_query(trimmed), name, mode=mode)
+        corpus, where = None, f"mode {mode or 'all'}"
+        if session_id is not None:
+            index.session_record(session_id, identity=identity)  # an unknown id is an error, not a new one
+            session = Session(index.store, index.ranker, session_id, scope, identity=identity)
+            corpus, where = session_corpus_of(session)
+        label = where if corpus is not None else mode or "all"
+        explanation = explain_query(index, searched_query(trimmed), name, mode=label, corpus=corpus)
     if as_json:
         echo_json(explanation.as_dict())
         return
-    echo(f"{one_line(name)}  score {round6(explanation.score)}  (mode {mode})")
+    echo(f"{one_line(name)}  score {round6(explanation.score)}  ({one_line(where)})")
     echo(
         f"corpus: {explanation.n_docs} tools, avgdl {explanation.avgdl:.3f}; "
         f"tool length {explanation.doc_len}, norm {explanation.norm:.6f}"
@@ -253,6 +303,15 @@ def explain(app: App, query: str, name: str, mode: str, as_json: bool) -> None:
             f"cosine {semantic.cosine:.6f} / best {semantic.best_cosine:.6f} × {semantic.weight:g} "
             f"= {_six(semantic_part)}"
         )
+
+
+def _gateway_scope(config_path: str) -> Scope:
+    """The scope a gateway of ``config_path`` gives its sessions: its servers, its filters."""
+    from discovery._mcp.scope import GatewayScope
+    from discovery.cli._mcp import _config
+
+    config = _config(config_path)
+    return GatewayScope(frozenset(config.servers), config.tool_filter)
 
 
 def unknown_setting_names(reader: Reader, settings: dict[str, Any]) -> list[str]:
