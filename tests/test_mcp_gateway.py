@@ -551,11 +551,18 @@ def starts(live: Path) -> int:
     return len(counts.read_text().splitlines()) if counts.exists() else 0
 
 
-def test_a_call_that_takes_too_long_is_an_error_and_is_cancelled_on_its_server(tmp_path: Path) -> None:
-    db, config = synced(tmp_path)
+def synced_live(tmp_path: Path, *args: str) -> tuple[str, Path, Path]:
+    """A database synced from the config it is served with, one upstream 'up' run with ``args``
+    and ``--live-dir live``; the sync's own start of the server is not counted."""
     live = tmp_path / "live"
     live.mkdir()
-    config = write_config(tmp_path, {"up": upstream_entry("--live-dir", str(live))})
+    db, config = synced(tmp_path, {"up": upstream_entry(*args, "--live-dir", str(live))})
+    (live / "counts").unlink()
+    return db, config, live
+
+
+def test_a_call_that_takes_too_long_is_an_error_and_is_cancelled_on_its_server(tmp_path: Path) -> None:
+    db, config, live = synced_live(tmp_path)
 
     async def run() -> None:
         async with stdio_gateway(db, config, "--session", "s", "--call-timeout", "8") as client:
@@ -576,10 +583,7 @@ def test_a_call_that_takes_too_long_is_an_error_and_is_cancelled_on_its_server(t
 
 
 def test_a_result_above_the_size_limit_is_an_error_and_its_server_is_restarted(tmp_path: Path) -> None:
-    db, config = synced(tmp_path, {"up": upstream_entry("--bounds")})
-    live = tmp_path / "live"
-    live.mkdir()
-    config = write_config(tmp_path, {"up": upstream_entry("--bounds", "--live-dir", str(live))})
+    db, config, live = synced_live(tmp_path, "--bounds")
 
     async def run() -> None:
         async with stdio_gateway(db, config, "--session", "s", "--max-result-bytes", "100000") as client:
