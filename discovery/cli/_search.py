@@ -24,6 +24,15 @@ if TYPE_CHECKING:
     from discovery._sessions.settings import SessionSettings
 
 
+session_identity_option = click.option(
+    "--identity",
+    metavar="NAME",
+    default="local",
+    show_default=True,
+    help="With --session: whose session ID is (ids are per identity).",
+)
+
+
 @click.command(
     epilog=example(
         "tool-index search 'create issue' --limit 5",
@@ -41,13 +50,7 @@ if TYPE_CHECKING:
     "mode of a new session, default auto].",
 )
 @click.option("--session", "session_id", metavar="ID", help="Run search_tool_bm25 in this session.")
-@click.option(
-    "--identity",
-    metavar="NAME",
-    default="local",
-    show_default=True,
-    help="With --session: whose session ID is (ids are per identity).",
-)
+@session_identity_option
 @click.option(
     "--default-server",
     "default_servers",
@@ -204,13 +207,7 @@ def _why_off(session_id: str, settings: SessionSettings) -> str:
     metavar="ID",
     help="Explain the score in this session's corpus now: its settings and active tools.",
 )
-@click.option(
-    "--identity",
-    metavar="NAME",
-    default="local",
-    show_default=True,
-    help="With --session: whose session ID is (ids are per identity).",
-)
+@session_identity_option
 @click.option(
     "--config",
     "config_path",
