@@ -2,7 +2,8 @@
 
     python -m bench.learning [--analyzers reference,enhanced] [--per-tool 5,20] [--weights 1.0]
                              [--terms-per-call 16] [--play one|planning|rephrase]
-                             [--answer contract|rich] [--semantic MODEL]
+                             [--answer contract|rich] [--semantic MODEL] [--folds 5]
+                             [--identities single,per-task]
 
 Two sets, each split so that no query tested was learned from:
 
@@ -11,26 +12,34 @@ Two sets, each split so that no query tested was learned from:
   sessions (the request searched, then its labelled tools called) and its queries 20-39 are
   tested, so every N is tested on the same queries.
 - The real MCP catalog (``../shared/data/mcp-catalog.jsonl``, 757 tools of 74 servers) with the
-  project's own labelled requests (``bench/queries/mcp-catalog.jsonl``, written by people), in
-  five folds: each fold is tested after learning from the other four (each request searched, then
-  the first tool of each of its groups called), and the folds' results are pooled.
+  project's own labelled requests, written by people: 253 one-off requests
+  (``bench/queries/mcp-catalog.jsonl``) and 40 recurring needs in three wordings each
+  (``bench/queries/mcp-recurring.jsonl``), in five folds (``--folds``): each fold is tested after
+  learning from the others (each request searched, then the first tool of each of its groups
+  called), and the folds' results are pooled.
 
 Every run copies the catalog into a fresh SQLite file, plays the training requests through the
 library's own sessions (``discovery._quality.evaluate.learn_from``), turns learning on and runs the
 test queries as read-only searches. ``--weights`` measures other weights of the learned field
 than the shipped one (the choice is the table's, recorded in ``bench/results.md``).
+
+``--identities`` says who taught: ``single``, every session of the run (training and tested) is
+the one local identity, a single-user host; ``per-task``, each training task (a request, or a
+session of several with ``--play planning|rephrase``) is an identity of its own, and the tested
+queries are searched as the local identity, which taught nothing: a new user of a shared index.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +61,9 @@ MCP_RECURRING = ROOT / "bench" / "queries" / "mcp-recurring.jsonl"
 SEED = 20261204
 TESTED = range(20, 40)
 """The positions of a MetaTool tool's shuffled queries that are tested."""
-FOLDS = 3
+FOLDS = 5
 KS = (1, 5, 10)
+IDENTITIES = ("single", "per-task")
 
 
 @dataclass(frozen=True)
@@ -106,14 +116,17 @@ def metatool_splits(per_tool: Sequence[int]) -> list[Split]:
     return splits
 
 
-def mcp_folds() -> list[tuple[list[TrainingRequest], list[LabelledQuery], list[LabelledQuery]]]:
-    """Three folds over the one-off requests and the recurring needs: the i-th wording of every
-    recurring need is in fold i, the one-off requests are dealt to the folds at random. Each fold
-    is tested (one-off and recurring apart) after learning from the other two."""
+def mcp_folds(
+    folds: int = FOLDS,
+) -> list[tuple[list[TrainingRequest], list[LabelledQuery], list[LabelledQuery]]]:
+    """``folds`` folds over the one-off requests and the recurring needs: the i-th wording of
+    every recurring need is in fold i modulo ``folds`` (so a tested wording was learned in the
+    others' words), the one-off requests are dealt to the folds at random. Each fold is tested
+    (one-off and recurring apart) after learning from the others."""
     one_off = read_jsonl(MCP_QUERIES)
     recurring = read_jsonl(MCP_RECURRING)
     order = random.Random(SEED).sample(range(len(one_off)), len(one_off))
-    fold_of = {i: position % FOLDS for position, i in enumerate(order)}
+    fold_of = {i: position % folds for position, i in enumerate(order)}
     wording: dict[tuple[tuple[str, ...], ...], int] = {}
     rows: list[tuple[str, int, bool, dict[str, Any]]] = []
     for i, row in enumerate(one_off):
@@ -121,9 +134,9 @@ def mcp_folds() -> list[tuple[list[TrainingRequest], list[LabelledQuery], list[L
     for i, row in enumerate(recurring):
         need = tuple(tuple(group) for group in row["relevant_groups"])
         wording[need] = wording.get(need, -1) + 1
-        rows.append((f"recurring:{i}", wording[need] % FOLDS, True, row))
-    folds = []
-    for fold in range(FOLDS):
+        rows.append((f"recurring:{i}", wording[need] % folds, True, row))
+    split = []
+    for fold in range(folds):
         train: list[TrainingRequest] = []
         tested_once: list[LabelledQuery] = []
         tested_again: list[LabelledQuery] = []
@@ -135,8 +148,8 @@ def mcp_folds() -> list[tuple[list[TrainingRequest], list[LabelledQuery], list[L
                 )
             else:
                 train.append(TrainingRequest(where, where, str(row["query"]), tuple(g[0] for g in groups)))
-        folds.append((train, tested_once, tested_again))
-    return folds
+        split.append((train, tested_once, tested_again))
+    return split
 
 
 PLANNED = 3
@@ -173,13 +186,29 @@ def played(train: list[TrainingRequest], play: str) -> list[TrainingRequest]:
     return sessions
 
 
+def taught_by(sessions: list[TrainingRequest], identities: str) -> list[TrainingRequest]:
+    """The played sessions with their identities: all the local one (``single``), or each
+    session its own (``per-task``), none of them the local one, as which tests are searched."""
+    if identities == "single":
+        return sessions
+    return [replace(request, identity=f"task:{request.session}") for request in sessions]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How training is played and taught: see ``played`` and ``taught_by``."""
+
+    play: str = "one"
+    answer: str = "contract"
+    identities: str = "single"
+
+
 def measure(
     template: Path,
     workdir: Path,
     train: list[TrainingRequest],
     test: list[LabelledQuery],
-    play: str = "one",
-    answer: str = "contract",
+    protocol: Protocol,
 ) -> Measured:
     copy = workdir / "copy.db"
     for suffix in ("", "-wal", "-shm"):
@@ -188,7 +217,8 @@ def measure(
     with ToolIndex.open(str(copy)) as index:
         started = time.perf_counter()
         if train:
-            learn_from(index, played(train, play), answer=answer)
+            sessions = taught_by(played(train, protocol.play), protocol.identities)
+            learn_from(index, sessions, answer=protocol.answer)
         learned = time.perf_counter() - started
         result = evaluate(index, test, KS)
     return Measured(result.queries, result.recall[1], result.recall[5], result.mrr, learned)
@@ -209,21 +239,22 @@ def pooled(parts: list[Measured]) -> Measured:
     )
 
 
-def mcp_rows(template: Path, workdir: Path, play: str, answer: str) -> list[tuple[str, Measured]]:
-    folds = mcp_folds()
+def mcp_rows(template: Path, workdir: Path, protocol: Protocol, folds: int) -> list[tuple[str, Measured]]:
+    split = mcp_folds(folds)
     rows = []
     for label, tests in (
-        ("one-off", [once for _, once, _ in folds]),
-        ("recurring", [again for _, _, again in folds]),
+        ("one-off", [once for _, once, _ in split]),
+        ("recurring", [again for _, _, again in split]),
     ):
-        unlearned = [measure(template, workdir, [], test) for test in tests]
+        unlearned = [measure(template, workdir, [], test, protocol) for test in tests if test]
         learned = [
-            measure(template, workdir, train, test, play, answer)
-            for (train, _, _), test in zip(folds, tests, strict=True)
+            measure(template, workdir, train, test, protocol)
+            for (train, _, _), test in zip(split, tests, strict=True)
+            if test
         ]
         rows += [
             (f"MCP {label}, no learning", pooled(unlearned)),
-            (f"MCP {label}, {FOLDS}-fold", pooled(learned)),
+            (f"MCP {label}, {folds}-fold", pooled(learned)),
         ]
     return rows
 
@@ -239,7 +270,23 @@ def template_of(catalog: Path, analyzer: str, workdir: Path, model: str | None =
     return path
 
 
-def main() -> None:
+def measured_rows(
+    analyzer: str, args: argparse.Namespace, protocol: Protocol, workdir: Path
+) -> list[tuple[str, Measured]]:
+    """The rows of the sets ``args`` names, each measured under ``protocol``."""
+    rows: list[tuple[str, Measured]] = []
+    if "metatool" in args.sets.split(","):
+        template = template_of(METATOOL / "catalog.jsonl", analyzer, workdir, args.semantic)
+        per_tool = [int(n) for n in args.per_tool.split(",")]
+        for split in metatool_splits(per_tool):
+            rows.append((split.name, measure(template, workdir, split.train, split.test, protocol)))
+    if "mcp" in args.sets.split(","):
+        template = template_of(MCP_CATALOG, analyzer, workdir, args.semantic)
+        rows += mcp_rows(template, workdir, protocol, args.folds)
+    return rows
+
+
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -262,59 +309,54 @@ def main() -> None:
     parser.add_argument(
         "--semantic", metavar="MODEL", help="embed the catalogs with MODEL: both signals at once"
     )
+    parser.add_argument("--folds", type=int, default=FOLDS, help="folds of the MCP requests")
+    parser.add_argument(
+        "--identities",
+        default="single",
+        help="who taught: single, per-task (see above; a list measures each)",
+    )
     args = parser.parse_args()
-    analyzers = args.analyzers.split(",")
-    weights = [float(w) for w in args.weights.split(",")]
-    per_tool = [int(n) for n in args.per_tool.split(",")]
-    sets = args.sets.split(",")
+    if args.folds < 2:
+        parser.error("--folds must be at least 2")
+    for identities in args.identities.split(","):
+        if identities not in IDENTITIES:
+            parser.error(f"--identities: {identities!r} is not one of {', '.join(IDENTITIES)}")
+    return args
+
+
+def main() -> None:
+    args = arguments()
     table = Table(title="Learning from use: held-out queries, before and after learning")
-    caps = [int(n) for n in args.terms_per_call.split(",")]
-    for column in (
-        "set",
-        "analyzer",
-        "weight",
-        "terms",
-        "queries",
-        "Recall@1",
-        "Recall@5",
-        "MRR@10",
-        "learn s",
-    ):
-        table.add_column(column, justify="left" if column in ("set", "analyzer") else "right")
+    columns = ("set", "analyzer", "weight", "terms", "identities", "queries")
+    for column in (*columns, "Recall@1", "Recall@5", "MRR@10", "learn s"):
+        table.add_column(column, justify="left" if column in ("set", "analyzer", "identities") else "right")
+    sweep = itertools.product(
+        args.analyzers.split(","),
+        [float(w) for w in args.weights.split(",")],
+        [int(n) for n in args.terms_per_call.split(",")],
+        args.identities.split(","),
+    )
     with tempfile.TemporaryDirectory(prefix="tool-index-learning-") as directory:
-        workdir = Path(directory)
-        for analyzer in analyzers:
-            for weight, cap in [(weight, cap) for weight in weights for cap in caps]:
-                # The weight and the cap are constants; a sweep sets them in this process only.
-                setattr(learned_module, "LEARNED_WEIGHT", weight)  # noqa: B010
-                setattr(learning_rule, "TERMS_PER_CALL", cap)  # noqa: B010
-                rows: list[tuple[str, Measured]] = []
-                if "metatool" in sets:
-                    template = template_of(METATOOL / "catalog.jsonl", analyzer, workdir, args.semantic)
-                    for split in metatool_splits(per_tool):
-                        rows.append(
-                            (
-                                split.name,
-                                measure(template, workdir, split.train, split.test, args.play, args.answer),
-                            )
-                        )
-                if "mcp" in sets:
-                    template = template_of(MCP_CATALOG, analyzer, workdir, args.semantic)
-                    rows += mcp_rows(template, workdir, args.play, args.answer)
-                for name, result in rows:
-                    table.add_row(
-                        name,
-                        analyzer,
-                        f"{weight:g}",
-                        str(cap),
-                        str(result.queries),
-                        f"{result.recall1:.3f}",
-                        f"{result.recall5:.3f}",
-                        f"{result.mrr:.3f}",
-                        f"{result.learn_seconds:.1f}",
-                    )
-                    print(name, analyzer, weight, cap, result, flush=True)
-    Console(width=140).print(table)
+        for analyzer, weight, cap, identities in sweep:
+            # The weight and the cap are constants; a sweep sets them in this process only.
+            setattr(learned_module, "LEARNED_WEIGHT", weight)  # noqa: B010
+            setattr(learning_rule, "TERMS_PER_CALL", cap)  # noqa: B010
+            protocol = Protocol(args.play, args.answer, identities)
+            for name, result in measured_rows(analyzer, args, protocol, Path(directory)):
+                table.add_row(
+                    name,
+                    analyzer,
+                    f"{weight:g}",
+                    str(cap),
+                    identities,
+                    str(result.queries),
+                    f"{result.recall1:.3f}",
+                    f"{result.recall5:.3f}",
+                    f"{result.mrr:.3f}",
+                    f"{result.learn_seconds:.1f}",
+                )
+                print(name, analyzer, weight, cap, identities, result, flush=True)
+    Console(width=160).print(table)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from discovery import ToolIndex
-from discovery._quality.evaluate import QueryFileError, evaluate, read_queries
+from discovery._quality.evaluate import QueryFileError, evaluate, learn_from, read_queries, read_training
 from discovery.cli._main import main
 from tests.catalogs import WORKED_EXAMPLE
 
@@ -169,3 +169,37 @@ def test_the_library_checks_its_cutoffs(catalog_url: str, tmp_path: Path) -> Non
 def test_a_bad_file_raises_a_typed_error(tmp_path: Path) -> None:
     with pytest.raises(QueryFileError, match=r"q.jsonl:1: expected a JSON object"):
         read_queries(write_lines(tmp_path / "q.jsonl", ["3"]))
+
+
+def test_training_lines_are_played_as_their_identities_sessions(catalog_url: str, tmp_path: Path) -> None:
+    """A training line's ``identity`` makes its session that identity's (the local one's without):
+    one session id under two identities is two sessions."""
+    lines = [
+        {"query": "slack message", "tools": [SLACK], "session": "s", "identity": "alice"},
+        {"query": "github issue", "tools": [ISSUE], "session": "s", "identity": "bob"},
+        {"query": "github", "tools": [PULLS], "session": "s"},
+        {"query": "github", "tools": [], "session": "s", "identity": "alice"},
+    ]
+    training = read_training(write_lines(tmp_path / "train.jsonl", lines))
+    assert [request.identity for request in training] == ["alice", "bob", "local", "alice"]
+    with ToolIndex.open(catalog_url) as index:
+        learn_from(index, training)
+        played = {(summary.identity, summary.id): summary.searches for summary in index.sessions()}
+    assert played == {("alice", "learn-0-s"): 2, ("bob", "learn-1-s"): 1, ("local", "learn-2-s"): 1}
+
+
+@pytest.mark.parametrize(
+    ("identity", "what"),
+    [
+        ("", "an identity must not be blank"),
+        (7, "an identity must be text, not int"),
+        ("al\nice", "an identity must be printable text: 'al\\nice'"),
+    ],
+)
+def test_a_bad_identity_in_a_training_file_names_its_line(
+    catalog_url: str, tmp_path: Path, identity: Any, what: str
+) -> None:
+    training = write_lines(tmp_path / "train.jsonl", [{"query": "github", "tools": [], "identity": identity}])
+    queries = write_lines(tmp_path / "q.jsonl", QUERIES)
+    result = run(catalog_url, "eval", str(queries), "--learn-from", str(training))
+    assert (result.exit_code, result.stderr) == (1, f'Error: {training}:1: "identity": {what}\n')

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from discovery._files import bounded_lines, invalid_reason, loads, read_bounded
+from discovery._params import checked_identity
 from discovery._quality.metrics import mean, ndcg_at, recall_at, reciprocal_rank, satisfied_at
+from discovery._rules import LOCAL_IDENTITY
 from discovery.errors import QueryWithoutTerms, StoreError, ToolIndexError
 
 if TYPE_CHECKING:
@@ -222,12 +224,15 @@ class TrainingRequest:
     session: str
     query: str
     tools: tuple[str, ...]
+    identity: str = LOCAL_IDENTITY
+    """Whose session it is: learning counts what each identity taught."""
 
 
 def read_training(path: Path) -> list[TrainingRequest]:
     """Every request of a training file (JSONL: ``{"query": ..., "tools": [names]}``, and
     ``"session": id`` to make several lines one session's searches and calls, in file order;
-    each line is a session of its own otherwise). A bad line raises ``QueryFileError``."""
+    each line is a session of its own otherwise; ``"identity": name`` makes it that identity's
+    session, the local identity's otherwise). A bad line raises ``QueryFileError``."""
     where, text = read_bounded(path, QueryFileError, what="training file")
     lines = bounded_lines(text, where, QueryFileError, what="request")
     requests = [_training(f"{where}:{number}", number, line) for number, line in lines]
@@ -237,30 +242,36 @@ def read_training(path: Path) -> list[TrainingRequest]:
 
 
 def _training(where: str, number: int, line: str) -> TrainingRequest:
-    row, query = _request(where, line, {"query", "tools", "session"})
+    row, query = _request(where, line, {"query", "tools", "session", "identity"})
     tools = row.get("tools", [])
     if not isinstance(tools, list) or not all(isinstance(name, str) and name for name in tools):
         raise QueryFileError(f'{where}: "tools" must be a list of tool names')
     session = row.get("session", f"line-{number}")
     if not isinstance(session, str) or not session:
         raise QueryFileError(f'{where}: "session" must be a non-empty string')
-    return TrainingRequest(where, session, query, tuple(dict.fromkeys(tools)))
+    try:
+        identity = checked_identity(row.get("identity", LOCAL_IDENTITY))
+    except ToolIndexError as exc:
+        raise QueryFileError(f'{where}: "identity": {exc}') from None
+    return TrainingRequest(where, session, query, tuple(dict.fromkeys(tools)), identity)
 
 
 def learn_from(index: ToolIndex, requests: Sequence[TrainingRequest], *, answer: str = "contract") -> None:
-    """Play ``requests`` into ``index`` as sessions would: each session searches its requests and
-    records its calls, in file order (its searches answered in the ``answer`` style); then
-    learning is turned on, which learns from the logs."""
+    """Play ``requests`` into ``index`` as sessions would: each session (its identity's) searches
+    its requests and records its calls, in file order (its searches answered in the ``answer``
+    style); then learning is turned on, which learns from the logs."""
     known = index.tools_by_names(list(dict.fromkeys(name for request in requests for name in request.tools)))
     for request in requests:
         for name in request.tools:
             if name not in known:
                 raise QueryFileError(f"{request.where}: no tool named {_quoted(name)} in the catalog")
-    sessions: dict[str, list[TrainingRequest]] = {}
+    sessions: dict[tuple[str, str], list[TrainingRequest]] = {}
     for request in requests:
-        sessions.setdefault(request.session, []).append(request)
-    for number, (session_id, played) in enumerate(sessions.items()):
-        session = index.session(f"learn-{number}-{session_id}", discovery_mode="all", answer=answer)
+        sessions.setdefault((request.identity, request.session), []).append(request)
+    for number, ((identity, session_id), played) in enumerate(sessions.items()):
+        session = index.session(
+            f"learn-{number}-{session_id}", identity=identity, discovery_mode="all", answer=answer
+        )
         for call, request in enumerate(played):
             try:
                 session.search_tool.execute(f"learn-{call}", {"query": request.query, "limit": 1})

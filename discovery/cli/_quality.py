@@ -77,9 +77,10 @@ def eval_(
     runs as a read-only search, so the database does not change.
 
     With --learn-from, each line of TRAIN.jsonl is a request and the tools then called
-    ({"query": ..., "tools": [names]}, and "session": ID to make lines one session); the requests
-    are learned by a throwaway copy of the catalog before the queries run. Keep the queries
-    out of the training file, or the gain measured is not one a new request would see.
+    ({"query": ..., "tools": [names]}, and "session": ID to make lines one session, "identity":
+    NAME to make it that identity's); the requests are learned by a throwaway copy of the catalog
+    before the queries run, as the local identity. Keep the queries out of the training file, or
+    the gain measured is not one a new request would see.
     """
     from discovery._params import analyzer_named
     from discovery._quality.evaluate import evaluate_with, read_queries, read_training
