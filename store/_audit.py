@@ -10,18 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import Connection
 
 from store import _driver as driver
-from store import _postings as postings
-from store._changes import key_totals
 from store._records import GroupStats, StoredTool, TermStats
 from store._sql import CheckedJSON, chunks
 from store._tool_rows import TOOL_FIELDS, tool_reader
 from store.errors import CorruptIndex
+
+if TYPE_CHECKING:
+    # numpy and the posting arrays' modules are imported where arrays are made: a gateway's
+    # start and first answer read no postings (tests/test_mcp_startup.py).
+    import numpy as np
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,10 @@ def forward_rows(connection: Connection, tool_ids: Sequence[int]) -> list[Any]:
 def forward_terms(rows: Sequence[Sequence[Any]]) -> dict[int, tuple[list[int], list[int]]]:
     """The indexed terms of each ``(tool id, …, indexed terms)`` row as (term ids, tfs), decoded
     for the batch at once."""
+    import numpy as np
+
+    from store import _postings as postings
+
     width = postings.FORWARD_DTYPE.itemsize
     for row in rows:  # a torn entry is reported for its tool, not for the batch
         if len(row[-1]) % width:
@@ -149,6 +155,8 @@ class AuditReads:
     def catalog_postings(self) -> np.ndarray:
         """Every posting of the term index (``store._changes.CHANGE_DTYPE``): blocks with their
         overrides applied, sorted by (term, group, tool)."""
+        from store import _postings as postings
+
         return postings.all_postings(self._connection)
 
     def tool_batches(
@@ -159,6 +167,8 @@ class AuditReads:
         Batches are read by id ranges (keyset pagination), so each costs one index range. The term
         index side comes from ``indexed`` (default: ``catalog_postings``), regrouped by tool.
         """
+        import numpy as np
+
         everything = self.catalog_postings() if indexed is None else indexed
         by_tool = everything[np.argsort(everything["tool_id"], kind="stable")]
         # Plain columns: turning a structured slice into tuples costs far more than zipping lists.
@@ -218,6 +228,8 @@ class AuditReads:
         """Up to ``limit`` ``(term, group)`` pairs whose ``term_stats`` row disagrees with the term
         index (``indexed``, default ``catalog_postings``): a wrong ``df`` or ``max_tf``, a row
         without postings, or postings without a row. Ordered by term id, then group."""
+        from store._changes import key_totals
+
         everything = self.catalog_postings() if indexed is None else indexed
         actual = {(term, grp): TermStats(df, max_tf) for term, grp, df, max_tf in key_totals(everything)}
         stored = {
@@ -238,6 +250,8 @@ class AuditReads:
 
     def orphan_terms(self, *, limit: int, indexed: np.ndarray | None = None) -> list[tuple[int, str]]:
         """Up to ``limit`` terms that no posting uses (every write should have dropped them)."""
+        import numpy as np
+
         everything = self.catalog_postings() if indexed is None else indexed
         used = set(np.unique(everything["term_id"]).tolist())
         found: list[tuple[int, str]] = []
@@ -273,6 +287,8 @@ class AuditReads:
         """``(term id, group, stored size, postings held)`` of blocks whose ``size`` is not the number
         of postings their arrays hold (writes read the size to decide when to merge). Blocks of an
         unknown layout are ``unknown_block_layouts``'."""
+        from store import _postings as postings
+
         layouts, params = driver.in_list("layout", sorted(postings.LAYOUTS))
         held = "LENGTH(tool_ids) / (widths / 100)"
         rows = driver.fetch(
@@ -285,6 +301,8 @@ class AuditReads:
 
     def unknown_block_layouts(self, *, limit: int) -> list[tuple[int, int, int]]:
         """``(term id, group, widths)`` of blocks whose ``widths`` is none of ``postings.LAYOUTS``."""
+        from store import _postings as postings
+
         layouts, params = driver.in_list("layout", sorted(postings.LAYOUTS))
         rows = driver.fetch(
             self._connection,

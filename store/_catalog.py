@@ -9,18 +9,22 @@ one writer at a time and stay exact.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
 from sqlalchemy import Connection
 
 from store import _driver as driver
-from store import _postings as postings
-from store._aggregates import AggregateDelta, add_term_ids, apply_aggregates, current_postings
-from store._changes import CHANGE_DTYPE
 from store._reads import CatalogReads
 from store._records import IndexedBatch, ToolRow, WriteReport
 from store._sql import chunks, lookup_keys
 from store.errors import CorruptIndex
+
+if TYPE_CHECKING:
+    # numpy and the posting arrays' modules are imported where arrays are made: a gateway's
+    # start and first answer read no postings (tests/test_mcp_startup.py).
+    import numpy as np
+
+    from store._aggregates import AggregateDelta
 
 
 def lock_catalog(connection: Connection) -> int:
@@ -47,6 +51,8 @@ class _Write:
     """
 
     def __init__(self, connection: Connection, generation: int, *, rewrite: bool = False) -> None:
+        from store._aggregates import AggregateDelta
+
         self.connection = connection
         self.generation = generation
         self.rewrite = rewrite
@@ -113,6 +119,10 @@ class _Write:
 
     def void(self, tool_ids: Sequence[int]) -> None:
         """Take the current postings of ``tool_ids`` out (their rows are then rewritten or deleted)."""
+        import numpy as np
+
+        from store._aggregates import current_postings
+
         if not tool_ids:
             return
         old_postings = current_postings(self.connection, tool_ids, self.delta)
@@ -123,6 +133,11 @@ class _Write:
         self.voided = True
 
     def finish(self) -> WriteReport:
+        import numpy as np
+
+        from store import _postings as postings
+        from store._aggregates import apply_aggregates
+
         report = WriteReport(removed=self.removed)
         for name, before in self.original.items():
             if before is None:
@@ -190,6 +205,8 @@ def _existing(connection: Connection, names: Sequence[str]) -> dict[str, tuple[i
 
 def _last_per_key(changes: np.ndarray) -> np.ndarray:
     """One change per (term, group, tool): the last one given."""
+    import numpy as np
+
     order = np.lexsort((np.arange(changes.size), changes["tool_id"], changes["grp"], changes["term_id"]))
     ordered = changes.take(order)
     same_as_next = (
@@ -216,6 +233,12 @@ def _store_tools(
     """Insert or update the rows of ``batch`` with their indexed terms; their postings
     (``CHANGE_DTYPE``) to write and their ids, and their documents counted into the group
     statistics. ``term_ids`` caches the ids of terms across the batches of one write."""
+    import numpy as np
+
+    from store import _postings as postings
+    from store._aggregates import add_term_ids
+    from store._changes import CHANGE_DTYPE
+
     # Only the terms these tools hold: a batch narrowed by ``select`` keeps its whole vocabulary.
     used = np.unique(batch.term_refs).tolist()
     add_term_ids(connection, {batch.vocabulary[ref] for ref in used}, term_ids)

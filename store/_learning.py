@@ -13,14 +13,18 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import Connection
 
 from store import _driver as driver
 from store._sql import chunks
 from store.errors import CorruptIndex
+
+if TYPE_CHECKING:
+    # numpy and the posting arrays' modules are imported where arrays are made: a gateway's
+    # start and first answer read no postings (tests/test_mcp_startup.py).
+    import numpy as np
 
 Credit = tuple[str, str, str]
 """``(session id, term, tool name)``."""
@@ -232,6 +236,8 @@ class LearningReads:
         The tools' ids come from the catalog's name index alone, without reading their rows; the rows
         are read a block at a time into arrays, so a common term's many postings never stand as one
         Python object each all at once."""
+        import numpy as np
+
         runs: list[list[Any]] = []  # [term, rows], in the rows' order
         ids: list[np.ndarray] = []
         tfs: list[np.ndarray] = []

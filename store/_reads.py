@@ -5,20 +5,24 @@ reads several of them from one snapshot."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import Connection
 
 from store import _driver as driver
-from store import _postings as packed
 from store._audit import StoredPosting, forward_rows, forward_terms, listed_term_ids, remember_texts
-from store._changes import CHANGE_DTYPE
 from store._records import GroupStats, StoredTool, TermStats
 from store._schema import GROUPS
 from store._sql import chunks, lookup_keys, matchable
 from store._tool_rows import TOOL_SELECT, tool_reader
 from store.errors import CorruptIndex
+
+if TYPE_CHECKING:
+    # numpy and the posting arrays' modules are imported where arrays are made: a gateway's
+    # start and first answer read no postings (tests/test_mcp_startup.py).
+    import numpy as np
+
+    from store import _postings as packed
 
 MCP_NAMES = "name LIKE :mcp_names ESCAPE '/'"
 """The names of MCP tools (``mcp__`` first, its underscores escaped)."""
@@ -187,6 +191,8 @@ class IndexReads:
         """Every posting of one term as ``(group, block)``, in group order; each block's arrays
         (tool ids, tfs and document lengths, in the unsigned widths they are stored in or wider)
         are sorted by tool id."""
+        from store import _postings as packed
+
         return packed.term_blocks(self._connection, term_id)
 
     def forward_postings(self, tool_ids: Sequence[int]) -> np.ndarray:
@@ -194,6 +200,11 @@ class IndexReads:
         terms: what scoring a few documents needs, without any term's whole postings. A pruned search
         reads thousands of rows: their entries are joined as bytes and laid out in one pass, not an
         array per tool."""
+        import numpy as np
+
+        from store import _postings as packed
+        from store._changes import CHANGE_DTYPE
+
         rows: list[Any] = []
         for part in chunks(list(tool_ids)):
             rows.extend(forward_rows(self._connection, part))
@@ -221,6 +232,8 @@ class IndexReads:
 
     def term_ids_of_tools(self, tool_ids: Sequence[int]) -> dict[int, frozenset[int]]:
         """The terms each tool holds, from its indexed terms."""
+        from store import _postings as packed
+
         found: dict[int, frozenset[int]] = {tool_id: frozenset() for tool_id in tool_ids}
         for part in chunks(list(tool_ids)):
             wanted, params = driver.in_list("id", part)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from store._digests import json_digest, record_digest
 from store._logged_json import column_json
+
+if TYPE_CHECKING:
+    # numpy and the posting arrays' modules are imported where arrays are made: a gateway's
+    # start and first answer read no postings (tests/test_mcp_startup.py).
+    import numpy as np
 
 
 class ToolRow(NamedTuple):
@@ -89,6 +92,8 @@ class IndexedBatch:
     @classmethod
     def from_terms(cls, rows: list[ToolRow], terms: Sequence[Mapping[str, int]]) -> IndexedBatch:
         """The batch of ``rows`` whose terms are ``terms``, one mapping per row."""
+        import numpy as np
+
         vocabulary = _Vocabulary()
         refs: list[int] = []
         tfs: list[int] = []
@@ -108,6 +113,8 @@ class IndexedBatch:
 
     def term_bounds(self) -> np.ndarray:
         """Where each tool's terms start in ``term_refs``, and where the last one's end."""
+        import numpy as np
+
         bounds: np.ndarray = np.r_[0, np.cumsum(self.term_counts)]
         return bounds
 
@@ -127,6 +134,8 @@ class IndexedBatch:
 
     def select(self, positions: Sequence[int], rows: Sequence[ToolRow] | None = None) -> IndexedBatch:
         """The tools at ``positions``, in that order (with ``rows`` as their rows when given)."""
+        import numpy as np
+
         if rows is None and list(positions) == list(range(len(self.rows))):
             return self  # an import's batch, every tool of it written
         chosen = np.array(positions, np.int64)

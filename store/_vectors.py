@@ -14,15 +14,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import Connection
 
 from store import _driver as driver
 from store._catalog import lock_catalog
 from store._sql import chunks
 from store.errors import CorruptIndex
+
+if TYPE_CHECKING:
+    # numpy and the posting arrays' modules are imported where arrays are made: a gateway's
+    # start and first answer read no postings (tests/test_mcp_startup.py).
+    import numpy as np
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +141,8 @@ class VectorReads:
         and, on SQLite, through a small page cache: the table is read once per catalog
         generation, and its pages (and the tools' rows the join visits) kept in the connection's
         large cache would cost a serving process more memory than the vectors themselves."""
+        import numpy as np
+
         join = "FROM tool_vectors v JOIN tools t ON t.name = v.tool_name AND t.content_hash = v.content_hash"
         with _small_page_cache(self._connection):
             count = int(driver.fetch(self._connection, f"SELECT COUNT(*) {join}")[0][0])

@@ -94,6 +94,43 @@ def test_serve_says_which_database_and_how_many_tools_each_server_has(tmp_path: 
     ]
 
 
+SERVE_AND_SAY_WHAT_WAS_LOADED = """
+import atexit, sys
+atexit.register(lambda: print("loaded:", *sorted({"numpy", "alembic"} & set(sys.modules)), file=sys.stderr))
+from discovery.cli._main import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_gateway_answers_its_first_tools_list_without_loading_numpy_or_alembic(tmp_path: Path) -> None:
+    # What a start needs is imported, the rest when first used: numpy by the first search (and
+    # alembic only to migrate). A gateway opens its session over a catalog holding tools out of
+    # its scope (another server's) and answers tools/list, then its client leaves.
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    synced_into(db, tmp_path, {"up": upstream_entry(), "other": upstream_entry("--tool", "elsewhere")})
+    config = write_config(tmp_path, {"up": upstream_entry()})
+    process = subprocess.Popen(
+        [sys.executable, "-c", SERVE_AND_SAY_WHAT_WAS_LOADED, "--db", db, "serve", "--config", str(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write("".join(json.dumps(message) + "\n" for message in HANDSHAKE))
+    process.stdin.flush()
+    listed = None
+    for line in process.stdout:  # until the answer to tools/list: then the client leaves
+        answer = json.loads(line)
+        if answer.get("id") == 2:
+            listed = answer
+            break
+    _, err = process.communicate(timeout=WAIT)  # closes stdin: the client has gone
+    assert listed is not None and "tools" in listed["result"], err
+    assert process.returncode == 0, err
+    assert err.splitlines()[-1] == "loaded:"
+
+
 @pytest.mark.parametrize(
     "stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"]
 )

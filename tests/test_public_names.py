@@ -63,7 +63,8 @@ def test_importing_the_package_loads_nothing_until_a_name_is_used() -> None:
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
     )
-    assert done.stdout.splitlines() == ["False False False False", "True True True True"]
+    # numpy waits for the first search: opening an index (and a gateway's first answer) needs none
+    assert done.stdout.splitlines() == ["False False False False", "True False True True"]
 
 
 STORE_NAMES = 28

@@ -10,15 +10,16 @@ from __future__ import annotations
 import functools
 import math
 import struct
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 K1 = 1.2
 B = 0.75
 DELTA = 1.0
 
-Number = TypeVar("Number", float, np.ndarray)
+Number = TypeVar("Number", float, "np.ndarray")
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-import numpy as np
-
-from discovery._ranking.postings import Contribution, TermPostings, load_postings
 from discovery._ranking.source import RankingSource
 from store import TermStats
+
+if TYPE_CHECKING:
+    # Loaded by the first search that reads postings (a snapshot is made before any).
+    import numpy as np
+
+    from discovery._ranking.postings import Contribution, TermPostings
 
 CACHED_POSTINGS_BYTES = 128_000_000
 """Memory for the postings kept per process, least recently used term first out: the bytes of
@@ -81,6 +84,8 @@ class TermCache:
                 found[term] = self.entries[term]
         missing = [term for term in terms if term not in found]
         if missing:
+            from discovery._ranking.postings import load_postings
+
             stats = self.stats(reader, missing)
             for term in missing:
                 known = stats[term]
@@ -145,6 +150,8 @@ class RowCache:
     def postings(self, reader: RankingSource, ids: list[int]) -> np.ndarray:
         """The postings documents ``ids`` hold (``reads.forward_postings``), as rows of
         ``FORWARD_COLUMNS`` in no particular order."""
+        import numpy as np
+
         cache = self._by_tool
         parts: list[np.ndarray] = []
         missing: list[int] = []

@@ -8,11 +8,18 @@ a query that neither matches a term nor resembles a tool finds nothing. Pure fun
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from discovery._ranking.topk import RankedTool, ordered
+from discovery._rules import Corpus
 from store import StoredVectors
+
+if TYPE_CHECKING:
+    from discovery._ranking.semantic import SemanticQuery
 
 SCAN_ROWS = 1024
 """Vectors unpacked to float32 at a time, into one buffer: the packed matrix is never widened
@@ -94,3 +101,25 @@ def fused(lexical: np.ndarray, part: SemanticPart, weight: float, size: int) -> 
         positive *= weight
         scores[part.tool_ids] += positive
     return scores
+
+
+def part_of(semantic: SemanticQuery, corpus: Corpus, excluded: np.ndarray) -> SemanticPart:
+    """The cosines of the corpus' tools (``excluded``: the ids it leaves out, sorted)."""
+    return semantic_part(semantic.vectors, semantic.query, corpus.groups, excluded)
+
+
+def fused_top(
+    lexical: np.ndarray,
+    semantic: SemanticQuery,
+    part: SemanticPart,
+    limit: int | None,
+    names_of: Callable[[list[int]], dict[int, str]],
+) -> list[RankedTool]:
+    """The best ``limit`` tools by fused score, then name collation."""
+    size = max(lexical.size, semantic.vectors.max_id + 1)
+    scores = fused(lexical, part, semantic.weight, size)
+    found = np.flatnonzero(scores > 0)
+    if limit is not None and found.size > limit:
+        threshold = float(np.partition(scores[found], found.size - limit)[found.size - limit])
+        found = found[scores[found] >= threshold]
+    return ordered(scores, found, limit, names_of)

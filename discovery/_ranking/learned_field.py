@@ -10,23 +10,20 @@ new ``LearnedField``; a tool that starts or stops having a field gives a new ``L
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from discovery._ranking.cache import ByTerm, TermCache
-from discovery._ranking.learned import (
-    LearnedPostings,
-    LearnedTerm,
-    Membership,
-    Roster,
-    TextMatches,
-    laid_out,
-    learned_membership,
-    learned_term,
-)
 from discovery._ranking.scope import Scope
 from discovery._ranking.source import RankingSource
 from discovery._rules import Corpus
 from store import LearnedChange, LearnedTool, LearningState
+
+if TYPE_CHECKING:
+    # The arithmetic (``learned``, on numpy arrays) is loaded by the first search that reads
+    # the field: a snapshot holds a field before any.
+    import numpy as np
+
+    from discovery._ranking.learned import LearnedPostings, LearnedTerm, Membership, Roster, TextMatches
 
 LEARNED_TERMS_CACHED = 4096
 """Query terms whose learned postings are kept per process."""
@@ -163,6 +160,8 @@ class LearnedField:
     def layout(self, reader: RankingSource) -> Layout:
         """The learned tools and what is laid out against them, read on first use."""
         if self._layout is None:
+            from discovery._ranking.learned import Roster
+
             if self._tools is None:
                 self._tools = reader.learning.learned_tools()
             self._layout = Layout(Roster.of([(info.tool_id, info.grp) for info in self._tools.values()]))
@@ -173,6 +172,8 @@ class LearnedField:
     ) -> LearnedTerm | None:
         """What ``term`` adds through the learned field in ``scope`` (``None``: none of the
         corpus' tools learned it)."""
+        from discovery._ranking.learned import laid_out, learned_membership, learned_term
+
         layout = self.layout(reader)
         corpus = scope.corpus
         if not layout.members.holds(term, corpus):
@@ -186,6 +187,10 @@ class LearnedField:
 
     def _text_matches(self, reader: RankingSource, term: str, scope: Scope, text: TermCache) -> TextMatches:
         """The corpus' size, and which of its tools hold ``term`` in their text."""
+        import numpy as np
+
+        from discovery._ranking.learned import TextMatches
+
         entry = text.postings(reader, [term])[term]
         if entry is None:
             return TextMatches(scope.n_docs, 0, np.zeros(0, dtype=np.intp))
@@ -200,6 +205,8 @@ class LearnedField:
 
 def _patched(held: LearnedPostings | None, patch: dict[int, tuple[int, int]]) -> LearnedPostings | None:
     """A term's cached postings with the journal's changes (by tool id: group, tf) applied."""
+    from discovery._ranking.learned import LearnedPostings
+
     if held is not None:
         return held.patched(patch)
     rows = [(i, grp, tf) for i, (grp, tf) in sorted(patch.items()) if tf > 0]  # its first postings

@@ -12,26 +12,28 @@ import functools
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Concatenate, ParamSpec, TypeVar
-
-import numpy as np
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from discovery._params import Query
 from discovery._ranking.bm25 import idf
-from discovery._ranking.fusion import SemanticPart
-from discovery._ranking.learned import LearnedTerm, add_learned
 from discovery._ranking.learned_field import LearnedField
-from discovery._ranking.postings import norm_table
-from discovery._ranking.pruned import pruned_top
 from discovery._ranking.scope import Scope
-from discovery._ranking.scores import ScoreBuffer
-from discovery._ranking.semantic import Models, SemanticQuery, fused_top, part_of
+from discovery._ranking.semantic import Models, SemanticQuery
 from discovery._ranking.snapshot import Snapshot
 from discovery._ranking.source import RankingSource
-from discovery._ranking.topk import RankedTool, candidates, ordered
 from discovery._rules import Corpus
 from discovery._text.analyzers import Analyzer
 from store import StoredTool
+
+if TYPE_CHECKING:
+    # The arithmetic of a search (numpy and the modules working on its arrays) is imported by
+    # the first search: a gateway opens its sessions and lists its tools without them.
+    import numpy as np
+
+    from discovery._ranking.fusion import SemanticPart
+    from discovery._ranking.learned import LearnedTerm
+    from discovery._ranking.scores import ScoreBuffer
+    from discovery._ranking.topk import RankedTool
 
 PRUNE_FROM = 300_000
 """Corpora this large are searched with pruning. In smaller ones every contribution of the
@@ -81,7 +83,13 @@ class Ranker:
         """The latest snapshot and the transaction it was taken for, replaced as one (no
         thread ever sees one's snapshot with another's transaction)."""
         self._models = Models()
-        self._buffer = ScoreBuffer()
+
+    @functools.cached_property
+    def _buffer(self) -> ScoreBuffer:
+        """The score arrays, made for the first search."""
+        from discovery._ranking.scores import ScoreBuffer
+
+        return ScoreBuffer()
 
     @property
     def semantic_problem(self) -> str | None:
@@ -143,6 +151,8 @@ class Ranker:
         semantic = snapshot.semantic.query(reader, query) if query is not None else None
         if not learned and semantic is None and self._prunes(scope, limit):
             assert limit is not None
+            from discovery._ranking.pruned import pruned_top
+
             hits = pruned_top(reader, snapshot, self._buffer, query_terms, scope, limit)
             if hits is not None:
                 return Ranking(scope.n_docs, hits)
@@ -166,6 +176,11 @@ class Ranker:
     ) -> list[RankedTool]:
         """Every posting of the query terms scored: the learned field's terms first, in query
         order, from 0.0 (``explain`` adds them so too), then the tool text's."""
+        from discovery._ranking.fusion import fused_top, part_of
+        from discovery._ranking.learned import add_learned
+        from discovery._ranking.postings import norm_table
+        from discovery._ranking.topk import candidates, ordered
+
         field, learned = learning
         entries = snapshot.terms.postings(reader, list(query_terms))
         present = [entry for entry in entries.values() if entry is not None]
@@ -223,6 +238,8 @@ class Ranker:
     ) -> tuple[SemanticQuery, SemanticPart] | None:
         """The semantic side of a search of ``corpus`` (``None`` when it is not fused): for
         ``explain``."""
+        from discovery._ranking.fusion import part_of
+
         snapshot = self._snapshot(reader)
         semantic = snapshot.semantic.query(reader, query)
         if semantic is None:
@@ -249,8 +266,9 @@ class Ranker:
         return self._snapshot(reader).scope(reader, corpus).n_docs
 
     def excluded_documents(self, reader: RankingSource, corpus: Corpus) -> list[StoredTool]:
-        """The catalog documents of ``corpus.groups`` that the corpus leaves out."""
-        return self._snapshot(reader).scope(reader, corpus).exclusion.documents
+        """The catalog documents of ``corpus.groups`` that the corpus leaves out (its statistics
+        are not counted for them: a session's description needs only the documents)."""
+        return self._snapshot(reader).excluded_documents(reader, corpus)
 
     def known_names(self, reader: RankingSource, names: Sequence[str]) -> set[str]:
         """Which of ``names`` are catalog tools."""

@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from discovery._ranking.bm25 import average_length
 from discovery._rules import Corpus
 from store import GroupStats, StoredTool, TermStats
 
+if TYPE_CHECKING:
+    import numpy as np
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True)
 class Exclusion:
-    """What a corpus takes out of its groups: the documents, their length, per term how many of
-    them hold it, and their ids, sorted."""
+    """What a corpus takes out of its groups: the documents, their length, and per term how many
+    of them hold it."""
 
     documents: list[StoredTool]
     total_len: int
     term_counts: Counter[int]
-    ids: np.ndarray
 
     @classmethod
     def of(cls, documents: list[StoredTool], terms: Sequence[frozenset[int]]) -> Exclusion:
@@ -30,7 +32,6 @@ class Exclusion:
             documents=documents,
             total_len=sum(doc.doc_len for doc in documents),
             term_counts=Counter(term for held in terms for term in held),
-            ids=np.array(sorted(doc.id for doc in documents), dtype=np.intp),
         )
 
     def plus(self, more: Exclusion) -> Exclusion:
@@ -38,8 +39,15 @@ class Exclusion:
             documents=self.documents + more.documents,
             total_len=self.total_len + more.total_len,
             term_counts=self.term_counts + more.term_counts,
-            ids=np.sort(np.concatenate([self.ids, more.ids])),
         )
+
+    @functools.cached_property
+    def ids(self) -> np.ndarray:
+        """The documents' ids, sorted: made when a search first needs them, not when a session
+        opens and counts its corpus."""
+        import numpy as np
+
+        return np.array(sorted(doc.id for doc in self.documents), dtype=np.intp)
 
 
 @dataclass(frozen=True, slots=True)

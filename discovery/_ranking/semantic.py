@@ -8,20 +8,16 @@ setting and the vectors are one generation's (``SemanticSignal``), and go with i
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from discovery._ranking.fusion import SemanticPart, fused, semantic_part
 from discovery._ranking.source import RankingSource
-from discovery._ranking.topk import RankedTool, ordered
-from discovery._rules import Corpus
 from discovery.errors import EmbeddingUnavailable, SemanticSignalOff
 from store import EmbeddingState, StoredVectors
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from discovery._semantic.model import EmbeddingModel
 
 
@@ -91,25 +87,3 @@ class SemanticSignal:
         if self._vectors is None:
             self._vectors = reader.vectors.current(setting.dimensions)
         return SemanticQuery(self._vectors, model.embed_query(text), setting.weight)
-
-
-def part_of(semantic: SemanticQuery, corpus: Corpus, excluded: np.ndarray) -> SemanticPart:
-    """The cosines of the corpus' tools (``excluded``: the ids it leaves out, sorted)."""
-    return semantic_part(semantic.vectors, semantic.query, corpus.groups, excluded)
-
-
-def fused_top(
-    lexical: np.ndarray,
-    semantic: SemanticQuery,
-    part: SemanticPart,
-    limit: int | None,
-    names_of: Callable[[list[int]], dict[int, str]],
-) -> list[RankedTool]:
-    """The best ``limit`` tools by fused score (``fusion``), then name collation."""
-    size = max(lexical.size, semantic.vectors.max_id + 1)
-    scores = fused(lexical, part, semantic.weight, size)
-    found = np.flatnonzero(scores > 0)
-    if limit is not None and found.size > limit:
-        threshold = float(np.partition(scores[found], found.size - limit)[found.size - limit])
-        found = found[scores[found] >= threshold]
-    return ordered(scores, found, limit, names_of)

@@ -125,13 +125,15 @@ class Snapshot:
             self._excluding(reader, Corpus(corpus.groups, corpus.excluded - base.corpus.excluded))
         )
 
-    def _excluding(self, reader: RankingSource, corpus: Corpus) -> Exclusion:
-        """What ``corpus`` leaves out of its groups, counted document by document."""
+    def excluded_documents(self, reader: RankingSource, corpus: Corpus) -> list[StoredTool]:
+        """The catalog documents of ``corpus.groups`` that ``corpus`` leaves out."""
         by_name = self.documents(reader, list(corpus.excluded))
         groups = set(corpus.groups)
-        documents = [
-            by_name[name] for name in corpus.excluded if name in by_name and by_name[name].grp in groups
-        ]
+        return [by_name[name] for name in corpus.excluded if name in by_name and by_name[name].grp in groups]
+
+    def _excluding(self, reader: RankingSource, corpus: Corpus) -> Exclusion:
+        """What ``corpus`` leaves out of its groups, counted document by document."""
+        documents = self.excluded_documents(reader, corpus)
         return Exclusion.of(documents, self._terms_of(reader, [doc.id for doc in documents]))
 
     def _excluding_less(self, corpus: Corpus) -> Scope | None:

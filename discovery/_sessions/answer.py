@@ -20,16 +20,18 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from discovery._params import Query, searched_query
-from discovery._ranking.ranker import Ranker
-from discovery._ranking.topk import RankedTool
 from discovery._results import MatchDetails, match_details
 from discovery._rules import Corpus, activation_order
 from discovery._text.enhanced import STOP_WORDS
 from discovery._text.tokenizer import tokenize
-from store import Reader, StoredTool
+
+if TYPE_CHECKING:
+    from discovery._ranking.ranker import Ranker
+    from discovery._ranking.topk import RankedTool
+    from store import Reader, StoredTool
 
 SELECT_PREFIX = "select:"
 REQUIRE_PREFIX = "+"
