@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from discovery._catalog.models import ToolRecord
-    from discovery._index import ImportReport, ToolIndex
+    from discovery._catalog.writes import ImportReport
+    from discovery._index import ToolIndex
     from discovery._results import MatchDetails, SearchDetails, SearchHit
     from discovery._sessions.search_tool import SearchTool, ToolResult
     from discovery._sessions.session import Session
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 _HOMES = {
     "ToolIndex": "discovery._index",
-    "ImportReport": "discovery._index",
+    "ImportReport": "discovery._catalog.writes",
     "SearchHit": "discovery._results",
     "SearchDetails": "discovery._results",
     "MatchDetails": "discovery._results",

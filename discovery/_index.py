@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,12 +20,10 @@ from discovery.errors import (
     AnalyzerMismatch,
     AnalyzerOutdated,
     DatabaseMissing,
-    ServerClaimed,
-    ServerNameCollision,
     ToolIndexError,
     ToolNotFound,
 )
-from store import Reader, ServerOrigin, Store, StoredServer, StoredTool, Writer, WriteReport
+from store import Reader, ServerOrigin, Store, StoredServer, StoredTool
 
 if TYPE_CHECKING:
     # Imported where used: opening an index and searching it never loads pydantic (the record
@@ -35,34 +31,10 @@ if TYPE_CHECKING:
     from discovery._catalog.embedding import EmbedReport
     from discovery._catalog.models import ToolRecord
     from discovery._catalog.workers import Progress
+    from discovery._catalog.writes import ImportReport
     from discovery._sessions.learning import LearnedSummary
     from discovery._sessions.listing import RestoredSelection, SessionSummary
     from discovery._sessions.session import Session
-
-
-@dataclass(frozen=True, slots=True)
-class ImportReport:
-    """Names added, updated, unchanged and removed by one catalog write."""
-
-    added: list[str]
-    updated: list[str]
-    unchanged: list[str]
-    removed: list[str]
-    stale_vectors: int = 0
-    """Tools the write added or changed that have no current vector: the index has a semantic
-    signal but its model could not be loaded here (``embed`` makes them)."""
-
-    @classmethod
-    def of(cls, report: WriteReport, stale_vectors: int = 0) -> ImportReport:
-        return cls(report.added, report.updated, report.unchanged, report.removed, stale_vectors)
-
-    def counts(self) -> dict[str, int]:
-        return {
-            "added": len(self.added),
-            "updated": len(self.updated),
-            "unchanged": len(self.unchanged),
-            "removed": len(self.removed),
-        }
 
 
 class ToolIndex:
@@ -241,32 +213,21 @@ class ToolIndex:
         catalog holds another config's different server under that name, unless ``take_over``;
         else ``origin`` is recorded as the server's (``server_origins``).
         """
-        from discovery._catalog.embedding import embed_written
-        from discovery._catalog.workers import collector_paused, prepared
+        from discovery._catalog.writes import write_tools
 
         # Read the caller's records before the write lock is taken: a slow iterable must not
         # hold it (PostgreSQL ends a transaction left idle too long).
-        records = list(records)
-        analyzer = self.analyzer
-        # Records are prepared (in worker processes when many) while the first ones are written.
-        with (
-            collector_paused(),
-            closing(prepared(records, progress, analyzer)) as tools,
-            self.store.writing() as writer,
-        ):
-            now = writer.catalog.lock()
-            # A reindex committed in between: these terms are the old kind.
-            if now != analyzer_named(analyzer).stored:
-                raise AnalyzerMismatch(self.url, now, analyzer)
-            if server is not None:
-                _check_owners(writer, records, server)
-            held = None if origin is None else _held(writer, origin, server)
-            report = writer.catalog.write_tools(tools, replace=replace, server=server)
-            if origin is not None:
-                _record_origin(writer, origin, held, report, take_over=take_over)
-            writer.vectors.drop(report.removed)
-            stale = embed_written(writer, [*report.added, *report.updated])
-        return ImportReport.of(report, stale)
+        listed = list(records)
+        return write_tools(
+            self.store,
+            listed,
+            self.analyzer,
+            replace=replace,
+            server=server,
+            origin=origin,
+            take_over=take_over,
+            progress=progress,
+        )
 
     def remove_tools(self, names: Iterable[str], *, missing_ok: bool = True) -> list[str]:
         """Remove tools by name in one transaction; returns the names that were in the catalog.
@@ -274,16 +235,9 @@ class ToolIndex:
         With ``missing_ok=False`` nothing is removed unless every name is in the catalog
         (``ToolNotFound`` names the others), checked in the same transaction as the removal.
         """
-        wanted = list(dict.fromkeys(names))
-        with self.store.writing() as writer:
-            if not missing_ok:
-                missing = [name for name in wanted if name not in writer.catalog.tools_by_names(wanted)]
-                if missing:
-                    listed = ", ".join(repr(name) for name in missing)
-                    raise ToolNotFound(f"not in the catalog: {listed}; nothing removed")
-            removed = writer.catalog.write_tools([], remove=wanted).removed
-            writer.vectors.drop(removed)
-            return removed
+        from discovery._catalog.writes import remove_tools
+
+        return remove_tools(self.store, names, missing_ok=missing_ok)
 
     def search(self, query: str, limit: int | None = None, *, mode: str = "all") -> list[SearchHit]:
         """Read-only search of the whole catalog in ``mode`` with nothing active."""
@@ -337,15 +291,10 @@ class ToolIndex:
 
         Names the catalog does not have are reported and skipped, as on resume.
         """
-        from discovery._sessions.host_files import selection_from_file
-        from discovery._sessions.listing import RestoredSelection
+        from discovery._sessions.listing import import_session_file
 
-        names = selection_from_file(path)  # an unreadable file creates no session
-        session = self.session(session_id, identity=identity, **settings)
-        restored, missing = session.restore_selection(names or [], source=str(path))
-        return RestoredSelection(
-            session_id, session.identity, found=names is not None, restored=restored, missing=missing
-        )
+        given = {key: value for key, value in settings.items() if value is not None}
+        return import_session_file(self.store, self.ranker, path, session_id, identity, given or None)
 
     def delete_session(self, session_id: str, *, identity: str = LOCAL_IDENTITY) -> None:
         from discovery._sessions.listing import delete_session
@@ -374,24 +323,10 @@ class ToolIndex:
 
     def stats(self) -> dict[str, Any]:
         """Catalog size, terms, postings, average length, and counts per source and server."""
+        from discovery._catalog.summary import index_summary
+
         with self.store.reading() as reader:
-            summary = reader.catalog.summary()
-            tools, terms, sessions = reader.learning.summary()
-            enabled = reader.learning.state().enabled
-            embedding = reader.vectors.state()
-            vectors = reader.vectors.counts()
-            origins = reader.servers.all()
-        summary["learning"] = {"enabled": enabled, "tools": tools, "terms": terms, "sessions": sessions}
-        summary["semantic"] = {
-            "model": embedding.model,
-            "dimensions": embedding.dimensions,
-            "weight": embedding.weight if embedding.model is not None else None,
-            "current": vectors.current if embedding.model is not None else 0,
-            "stale": vectors.stale if embedding.model is not None else 0,
-            "problem": self.ranker.semantic_problem,
-        }
-        summary["server_origins"] = {name: stored.as_json() for name, stored in origins.items()}
-        return summary
+            return index_summary(reader, self.ranker.semantic_problem)
 
 
 def _choose_analyzer(store: Store, analyzer: str) -> None:
@@ -411,43 +346,6 @@ def _choose_analyzer(store: Store, analyzer: str) -> None:
                 raise AnalyzerOutdated(stored, name, version, analyzer_named(analyzer).version)
             raise AnalyzerMismatch(store.url, stored, analyzer)
         writer.catalog.reindex([], wanted)
-
-
-def _check_owners(reader: Reader, records: list[Mapping[str, Any] | ToolRecord], server: str) -> None:
-    """A write of one server's tools never takes over a record of another server's: the catalog
-    name ``mcp__a__b__c`` of server ``a``'s tool ``b__c`` is also that of server ``a__b``'s ``c``."""
-    names = [name for record in records if isinstance(name := _name_of(record), str)]
-    for name, owner in reader.catalog.tools_by_names(names).items():
-        if owner.server_name is not None and owner.server_name != server:
-            raise ServerNameCollision(name, owner.server_name, owner.mcp_tool_name, server)
-
-
-def _held(writer: Writer, origin: ServerOrigin, server: str | None) -> StoredServer | None:
-    """What the catalog's server of ``origin``'s name is, when a sync recorded it."""
-    if server != origin.name:
-        raise ValueError(f"an origin is the written server's: {origin.name!r} is not {server!r}")
-    return writer.servers.get(origin.name)
-
-
-def _record_origin(
-    writer: Writer, origin: ServerOrigin, held: StoredServer | None, report: WriteReport, *, take_over: bool
-) -> None:
-    """After a sync's write: ``origin`` becomes what the catalog's server of its name is on the first
-    sync of that name, a change by the config that synced it (a new version) or a take-over; the
-    same server synced by another config only refreshes the time of its latest sync. A different
-    server of another config may sync only what changes nothing (as one filesystem server per
-    project, whose roots differ and whose tools are the same); one that would change the tools
-    is refused, and the write rolls back."""
-    if held is None or take_over or origin.same_config(held.origin):
-        writer.servers.record(origin, datetime.now(UTC), claimed=True)
-    elif held.origin.fingerprint == origin.fingerprint:
-        writer.servers.record(origin, datetime.now(UTC), claimed=False)
-    elif report.added or report.updated or report.removed:
-        raise ServerClaimed(origin, held)
-
-
-def _name_of(record: Mapping[str, Any] | ToolRecord) -> Any:
-    return record.get("name") if isinstance(record, Mapping) else record.name
 
 
 def read_only_details(reader: Reader, ranker: Ranker, query: Query, limit: int, mode: str) -> SearchDetails:

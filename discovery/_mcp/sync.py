@@ -20,7 +20,8 @@ import anyio
 import anyio.to_thread
 from mcp import types
 
-from discovery._index import ImportReport, ToolIndex
+from discovery._catalog.writes import ImportReport
+from discovery._index import ToolIndex
 from discovery._mcp.config import StdioServer
 from discovery._mcp.failures import UpstreamError
 from discovery._mcp.health import DatabaseHealth, is_outage

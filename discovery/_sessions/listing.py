@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from discovery._params import checked_id, checked_identity
 from discovery._rules import LOCAL_IDENTITY, SEARCH_TOOL_NAME
+from discovery._sessions.host_files import selection_from_file
 from discovery._sessions.learning import CALL_EVENT, FIRST_SEARCHES
-from discovery._sessions.session import no_session
+from discovery._sessions.session import Session, no_session
 from store import LoggedEvent, SessionKey, Store
+
+if TYPE_CHECKING:
+    from discovery._ranking.ranker import Ranker
 
 CALL_START_EVENT = "tool_call_start"
 """Logged by a gateway before it forwards a call (``{"tool", "server", "call"}``); the call's
@@ -27,6 +32,25 @@ class RestoredSelection:
     found: bool
     restored: list[str]
     missing: list[str]
+
+
+def import_session_file(
+    store: Store,
+    ranker: Ranker,
+    path: Path,
+    session_id: str,
+    identity: str,
+    settings: dict[str, Any] | None,
+) -> RestoredSelection:
+    """The selection in force in a host's JSONL session file restored into ``identity``'s session
+    ``session_id`` (created with ``settings``, or resumed); names the catalog does not have are
+    reported and skipped, as on resume. An unreadable file creates no session."""
+    names = selection_from_file(path)
+    session = Session.open(store, ranker, session_id, settings, identity)
+    restored, missing = session.restore_selection(names or [], source=str(path))
+    return RestoredSelection(
+        session_id, session.identity, found=names is not None, restored=restored, missing=missing
+    )
 
 
 @dataclass(frozen=True, slots=True)
