@@ -21,8 +21,9 @@ from discovery.errors import ToolCallError, ToolIndexError
 from store import Event, Reader, SessionKey, StoredTool, Writer
 
 if TYPE_CHECKING:
-    from discovery._sessions.session import Scope, Session
+    from discovery._sessions.session import Session
     from discovery._sessions.settings import AnswerStyle
+    from discovery._sessions.view import Scope
 
 NEW_SESSION_MODE = "mcp-only"
 """A gateway fronts MCP tools only; ``auto`` would switch discovery off for a small catalog."""

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from discovery._params import checked_id, checked_identity, checked_search
 from discovery._ranking.ranker import Ranker
@@ -24,20 +24,24 @@ from discovery._rules import (
     SEARCH_TOOL_NAME,
     Corpus,
     EffectiveMode,
-    effective_mode,
-    essential_names,
     kept_selection,
-    registered_tools,
     session_corpus,
     session_named,
-    starting_active,
 )
 from discovery._sessions.answer import NameIndex
 from discovery._sessions.learning import CALL_EVENT, call_params, learn_from_calls
 from discovery._sessions.search_tool import SearchTool, ToolResult
 from discovery._sessions.settings import AnswerStyle, SessionSettings, parsed_settings, stored_settings
-from discovery._sessions.view import SessionRules, SessionView
-from discovery._text.collation import collation_key, utf16_sort_key
+from discovery._sessions.view import (
+    CorpusOverview,
+    Scope,
+    SessionRules,
+    SessionView,
+    corpus_overview,
+    opening_active,
+    rules_of,
+    view_of,
+)
 from discovery.errors import (
     DiscoveryDisabled,
     SessionNotFound,
@@ -46,80 +50,7 @@ from discovery.errors import (
     ToolNotFound,
     UnknownToolNames,
 )
-from store import GROUPS, Event, Reader, SessionKey, SessionState, Store, StoredTool, Writer
-
-
-class Scope(Protocol):
-    """Which catalog tools a session handle may search and activate, by the MCP server and tool
-    name each came from (``None`` for a tool of no server): a gateway's config and its filters.
-    A tool out of scope is outside the corpus, as an active tool is, so ``total_tools``, the
-    statistics and the description count only what is in scope."""
-
-    def admits(self, server: str | None, tool: str | None) -> bool: ...
-
-    def reports(self, server: str | None, tool: str | None) -> bool:
-        """Whether a tool it does not admit is named to the model as not available here (one
-        its filters leave out), rather than left unseen (one of a server it does not front)."""
-        ...
-
-
-def essentials_of(ranker: Ranker, reader: Reader, settings: SessionSettings) -> list[str]:
-    return essential_names(settings.essential_override, lambda names: ranker.known_names(reader, names))
-
-
-def mode_of(ranker: Ranker, reader: Reader, settings: SessionSettings) -> EffectiveMode:
-    holds_search_tool = bool(ranker.known_names(reader, [SEARCH_TOOL_NAME]))
-    return effective_mode(settings, registered_tools(ranker.catalog_size(reader), holds_search_tool))
-
-
-def rules_of(
-    ranker: Ranker,
-    reader: Reader,
-    session_id: str,
-    stored: dict[str, Any],
-    scope: Scope | None = None,
-) -> SessionRules:
-    settings = stored_settings(session_id, stored)
-    mode = mode_of(ranker, reader, settings)
-    out_of_scope: frozenset[str] = frozenset()
-    reported: frozenset[str] = frozenset()
-    if scope is not None:
-        left_out = [
-            (name, server, tool)
-            for name, server, tool in reader.catalog.tool_origins()
-            if not scope.admits(server, tool)
-        ]
-        out_of_scope = frozenset(name for name, _, _ in left_out)
-        reported = frozenset(name for name, server, tool in left_out if scope.reports(server, tool))
-    return SessionRules(settings, mode, essentials_of(ranker, reader, settings), out_of_scope, reported)
-
-
-def view_of(ranker: Ranker, reader: Reader, state: SessionState, rules: SessionRules) -> SessionView:
-    known = ranker.known_names(reader, [*state.active, *state.selected])
-    live = known | {SEARCH_TOOL_NAME}
-    return SessionView(
-        state=state,
-        settings=rules.settings,
-        mode=rules.mode,
-        essentials=rules.essentials,
-        live_active=[name for name in state.active if name in live],
-        live_selected=[name for name in state.selected if name in known],
-        out_of_scope=rules.out_of_scope,
-        reported=rules.reported,
-    )
-
-
-def opening_active(ranker: Ranker, reader: Reader, settings: SessionSettings) -> list[str]:
-    """The active list of a new (or reset) session, in catalog order (contract §5)."""
-    mode = mode_of(ranker, reader, settings)
-    if mode == "off":
-        candidates = reader.catalog.opening_candidates(everything=True, servers=(), names=())
-        return starting_active(mode, candidates, (), ())
-    candidates = reader.catalog.opening_candidates(
-        everything=False, servers=settings.default_servers, names=settings.requested
-    )
-    essentials = set(essentials_of(ranker, reader, settings))
-    return starting_active(mode, candidates, essentials, set(settings.requested))
+from store import Event, Reader, SessionKey, SessionState, Store, StoredTool, Writer
 
 
 def opener(store: Store) -> str:
@@ -501,27 +432,3 @@ def search_once(
             check_settings(state, wanted)
         outcome, view = tool.execute_in(writer, call_id, params)
     return OneSearch(outcome, view, created)
-
-
-CorpusOverview = tuple[list[tuple[str, int]], list[str], int]
-"""``(servers with counts, built-in names, corpus size)``: what the search tool's description says."""
-
-
-def corpus_overview(ranker: Ranker, reader: Reader, corpus: Corpus) -> CorpusOverview:
-    if not corpus.groups:
-        return [], [], 0
-    excluded = corpus.excluded
-    servers: dict[str, int] = {}
-    builtins: list[str] = []
-    total = 0
-    if GROUPS.mcp in corpus.groups:
-        counts = reader.catalog.group_server_counts(GROUPS.mcp)
-        for doc in ranker.excluded_documents(reader, Corpus((GROUPS.mcp,), excluded)):
-            counts[doc.server_name] -= 1
-        total += sum(counts.values())
-        servers = {server: n for server, n in counts.items() if server is not None and n > 0}
-    if GROUPS.local in corpus.groups:
-        builtins = [name for name, _ in reader.catalog.group_members(GROUPS.local) if name not in excluded]
-        total += len(builtins)
-    ordered_servers = sorted(servers.items(), key=lambda item: (collation_key(item[0]), item[0]))
-    return ordered_servers, sorted(builtins, key=utf16_sort_key), total

@@ -20,8 +20,8 @@ from discovery.errors import DiscoveryDisabled, ToolCallError
 from store import Reader
 
 if TYPE_CHECKING:
-    from discovery._sessions.session import Scope
     from discovery._sessions.settings import SessionSettings
+    from discovery._sessions.view import Scope
 
 
 session_identity_option = click.option(
