@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from store._records import GroupStats, IndexedBatch, StoredTool, TermStats, ToolRow, WriteReport
     from store._schema import GROUPS
     from store._servers import ServerOrigin, StoredServer
-    from store._sessions import Event, LoggedEvent, SessionKey, SessionState
+    from store._session_rows import Event, LoggedEvent, SessionKey, SessionState
     from store._units import Reader, Store, Writer
     from store._vectors import EmbeddingState, StoredVectors, VectorRow
 
@@ -42,10 +42,10 @@ _HOMES = {
     "GROUPS": "store._schema",
     "ServerOrigin": "store._servers",
     "StoredServer": "store._servers",
-    "Event": "store._sessions",
-    "LoggedEvent": "store._sessions",
-    "SessionKey": "store._sessions",
-    "SessionState": "store._sessions",
+    "Event": "store._session_rows",
+    "LoggedEvent": "store._session_rows",
+    "SessionKey": "store._session_rows",
+    "SessionState": "store._session_rows",
     "Reader": "store._units",
     "Store": "store._units",
     "Writer": "store._units",

@@ -19,7 +19,7 @@ from discovery._catalog.models import MAX_SCHEMA_DEPTH, ToolRecord
 from discovery._text.tokenizer import tokenize
 from discovery.errors import EmptyQuery, InvalidLimit, QueryWithoutTerms
 from store import _logged_json as logged_json
-from store import _sessions as sessions
+from store import _session_rows as session_rows
 from store._digests import json_digest, record_digest
 from store._logged_json import column_json
 from tests.catalogs import ROUTE, WORKED_EXAMPLE
@@ -250,7 +250,7 @@ def test_a_record_s_content_hash_does_not_change_between_versions() -> None:
 
 def test_stored_name_lists_orjson_cannot_read_are_read_the_standard_way() -> None:
     with create_engine("sqlite://").connect() as connection:
-        codec = sessions._codec(connection)
+        codec = session_rows.codec_of(connection)
     assert codec.load_names('["a","\\ud800",NaN]') == json.loads('["a","\\ud800",NaN]')
     assert codec.load_names('["mcp__x","é"]') == ["mcp__x", "é"]
 

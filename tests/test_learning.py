@@ -40,10 +40,9 @@ from discovery._rules import Corpus
 from discovery._sessions.learning import TERMS_PER_CALL, credits_of_log
 from discovery._text.analyzers import REFERENCE
 from discovery._text.tokenizer import tokenize
-from store import LearnedChange, SessionKey, Writer
+from store import Event, LearnedChange, LoggedEvent, SessionKey, Writer
 from store import _learning as stored_learning
 from store._engine import write_transaction
-from store._sessions import Event, LoggedEvent
 from store.errors import ToolNotFound
 from tests.catalogs import rank
 from tests.test_cli import DEMO, REPO, fails, ok

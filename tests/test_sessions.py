@@ -21,8 +21,7 @@ from discovery._results import SearchDetails, compact_json, json_text
 from discovery._rules import effective_mode, replay
 from discovery._sessions.settings import SessionSettings
 from discovery.errors import DiscoveryDisabled, DiscoveryUnavailable, QueryWithoutTerms
-from store import SessionKey, Writer
-from store import _sessions as sessions
+from store import Event, SessionKey, Writer
 from store.errors import SessionNotFound
 from tests.catalogs import WORKED_EXAMPLE, generated_catalog
 from tests.examples import examples
@@ -394,7 +393,7 @@ def test_a_new_call_id_is_looked_up_without_reading_the_log(example: ToolIndex) 
         state = Writer(connection).sessions.load(SessionKey("local", "long"))
         assert state is not None
         for number in range(3000):
-            event = sessions.Event(kind="search", tool_name="search_tool_bm25", call_id=f"old-{number}")
+            event = Event(kind="search", tool_name="search_tool_bm25", call_id=f"old-{number}")
             state = Writer(connection).sessions.record(state, event, state.active, state.selected)
         _, _, answered = Writer(connection).sessions.lock_for_call(SessionKey("local", "long"), "old-2999")
     assert answered is not None and answered.seq == 3001
