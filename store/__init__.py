@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from store._audit import AuditedTool, StoredPosting
-    from store._learning import LearnedChange, LearnedTool, LearningState, StoredLearnedPostings
+    from store._learning import LearnedChange, LearnedTool, LearningState
     from store._location import ENV_VAR, default_url
-    from store._postings import PostingBlock
-    from store._records import GroupStats, IndexedBatch, StoredTool, TermStats, ToolRow, WriteReport
+    from store._records import GroupStats, IndexedBatch, StoredTool, TermStats, ToolRow
     from store._schema import GROUPS
     from store._servers import ServerOrigin, StoredServer
     from store._session_rows import Event, LoggedEvent, SessionKey, SessionState
@@ -31,14 +30,11 @@ _HOMES = {
     "LearnedChange": "store._learning",
     "LearnedTool": "store._learning",
     "LearningState": "store._learning",
-    "StoredLearnedPostings": "store._learning",
-    "PostingBlock": "store._postings",
     "GroupStats": "store._records",
     "IndexedBatch": "store._records",
     "StoredTool": "store._records",
     "TermStats": "store._records",
     "ToolRow": "store._records",
-    "WriteReport": "store._records",
     "GROUPS": "store._schema",
     "ServerOrigin": "store._servers",
     "StoredServer": "store._servers",
@@ -82,13 +78,11 @@ __all__ = [
     "LearnedTool",
     "LearningState",
     "LoggedEvent",
-    "PostingBlock",
     "Reader",
     "ServerOrigin",
     "SessionKey",
     "SessionState",
     "Store",
-    "StoredLearnedPostings",
     "StoredPosting",
     "StoredServer",
     "StoredTool",
@@ -96,7 +90,6 @@ __all__ = [
     "TermStats",
     "ToolRow",
     "VectorRow",
-    "WriteReport",
     "Writer",
     "default_url",
 ]

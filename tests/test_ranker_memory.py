@@ -23,13 +23,13 @@ from store import (
     LearnedChange,
     LearnedTool,
     LearningState,
-    PostingBlock,
-    StoredLearnedPostings,
     StoredTool,
     StoredVectors,
     TermStats,
 )
 from store._changes import CHANGE_DTYPE
+from store._learning import StoredLearnedPostings
+from store._postings import PostingBlock
 from tests.examples import examples
 from tests.test_ranking import QUERIES, catalogs, reference_ranking, summary_of, weighted_terms
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from discovery._params import analyzer_named
 from discovery.errors import AnalyzerMismatch, ServerClaimed, ServerNameCollision, ToolNotFound
-from store import Reader, ServerOrigin, Store, StoredServer, Writer, WriteReport
+from store import Reader, ServerOrigin, Store, StoredServer, Writer
 
 if TYPE_CHECKING:
     from discovery._catalog.models import ToolRecord
@@ -70,7 +70,8 @@ def write_tools(
         held = None if origin is None else _held(writer, origin, server)
         report = writer.catalog.write_tools(tools, replace=replace, server=server)
         if origin is not None:
-            _record_origin(writer, origin, held, report, take_over=take_over)
+            changed = bool(report.added or report.updated or report.removed)
+            _record_origin(writer, origin, held, changed=changed, take_over=take_over)
         writer.vectors.drop(report.removed)
         stale = embed_written(writer, [*report.added, *report.updated])
     return ImportReport(report.added, report.updated, report.unchanged, report.removed, stale)
@@ -107,7 +108,7 @@ def _held(writer: Writer, origin: ServerOrigin, server: str | None) -> StoredSer
 
 
 def _record_origin(
-    writer: Writer, origin: ServerOrigin, held: StoredServer | None, report: WriteReport, *, take_over: bool
+    writer: Writer, origin: ServerOrigin, held: StoredServer | None, *, changed: bool, take_over: bool
 ) -> None:
     """After a sync's write: ``origin`` becomes what the catalog's server of its name is on the first
     sync of that name, a change by the config that synced it (a new version) or a take-over; the
@@ -119,7 +120,7 @@ def _record_origin(
         writer.servers.record(origin, datetime.now(UTC), claimed=True)
     elif held.origin.fingerprint == origin.fingerprint:
         writer.servers.record(origin, datetime.now(UTC), claimed=False)
-    elif report.added or report.updated or report.removed:
+    elif changed:
         raise ServerClaimed(origin, held)
 
 

@@ -8,7 +8,7 @@ return (``bm25``, ``postings``, ``topk``, ``learned``, ``fusion``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -20,12 +20,36 @@ if TYPE_CHECKING:
         LearnedChange,
         LearnedTool,
         LearningState,
-        PostingBlock,
-        StoredLearnedPostings,
         StoredTool,
         StoredVectors,
         TermStats,
     )
+
+
+class PostingArrays(Protocol):
+    """One term's postings in one group, by tool id (a block of the store's postings)."""
+
+    @property
+    def tool_ids(self) -> np.ndarray: ...
+
+    @property
+    def tf(self) -> np.ndarray: ...
+
+    @property
+    def doc_len(self) -> np.ndarray: ...
+
+    @property
+    def size(self) -> int: ...
+
+
+class LearnedArrays(Protocol):
+    """The tools holding one learned term, ascending by id, and its tf in each."""
+
+    @property
+    def ids(self) -> np.ndarray: ...
+
+    @property
+    def tf(self) -> np.ndarray: ...
 
 
 class CatalogSource(Protocol):
@@ -47,7 +71,7 @@ class IndexSource(Protocol):
         """``{term: (term id, {group: statistics})}`` of the terms the catalog holds."""
         ...
 
-    def posting_blocks(self, term_id: int) -> list[tuple[int, PostingBlock]]:
+    def posting_blocks(self, term_id: int) -> Sequence[tuple[int, PostingArrays]]:
         """``(group, block)`` of a term's postings, in group order, each block by tool id."""
         ...
 
@@ -68,7 +92,7 @@ class LearningSource(Protocol):
 
     def changes_since(self, generation: int) -> list[LearnedChange]: ...
 
-    def postings(self, terms: Sequence[str]) -> dict[str, StoredLearnedPostings]: ...
+    def postings(self, terms: Sequence[str]) -> Mapping[str, LearnedArrays]: ...
 
     def learned_tools(self) -> dict[str, LearnedTool]: ...
 
