@@ -14,8 +14,9 @@ file in DIR while the process runs and, when it starts, appends to ``DIR/counts`
 files there are (itself included): how many servers ran at once. ``--start-delay S`` waits S
 seconds before serving. ``--bounds`` adds ``big`` (a text of ``size`` characters) and ``flood``
 (adds the tool ``flooded``, then says its list changed ``count`` times in a burst). ``--slow``
-adds ``slow`` (answers after ``steps`` seconds, reporting its progress after each, when the caller
-asked for it) and ``described`` (with a title, annotations, an output schema and icons).
+adds ``slow`` (answers after ``steps`` steps of ``interval`` seconds, 1 unless given, reporting its
+progress after each when the caller asked for it) and ``described`` (with a title, annotations, an
+output schema and icons).
 ``--relay`` adds ``ask_sampling``, ``ask_elicitation`` and ``ask_roots`` (ask the client after
 ``delay`` seconds, and answer what it said or the error it gave; ``ask_sampling`` is listed only
 to a client that declared sampling), ``log`` (a log message ``text`` at ``level``, during the
@@ -225,9 +226,10 @@ def serve(options: argparse.Namespace) -> None:
             return types.CallToolResult(content=[types.TextContent(text="flooded")])
         if params.name == "slow":
             steps = int(arguments.get("steps", 3))
+            interval = float(arguments.get("interval", 1))
             try:
                 for step in range(1, steps + 1):
-                    await anyio.sleep(1)
+                    await anyio.sleep(interval)
                     await ctx.session.report_progress(step, steps, f"step {step}")
             except anyio.get_cancelled_exc_class():
                 record("cancelled slow")

@@ -5,27 +5,41 @@ search while servers sync, tools the filters leave out, ``alwaysLoad`` and ``--m
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client, types
 
 from tests.mcp_helpers import call, cli, eventually, stdio_gateway, text_of, upstream_entry, write_config
 
+THREE = {"up": upstream_entry("--tools", "3")}
+"""The servers most tests serve: one upstream with three filler tools beside its own."""
 
-def synced(
-    tmp_path: Path, servers: dict[str, Any], *, config: dict[str, Any] | None = None
-) -> tuple[str, Path]:
-    """A database holding ``servers``' tools, and the config naming them (with ``config``'s
-    other top-level keys)."""
+
+def synced(tmp_path: Path, servers: dict[str, Any]) -> tuple[str, Path]:
+    """A database holding ``servers``' tools, and the config naming them."""
     db = f"sqlite:///{tmp_path / 'tools.db'}"
     path = write_config(tmp_path, servers)
-    if config:
-        path.write_text(json.dumps({"mcpServers": servers, **config}), encoding="utf-8")
     done = cli(db, "sync", "--config", str(path))
     assert done.returncode == 0, done.stdout + done.stderr
     return db, path
+
+
+@pytest.fixture(scope="module")
+def three_synced(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database synced from ``THREE`` once per module: the config each test writes names the
+    same server with the same arguments, so its gateway serves a copy without syncing again."""
+    db, _ = synced(tmp_path_factory.mktemp("three"), THREE)
+    return Path(db.removeprefix("sqlite:///"))
+
+
+def three(tmp_path: Path, three_synced: Path) -> tuple[str, Path]:
+    """A copy of the database synced from ``THREE`` in ``tmp_path``, and its config there."""
+    shutil.copyfile(three_synced, tmp_path / "tools.db")
+    return f"sqlite:///{tmp_path / 'tools.db'}", write_config(tmp_path, THREE)
 
 
 async def searched(client: Client, query: str, limit: int = 5) -> dict[str, Any]:
@@ -44,8 +58,10 @@ async def listed(client: Client) -> dict[str, types.Tool]:
     return {tool.name: tool for tool in (await client.list_tools()).tools}
 
 
-def test_the_answer_names_what_a_model_needs_and_a_resumed_session_finds_its_tools(tmp_path: Path) -> None:
-    db, config = synced(tmp_path, {"up": upstream_entry("--tools", "3")})
+def test_the_answer_names_what_a_model_needs_and_a_resumed_session_finds_its_tools(
+    tmp_path: Path, three_synced: Path
+) -> None:
+    db, config = three(tmp_path, three_synced)
 
     async def first() -> list[str]:
         async with stdio_gateway(db, config, "--session", "mine") as client:
@@ -100,8 +116,8 @@ def test_query_forms_through_the_gateway(tmp_path: Path) -> None:
     anyio.run(run)
 
 
-def test_a_request_nothing_serves_activates_nothing(tmp_path: Path) -> None:
-    db, config = synced(tmp_path, {"up": upstream_entry("--tools", "3")})
+def test_a_request_nothing_serves_activates_nothing(tmp_path: Path, three_synced: Path) -> None:
+    db, config = three(tmp_path, three_synced)
 
     async def run() -> None:
         async with stdio_gateway(db, config, "--session", "s") as client:
@@ -112,8 +128,8 @@ def test_a_request_nothing_serves_activates_nothing(tmp_path: Path) -> None:
     anyio.run(run)
 
 
-def test_the_description_is_the_gateways_own(tmp_path: Path) -> None:
-    db, config = synced(tmp_path, {"up": upstream_entry("--tools", "3")})
+def test_the_description_is_the_gateways_own(tmp_path: Path, three_synced: Path) -> None:
+    db, config = three(tmp_path, three_synced)
 
     async def run() -> None:
         async with stdio_gateway(db, config, "--session", "s") as client:
@@ -138,8 +154,10 @@ def test_a_search_while_servers_sync_waits_for_them(tmp_path: Path) -> None:
     anyio.run(run)
 
 
-def test_a_tool_the_filters_leave_out_is_reported_and_not_replaced(tmp_path: Path) -> None:
-    db, config = synced(tmp_path, {"up": upstream_entry("--tools", "3")})
+def test_a_tool_the_filters_leave_out_is_reported_and_not_replaced(
+    tmp_path: Path, three_synced: Path
+) -> None:
+    db, config = three(tmp_path, three_synced)
 
     async def run() -> None:
         async with stdio_gateway(db, config, "--session", "s", "--deny", "up/echo") as client:
@@ -173,8 +191,8 @@ def test_an_always_loaded_server_is_listed_and_callable_directly(tmp_path: Path)
     anyio.run(run)
 
 
-def test_mode_auto_lists_a_small_catalog_whole_and_no_search(tmp_path: Path) -> None:
-    db, config = synced(tmp_path, {"up": upstream_entry("--tools", "3")})
+def test_mode_auto_lists_a_small_catalog_whole_and_no_search(tmp_path: Path, three_synced: Path) -> None:
+    db, config = three(tmp_path, three_synced)
 
     async def run() -> None:
         async with stdio_gateway(db, config, "--session", "small", "--mode", "auto") as client:

@@ -3,15 +3,22 @@ timeout's) reaching the upstream, whose connection stays open; an upstream's sam
 elicitation and roots requests and its log messages reaching the client; the client's roots
 changes reaching the upstreams; and the whole of a tool's listing in ``call_tool``'s description.
 Real parts: ``tool-index serve`` processes driven by the SDK's ``Client``, upstreams
-(``tests/mcp_upstream.py --relay``) as processes over stdio."""
+(``tests/mcp_upstream.py --relay``) as processes over stdio.
+
+Most tests share a gateway over HTTP per upstream mode (``served``): each test's clients are
+sessions of their own on it, and its one upstream connection serves them all, as it serves a
+team's clients. What a test checks of the upstream's files it checks as what changed during the
+test. The tests that need a gateway started with options of their own (a call timeout, a new
+database) start one over stdio."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import sqlite3
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, closing
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import ExitStack, asynccontextmanager, closing
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +26,24 @@ import anyio
 import pytest
 from mcp import Client, types
 from mcp.client.session import ClientRequestContext
-from mcp.client.stdio import stdio_client
 from pydantic import FileUrl
 
+from discovery import ToolIndex
 from tests.mcp_helpers import (
     WAIT,
     call,
     cli,
     eventually,
-    http_gateway,
+    gateway_process,
     search,
-    serve_parameters,
     stdio_gateway,
     text_of,
     upstream_entry,
     write_config,
 )
+
+STEP = 0.1
+"""Seconds between the progress reports of a slow call that a test cancels."""
 
 UPSTREAM_MODES = ["modern", "legacy"]
 """How the gateway's connection to the upstream goes: 2026-07-28 (input requests embedded in a
@@ -97,6 +106,44 @@ def starts(live: Path) -> int:
     return len(counts.read_text().splitlines()) if counts.exists() else 0
 
 
+class Served:
+    """A gateway of this module's over HTTP with its upstream 'up': its endpoint, database, the
+    upstream's event file and the directory that counts its starts."""
+
+    def __init__(self, url: str, db: str, events: Path, live: Path) -> None:
+        self.url, self.db, self.events, self.live = url, db, events, live
+
+    def told(self, event: str) -> int:
+        """How many times the upstream has recorded ``event``."""
+        return events_of(self.events).count(event)
+
+
+Serving = Callable[[str], Served]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, synced: Synced) -> Iterator[Serving]:
+    """The gateway of an upstream mode (``UPSTREAM_MODES``), started on first use and kept for
+    the module."""
+    with ExitStack() as stack:
+        gateways: dict[str, Served] = {}
+
+        def gateway(upstream: str) -> Served:
+            if upstream not in gateways:
+                directory = tmp_path_factory.mktemp(f"served-{upstream}")
+                db, config, events, live = setup(directory, synced, *legacy_if(upstream))
+                # Its stderr goes to a file: a pipe nobody reads would stop it once full.
+                _, url = stack.enter_context(gateway_process(db, config, directory / "stderr"))
+                gateways[upstream] = Served(url, db, events, live)
+            return gateways[upstream]
+
+        yield gateway
+
+
+def legacy_if(upstream: str) -> tuple[str, ...]:
+    return ("--legacy",) if upstream == "legacy" else ()
+
+
 async def activate(client: Client, *names: str) -> None:
     for name in names:
         query = {
@@ -141,11 +188,11 @@ class Asked:
 
 
 @asynccontextmanager
-async def relaying_gateway(
-    db: str, config: Path, asked: Asked | None, *args: str, mode: str = "legacy"
+async def relaying_client(
+    gateway: Served, asked: Asked | None, *, mode: str = "legacy", session: str | None = None
 ) -> AsyncIterator[Client]:
-    """A gateway process and a client that declares sampling, elicitation and roots (``asked``),
-    or nothing (``None``)."""
+    """A client of ``gateway`` in a session of its own (``session``, or a new one) that declares
+    sampling, elicitation and roots (``asked``), or nothing (``None``)."""
     callbacks: dict[str, Any] = {}
     if asked is not None:
         callbacks = {
@@ -154,9 +201,13 @@ async def relaying_gateway(
             "list_roots_callback": asked.roots,
             "logging_callback": asked.log,
         }
-    transport = stdio_client(serve_parameters(db, config, "--session", "s", *args))
-    async with Client(transport, mode=mode, cache=None, read_timeout_seconds=WAIT, **callbacks) as client:
+    url = f"{gateway.url}?session={session or new_session()}"
+    async with Client(url, mode=mode, cache=None, read_timeout_seconds=WAIT, **callbacks) as client:
         yield client
+
+
+def new_session() -> str:
+    return f"s-{uuid.uuid4().hex[:12]}"
 
 
 def answer(result: types.CallToolResult) -> Any:
@@ -169,13 +220,17 @@ def answer(result: types.CallToolResult) -> Any:
 
 @pytest.mark.parametrize(("mode", "askable"), [("auto", False), ("auto", True), ("legacy", False)])
 def test_a_call_the_client_cancels_is_cancelled_upstream_whose_connection_stays(
-    tmp_path: Path, synced: Synced, mode: str, askable: bool
+    served: Serving, mode: str, askable: bool
 ) -> None:
     """``askable``: a 2026-07-28 client that can be asked, whose calls go in rounds."""
-    db, config, events, live = setup(tmp_path, synced)
+    gateway = served("modern")
+    session = new_session()
+    cancelled_before = gateway.told("cancelled slow")
 
     async def run() -> None:
-        async with relaying_gateway(db, config, Asked() if askable else None, mode=mode) as client:
+        async with relaying_client(
+            gateway, Asked() if askable else None, mode=mode, session=session
+        ) as client:
             await activate(client, "slow", "echo")
             # Cancelled once the upstream is in the call (its first progress came back), however
             # long the machine took to get there.
@@ -186,7 +241,10 @@ def test_a_call_the_client_cancels_is_cancelled_upstream_whose_connection_stays(
                 running.set()
 
             async def slow_call() -> None:
-                wrapped = {"name": "mcp__up__slow", "arguments": {"steps": 30}}
+                # Steps short enough that the first progress comes soon, and many enough that
+                # the call would outlast any wait of the test's.
+                arguments = {"steps": int(WAIT / STEP), "interval": STEP}
+                wrapped = {"name": "mcp__up__slow", "arguments": arguments}
                 answered.append(await client.call_tool("call_tool", wrapped, progress_callback=progressed))
 
             async with anyio.create_task_group() as calling:
@@ -197,17 +255,23 @@ def test_a_call_the_client_cancels_is_cancelled_upstream_whose_connection_stays(
             assert answered == []
 
             async def cancelled() -> bool:
-                return "cancelled slow" in events_of(events)
+                return gateway.told("cancelled slow") > cancelled_before
 
             await eventually(cancelled, "the upstream was never told the call was cancelled")
             echoed = await call(client, "mcp__up__echo", {"text": "after"})
             assert (text_of(echoed), echoed.is_error) == ("echo: after", False)
-            assert starts(live) == 1  # the same connection answered
+            assert starts(gateway.live) == 1  # the same connection answered
+
+        async def logged() -> list[str]:
+            # The gateway writes a call's outcome after its answer.
+            with ToolIndex.open(gateway.db) as index:
+                calls = index.session_record(session)["calls"]
+            outcomes = [entry["params"]["outcome"] for entry in calls if entry["kind"] == "tool_call"]
+            return outcomes if len(outcomes) >= 2 else []
+
+        assert await eventually(logged, "the calls' outcomes were never logged") == ["cancelled", "called"]
 
     anyio.run(run)
-    calls = json.loads(cli(db, "session", "show", "s", "--json").stdout)["calls"]
-    outcomes = [entry["params"]["outcome"] for entry in calls if entry["kind"] == "tool_call"]
-    assert outcomes == ["cancelled", "called"]
 
 
 def test_a_call_timeout_cancels_the_call_upstream_and_keeps_the_connection(
@@ -260,16 +324,14 @@ def test_a_server_that_stops_answering_after_a_call_timeout_is_restarted(
 
 @pytest.mark.parametrize("upstream", UPSTREAM_MODES)
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-def test_sampling_elicitation_and_roots_reach_the_client(
-    tmp_path: Path, synced: Synced, upstream: str, mode: str
-) -> None:
+def test_sampling_elicitation_and_roots_reach_the_client(served: Serving, upstream: str, mode: str) -> None:
     """A handshake-era client gets requests of the gateway's own; a 2026-07-28 client gets them as
     input-required results of its call, answered in its retries."""
-    db, config, _, live = setup(tmp_path, synced, *(["--legacy"] if upstream == "legacy" else []))
+    gateway = served(upstream)
     asked = Asked()
 
     async def run() -> None:
-        async with relaying_gateway(db, config, asked, mode=mode) as client:
+        async with relaying_client(gateway, asked, mode=mode) as client:
             await activate(client, "ask_sampling", "ask_elicitation", "ask_roots")
             sampled = answer(await call(client, "mcp__up__ask_sampling"))
             assert sampled["content"] == {"type": "text", "text": "sampled by the client"}
@@ -279,7 +341,7 @@ def test_sampling_elicitation_and_roots_reach_the_client(
             assert (elicited["action"], elicited["content"]) == ("accept", {"name": "Ada"})
             rooted = answer(await call(client, "mcp__up__ask_roots"))
             assert rooted["roots"] == [{"uri": "file:///work/project", "name": "project"}]
-            assert starts(live) == 1
+            assert starts(gateway.live) == 1
 
     anyio.run(run)
 
@@ -288,9 +350,9 @@ def test_sampling_elicitation_and_roots_reach_the_client(
     ("mode", "upstream"), [("legacy", "legacy"), ("legacy", "modern"), ("auto", "modern")]
 )
 def test_over_http_a_request_goes_to_the_client_whose_call_it_is(
-    tmp_path: Path, synced: Synced, mode: str, upstream: str
+    served: Serving, mode: str, upstream: str
 ) -> None:
-    db, config, _, live = setup(tmp_path, synced, *(["--legacy"] if upstream == "legacy" else []))
+    gateway = served(upstream)
 
     def sampler(text: str) -> Any:
         async def sample(
@@ -302,109 +364,115 @@ def test_over_http_a_request_goes_to_the_client_whose_call_it_is(
 
         return sample
 
-    with http_gateway(db, config) as url:
+    async def run() -> None:
+        async with (
+            Client(
+                f"{gateway.url}?session={new_session()}",
+                cache=None,
+                mode=mode,
+                sampling_callback=sampler("alice"),
+            ) as alice,
+            Client(
+                f"{gateway.url}?session={new_session()}",
+                cache=None,
+                mode=mode,
+                sampling_callback=sampler("bob"),
+            ) as bob,
+        ):
+            await activate(alice, "ask_sampling")
+            await activate(bob, "ask_sampling")
+            for client, name in [(alice, "alice"), (bob, "bob")]:
+                sampled = answer(await call(client, "mcp__up__ask_sampling"))
+                assert sampled["content"]["text"] == name
+            sampled_by: list[str] = []
 
-        async def run() -> None:
-            async with (
-                Client(
-                    f"{url}?session=alice", cache=None, mode=mode, sampling_callback=sampler("alice")
-                ) as alice,
-                Client(f"{url}?session=bob", cache=None, mode=mode, sampling_callback=sampler("bob")) as bob,
-            ):
-                await activate(alice, "ask_sampling")
-                await activate(bob, "ask_sampling")
-                for client, name in [(alice, "alice"), (bob, "bob")]:
-                    sampled = answer(await call(client, "mcp__up__ask_sampling"))
-                    assert sampled["content"]["text"] == name
-                sampled_by: list[str] = []
+            async def alice_calls() -> None:
+                result = answer(await call(alice, "mcp__up__ask_sampling", {"delay": 1}))
+                sampled_by.append(result["content"]["text"])
 
-                async def alice_calls() -> None:
-                    result = answer(await call(alice, "mcp__up__ask_sampling", {"delay": 1}))
-                    sampled_by.append(result["content"]["text"])
+            async with anyio.create_task_group() as group:
+                group.start_soon(alice_calls)
+                await anyio.sleep(0.3)
+                await search(bob, "echo", limit=1)  # bob's is now the latest request
+            assert sampled_by == ["alice"]  # the server asked during alice's call
+            assert starts(gateway.live) == 1  # one upstream connection served both
 
-                async with anyio.create_task_group() as group:
-                    group.start_soon(alice_calls)
-                    await anyio.sleep(0.3)
-                    await search(bob, "echo", limit=1)  # bob's is now the latest request
-                assert sampled_by == ["alice"]  # the server asked during alice's call
-                assert starts(live) == 1  # one upstream connection served both
-
-        anyio.run(run)
+    anyio.run(run)
 
 
-def test_a_call_in_rounds_is_continued_only_by_its_own_session(tmp_path: Path, synced: Synced) -> None:
-    db, config, _, _ = setup(tmp_path, synced)
+def test_a_call_in_rounds_is_continued_only_by_its_own_session(served: Serving) -> None:
+    gateway = served("modern")
     asked = Asked()
     wrapped = {"name": "mcp__up__ask_sampling", "arguments": {}}
 
-    with http_gateway(db, config) as url:
+    async def run() -> None:
+        async with (
+            Client(
+                f"{gateway.url}?session={new_session()}", cache=None, sampling_callback=asked.sampling
+            ) as alice,
+            Client(
+                f"{gateway.url}?session={new_session()}", cache=None, sampling_callback=asked.sampling
+            ) as bob,
+        ):
+            await activate(alice, "ask_sampling")
+            await activate(bob, "ask_sampling")
+            first = await alice.session.call_tool("call_tool", wrapped, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult) and first.input_requests
+            assert first.request_state is not None
+            [(key, request)] = first.input_requests.items()
+            assert isinstance(request, types.CreateMessageRequest)
+            sampled = types.CreateMessageResult(
+                role="assistant", content=types.TextContent(text="alice's answer"), model="m"
+            )
+            stolen = await bob.session.call_tool(
+                "call_tool",
+                wrapped,
+                input_responses={key: sampled},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+            assert isinstance(stolen, types.CallToolResult) and stolen.is_error
+            assert "names no call in progress here" in text_of(stolen)
+            done = await alice.session.call_tool(
+                "call_tool",
+                wrapped,
+                input_responses={key: sampled},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+            assert isinstance(done, types.CallToolResult)
+            assert answer(done)["content"]["text"] == "alice's answer"
 
-        async def run() -> None:
-            async with (
-                Client(f"{url}?session=alice", cache=None, sampling_callback=asked.sampling) as alice,
-                Client(f"{url}?session=bob", cache=None, sampling_callback=asked.sampling) as bob,
-            ):
-                await activate(alice, "ask_sampling")
-                await activate(bob, "ask_sampling")
-                first = await alice.session.call_tool("call_tool", wrapped, allow_input_required=True)
-                assert isinstance(first, types.InputRequiredResult) and first.input_requests
-                assert first.request_state is not None
-                [(key, request)] = first.input_requests.items()
-                assert isinstance(request, types.CreateMessageRequest)
-                sampled = types.CreateMessageResult(
-                    role="assistant", content=types.TextContent(text="alice's answer"), model="m"
-                )
-                stolen = await bob.session.call_tool(
-                    "call_tool",
-                    wrapped,
-                    input_responses={key: sampled},
-                    request_state=first.request_state,
-                    allow_input_required=True,
-                )
-                assert isinstance(stolen, types.CallToolResult) and stolen.is_error
-                assert "names no call in progress here" in text_of(stolen)
-                done = await alice.session.call_tool(
-                    "call_tool",
-                    wrapped,
-                    input_responses={key: sampled},
-                    request_state=first.request_state,
-                    allow_input_required=True,
-                )
-                assert isinstance(done, types.CallToolResult)
-                assert answer(done)["content"]["text"] == "alice's answer"
+            # An answer that is not one to the question fails the call, and only the call.
+            again = await alice.session.call_tool("call_tool", wrapped, allow_input_required=True)
+            assert isinstance(again, types.InputRequiredResult) and again.input_requests
+            [key] = again.input_requests
+            wrong = await alice.session.call_tool(
+                "call_tool",
+                wrapped,
+                input_responses={key: types.ElicitResult(action="decline")},
+                request_state=again.request_state,
+                allow_input_required=True,
+            )
+            assert isinstance(wrong, types.CallToolResult) and wrong.is_error
+            assert text_of(wrong) == (
+                "Calling mcp__up__ask_sampling failed: server 'up': the call of ask_sampling failed: "
+                f"error {types.INVALID_PARAMS}: Sampling: the client's answer is not one."
+            )
+            assert (
+                answer(await call(alice, "mcp__up__ask_sampling"))["content"]["text"]
+                == "sampled by the client"
+            )
 
-                # An answer that is not one to the question fails the call, and only the call.
-                again = await alice.session.call_tool("call_tool", wrapped, allow_input_required=True)
-                assert isinstance(again, types.InputRequiredResult) and again.input_requests
-                [key] = again.input_requests
-                wrong = await alice.session.call_tool(
-                    "call_tool",
-                    wrapped,
-                    input_responses={key: types.ElicitResult(action="decline")},
-                    request_state=again.request_state,
-                    allow_input_required=True,
-                )
-                assert isinstance(wrong, types.CallToolResult) and wrong.is_error
-                assert text_of(wrong) == (
-                    "Calling mcp__up__ask_sampling failed: server 'up': the call of ask_sampling failed: "
-                    f"error {types.INVALID_PARAMS}: Sampling: the client's answer is not one."
-                )
-                assert (
-                    answer(await call(alice, "mcp__up__ask_sampling"))["content"]["text"]
-                    == "sampled by the client"
-                )
-
-        anyio.run(run)
+    anyio.run(run)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-def test_what_the_client_did_not_declare_is_an_error_for_the_upstream(
-    tmp_path: Path, synced: Synced, mode: str
-) -> None:
-    db, config, _, _ = setup(tmp_path, synced, "--legacy")
+def test_what_the_client_did_not_declare_is_an_error_for_the_upstream(served: Serving, mode: str) -> None:
+    gateway = served("legacy")
 
     async def run() -> None:
-        async with relaying_gateway(db, config, None, mode=mode) as client:
+        async with relaying_client(gateway, None, mode=mode) as client:
             await activate(client, "ask_sampling", "ask_elicitation", "ask_roots", "echo")
             for name, what in [
                 ("sampling", "Sampling"),
@@ -424,14 +492,12 @@ def test_what_the_client_did_not_declare_is_an_error_for_the_upstream(
 
 
 @pytest.mark.parametrize("upstream", UPSTREAM_MODES)
-def test_log_messages_reach_the_client_above_the_level_it_set(
-    tmp_path: Path, synced: Synced, upstream: str
-) -> None:
-    db, config, _, _ = setup(tmp_path, synced, *(["--legacy"] if upstream == "legacy" else []))
+def test_log_messages_reach_the_client_above_the_level_it_set(served: Serving, upstream: str) -> None:
+    gateway = served(upstream)
     asked = Asked()
 
     async def run() -> None:
-        async with relaying_gateway(db, config, asked) as client:
+        async with relaying_client(gateway, asked) as client:
             await activate(client, "log")
             await call(client, "mcp__up__log", {"level": "warning", "text": "first"})
 
@@ -461,19 +527,20 @@ def test_log_messages_reach_the_client_above_the_level_it_set(
     anyio.run(run)
 
 
-def test_a_roots_change_reaches_the_connected_upstreams(tmp_path: Path, synced: Synced) -> None:
-    db, config, events, _ = setup(tmp_path, synced, "--legacy")
+def test_a_roots_change_reaches_the_connected_upstreams(served: Serving) -> None:
+    gateway = served("legacy")
     asked = Asked()
+    changes = gateway.told("roots changed")
 
     async def run() -> None:
-        async with relaying_gateway(db, config, asked) as client:
+        async with relaying_client(gateway, asked) as client:
             await activate(client, "echo")
             await call(client, "mcp__up__echo", {"text": "connect"})
-            assert "roots changed" not in events_of(events)
+            assert gateway.told("roots changed") == changes
             await client.session.send_notification(types.RootsListChangedNotification())
 
             async def told() -> bool:
-                return "roots changed" in events_of(events)
+                return gateway.told("roots changed") > changes
 
             await eventually(told, "the upstream never heard that the roots changed")
 
