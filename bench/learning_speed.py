@@ -41,7 +41,11 @@ from discovery import ToolIndex
 LIMIT = 8
 
 
-def learned_credits(names: list[str], share: float, sessions: int, seed: int) -> list[tuple[str, str, str]]:
+def learned_credits(
+    names: list[str], share: float, sessions: int, seed: int
+) -> list[tuple[str, str, str, str]]:
+    """Credits (identity, session, term, tool) of ``sessions`` sessions of the local identity, as a
+    single-user host's (every learned pair is then its own, none shared)."""
     words, real = vocabulary()
     weights = word_weights(len(words), real)
     rng = random.Random(seed)
@@ -52,7 +56,7 @@ def learned_credits(names: list[str], share: float, sessions: int, seed: int) ->
         for session in range(sessions):
             count = rng.randint(3, 8)
             for index in draw.choice(len(words), size=count, p=weights):
-                credits.append((f"bench-{number}-{session}", words[index].lower(), name))
+                credits.append(("local", f"bench-{number}-{session}", words[index].lower(), name))
     return credits
 
 
@@ -122,13 +126,13 @@ class OtherProcess:
         self.process.wait(timeout=60)
 
 
-def callers(credits: list[tuple[str, str, str]], seed: int) -> list[tuple[str, str]]:
+def callers(credits: list[tuple[str, str, str, str]], seed: int) -> list[tuple[str, str]]:
     """Requests of two learned words, each with a tool that learned other words: a call teaches
     the tool new terms, as real calls do, without making a new tool learned (which would lay out
     every learned part anew, as happens only while a catalog's use is young)."""
     rng = random.Random(seed)
-    words = sorted({word for _, word, _ in credits})
-    tools = sorted({tool for _, _, tool in credits})
+    words = sorted({word for _, _, word, _ in credits})
+    tools = sorted({tool for _, _, _, tool in credits})
     return [(" ".join(rng.sample(words, 2)), rng.choice(tools)) for _ in range(200)]
 
 

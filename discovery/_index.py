@@ -11,7 +11,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from discovery._params import Query, analyzer_named, checked_search
+from discovery._params import Query, analyzer_named, checked_identity, checked_search
 from discovery._ranking.ranker import Ranker
 from discovery._results import SearchDetails, SearchHit, match_details
 from discovery._rules import LOCAL_IDENTITY, read_only_corpus
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     from discovery._catalog.models import ToolRecord
     from discovery._catalog.workers import Progress
     from discovery._catalog.writes import ImportReport
-    from discovery._sessions.learning import LearnedSummary
     from discovery._sessions.listing import RestoredSelection, SessionSummary
     from discovery._sessions.session import Session
+    from discovery._sessions.teachers import LearnedSummary
 
 
 class ToolIndex:
@@ -53,6 +53,7 @@ class ToolIndex:
         create: bool = True,
         analyzer: str | None = None,
         learning: bool | None = None,
+        min_identities: int | None = None,
         application: str = "tool-index",
     ) -> ToolIndex:
         """Open the database at ``url`` (default: ``TOOL_INDEX_DB`` or the user data file).
@@ -69,7 +70,9 @@ class ToolIndex:
         on its first search, explain or import otherwise, until ``reindex`` rebuilds it.
 
         ``learning`` turns learning from use on or off for the index (``set_learning``); when
-        omitted, the index keeps what it has (a new index has it off).
+        omitted, the index keeps what it has (a new index has it off). ``min_identities`` sets
+        K, the identities that must teach a (term, tool) before it ranks for the others (2 for a
+        new index).
 
         ``application`` names who opens it: PostgreSQL shows its connections with
         ``application_name`` ``APPLICATION@HOST`` (in ``pg_stat_activity``), unless the URL's
@@ -90,8 +93,8 @@ class ToolIndex:
                 if analyzer is not None:
                     _choose_analyzer(store, analyzer)
             opened = cls(store)
-            if learning is not None:
-                opened.set_learning(learning)
+            if learning is not None or min_identities is not None:
+                opened.set_learning(learning, min_identities=min_identities)
         except BaseException:
             store.close()
             raise
@@ -127,32 +130,34 @@ class ToolIndex:
         with self.store.reading() as reader:
             return self.ranker.learning_enabled(reader)
 
-    def set_learning(self, enabled: bool) -> bool:
-        """Turn learning from use on or off; whether the setting changed.
+    @property
+    def min_identities(self) -> int:
+        """K: the distinct identities a (term, tool) needs to rank for others (2K if destructive)."""
+        with self.store.reading() as reader:
+            return reader.learning.state().min_identities
+
+    def set_learning(self, enabled: bool | None, *, min_identities: int | None = None) -> bool:
+        """Turn learning from use on or off and set K (``None``: leave it); whether either changed.
 
         On, the learned field is computed from every session's log and kept current by every
-        recorded call; off, searches rank exactly as without learning and what was computed is
-        dropped — the logs keep what it came from, so turning it on again restores it."""
-        from discovery._sessions.learning import set_learning
+        call; off, searches rank exactly as without learning, and turning it on again restores
+        it from the logs. K below 2 is an error: one identity's evidence would rank for others."""
+        from discovery._sessions.teachers import configure
 
-        with self.store.writing() as writer:
-            writer.catalog.lock()  # the catalog's write lock: no reindex meanwhile
-            return set_learning(writer, self.ranker.analyzer(writer), enabled)
+        return configure(self.store, self.ranker, enabled, min_identities)
 
-    def learned(self, name: str) -> LearnedSummary:
-        """What tool ``name`` learned: its terms, each with the number of sessions that taught it."""
-        from discovery._sessions.learning import LearnedSummary
+    def learned(self, name: str, *, identity: str | None = None) -> LearnedSummary:
+        """What tool ``name`` learned, term by term, and from whom (``identity``: whether it taught)."""
+        from discovery._sessions.teachers import summary_of
 
-        with self.store.reading() as reader:
-            return LearnedSummary.read(reader, name)
+        return summary_of(self.store, name, identity)
 
-    def forget_learning(self, names: Sequence[str] | None = None) -> int:
-        """Forget what the tools ``names`` (every tool when ``None``) learned, for good: their
-        logged calls never teach again. Returns how many credits were removed."""
-        from discovery._sessions.learning import forget
+    def forget_learning(self, names: Sequence[str] | None = None, *, identity: str | None = None) -> int:
+        """Forget for good what the tools ``names`` (all when neither is given) learned, or what
+        ``identity`` taught: those calls never teach again. Returns how many credits went."""
+        from discovery._sessions.teachers import forgotten
 
-        with self.store.writing() as writer:
-            return forget(writer, None if names is None else list(dict.fromkeys(names)))
+        return forgotten(self.store, names, identity)
 
     def embed(
         self,
@@ -239,18 +244,23 @@ class ToolIndex:
 
         return remove_tools(self.store, names, missing_ok=missing_ok)
 
-    def search(self, query: str, limit: int | None = None, *, mode: str = "all") -> list[SearchHit]:
-        """Read-only search of the whole catalog in ``mode`` with nothing active."""
+    def search(
+        self, query: str, limit: int | None = None, *, mode: str = "all", identity: str = LOCAL_IDENTITY
+    ) -> list[SearchHit]:
+        """Read-only search of the whole catalog in ``mode``, nothing active, as ``identity`` sees it."""
         checked, limit = checked_search(query, limit)
+        corpus = read_only_corpus(mode, checked_identity(identity))
         with self.store.reading() as reader:
-            ranking = self.ranker.search(reader, checked, read_only_corpus(mode), limit)
+            ranking = self.ranker.search(reader, checked, corpus, limit)
         return [SearchHit(name=hit.name, score=hit.score) for hit in ranking.hits]
 
-    def search_details(self, query: str, limit: int | None = None, *, mode: str = "all") -> SearchDetails:
+    def search_details(
+        self, query: str, limit: int | None = None, *, mode: str = "all", identity: str = LOCAL_IDENTITY
+    ) -> SearchDetails:
         """The contract §6 details of a read-only search: ``search`` with each match's tool row."""
         checked, limit = checked_search(query, limit)
         with self.store.reading() as reader:
-            return read_only_details(reader, self.ranker, checked, limit, mode)
+            return read_only_details(reader, self.ranker, checked, limit, mode, identity)
 
     def session(
         self, session_id: str | None = None, *, identity: str = LOCAL_IDENTITY, **settings: Any
@@ -348,9 +358,11 @@ def _choose_analyzer(store: Store, analyzer: str) -> None:
         writer.catalog.reindex([], wanted)
 
 
-def read_only_details(reader: Reader, ranker: Ranker, query: Query, limit: int, mode: str) -> SearchDetails:
+def read_only_details(
+    reader: Reader, ranker: Ranker, query: Query, limit: int, mode: str, identity: str = LOCAL_IDENTITY
+) -> SearchDetails:
     """``ToolIndex.search_details`` in the caller's transaction, of a query checked already."""
-    ranking = ranker.search(reader, query, read_only_corpus(mode), limit)
+    ranking = ranker.search(reader, query, read_only_corpus(mode, checked_identity(identity)), limit)
     tools = ranker.tools(reader, [hit.tool_id for hit in ranking.hits])
     return {
         "query": query.text,

@@ -51,10 +51,12 @@ MODE_GROUPS: dict[str, tuple[int, ...]] = {
 
 @dataclass(frozen=True, slots=True)
 class Corpus:
-    """A corpus: whole groups, less the named documents a session excludes."""
+    """A corpus: whole groups, less the named documents a session excludes, as one identity sees
+    it (its own learning counts for it at once, other identities' once shared)."""
 
     groups: tuple[int, ...]
     excluded: frozenset[str] = frozenset()
+    viewer: str = LOCAL_IDENTITY
 
 
 class ModeSettings(Protocol):
@@ -122,19 +124,24 @@ def starting_active(
 
 
 def session_corpus(
-    mode: str, active: Iterable[str], essentials: Iterable[str], out_of_scope: frozenset[str]
+    mode: str,
+    active: Iterable[str],
+    essentials: Iterable[str],
+    out_of_scope: frozenset[str],
+    viewer: str = LOCAL_IDENTITY,
 ) -> Corpus:
-    """What a session's search ranks: its mode's groups, less its active and essential tools,
-    the internal names and what its scope leaves out."""
+    """What a search of a session of ``viewer`` ranks: its mode's groups, less its active and
+    essential tools, the internal names and what its scope leaves out."""
     excluded = frozenset(active) | frozenset(essentials) | INTERNAL_NAMES
-    return Corpus(MODE_GROUPS.get(mode, ()), excluded | out_of_scope)
+    return Corpus(MODE_GROUPS.get(mode, ()), excluded | out_of_scope, viewer)
 
 
-def read_only_corpus(mode: str) -> Corpus:
-    """What a fresh session with default settings and nothing requested would search in ``mode``."""
+def read_only_corpus(mode: str, viewer: str = LOCAL_IDENTITY) -> Corpus:
+    """What a fresh session of ``viewer`` with default settings and nothing requested would
+    search in ``mode``."""
     if mode not in MODE_GROUPS:
         raise ToolIndexError(f"unknown search mode {mode!r}: use 'all' or 'mcp-only'")
-    return session_corpus(mode, (), DEFAULT_ESSENTIAL_NAMES, frozenset())
+    return session_corpus(mode, (), DEFAULT_ESSENTIAL_NAMES, frozenset(), viewer)
 
 
 def activation_order(names: Sequence[str]) -> list[str]:

@@ -1,16 +1,17 @@
 """The learned field's rows: the learning switch, the credits sessions gave, and their sums.
 
-A credit is one (session, query term, tool): the rule that makes them from a session's log is
-``discovery.learning``'s; here they are only stored, summed and read. ``learned_terms`` and
-``learned_tools`` are kept equal to the sums of ``learned_credits`` by every write of
-``LearningWrites`` that changes credits, in the unit's transaction, and every such change bumps
-the learned generation so that other processes reload what they cached of it.
+A credit is one (identity, session, query term, tool): the rule that makes them from a session's
+log is ``discovery._sessions.learning``'s; here they are only stored, summed and read.
+``learned_terms`` (sessions and distinct identities per term and tool) and ``learned_tools`` are
+kept equal to the sums of ``learned_credits`` by every write of ``LearningWrites`` that changes
+credits, in the unit's transaction, and every such change bumps the learned generation so that
+other processes reload what they cached of it. Which sums rank for whom (K identities, 2K for a
+destructive tool) is the ranker's arithmetic; the store gives it the counts.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from typing import TYPE_CHECKING, Any
@@ -26,8 +27,15 @@ if TYPE_CHECKING:
     # start and first answer read no postings (tests/test_mcp_startup.py).
     import numpy as np
 
-Credit = tuple[str, str, str]
-"""``(session id, term, tool name)``."""
+Credit = tuple[str, str, str, str]
+"""``(identity, session id, term, tool name)``."""
+
+DESTRUCTIVE = {
+    "sqlite": "COALESCE(json_type(t.mcp_meta, '$.annotations.destructiveHint') = 'true', 0)",
+    "postgresql": "COALESCE((t.mcp_meta -> 'annotations' ->> 'destructiveHint') = 'true', false)",
+}
+"""Per dialect, whether the tool ``t``'s MCP annotations say ``destructiveHint: true`` (as
+``discovery._sessions.learning.destructive`` reads them)."""
 
 
 JOURNAL_KEPT = 4096
@@ -40,6 +48,8 @@ class LearningState:
     generation: int
     reset_generation: int = 0
     """The last change the journal does not describe: a cache from before it reloads all."""
+    min_identities: int = 2
+    """K: the distinct identities a (term, tool) needs before it ranks for others."""
 
     def journaled_since(self, generation: int) -> bool:
         """Whether the journal holds every change after ``generation`` up to this state."""
@@ -48,92 +58,28 @@ class LearningState:
 
 @dataclass(frozen=True, slots=True)
 class StoredLearnedPostings:
-    """The catalog tools holding one learned term, ascending by id, and how many sessions taught
-    the term to each (its tf): two int64 arrays. A tool's group is the same in every term it
-    holds, so it is read with the tools (``learned_tools``), not with each posting."""
+    """The catalog tools holding one learned term, ascending by id, and a count per tool: how
+    many distinct identities taught it (``postings``), or how many of one identity's sessions
+    (``own_postings``). Two int64 arrays. A tool's group is the same in every term it holds, so it
+    is read with the tools (``learned_tools``), not with each posting."""
 
     ids: np.ndarray
     tf: np.ndarray
 
 
-def _bump(connection: Connection) -> int:
-    """The next learned generation, taken under the row's lock (held until the transaction ends,
-    so generations commit in order)."""
-    driver.execute(connection, "UPDATE learning_state SET generation = generation + 1 WHERE id = 1")
-    return int(driver.fetch(connection, "SELECT generation FROM learning_state WHERE id = 1")[0][0])
-
-
-def _journaled(connection: Connection, changed: Iterable[tuple[str, str]]) -> None:
-    """Bump the generation and journal the (term, tool) sums it changed."""
-    generation = _bump(connection)
-    driver.execute_many(
-        connection,
-        "INSERT INTO learned_journal (generation, term, tool_name) VALUES (:generation, :term, :tool_name)",
-        [(generation, term, tool) for term, tool in sorted(set(changed))],
-    )
-    driver.execute(
-        connection,
-        "DELETE FROM learned_journal WHERE generation <= :oldest",
-        {"oldest": generation - JOURNAL_KEPT},
-    )
-
-
-def _reset(connection: Connection) -> None:
-    """Bump the generation for a change the journal does not describe."""
-    generation = _bump(connection)
-    driver.execute(
-        connection,
-        "UPDATE learning_state SET reset_generation = :generation WHERE id = 1",
-        {"generation": generation},
-    )
-    driver.execute(connection, "DELETE FROM learned_journal")
-
-
 @dataclass(frozen=True, slots=True)
 class LearnedChange:
     """A (term, tool) sum that changed, as it is now: the tool's catalog id and group (``None``
-    and 0 when it is not a catalog tool), whether it has a learned field, and the term's tf there
-    (0: none)."""
+    and 0 when it is not a catalog tool), whether it has a learned field, how many distinct
+    identities taught it the term (0: none), and whether it is destructive."""
 
     term: str
     tool_name: str
     tool_id: int | None
     grp: int
     learned: bool
-    tf: int
-
-
-def _add_sums(connection: Connection, counts: Counter[tuple[str, str]]) -> None:
-    """Add ``counts`` (per term and tool; negative to take away) to the sums, dropping what
-    reaches 0."""
-    rows = sorted(counts.items())
-    driver.execute_many(
-        connection,
-        "INSERT INTO learned_terms (term, tool_name, sessions) VALUES (:term, :tool_name, :sessions) "
-        "ON CONFLICT (term, tool_name) DO UPDATE SET sessions = learned_terms.sessions + excluded.sessions",
-        [(term, tool, count) for (term, tool), count in rows],
-    )
-    lengths: Counter[str] = Counter()
-    for (_, tool), count in rows:
-        lengths[tool] += count
-    driver.execute_many(
-        connection,
-        "INSERT INTO learned_tools (tool_name, length) VALUES (:tool_name, :length) "
-        "ON CONFLICT (tool_name) DO UPDATE SET length = learned_tools.length + excluded.length",
-        sorted(lengths.items()),
-    )
-    if any(count < 0 for count in counts.values()):
-        driver.execute(connection, "DELETE FROM learned_terms WHERE sessions <= 0")
-        driver.execute(connection, "DELETE FROM learned_tools WHERE length <= 0")
-
-
-def _credit_filter(tool_names: Sequence[str] | None, session_id: str | None) -> tuple[str, dict[str, Any]]:
-    if session_id is not None:
-        return " WHERE session_id = :session_id", {"session_id": session_id}
-    if tool_names is None:
-        return "", {}
-    names, params = driver.in_list("tool_name", tool_names)
-    return f" WHERE tool_name IN {names}", params
+    identities: int
+    destructive: bool = False
 
 
 POSTINGS_BLOCK = 4096
@@ -152,6 +98,18 @@ class LearnedTool:
 class LearnedTerm:
     term: str
     sessions: int
+    identities: int
+
+
+@dataclass(frozen=True, slots=True)
+class TeachingCounts:
+    """Per tool with a learned field: how many identities and sessions taught it anything, and
+    how many (term, tool) pairs it learned."""
+
+    tool_name: str
+    identities: int
+    sessions: int
+    terms: int
 
 
 class LearningReads:
@@ -169,26 +127,32 @@ class LearningReads:
         ``"update"`` for one about to recompute, switch or forget) holds the row on PostgreSQL until
         the transaction ends, so a call logged while learning is switched on is either seen by the
         recomputation or credited by its own writer. SQLite's writers are serialized already."""
-        statement = "SELECT enabled, generation, reset_generation FROM learning_state WHERE id = 1"
+        statement = (
+            "SELECT enabled, generation, reset_generation, min_identities FROM learning_state WHERE id = 1"
+        )
         if lock is not None and self._connection.dialect.name != "sqlite":
             statement += " FOR SHARE" if lock == "share" else " FOR UPDATE"
         rows = driver.fetch(self._connection, statement)
         if not rows:
             raise CorruptIndex.found("the learning_state row is missing")
-        return LearningState(bool(rows[0][0]), int(rows[0][1]), int(rows[0][2]))
+        enabled, generation, reset, k = rows[0]
+        return LearningState(bool(enabled), int(generation), int(reset), int(k))
 
     def with_catalog_generation(self) -> tuple[int, LearningState]:
         """The catalog generation and the learning state in one statement: every read-only search
         starts here."""
         rows = driver.fetch(
             self._connection,
-            "SELECT c.generation, l.enabled, l.generation, l.reset_generation "
+            "SELECT c.generation, l.enabled, l.generation, l.reset_generation, l.min_identities "
             "FROM catalog_state c, learning_state l WHERE c.id = 1 AND l.id = 1",
         )
         if not rows:
             raise CorruptIndex.found("the catalog_state or learning_state row is missing")
-        generation, enabled, learned, reset = rows[0]
-        return int(generation), LearningState(bool(enabled), int(learned), int(reset))
+        generation, enabled, learned, reset, k = rows[0]
+        return int(generation), LearningState(bool(enabled), int(learned), int(reset), int(k))
+
+    def _destructive(self) -> str:
+        return DESTRUCTIVE[self._connection.dialect.name]
 
     def changes_since(self, generation: int) -> list[LearnedChange]:
         """The (term, tool) sums changed after ``generation`` (complete when ``journaled_since``),
@@ -196,7 +160,8 @@ class LearningReads:
         search after another session's call runs it."""
         rows = driver.fetch(
             self._connection,
-            "SELECT DISTINCT j.term, j.tool_name, t.id, t.grp, lk.tool_name, lt.sessions "
+            "SELECT DISTINCT j.term, j.tool_name, t.id, t.grp, lk.tool_name, lt.identities, "
+            f"{self._destructive()} "
             "FROM learned_journal j "
             "LEFT JOIN tools t ON t.name = j.tool_name "
             "LEFT JOIN learned_tools lk ON lk.tool_name = j.tool_name "
@@ -211,31 +176,61 @@ class LearningReads:
                 None if tool_id is None else int(tool_id),
                 0 if grp is None else int(grp),
                 learned := tool_id is not None and field is not None,
-                int(sessions or 0) if learned else 0,
+                int(identities or 0) if learned else 0,
+                bool(destroys),
             )
-            for term, tool, tool_id, grp, field, sessions in rows
+            for term, tool, tool_id, grp, field, identities, destroys in rows
         ]
 
     def credits(self) -> set[Credit]:
-        rows = driver.fetch(self._connection, "SELECT session_id, term, tool_name FROM learned_credits")
-        return {(str(s), str(term), str(tool)) for s, term, tool in rows}
+        rows = driver.fetch(
+            self._connection, "SELECT identity, session_id, term, tool_name FROM learned_credits"
+        )
+        return {(str(who), str(s), str(term), str(tool)) for who, s, term, tool in rows}
 
-    def sums(self) -> tuple[dict[tuple[str, str], int], dict[str, int]]:
-        """The stored sums: sessions per (term, tool), and length per tool."""
-        terms = driver.fetch(self._connection, "SELECT term, tool_name, sessions FROM learned_terms")
+    def sums(self) -> tuple[dict[tuple[str, str], tuple[int, int]], dict[str, int]]:
+        """The stored sums: (sessions, identities) per (term, tool), and length per tool."""
+        terms = driver.fetch(
+            self._connection, "SELECT term, tool_name, sessions, identities FROM learned_terms"
+        )
         tools = driver.fetch(self._connection, "SELECT tool_name, length FROM learned_tools")
         return (
-            {(str(term), str(tool)): int(count) for term, tool, count in terms},
+            {(str(term), str(tool)): (int(count), int(who)) for term, tool, count, who in terms},
             {str(tool): int(length) for tool, length in tools},
         )
 
-    def postings(self, terms: Sequence[str]) -> dict[str, StoredLearnedPostings]:
-        """The learned postings of ``terms`` among the catalog's tools, by term (a term no catalog
-        tool learned is absent).
+    def postings(
+        self, terms: Sequence[str], min_identities: int, min_destructive: int
+    ) -> dict[str, StoredLearnedPostings]:
+        """The learned postings of ``terms`` among the catalog's tools that at least
+        ``min_identities`` identities taught (``min_destructive`` for a tool whose annotations say
+        it is destructive), with how many did, by term (a term no catalog tool learned so is
+        absent).
 
         The tools' ids come from the catalog's name index alone, without reading their rows; the rows
         are read a block at a time into arrays, so a common term's many postings never stand as one
         Python object each all at once."""
+        statement = (
+            "SELECT lt.term, t.id, lt.identities FROM learned_terms lt "
+            "JOIN tools t ON t.name = lt.tool_name WHERE lt.identities >= :k AND lt.term IN {wanted} "
+            f"AND lt.identities >= CASE WHEN {self._destructive()} THEN :k_destructive ELSE :k END "
+            "ORDER BY lt.term, t.id"
+        )
+        return self._postings(statement, terms, {"k": min_identities, "k_destructive": min_destructive})
+
+    def own_postings(self, identity: str, terms: Sequence[str]) -> dict[str, StoredLearnedPostings]:
+        """The catalog tools ``identity`` taught each of ``terms``, with how many of its sessions
+        did, by term (one statement per 500 terms)."""
+        statement = (
+            "SELECT c.term, t.id, COUNT(*) FROM learned_credits c JOIN tools t ON t.name = c.tool_name "
+            "WHERE c.identity = :identity AND c.term IN {wanted} GROUP BY c.term, t.id ORDER BY c.term, t.id"
+        )
+        return self._postings(statement, terms, {"identity": identity})
+
+    def _postings(
+        self, statement: str, terms: Sequence[str], fixed: dict[str, Any]
+    ) -> dict[str, StoredLearnedPostings]:
+        """``statement``'s (term, tool id, count) rows, ordered by term then id, for ``terms``."""
         import numpy as np
 
         runs: list[list[Any]] = []  # [term, rows], in the rows' order
@@ -243,11 +238,9 @@ class LearningReads:
         tfs: list[np.ndarray] = []
         for part in chunks(sorted(set(terms))):  # a query's terms are many: each part is one IN
             wanted, params = driver.in_list("term", part)
-            statement = (
-                "SELECT lt.term, t.id, lt.sessions FROM learned_terms lt "
-                f"JOIN tools t ON t.name = lt.tool_name WHERE lt.term IN {wanted} ORDER BY lt.term, t.id"
-            )
-            for block in driver.fetch_blocks(self._connection, statement, params, size=POSTINGS_BLOCK):
+            rendered = statement.format(wanted=wanted)
+            blocks = driver.fetch_blocks(self._connection, rendered, {**fixed, **params}, size=POSTINGS_BLOCK)
+            for block in blocks:
                 column_terms, column_ids, column_tfs = zip(*block, strict=True)
                 ids.append(np.array(column_ids, dtype=np.int64))
                 tfs.append(np.array(column_tfs, dtype=np.int64))
@@ -290,144 +283,57 @@ class LearningReads:
         return found
 
     def learned_of(self, tool_name: str) -> list[LearnedTerm]:
-        """What ``tool_name`` learned: its terms, most taught first, then by term."""
+        """What ``tool_name`` learned: its terms, taught by most identities first, then by most
+        sessions, then by term."""
         rows = driver.fetch(
             self._connection,
-            "SELECT term, sessions FROM learned_terms WHERE tool_name = :tool_name "
-            "ORDER BY sessions DESC, term",
+            "SELECT term, sessions, identities FROM learned_terms WHERE tool_name = :tool_name "
+            "ORDER BY identities DESC, sessions DESC, term",
             {"tool_name": tool_name},
         )
-        return [LearnedTerm(str(term), int(count)) for term, count in rows]
+        return [LearnedTerm(str(term), int(count), int(who)) for term, count, who in rows]
 
-    def teaching_sessions(self, tool_name: str) -> int:
-        """How many sessions taught ``tool_name`` anything."""
+    def terms_taught_by(self, identity: str, tool_name: str) -> set[str]:
+        """The terms ``identity`` taught ``tool_name``."""
         rows = driver.fetch(
             self._connection,
-            "SELECT COUNT(DISTINCT session_id) FROM learned_credits WHERE tool_name = :tool_name",
-            {"tool_name": tool_name},
+            "SELECT DISTINCT term FROM learned_credits WHERE identity = :identity AND tool_name = :tool_name",
+            {"identity": identity, "tool_name": tool_name},
         )
-        return int(rows[0][0])
+        return {str(term) for (term,) in rows}
 
-    def summary(self) -> tuple[int, int, int]:
-        """``(tools with a learned field, learned (term, tool) pairs, sessions that taught)``."""
+    def teaching(self, tool_name: str | None = None) -> list[TeachingCounts]:
+        """Per tool with a learned field (or ``tool_name`` alone), how many identities and sessions
+        taught it and how many terms it learned, by tool name."""
+        where, params = (
+            ("", {}) if tool_name is None else (" WHERE tool_name = :tool_name", {"tool_name": tool_name})
+        )
+        rows = driver.fetch(
+            self._connection,
+            "SELECT w.tool_name, w.identities, s.sessions, p.terms FROM "
+            f"(SELECT tool_name, COUNT(DISTINCT identity) AS identities FROM learned_credits{where} "
+            "GROUP BY tool_name) w "
+            "JOIN (SELECT tool_name, COUNT(*) AS sessions FROM "
+            f"(SELECT DISTINCT tool_name, identity, session_id FROM learned_credits{where}) d "
+            "GROUP BY tool_name) s ON s.tool_name = w.tool_name "
+            f"JOIN (SELECT tool_name, COUNT(*) AS terms FROM learned_terms{where} GROUP BY tool_name) p "
+            "ON p.tool_name = w.tool_name ORDER BY w.tool_name",
+            params,
+        )
+        return [
+            TeachingCounts(str(name), int(who), int(count), int(terms)) for name, who, count, terms in rows
+        ]
+
+    def summary(self) -> tuple[int, int, int, int]:
+        """``(tools with a learned field, learned (term, tool) pairs, sessions that taught,
+        identities that taught)``."""
         tools = driver.fetch(self._connection, "SELECT COUNT(*) FROM learned_tools")[0][0]
         pairs = driver.fetch(self._connection, "SELECT COUNT(*) FROM learned_terms")[0][0]
-        taught = driver.fetch(self._connection, "SELECT COUNT(DISTINCT session_id) FROM learned_credits")[0][
+        taught = driver.fetch(
+            self._connection,
+            "SELECT COUNT(*) FROM (SELECT DISTINCT identity, session_id FROM learned_credits) d",
+        )[0][0]
+        identities = driver.fetch(self._connection, "SELECT COUNT(DISTINCT identity) FROM learned_credits")[
             0
-        ]
-        return int(tools), int(pairs), int(taught)
-
-
-class LearningWrites(LearningReads):
-    """The learned field, written: the switch, credits added, removed or replaced."""
-
-    def locked_state(self) -> LearningState:
-        """The switch, locked for update until the unit ends."""
-        return self._state(lock="update")
-
-    def state_for_crediting(self) -> LearningState:
-        """The switch, read by a writer that credits calls when it is on: locked for update then
-        (two writers holding it shared could not both upgrade), shared otherwise. SQLite's writer
-        already holds the whole database, so one plain read is enough there."""
-        state = self.state()
-        if self._connection.dialect.name == "sqlite":
-            return state
-        return self._state(lock="update" if state.enabled else "share")
-
-    def set_enabled(self, enabled: bool) -> None:
-        driver.execute(
-            self._connection,
-            "UPDATE learning_state SET enabled = :enabled WHERE id = 1",
-            {"enabled": int(enabled)},
-        )
-        _reset(self._connection)
-
-    def add_credits(self, credits: Iterable[Credit]) -> int:
-        """Store the credits not stored yet and add them to the sums; how many were new.
-
-        The caller holds the session's lock (every credit of a session comes from its own log), so
-        no other writer adds the same credit meanwhile; the sums are updated by upserts, which
-        concurrent writers of other sessions do not lose."""
-        wanted = list(dict.fromkeys(credits))
-        if not wanted:
-            return 0
-        new: list[Credit] = []
-        for session_id, tool_name in dict.fromkeys((s, t) for s, _, t in wanted):
-            terms = [term for s, term, t in wanted if s == session_id and t == tool_name]
-            held: set[str] = set()
-            for part in chunks(terms):
-                held_terms, params = driver.in_list("term", part)
-                held.update(
-                    row[0]
-                    for row in driver.fetch(
-                        self._connection,
-                        "SELECT term FROM learned_credits "
-                        "WHERE session_id = :session_id AND tool_name = :tool_name "
-                        f"AND term IN {held_terms}",
-                        {"session_id": session_id, "tool_name": tool_name, **params},
-                    )
-                )
-            new += [(session_id, term, tool_name) for term in terms if term not in held]
-        if not new:
-            return 0
-        driver.execute_many(
-            self._connection,
-            "INSERT INTO learned_credits (session_id, term, tool_name) "
-            "VALUES (:session_id, :term, :tool_name)",
-            new,
-        )
-        _add_sums(self._connection, Counter((term, tool) for _, term, tool in new))
-        _journaled(self._connection, ((term, tool) for _, term, tool in new))
-        return len(new)
-
-    def remove_credits(
-        self, *, tool_names: Sequence[str] | None = None, session_id: str | None = None
-    ) -> int:
-        """Remove the credits of ``tool_names`` (all tools when ``None``), or of one session, and
-        take them out of the sums; how many were removed."""
-        where, params = _credit_filter(tool_names, session_id)
-        rows = driver.fetch(
-            self._connection, f"SELECT session_id, term, tool_name FROM learned_credits{where}", params
-        )
-        if not rows:
-            return 0
-        if tool_names is None and session_id is None:
-            for table in ("learned_credits", "learned_terms", "learned_tools"):
-                driver.execute(self._connection, f"DELETE FROM {table}")
-            _reset(self._connection)
-            return len(rows)
-        driver.execute(self._connection, f"DELETE FROM learned_credits{where}", params)
-        taken: Counter[tuple[str, str]] = Counter()
-        for _, term, tool in rows:
-            taken[(term, tool)] -= 1
-        _add_sums(self._connection, taken)
-        _journaled(self._connection, taken)
-        return len(rows)
-
-    def replace_all(self, credits: Iterable[Credit]) -> int:
-        """Make ``credits`` the whole learned field (a rebuild from the logs); how many there are."""
-        rows = sorted(set(credits))
-        for table in ("learned_credits", "learned_terms", "learned_tools"):
-            driver.execute(self._connection, f"DELETE FROM {table}")
-        driver.execute_many(
-            self._connection,
-            "INSERT INTO learned_credits (session_id, term, tool_name) "
-            "VALUES (:session_id, :term, :tool_name)",
-            rows,
-        )
-        counts = Counter((term, tool) for _, term, tool in rows)
-        driver.execute_many(
-            self._connection,
-            "INSERT INTO learned_terms (term, tool_name, sessions) VALUES (:term, :tool_name, :sessions)",
-            [(term, tool, count) for (term, tool), count in sorted(counts.items())],
-        )
-        lengths: Counter[str] = Counter()
-        for (_, tool), count in counts.items():
-            lengths[tool] += count
-        driver.execute_many(
-            self._connection,
-            "INSERT INTO learned_tools (tool_name, length) VALUES (:tool_name, :length)",
-            sorted(lengths.items()),
-        )
-        _reset(self._connection)
-        return len(rows)
+        ][0]
+        return int(tools), int(pairs), int(taught), int(identities)

@@ -212,10 +212,13 @@ learning_state_table = Table(
     Column("enabled", Integer, nullable=False, server_default=text("0")),
     Column("generation", BigInteger, nullable=False, server_default=text("0")),
     Column("reset_generation", BigInteger, nullable=False, server_default=text("0")),
+    Column("min_identities", Integer, nullable=False, server_default=text("2")),
 )
 """One row: whether the index ranks with its learned field, and the learned generation, bumped by
 every change of the learned field; ``reset_generation`` is the last change that the journal does
-not describe (a rebuild, the switch, forgetting everything), which a cache older than it drops.
+not describe (a rebuild, the switch, forgetting everything, a new ``min_identities``), which a
+cache older than it drops. ``min_identities`` is K: how many distinct identities must teach a
+(term, tool) before it ranks for other identities than its teachers (2K for a destructive tool).
 
 A row of its own, not ``catalog_state``: a recorded call changes what was learned, and must
 neither wait for catalog readers nor make other processes drop their catalog caches."""
@@ -223,13 +226,18 @@ neither wait for catalog readers nor make other processes drop their catalog cac
 learned_credits_table = Table(
     "learned_credits",
     metadata,
+    Column("identity", Text, primary_key=True),
     Column("session_id", Text, primary_key=True),
     Column("term", Text, primary_key=True),
     Column("tool_name", Text, primary_key=True),
+    Index("ix_learned_credits_identity_term", "identity", "term", "tool_name"),
     Index("ix_learned_credits_tool_name", "tool_name"),
 )
-"""Which session taught which query term to which tool: each counts once (``discovery.learning``
-states the rule). Everything below is summed from these rows, and these from the session logs."""
+"""Which session (of which identity: session ids are per identity) taught which query term to
+which tool: each counts once (``discovery._sessions.learning`` states the rule). Everything below
+is summed from these rows, and these from the session logs. The second index serves a search's
+read of its identity's own credits for the query's terms, and whether an identity still teaches
+a (term, tool) another of its sessions stopped teaching."""
 
 learned_terms_table = Table(
     "learned_terms",
@@ -237,10 +245,12 @@ learned_terms_table = Table(
     Column("term", Text, primary_key=True),
     Column("tool_name", Text, primary_key=True),
     Column("sessions", Integer, nullable=False),
+    Column("identities", Integer, nullable=False),
     Index("ix_learned_terms_tool_name", "tool_name"),
 )
-"""The learned field's postings: per term and tool, how many sessions taught it (its tf). Keyed by
-tool name, not id, so that learning outlives a tool's removal and comes back with it."""
+"""The learned field's sums per term and tool: how many sessions taught it, and how many distinct
+identities (what decides whether it ranks for others). Keyed by tool name, not id, so that
+learning outlives a tool's removal and comes back with it."""
 
 learned_tools_table = Table(
     "learned_tools",

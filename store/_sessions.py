@@ -346,15 +346,18 @@ class SessionWrites(SessionReads):
                 moved[old] = (int(count), int(taken))
         return moved
 
-    def flag_calls(self, tool_names: Sequence[str] | None, flag: str) -> int:
+    def flag_calls(self, tool_names: Sequence[str] | None, flag: str, *, identity: str | None = None) -> int:
         """Set ``flag`` to true in the params of every logged ``tool_call`` of ``tool_names`` (all
-        when ``None``); how many calls changed."""
+        when ``None``), of ``identity``'s sessions alone when given; how many calls changed."""
         codec = codec_of(self._connection)
         statement = "SELECT identity, session_id, seq, params FROM session_events WHERE kind = 'tool_call'"
         params: dict[str, str] = {}
         if tool_names is not None:
             names, params = driver.in_list("tool_name", tool_names)
             statement += f" AND tool_name IN {names}"
+        if identity is not None:
+            statement += " AND identity = :identity"
+            params = {**params, "identity": identity}
         changed = []
         for identity, session_id, seq, stored in driver.fetch(self._connection, statement, params):
             value = codec.load_json(stored)

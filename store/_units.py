@@ -41,7 +41,8 @@ from store._engine import (
     translated_errors,
     write_transaction,
 )
-from store._learning import LearningReads, LearningWrites
+from store._learning import LearningReads
+from store._learning_writes import LearningWrites
 from store._location import ENV_VAR, default_url
 from store._reads import CatalogReads, IndexReads
 from store._servers import ServerReads, ServerWrites

@@ -307,7 +307,7 @@ def test_explain_in_a_session_gives_the_score_its_search_gives(db_url: str, tmp_
     )
     assert fails(db_url, "explain", query, name, "--session", "s2") == "Error: no session 's2' in the store\n"
     assert (
-        "--identity and --config name the scope of a --session"
+        "--config names the scope of a --session"
         in fails(db_url, "explain", query, name, "--config", str(config), code=2)
         + run(db_url, "explain", query, name, "--config", str(config)).stderr
     )

@@ -92,10 +92,15 @@ def log(*steps: Step | tuple[str, str] | tuple[str, str, str]) -> list[LoggedEve
     return [LoggedEvent(seq, event, stamp) for seq, event in enumerate(events, start=1)]
 
 
+def taught_terms(index: ToolIndex, name: str) -> list[tuple[str, int]]:
+    """What ``name`` learned, as (term, sessions that taught it)."""
+    return [(taught.term, taught.sessions) for taught in index.learned(name).terms]
+
+
 def credited(*steps: Step | tuple[str, str] | tuple[str, str, str]) -> dict[str, set[str]]:
     """What each tool learned from one session's log: ``{tool: terms}``."""
     found: dict[str, set[str]] = {}
-    for _, term, tool in credits_of_log(SessionKey("local", "s"), log(*steps), REFERENCE):
+    for _, _, term, tool in credits_of_log(SessionKey("local", "s"), log(*steps), REFERENCE):
         found.setdefault(tool, set()).add(term)
     return found
 
@@ -190,7 +195,7 @@ def test_a_call_naming_its_searches_learns_those_alone() -> None:
     stamp = logged[0].created_at
     entries = [*logged, LoggedEvent(4, call, stamp), LoggedEvent(5, resumed, stamp)]
     assert {
-        (term, tool) for _, term, tool in credits_of_log(SessionKey("local", "s"), entries, REFERENCE)
+        (term, tool) for _, _, term, tool in credits_of_log(SessionKey("local", "s"), entries, REFERENCE)
     } == {
         ("notify", "post"),
         ("the", "post"),
@@ -202,7 +207,9 @@ def test_a_session_teaches_a_term_to_a_tool_once() -> None:
     steps: list[Step | tuple[str, str]] = []
     for _ in range(50):
         steps += [("search", "post post post"), ("call", "post_message", True)]
-    assert credits_of_log(SessionKey("local", "s"), log(*steps), REFERENCE) == {("s", "post", "post_message")}
+    assert credits_of_log(SessionKey("local", "s"), log(*steps), REFERENCE) == {
+        ("local", "s", "post", "post_message")
+    }
 
 
 # --- the learned field against a brute-force BM25+ ---------------------------------------------------
@@ -502,7 +509,7 @@ def test_off_by_default_and_switching_keeps_everything(index: ToolIndex) -> None
     assert index.set_learning(True) is True  # on: learned from the log written while off
     learned = names_of(index, "notify the team")
     assert score_of(index, "notify the team", TEACHER) > unlearned
-    assert index.learned(TEACHER).terms == [("notify", 1), ("team", 1), ("the", 1)]
+    assert taught_terms(index, TEACHER) == [("notify", 1), ("team", 1), ("the", 1)]
     assert index.set_learning(True) is False
     index.set_learning(False)
     assert names_of(index, "notify the team") == before  # exactly the unlearned ranking
@@ -517,13 +524,13 @@ def test_a_planning_agent_and_a_rephrasing_one_in_real_sessions(index: ToolIndex
     for number, query in enumerate(("list calendar events", "run a warehouse query", "read a file")):
         planner.search_tool.execute(f"c{number}", {"query": query})
     planner.record_call("read")
-    assert index.learned("read").terms == [("a", 1), ("file", 1), ("read", 1)]
+    assert taught_terms(index, "read") == [("a", 1), ("file", 1), ("read", 1)]
     rephraser = index.session("rephraser", discovery_mode="all", answer="rich")
     nothing = rephraser.search_tool.execute("c1", {"query": "ping everybody"})
     assert nothing.details["tools"] == []  # the rich answer lists no tool: the agent rephrases
     rephraser.search_tool.execute("c2", {"query": "post a chat message"})
     rephraser.record_call(TEACHER)
-    assert {term for term, _ in index.learned(TEACHER).terms} == {
+    assert {taught.term for taught in index.learned(TEACHER).terms} == {
         "ping",
         "everybody",
         "post",
@@ -600,8 +607,8 @@ def test_learned_marks_a_tool_whose_annotations_say_it_may_destroy(db_url: str) 
         assert index.learned(name).destructive is True
         assert index.learned(TEACHER).destructive is False
     assert ok(db_url, "learned", name).startswith(
-        f"{name}: 3 learned terms from 1 sessions "
-        "(learning on, destructive: its MCP annotations say destructiveHint)\n"
+        f"{name}: 3 learned terms from 1 sessions of 1 identities (learning on; destructive "
+        "(its MCP annotations say destructiveHint): shared at 4 identities)\n"
     )
     assert json.loads(ok(db_url, "learned", name, "--json"))["destructive"] is True
 
@@ -630,9 +637,9 @@ def test_forget_a_tool_forget_all_and_deleted_sessions(index: ToolIndex) -> None
     index.set_learning(False)
     index.set_learning(True)  # recomputed from the logs: the forgotten calls still teach nothing
     assert index.learned(TEACHER).terms == []
-    assert index.learned("mcp__gitforge__create_issue").terms == [("notify", 2), ("team", 2), ("the", 2)]
+    assert taught_terms(index, "mcp__gitforge__create_issue") == [("notify", 2), ("team", 2), ("the", 2)]
     index.delete_session("a")
-    assert index.learned("mcp__gitforge__create_issue").terms == [("notify", 1), ("team", 1), ("the", 1)]
+    assert taught_terms(index, "mcp__gitforge__create_issue") == [("notify", 1), ("team", 1), ("the", 1)]
     assert index.forget_learning() == 3
     assert names_of(index, "notify the team") == before
     from discovery._diagnostics.verify import verify
@@ -669,33 +676,50 @@ def test_a_call_recorded_in_one_process_is_searched_with_in_another(db_url: str)
         assert score_of(index, "notify the team", TEACHER) > first
 
 
+def status_lines(state: str, tools: int, terms: int, sessions: int, identities: int) -> str:
+    """What ``learning status`` prints, at K = 2."""
+    return (
+        f"learning:       {state}\nmin identities: 2 (4 for a destructive tool)\n"
+        f"tools:          {tools}\nterms:          {terms}\nsessions:       {sessions}\n"
+        f"identities:     {identities}\n"
+    )
+
+
 def test_cli_learning_learned_and_session_call(db_url: str) -> None:
     ok(db_url, "import", str(DEMO))
-    assert ok(db_url, "learning", "status") == "learning: off\ntools:    0\nterms:    0\nsessions: 0\n"
+    assert ok(db_url, "learning", "status") == status_lines("off", 0, 0, 0, 0)
     ok(db_url, "search", "notify the team", "--session", "s1", "--mode", "all")
     assert ok(db_url, "session", "call", "s1", TEACHER) == f"recorded {TEACHER} in s1\n"
     assert ok(db_url, "session", "call", "s1", "chatops/post_message", "--failed") == (
         f"recorded {TEACHER} in s1 (failed)\n"
     )
     # Each command is a process of its own: a call it records follows no search of its own.
-    assert ok(db_url, "learning", "on") == "learning: on\ntools:    0\nterms:    0\nsessions: 0\n"
+    assert ok(db_url, "learning", "on") == status_lines("on", 0, 0, 0, 0)
     ok(db_url, "learning", "off")
     with ToolIndex.open(db_url) as index:  # a host that searches, then calls
         session = index.session("s2", discovery_mode="all")
         session.search_tool.execute("c1", {"query": "notify the team"})
         session.record_call(TEACHER)
-    assert ok(db_url, "learning", "on") == "learning: on\ntools:    1\nterms:    3\nsessions: 1\n"
+    assert ok(db_url, "learning", "on") == status_lines("on", 1, 3, 1, 1)
     assert ok(db_url, "learning", "on").startswith("learning was already on\n")
     assert ok(db_url, "learned", TEACHER) == (
-        f"{TEACHER}: 3 learned terms from 1 sessions (learning on)\n"
-        "term    sessions\nnotify  1\nteam    1\nthe     1\n"
+        f"{TEACHER}: 3 learned terms from 1 sessions of 1 identities (learning on; shared at 2 identities)\n"
+        "term    identities  sessions  shared\n"
+        "notify  1           1         no\n"
+        "team    1           1         no\n"
+        "the     1           1         no\n"
     )
     assert json.loads(ok(db_url, "learned", TEACHER, "--json")) == {
         "name": TEACHER,
         "learning": "on",
         "destructive": False,
+        "min_identities": 2,
+        "threshold": 2,
         "sessions": 1,
-        "terms": [{"term": t, "sessions": 1} for t in ("notify", "team", "the")],
+        "identities": 1,
+        "terms": [
+            {"term": t, "sessions": 1, "identities": 1, "shared": False} for t in ("notify", "team", "the")
+        ],
     }
     shown = ok(db_url, "session", "show", "s1")
     assert f"tool_call {TEACHER}: ok" in shown and f"tool_call {TEACHER}: failed" in shown
@@ -716,7 +740,10 @@ def test_cli_learning_learned_and_session_call(db_url: str) -> None:
     ]
     found = json.loads(ok(db_url, "search", "notify the team", "--limit", "30", "--json"))["tools"]
     assert {tool["name"]: tool["score"] for tool in found}[TEACHER] == round(explained["score"], 6)
-    assert "learning:   on (1 tools learned 3 terms from 1 sessions)" in ok(db_url, "stats")
+    assert (
+        "learning:   on (1 tools learned 3 terms from 1 sessions of 1 identities; shared at 2 identities)"
+        in ok(db_url, "stats")
+    )
     assert ok(db_url, "learned", "--forget", TEACHER) == f"forgot 3 learned credits of {TEACHER}\n"
     assert ok(db_url, "learned", "--forget-all") == "forgot 0 learned credits of every tool\n"
     assert fails(db_url, "learned", "nope") == (
@@ -724,7 +751,7 @@ def test_cli_learning_learned_and_session_call(db_url: str) -> None:
     )
     assert fails(db_url, "session", "call", "s1", "nope") == "Error: no tool named 'nope' in the catalog\n"
     assert ok(db_url, "verify").startswith("ok:")
-    assert ok(db_url, "learning", "off") == "learning: off\ntools:    0\nterms:    0\nsessions: 0\n"
+    assert ok(db_url, "learning", "off") == status_lines("off", 0, 0, 0, 0)
 
 
 def test_the_adapters_record_calls_by_wire_name(index: ToolIndex) -> None:
@@ -777,7 +804,7 @@ def test_concurrent_sessions_in_processes_lose_no_credit(db_url: str) -> None:
         from discovery._diagnostics.verify import verify
 
         assert verify(index).problems == []
-        terms = dict(index.learned(TEACHER).terms)
+        terms = dict(taught_terms(index, TEACHER))
         assert index.learned(TEACHER).sessions == 32
         assert (terms["notify"], terms["team"]) == (32, 32)
         assert all(terms[f"w{worker}"] == 8 for worker in range(4))
@@ -860,7 +887,9 @@ def test_eval_learns_from_a_training_file_in_a_throwaway_copy(db_url: str, tmp_p
     assert ok(db_url, "eval", str(queries), "--learn-from", str(training)).startswith(
         "1 queries, mode all, analyzer reference, learning from 3 requests\n"
     )
-    assert ok(db_url, "learning", "status").startswith("learning: off\n")  # the index itself is untouched
+    assert ok(db_url, "learning", "status").startswith(
+        "learning:       off\n"
+    )  # the index itself is untouched
     assert ok(db_url, "sessions") == "No sessions.\n"
     training.write_text(json.dumps({"query": "x", "tools": ["nope"]}) + "\n")
     assert fails(db_url, "eval", str(queries), "--learn-from", str(training)) == (
@@ -871,22 +900,25 @@ def test_eval_learns_from_a_training_file_in_a_throwaway_copy(db_url: str, tmp_p
 def test_learned_postings_are_read_as_arrays_by_term(
     index: ToolIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each term's postings: the catalog tools that learned it, ascending by id, with their tf;
-    a tool outside the catalog is left out, a term nobody learned is absent, and a term's rows
-    read over several blocks stay one term's."""
+    """Each term's postings: the catalog tools that learned it, ascending by id, with the
+    identities that taught it (each session here its own identity); a tool outside the catalog is
+    left out, a term nobody learned is absent, and a term's rows read over several blocks stay one
+    term's."""
     with_demo(index)
     names = [json.loads(line)["name"] for line in DEMO.read_text().splitlines() if line.strip()]
     terms = ("chat", "note", "team")
-    credits = [(f"s{n % 3}", term, name) for n, name in enumerate(names) for term in terms[: 1 + n % 3]]
-    credits += [(f"s{3 + n % 2}", "team", name) for n, name in enumerate(names[::2])]
-    credits += [("s0", "team", "mcp__gone__tool"), ("s0", "zzz", "mcp__gone__tool")]
+    credits = [
+        (f"s{n % 3}", f"s{n % 3}", term, name) for n, name in enumerate(names) for term in terms[: 1 + n % 3]
+    ]
+    credits += [(f"s{3 + n % 2}", f"s{3 + n % 2}", "team", name) for n, name in enumerate(names[::2])]
+    credits += [("s0", "s0", "team", "mcp__gone__tool"), ("s0", "s0", "zzz", "mcp__gone__tool")]
     with write_transaction(index.store.engine) as connection:
         Writer(connection).learning.replace_all(credits)
     monkeypatch.setattr(stored_learning, "POSTINGS_BLOCK", 2)
     with index.store.reading() as reader:
-        found = reader.learning.postings([*terms, "zzz", "absent"])
+        found = reader.learning.postings([*terms, "zzz", "absent"], 1, 1)
         ids = {name: tool.id for name, tool in reader.catalog.tools_by_names(names).items()}
-    counts = Counter((term, tool) for _, term, tool in set(credits))
+    counts = Counter((term, tool) for _, _, term, tool in set(credits))
     assert sorted(found) == sorted(terms)
     for term in terms:
         expected = sorted((ids[tool], n) for (t, tool), n in counts.items() if t == term and tool in ids)
@@ -906,8 +938,8 @@ def test_a_change_keeps_the_learned_parts_it_leaves_as_they_were(
     def changed(*credits: tuple[str, str, str], forgotten: str | None = None) -> None:
         with write_transaction(index.store.engine) as connection:
             if forgotten is not None:
-                Writer(connection).learning.remove_credits(session_id=forgotten)
-            Writer(connection).learning.add_credits(credits)
+                Writer(connection).learning.remove_credits(session=("local", forgotten))
+            Writer(connection).learning.add_credits(("local", *credit) for credit in credits)
 
     def parts(query: str) -> list[LearnedTerm]:
         with index.store.reading() as reader:
@@ -942,15 +974,20 @@ def test_a_change_keeps_the_learned_parts_it_leaves_as_they_were(
 
 def test_the_journal_says_what_each_change_left(db_url: str) -> None:
     """What a process catching up reads after a generation: each changed (term, tool) as it is
-    now — the tool's id and group, whether it has a learned field, the term's tf — in one read."""
+    now — the tool's id and group, whether it has a learned field, the identities that taught it
+    the term (each session here its own identity) — in one read."""
     with ToolIndex.open(db_url, learning=True) as index:
         with_demo(index)
         with index.store.reading() as reader:
             start = reader.learning.state().generation
             teacher = reader.catalog.tools_by_names([TEACHER])[TEACHER]
         with write_transaction(index.store.engine) as connection:
-            Writer(connection).learning.add_credits([("s1", "ping", TEACHER), ("s2", "ping", TEACHER)])
-            Writer(connection).learning.add_credits([("s1", "pong", TEACHER), ("s1", "x", "mcp__gone__tool")])
+            Writer(connection).learning.add_credits(
+                [("s1", "s1", "ping", TEACHER), ("s2", "s2", "ping", TEACHER)]
+            )
+            Writer(connection).learning.add_credits(
+                [("s1", "s1", "pong", TEACHER), ("s1", "s1", "x", "mcp__gone__tool")]
+            )
         with index.store.reading() as reader:
             middle = reader.learning.state().generation
             assert sorted(reader.learning.changes_since(start), key=lambda c: (c.term, c.tool_name)) == [
@@ -959,7 +996,7 @@ def test_the_journal_says_what_each_change_left(db_url: str) -> None:
                 LearnedChange("x", "mcp__gone__tool", None, 0, False, 0),
             ]
         with write_transaction(index.store.engine) as connection:
-            Writer(connection).learning.remove_credits(session_id="s1")
+            Writer(connection).learning.remove_credits(session=("s1", "s1"))
         with index.store.reading() as reader:
             after = reader.learning.changes_since(middle)
             assert sorted(after, key=lambda c: (c.term, c.tool_name)) == [

@@ -668,7 +668,7 @@ def test_revision_0015_records_server_origins_and_downgrade_keeps_the_tools(
     assert "mcp_servers" not in tables(engine)
     before = stored_digests(engine)
     migrate.upgrade(engine)
-    assert revision(engine) == migrate.HEAD_REVISION == "0015"
+    assert revision(engine) == migrate.HEAD_REVISION
     assert stored_digests(engine) == before
     store = Store(engine)
     with store.reading() as reader:
@@ -764,3 +764,55 @@ def test_revision_0013_keys_sessions_by_identity_keeping_ids_and_logs(
     assert sorted(session_rows(engine)) == [("alice", "theirs"), ("bob", "mine")]
     with ToolIndex.open(empty_db_url) as index:
         assert verify(index).problems == []
+
+
+# --- 0015 → 0016: learned credits keyed by identity ---------------------------------------------
+
+
+def credit_rows(engine: Engine) -> set[tuple[str, ...]]:
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT * FROM learned_credits")).all()
+    return {tuple(str(value) for value in row) for row in rows}
+
+
+def test_revision_0016_keys_credits_by_identity_and_counts_the_identities(
+    empty_db_url: str, engine: Engine
+) -> None:
+    """alice's and bob's ``p`` taught the same term to different tools: 0015 holds them keyed by
+    the shared id, 0016 gives each identity its own again (an id two identities hold goes to
+    those whose log called the tool), with the identities counted, K at 2, and ``verify``
+    agreeing; downgrade keys them by id again."""
+    issue, pulls = "mcp__github_create_issue", "mcp__github_list_pull_requests"
+    with ToolIndex.open(empty_db_url, learning=True) as index:
+        index.upsert_tools(WORKED_EXAMPLE)
+        for number, (identity, session_id, query, tool) in enumerate(
+            (
+                ("alice", "p", "issue tracker bug", issue),
+                ("bob", "p", "issue pull review", pulls),
+                ("bob", "r", "issue", issue),
+            )
+        ):
+            session = index.session(session_id, identity=identity, discovery_mode="all")
+            session.search_tool.execute(f"c{number}", {"query": query})
+            session.record_call(tool)
+        expected = credit_rows(engine)
+        assert verify(index).problems == []
+    assert ("alice", "p", "bug", issue) in expected and ("bob", "p", "review", pulls) in expected
+    migrate.downgrade(engine, "0015")
+    assert credit_rows(engine) == {(s, term, tool) for _, s, term, tool in expected}
+    with engine.connect() as connection:
+        assert (
+            connection.execute(
+                text("SELECT sessions FROM learned_terms WHERE term = 'issue' AND tool_name = :tool"),
+                {"tool": issue},
+            ).scalar()
+            == 2
+        )
+    migrate.upgrade(engine)
+    assert credit_rows(engine) == expected
+    with ToolIndex.open(empty_db_url) as index:
+        assert index.min_identities == 2
+        assert verify(index).problems == []
+        terms = {taught.term: taught for taught in index.learned(issue).terms}
+        assert (terms["issue"].sessions, terms["issue"].identities, terms["issue"].shared) == (2, 2, True)
+        assert (terms["bug"].sessions, terms["bug"].identities, terms["bug"].shared) == (1, 1, False)

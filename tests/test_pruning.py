@@ -142,15 +142,17 @@ LEARNED_WORDS = [*VOCABULARY[:20], *(f"l{i}" for i in range(10))]
 """What sessions taught: words of the tool texts, and words no tool text holds."""
 
 
-def taught(seed: int, tools: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    """Credits (session, term, tool) for two tools in five, one to four sessions each."""
+def taught(seed: int, tools: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+    """Credits (identity, session, term, tool) for two tools in five, one to four sessions each,
+    of three identities (the local one, which the searches are, sees the others' when shared)."""
     rng = random.Random(seed + 100)
     credits = []
     for number, tool in enumerate(tools):
         if rng.random() < 0.4:
             for session in range(rng.randint(1, 4)):
                 for word in rng.sample(LEARNED_WORDS, rng.randint(1, 4)):
-                    credits.append((f"s{number}-{session}", word, tool["name"]))
+                    identity = ("local", "alice", "bob")[session % 3]
+                    credits.append((identity, f"s{number}-{session}", word, tool["name"]))
     return credits
 
 

@@ -129,7 +129,12 @@ class NothingLearned:
     def changes_since(self, generation: int) -> list[LearnedChange]:
         return []
 
-    def postings(self, terms: Sequence[str]) -> dict[str, StoredLearnedPostings]:
+    def postings(
+        self, terms: Sequence[str], min_identities: int, min_destructive: int
+    ) -> dict[str, StoredLearnedPostings]:
+        return {}
+
+    def own_postings(self, identity: str, terms: Sequence[str]) -> dict[str, StoredLearnedPostings]:
         return {}
 
     def learned_tools(self) -> dict[str, LearnedTool]:

@@ -13,12 +13,19 @@ def index_summary(reader: Reader, semantic_problem: str | None) -> dict[str, Any
     the semantic signal (``semantic_problem``: why this process searches without it) and the
     servers' origins."""
     summary = reader.catalog.summary()
-    tools, terms, sessions = reader.learning.summary()
-    enabled = reader.learning.state().enabled
+    tools, terms, sessions, identities = reader.learning.summary()
+    state = reader.learning.state()
     embedding = reader.vectors.state()
     vectors = reader.vectors.counts()
     origins = reader.servers.all()
-    summary["learning"] = {"enabled": enabled, "tools": tools, "terms": terms, "sessions": sessions}
+    summary["learning"] = {
+        "enabled": state.enabled,
+        "min_identities": state.min_identities,
+        "tools": tools,
+        "terms": terms,
+        "sessions": sessions,
+        "identities": identities,
+    }
     summary["semantic"] = {
         "model": embedding.model,
         "dimensions": embedding.dimensions,

@@ -283,7 +283,9 @@ def session_corpus_of(session: Session) -> tuple[Corpus, str]:
     do (they are named to the model as not available, so they score)."""
     view = session.view()
     if session.answer_style() == "rich":
-        corpus = session_corpus(view.mode, (), view.essentials, view.out_of_scope - view.reported)
+        corpus = session_corpus(
+            view.mode, (), view.essentials, view.out_of_scope - view.reported, view.state.identity
+        )
     else:
         corpus = view.corpus
     return corpus, f"{session_named(session.identity, session.id)} (mode {view.mode})"

@@ -284,7 +284,8 @@ def check_session_logs(reader: Reader, report: VerifyReport) -> None:
 
 
 def check_learned_field(reader: Reader, report: VerifyReport) -> None:
-    """The learned field is what the session logs teach, summed (``discovery._sessions.learning``)."""
+    """The learned field is what the session logs teach, per identity and session, summed
+    (``discovery._sessions.learning``): sessions and distinct identities per (term, tool)."""
     state = reader.learning.state()
     stored = reader.learning.credits()
     term_sums, lengths = reader.learning.sums()
@@ -298,21 +299,24 @@ def check_learned_field(reader: Reader, report: VerifyReport) -> None:
     except (UnknownAnalyzer, AnalyzerOutdated):
         return  # check_postings names it
     expected = credits_from_logs(reader, analyzer)
-    for credit in sorted(expected - stored)[:MAX_PROBLEMS]:
+    for identity, session_id, term, tool in sorted(expected - stored)[:MAX_PROBLEMS]:
         report.problem(
-            f"learned field: session {credit[0]!r} taught {credit[1]!r} to {credit[2]!r}, not stored"
+            f"learned field: {session_named(identity, session_id)} taught {term!r} to {tool!r}, not stored"
         )
-    for credit in sorted(stored - expected)[:MAX_PROBLEMS]:
+    for identity, session_id, term, tool in sorted(stored - expected)[:MAX_PROBLEMS]:
         report.problem(
-            f"learned field: {credit[1]!r} is credited to {credit[2]!r} by session {credit[0]!r}, "
+            f"learned field: {term!r} is credited to {tool!r} by {session_named(identity, session_id)}, "
             "which its log does not teach"
         )
-    counted: Counter[tuple[str, str]] = Counter((term, tool) for _, term, tool in stored)
+    counted: Counter[tuple[str, str]] = Counter((term, tool) for _, _, term, tool in stored)
+    teachers = Counter((term, tool) for _, term, tool in {(who, term, tool) for who, _, term, tool in stored})
     for key in sorted(set(counted) | set(term_sums)):
-        if counted.get(key, 0) != term_sums.get(key, 0):
+        found = (counted.get(key, 0), teachers.get(key, 0))
+        if found != term_sums.get(key, (0, 0)):
+            sessions, identities = term_sums.get(key, (0, 0))
             report.problem(
-                f"learned field: {key[0]!r} of {key[1]!r} is stored as taught by {term_sums.get(key, 0)} "
-                f"sessions, its credits say {counted.get(key, 0)}"
+                f"learned field: {key[0]!r} of {key[1]!r} is stored as taught by {sessions} sessions "
+                f"of {identities} identities, its credits say {found[0]} of {found[1]}"
             )
     summed: Counter[str] = Counter()
     for (_, tool), count in counted.items():

@@ -11,7 +11,7 @@ from discovery._diagnostics.statistics import corpus_statistics
 from discovery._index import ToolIndex
 from discovery._params import Query, checked_query, searched_query
 from discovery._ranking.ranker import Ranker
-from discovery._rules import read_only_corpus
+from discovery._rules import LOCAL_IDENTITY, read_only_corpus
 from discovery._sessions.answer import is_common
 from store import Reader
 
@@ -25,9 +25,18 @@ def weak_matches(index: ToolIndex, query: str, names: list[str], *, mode: str = 
         return weak_matches_in(reader, index.ranker, checked, names, mode=mode)
 
 
-def weak_matches_in(reader: Reader, ranker: Ranker, query: Query, names: list[str], *, mode: str) -> set[str]:
-    """``weak_matches`` in the caller's transaction, of a query checked already."""
-    corpus = read_only_corpus(mode)
+def weak_matches_in(
+    reader: Reader,
+    ranker: Ranker,
+    query: Query,
+    names: list[str],
+    *,
+    mode: str,
+    identity: str = LOCAL_IDENTITY,
+) -> set[str]:
+    """``weak_matches`` in the caller's transaction, of a query checked already, as ``identity``
+    sees what was learned."""
+    corpus = read_only_corpus(mode, identity)
     counts = ranker.query_terms(reader, query)
     terms = list(counts)
     tools = reader.catalog.tools_by_names(names)

@@ -12,6 +12,16 @@ a function of its tf alone, and a call changes only the parts of the terms it ta
 weight is ``LEARNED_WEIGHT · qtf · idf``. A search adds these contributions first, in query
 order from 0.0, then the tool-text ones, and ``explain`` adds them in the same order, so both
 give the same doubles.
+
+Whose evidence counts. A (term, tool) pair's tf, as identity X sees it, is the number of X's own
+sessions that taught it, plus the number of the *other* identities that taught it when the pair
+is shared: taught by at least K distinct identities (``min_identities``, a property of the
+index), 2K for a tool whose annotations say it is destructive. Below that, another identity's
+evidence is nowhere in X's scores, df or ``explain``. A host whose every session is one identity
+ranks by its sessions' counts, as before identities; a Sybil of many sessions of one identity adds
+at most 1 to any other identity's tf, and only once K identities agree. The shared part is the
+same for every identity and cached as such (``sharing.shared_tf``); a viewer's own counts are laid over it
+(``seen_by``).
 """
 
 from __future__ import annotations
@@ -30,8 +40,9 @@ LEARNED_NORM = K1
 
 @dataclass(frozen=True, slots=True)
 class LearnedPostings:
-    """The tools holding one learned term, ascending by tool id: their group and tf (sessions
-    that taught the term), as integers."""
+    """The tools holding one learned term, ascending by tool id: their group and tf, as
+    integers (shared: the identities that taught it; own: one identity's sessions; as one
+    identity sees it: ``seen_by``)."""
 
     ids: np.ndarray
     grp: np.ndarray
@@ -74,6 +85,21 @@ class LearnedPostings:
         if ids.size == 0:
             return None
         return LearnedPostings(ids, grp, tfs)
+
+    def seen_by(self, own: LearnedPostings) -> LearnedPostings:
+        """These shared postings as the identity whose own counts are ``own`` sees them: where it
+        taught the pair its sessions count, plus the other identities when the pair is shared
+        (the shared count less itself); elsewhere the shared count."""
+        ids = np.union1d(self.ids, own.ids).astype(np.intp)
+        tf = np.zeros(ids.size, dtype=np.int64)
+        grp = np.zeros(ids.size, dtype=np.int64)
+        shared_at = np.searchsorted(ids, self.ids)
+        tf[shared_at], grp[shared_at] = self.tf, self.grp
+        own_at = np.searchsorted(ids, own.ids)
+        others = tf[own_at]
+        tf[own_at] = own.tf + np.where(others > 0, others - 1, 0)
+        grp[own_at] = own.grp
+        return LearnedPostings(ids, grp, tf)
 
     def in_corpus(self, groups: Sequence[int], excluded: np.ndarray) -> np.ndarray:
         """Which postings belong to the corpus: a mask."""

@@ -6,6 +6,12 @@ changes the tfs of the terms it taught, which are applied to a term's cached pos
 term is next searched, so catching up with a call costs nothing for the terms a process does not
 search. A change the journal cannot replay (learning switched, or the journal trimmed) gives a
 new ``LearnedField``; a tool that starts or stops having a field gives a new ``Layout``.
+
+Two kinds of postings are kept: the shared ones (per term, the tools enough identities taught,
+with how many did: the same for every viewer) and each viewer's own (per term and identity, the
+tools its sessions taught, read in the search's transaction for the terms not held yet). A
+journaled change of a term drops both, so a viewer's own counts are never older than the shared
+ones they are laid over (``learned.seen_by``).
 """
 
 from __future__ import annotations
@@ -14,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from discovery._ranking.cache import ByTerm, TermCache
 from discovery._ranking.scope import Scope
+from discovery._ranking.sharing import shared_tf, sharing_threshold
 from discovery._ranking.source import RankingSource
-from discovery._rules import Corpus
 from store import LearnedChange, LearnedTool, LearningState
 
 if TYPE_CHECKING:
@@ -36,6 +42,10 @@ CorpusKey = tuple[tuple[int, ...], frozenset[str]]
 """A corpus' groups and excluded names: what a part is found by (its hash costs less than the
 corpus dataclass')."""
 
+Viewer = str | None
+"""Whose own postings a part or membership lays over the shared ones (``None``: nobody's, as
+every viewer that taught the term nothing sees it)."""
+
 
 class Layout:
     """The catalog tools that learned anything (``learned.Roster``: what completes a term's stored
@@ -45,8 +55,8 @@ class Layout:
 
     def __init__(self, roster: Roster) -> None:
         self.roster = roster
-        self.members: ByTerm[Corpus, Membership | None] = ByTerm(LEARNED_PARTS_CACHED)
-        self.parts: ByTerm[tuple[int, CorpusKey], LearnedTerm | None] = ByTerm(LEARNED_PARTS_CACHED)
+        self.members: ByTerm[tuple[CorpusKey, Viewer], Membership | None] = ByTerm(LEARNED_PARTS_CACHED)
+        self.parts: ByTerm[tuple[int, CorpusKey, Viewer], LearnedTerm | None] = ByTerm(LEARNED_PARTS_CACHED)
 
 
 class LearnedField:
@@ -55,6 +65,8 @@ class LearnedField:
     def __init__(self, state: LearningState) -> None:
         self.state = state
         self._postings: dict[str, LearnedPostings | None] = {}
+        # Per term and identity, the tools its own sessions taught the term.
+        self._own: ByTerm[str, LearnedPostings | None] = ByTerm(LEARNED_TERMS_CACHED)
         # The changes the journal made to cached postings since they were read, by term and
         # tool id: (group, tf), applied when the term is next searched.
         self._pending: dict[str, dict[int, tuple[int, int]]] = {}
@@ -103,9 +115,12 @@ class LearnedField:
                 {c.tool_id: c.grp if c.learned else None for c in tools.values() if c.tool_id is not None}
             )
             self._layout = Layout(roster)
-        for change in changes:  # each the tf as it is now: a later one replaces an earlier one
+        k = self.state.min_identities
+        for change in changes:  # each the count as it is now: a later one replaces an earlier one
             if change.term in self._postings and change.tool_id is not None:
-                self._pending.setdefault(change.term, {})[change.tool_id] = (change.grp, change.tf)
+                count = shared_tf(change.identities, k, change.destructive)
+                self._pending.setdefault(change.term, {})[change.tool_id] = (change.grp, count)
+        self._own.drop({change.term for change in changes})
         if self._layout is not None:
             # A journaled term counts as moved even when its postings are not cached: its part may be.
             journaled = {change.term for change in changes}
@@ -121,19 +136,41 @@ class LearnedField:
             return []
         held = self._held(reader, query_terms)
         corpus = scope.corpus
+        own = self._own_held(reader, corpus.viewer, query_terms)
         corpus_key = (corpus.groups, corpus.excluded)
         found: list[LearnedTerm] = []
         for term, qtf in query_terms.items():
-            postings = held[term]
-            if postings is None:
+            shared, mine = held[term], own[term]
+            if shared is None and mine is None:
                 continue
             layout = self.layout(reader)
-            key = (qtf, corpus_key)
+            viewer = None if mine is None else corpus.viewer
+            key = (qtf, corpus_key, viewer)
             if not layout.parts.holds(term, key):  # not computed for this corpus yet, or taught since
-                layout.parts.put(term, key, self._part(reader, term, qtf, postings, scope, text))
-            part = layout.parts.get(term, key)
+                postings = mine if shared is None else shared if mine is None else shared.seen_by(mine)
+                assert postings is not None
+                part = self._part(reader, term, qtf, postings, scope, text, viewer)
+                layout.parts.put(term, key, part)
+            else:
+                part = layout.parts.get(term, key)
             if part is not None:
                 found.append(part)
+        return found
+
+    def _own_held(
+        self, reader: RankingSource, viewer: str, query_terms: dict[str, int]
+    ) -> dict[str, LearnedPostings | None]:
+        """``viewer``'s own postings of ``query_terms``: those not held read in one statement."""
+        own = self._own
+        found = {term: own.get(term, viewer) for term in query_terms if own.holds(term, viewer)}
+        missing = [term for term in query_terms if term not in found]
+        if missing:
+            stored = reader.learning.own_postings(viewer, missing)
+            roster = self.layout(reader).roster if stored else None
+            for term in missing:
+                rows = stored.get(term)
+                found[term] = None if rows is None or roster is None else roster.postings(rows.ids, rows.tf)
+                own.put(term, viewer, found[term])
         return found
 
     def _held(self, reader: RankingSource, query_terms: dict[str, int]) -> dict[str, LearnedPostings | None]:
@@ -147,7 +184,8 @@ class LearnedField:
                 if self._layout is not None:
                     self._layout.members.clear()
                 missing = list(query_terms)
-            stored = reader.learning.postings(missing)
+            k = self.state.min_identities
+            stored = reader.learning.postings(missing, k, sharing_threshold(k, destructive=True))
             roster = self.layout(reader).roster if stored else None
             for term in missing:
                 rows = stored.get(term)
@@ -168,19 +206,28 @@ class LearnedField:
         return self._layout
 
     def _part(
-        self, reader: RankingSource, term: str, qtf: int, held: LearnedPostings, scope: Scope, text: TermCache
+        self,
+        reader: RankingSource,
+        term: str,
+        qtf: int,
+        held: LearnedPostings,
+        scope: Scope,
+        text: TermCache,
+        viewer: Viewer,
     ) -> LearnedTerm | None:
         """What ``term`` adds through the learned field in ``scope`` (``None``: none of the
-        corpus' tools learned it)."""
+        corpus' tools learned it), its postings ``held`` as seen by ``viewer``."""
         from discovery._ranking.learned import laid_out, learned_membership, learned_term
 
         layout = self.layout(reader)
         corpus = scope.corpus
-        if not layout.members.holds(term, corpus):
+        key = ((corpus.groups, corpus.excluded), viewer)
+        if layout.members.holds(term, key):
+            membership = layout.members.get(term, key)
+        else:
             matches = self._text_matches(reader, term, scope, text)
             membership = learned_membership(held, corpus.groups, scope.exclusion.ids, matches, layout.roster)
-            layout.members.put(term, corpus, membership)
-        membership = layout.members.get(term, corpus)
+            layout.members.put(term, key, membership)
         if membership is None:
             return None
         return laid_out(learned_term(term, qtf, membership, scope.n_docs), layout.roster)

@@ -92,7 +92,15 @@ class LearningSource(Protocol):
 
     def changes_since(self, generation: int) -> list[LearnedChange]: ...
 
-    def postings(self, terms: Sequence[str]) -> Mapping[str, LearnedArrays]: ...
+    def postings(
+        self, terms: Sequence[str], min_identities: int, min_destructive: int
+    ) -> Mapping[str, LearnedArrays]:
+        """The postings of ``terms`` taught by enough identities (shared): their counts."""
+        ...
+
+    def own_postings(self, identity: str, terms: Sequence[str]) -> Mapping[str, LearnedArrays]:
+        """The postings of ``terms`` ``identity`` taught: its sessions' counts."""
+        ...
 
     def learned_tools(self) -> dict[str, LearnedTool]: ...
 

@@ -8,8 +8,10 @@ search), together with the searches right before that one that showed no tool at
 requests the agent rephrased because they found nothing. Searches that found other tools are
 other needs and teach T nothing. Of those requests' query terms (the index analyzer's), in
 order, the call credits at most ``TERMS_PER_CALL``. A (session, term, tool) counts once, however
-often the session repeats it; a failed call, or one whose tool was forgotten (``tool-index
-learned --forget``), teaches nothing.
+often the session repeats it; a failed call, or one whose tool or identity was forgotten
+(``tool-index learned --forget``, ``--forget-identity``), teaches nothing. Credits are the
+session's identity's: who sees them, and when, is the ranker's rule (``_ranking.learned``: an
+identity's own at once, the others' once K identities taught the same).
 
 Only the searches of the process that records the call count: a call made before any search of
 its process (a resumed session, a host that restarted) teaches nothing. The searches a call
@@ -27,7 +29,6 @@ from __future__ import annotations
 import re
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from discovery._params import MAX_KEY_BYTES, query_terms
@@ -39,7 +40,8 @@ CALL_EVENT = "tool_call"
 """The log's kind for a call of a catalog tool (recorded by a host or forwarded by the gateway)."""
 SEARCH_EVENT = "search"
 FORGOTTEN = "forgotten"
-"""Set in a logged call's params when its tool's learning is forgotten: it then teaches nothing."""
+"""Set in a logged call's params when its tool's or its identity's learning is forgotten: it then
+teaches nothing."""
 LEARNED_FROM = "learned_from"
 """A logged call's params: the sequence numbers of the searches it learns from."""
 RUN_KINDS = (SEARCH_EVENT, CALL_EVENT)
@@ -57,9 +59,9 @@ SESSIONS_REMEMBERED = 65536
 """Sessions per store whose first search in this process is remembered; one forgotten teaches
 again from its next search."""
 
-Credit = tuple[str, str, str]
-"""``(session id, term, tool name)``: one session's call of a tool, credited to one of the terms
-of the searches it answers (what ``Writer.learning`` adds and removes)."""
+Credit = tuple[str, str, str, str]
+"""``(identity, session id, term, tool name)``: one session's call of a tool, credited to one of
+the terms of the searches it answers (what ``Writer.learning`` adds and removes)."""
 
 
 def teaches(event: Event) -> bool:
@@ -173,7 +175,9 @@ def credits_of_log(session: SessionKey, logged: Iterable[LoggedEvent], analyzer:
                 if named is None
                 else [searches[seq] for seq in named if seq in searches]
             )
-            found.update((session.id, term, event.tool_name) for term in call_terms(chosen, analyzer))
+            found.update(
+                (session.identity, session.id, term, event.tool_name) for term in call_terms(chosen, analyzer)
+            )
     return found
 
 
@@ -263,7 +267,9 @@ def learn_from_calls(writer: Writer, analyzer: Analyzer, session: SessionKey, ca
     for call in taught:
         assert call.tool_name is not None
         chosen = [searches[seq] for seq in _learned_from(call) or [] if seq in searches]
-        credits += [(session.id, term, call.tool_name) for term in call_terms(chosen, analyzer)]
+        credits += [
+            (session.identity, session.id, term, call.tool_name) for term in call_terms(chosen, analyzer)
+        ]
     return writer.learning.add_credits(credits)
 
 
@@ -304,39 +310,6 @@ def forget(writer: Writer, tool_names: Sequence[str] | None) -> int:
     writer.learning.locked_state()
     writer.sessions.flag_calls(tool_names, FORGOTTEN)
     return writer.learning.remove_credits(tool_names=tool_names)
-
-
-@dataclass(frozen=True, slots=True)
-class LearnedSummary:
-    """What one tool learned: ``terms`` as ``(term, sessions that taught it)``, most taught
-    first, and how many sessions taught it anything; ``destructive`` when its MCP annotations say
-    it may destroy (``destructiveHint``), which makes what it learned worth a closer look."""
-
-    name: str
-    enabled: bool
-    terms: list[tuple[str, int]]
-    sessions: int
-    destructive: bool = False
-
-    @classmethod
-    def read(cls, reader: Reader, name: str) -> LearnedSummary:
-        learned = reader.learning.learned_of(name)
-        return cls(
-            name=name,
-            enabled=reader.learning.state().enabled,
-            terms=[(item.term, item.sessions) for item in learned],
-            sessions=reader.learning.teaching_sessions(name),
-            destructive=destructive(reader.catalog.tools_by_names([name]).get(name)),
-        )
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "learning": "on" if self.enabled else "off",
-            "destructive": self.destructive,
-            "sessions": self.sessions,
-            "terms": [{"term": term, "sessions": count} for term, count in self.terms],
-        }
 
 
 def destructive(tool: StoredTool | None) -> bool:

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from discovery._params import checked_id, checked_identity
+from discovery._params import checked_id, checked_identity, stored_analyzer_named
 from discovery._rules import LOCAL_IDENTITY, SEARCH_TOOL_NAME
 from discovery._sessions.host_files import selection_from_file
-from discovery._sessions.learning import CALL_EVENT, FIRST_SEARCHES
+from discovery._sessions.learning import CALL_EVENT, FIRST_SEARCHES, relearn_if_enabled
 from discovery._sessions.session import Session, no_session
 from store import LoggedEvent, SessionKey, Store
 
@@ -161,7 +161,7 @@ def delete_session(store: Store, session_id: str, identity: str = LOCAL_IDENTITY
         if not writer.sessions.remove(key):
             raise no_session(key)
         # What a session taught is read from its log: with the log, it goes.
-        writer.learning.remove_credits(session_id=key.id)
+        writer.learning.remove_credits(session=(key.identity, key.id))
     FIRST_SEARCHES.forget(store, key)  # a new session of that id starts its log anew
 
 
@@ -172,4 +172,8 @@ def adopt_identities(store: Store, identities: Mapping[str, str]) -> dict[str, t
     for identity in (*identities, *identities.values()):
         checked_identity(identity)
     with store.writing() as writer:
-        return writer.sessions.adopt(identities)
+        moved = writer.sessions.adopt(identities)
+        if any(count for count, _ in moved.values()):
+            # What the moved sessions taught is their new identity's: counted again from the logs.
+            relearn_if_enabled(writer, stored_analyzer_named(writer.catalog.analyzer()))
+        return moved

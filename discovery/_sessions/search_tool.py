@@ -192,8 +192,9 @@ class SearchTool:
         """The answer of ``discovery._sessions.answer``: ranked over the mode's whole corpus,
         active and out-of-scope tools in, so it names the same tools whatever is active."""
         session = self.session
-        whole = session_corpus(view.mode, (), view.essentials, view.out_of_scope - view.reported)
-        scoped = session_corpus(view.mode, (), view.essentials, view.out_of_scope)
+        viewer = view.state.identity
+        whole = session_corpus(view.mode, (), view.essentials, view.out_of_scope - view.reported, viewer)
+        scoped = session_corpus(view.mode, (), view.essentials, view.out_of_scope, viewer)
         active = frozenset(view.live_active)
         names = session.name_index(reader, generation)
         context = SearchContext(reader, session.ranker, whole, active, view.out_of_scope, names)

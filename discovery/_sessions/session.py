@@ -355,7 +355,7 @@ class Session:
         changes (only the essential and internal tools are left out), for a stable description."""
         with self.store.reading() as reader:
             view = self._view(reader)
-            whole = session_corpus(view.mode, (), view.essentials, view.out_of_scope)
+            whole = session_corpus(view.mode, (), view.essentials, view.out_of_scope, view.state.identity)
             return corpus_overview(self.ranker, reader, whole)
 
 

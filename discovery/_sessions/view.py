@@ -53,7 +53,9 @@ class SessionView:
 
     @cached_property
     def corpus(self) -> Corpus:
-        return session_corpus(self.mode, self.state.active, self.essentials, self.out_of_scope)
+        return session_corpus(
+            self.mode, self.state.active, self.essentials, self.out_of_scope, self.state.identity
+        )
 
 
 class Scope(Protocol):

@@ -212,7 +212,8 @@ def stats(app: App, as_json: bool) -> None:
     shown = "on" if learning["enabled"] else "off"
     if learning["enabled"]:
         taught = f"{learning['tools']} tools learned {learning['terms']} terms"
-        shown += f" ({taught} from {learning['sessions']} sessions)"
+        teachers = f"{learning['sessions']} sessions of {learning['identities']} identities"
+        shown += f" ({taught} from {teachers}; shared at {learning['min_identities']} identities)"
     fields.append(("learning", shown))
     fields.append(("semantic", semantic_line(summary["semantic"])))
     print_fields(fields, key_width=12)

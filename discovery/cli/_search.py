@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from discovery._index import read_only_details
-from discovery._params import DEFAULT_LIMIT, checked_query, checked_search, searched_query
+from discovery._params import DEFAULT_LIMIT, checked_identity, checked_query, checked_search, searched_query
 from discovery._ranking.bm25 import round6
 from discovery._results import SearchDetails
+from discovery._rules import LOCAL_IDENTITY, read_only_corpus
 from discovery.cli._app import App, PositiveInt, echo, echo_json, example, pass_app, stdout_console
 from discovery.cli._catalog import EMPTY_CATALOG
 from discovery.cli._names import resolved_name
@@ -29,7 +30,10 @@ session_identity_option = click.option(
     metavar="NAME",
     default="local",
     show_default=True,
-    help="With --session: whose session ID is (ids are per identity).",
+    help=(
+        "With --session: whose session ID is (ids are per identity). Without: whose learning the "
+        "read-only search sees (its own at once, the others' once shared)."
+    ),
 )
 
 
@@ -102,7 +106,7 @@ def search(
     and persists them.
     """
     if session_id is None:
-        details, weak = _read_only_search(app, query, limit, mode or "all", flag_weak=not as_json)
+        details, weak = _read_only_search(app, query, limit, mode or "all", identity, flag_weak=not as_json)
     else:
         settings = {
             "discovery_mode": mode,
@@ -123,18 +127,21 @@ def search(
 
 
 def _read_only_search(
-    app: App, query: str, limit: int, mode: str, *, flag_weak: bool
+    app: App, query: str, limit: int, mode: str, identity: str, *, flag_weak: bool
 ) -> tuple[SearchDetails, set[str]]:
     with app.index() as index:
         checked, limit = checked_search(query, limit)
+        identity = checked_identity(identity)
         with index.store.reading() as reader:  # one snapshot for the matches and their flags
-            details = read_only_details(reader, index.ranker, checked, limit, mode)
+            details = read_only_details(reader, index.ranker, checked, limit, mode, identity)
             if not flag_weak:
                 return details, set()
             from discovery._diagnostics.weak import weak_matches_in
 
             names = [match["name"] for match in details["tools"]]
-            return details, weak_matches_in(reader, index.ranker, checked, names, mode=mode)
+            return details, weak_matches_in(
+                reader, index.ranker, checked, names, mode=mode, identity=identity
+            )
 
 
 def _session_search(
@@ -237,8 +244,8 @@ def explain(
     that session would give NAME now (its mode, its active tools; a gateway's session also
     ranks what it has active), in the scope of the gateway --config names, if any.
     """
-    if session_id is None and (config_path is not None or identity != "local"):
-        raise click.UsageError("--identity and --config name the scope of a --session")
+    if session_id is None and config_path is not None:
+        raise click.UsageError("--config names the scope of a --session")
     if session_id is not None and mode is not None:
         raise click.UsageError("--mode is for a read-only explain: a session has its own mode")
     trimmed = checked_query(query)
@@ -249,6 +256,9 @@ def explain(
 
         name = resolved_name(index, name)
         corpus, where = None, f"mode {mode or 'all'}"
+        if session_id is None and identity != LOCAL_IDENTITY:
+            corpus = read_only_corpus(mode or "all", checked_identity(identity))
+            where = f"mode {mode or 'all'}, as {identity}"
         if session_id is not None:
             index.session_record(session_id, identity=identity)  # an unknown id is an error, not a new one
             session = Session(index.store, index.ranker, session_id, scope, identity=identity)
