@@ -7,6 +7,7 @@ never called anything. On both backends, in this process (the processes and the 
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from discovery._diagnostics.explain import explain_query
 from discovery._diagnostics.verify import verify
 from discovery._params import searched_query
 from discovery._rules import read_only_corpus
+from tests.test_cli import ok
 from tests.test_learning import TEACHER, with_demo
 
 CODE_WORD = "zorblax"
@@ -165,3 +167,41 @@ def test_forgetting_an_identity_leaves_the_rankings_of_an_index_it_never_taught(
         assert all(taught.yours is False for taught in index.learned(TEACHER, identity="mallory").terms)
         with pytest.raises(ToolIndexError, match="not both"):
             index.forget_learning([TEACHER], identity="mallory")
+
+
+def test_the_audit_names_tools_taught_by_few_hands_or_beyond_their_words(db_url: str) -> None:
+    from discovery._quality.learning_alarm import FEW_IDENTITIES, MANY_TERMS, learning_alarms
+    from discovery._sessions.learning import TERMS_PER_CALL
+
+    with ToolIndex.open(db_url, learning=True) as index:
+        with_demo(index)
+        teach(index, "alice", "p", "notify the team", TEACHER)
+        with index.store.reading() as reader:
+            assert learning_alarms(reader) == []  # one teacher, one session: nothing to say
+        for number in range(12):
+            teach(index, "mallory", f"s{number}", f"{CODE_WORD} notify the team", TEACHER)
+        note = "mcp__notes__create_note"
+        with index.store.reading() as reader:
+            (text,) = reader.index.term_ids_of_tools([index.tools_by_names([note])[note].id]).values()
+        calls = -(-(4 * len(text) + 1) // TERMS_PER_CALL)  # words no tool's text holds, 16 a call
+        words = [f"w{number:03d}" for number in range(calls * TERMS_PER_CALL)]
+        for number in range(calls):
+            teach(index, "bob", f"h{number}", " ".join(words[number * 16 : number * 16 + 16]), note)
+        with index.store.reading() as reader:
+            alarms = {alarm.name: alarm for alarm in learning_alarms(reader)}
+        assert sorted(alarms) == sorted([note, TEACHER])
+        assert (alarms[TEACHER].identities, alarms[TEACHER].sessions, alarms[TEACHER].reasons) == (
+            2,
+            13,
+            (FEW_IDENTITIES,),
+        )
+        found = alarms[note]
+        assert (found.learned_terms, found.text_terms) == (len(words), len(text))
+        assert (found.reasons, found.destructive) == ((MANY_TERMS,), False)
+    shown = ok(db_url, "audit", "--k", "1")
+    counted = f"1 identities, {calls} sessions, {len(words)} learned terms against {len(text)} of its text"
+    assert f"  {note}  {counted}: {MANY_TERMS}\n" in shown
+    listed = json.loads(ok(db_url, "audit", "--k", "1", "--json"))["learning"]
+    assert [(alarm["name"], alarm["reasons"]) for alarm in listed] == sorted(
+        [(note, [MANY_TERMS]), (TEACHER, [FEW_IDENTITIES])]
+    )

@@ -115,7 +115,8 @@ def run(db_url: str, *args: str) -> str:
 
 def test_json_report(catalog_url: str) -> None:
     report = json.loads(run(catalog_url, "audit", "--k", "2", "--json"))
-    assert list(report) == ["k", "mode", "tools", "probes", "unfindable", "hubs"]
+    assert list(report) == ["k", "mode", "tools", "probes", "unfindable", "hubs", "learning"]
+    assert report["learning"] == []  # nothing learned: no alarm
     assert report["unfindable"][0] == {
         "name": UNFINDABLE,
         "probes": [{"kind": "name", "query": "issue"}],
@@ -128,7 +129,7 @@ def test_json_report(catalog_url: str) -> None:
 def test_piped_output_is_plain_text(catalog_url: str) -> None:
     lines = run(catalog_url, "audit", "--k", "2").splitlines()
     assert lines[0].startswith("13 tools, ")
-    assert lines[0].endswith("top 2, mode all: 1 unfindable, 2 hubs")
+    assert lines[0].endswith("top 2, mode all: 1 unfindable, 2 hubs, 0 learning alarms")
     assert f"  {UNFINDABLE}" in lines
     assert "    shared terms: issue ×3" in lines
     assert any(line.startswith(f"  {HUB}  ") for line in lines)

@@ -8,13 +8,16 @@ first ``k`` of the probes of many *other* tools is a **hub**: it crowds their re
 
 For each, the terms responsible: an unfindable tool's probe terms that most other tools share
 (the words it is asked for are everywhere), a hub's terms found most often in the probes it took.
+
+Then the poisoning alarm of learning (``learning_alarm``): tools whose learned field comes from
+few identities but many sessions, or far outnumbers their own text's terms.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from discovery._params import analyzer_named
@@ -24,6 +27,7 @@ from discovery._text.tokenizer import tokenize
 
 if TYPE_CHECKING:
     from discovery._index import ToolIndex
+    from discovery._quality.learning_alarm import LearningAlarm
     from store import StoredTool
 
 HUB_SHARE = 0.05
@@ -70,6 +74,8 @@ class AuditReport:
     probes: int
     unfindable: list[Unfindable]
     hubs: list[Hub]
+    learning: list[LearningAlarm] = field(default_factory=list)
+    """What the poisoning alarm names (``learning_alarm``)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -94,6 +100,7 @@ class AuditReport:
                 }
                 for hub in self.hubs
             ],
+            "learning": [alarm.as_dict() for alarm in self.learning],
         }
 
 
@@ -162,7 +169,11 @@ def audit(index: ToolIndex, *, k: int = 5, mode: str = "all") -> AuditReport:
         if len(others) >= threshold
     ]
     hubs.sort(key=lambda hub: (-hub.tools_reached, hub.name))
-    return AuditReport(k, mode, len(tools), sum(map(len, probes.values())), unfindable, hubs)
+    from discovery._quality.learning_alarm import learning_alarms
+
+    with index.store.reading() as reader:
+        alarms = learning_alarms(reader)
+    return AuditReport(k, mode, len(tools), sum(map(len, probes.values())), unfindable, hubs, alarms)
 
 
 def _probe_terms(probes: Iterable[Probe], analyzer: Analyzer) -> set[str]:

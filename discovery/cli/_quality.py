@@ -18,6 +18,7 @@ from discovery.cli._render import one_line
 if TYPE_CHECKING:
     from discovery._quality.audit import AuditReport
     from discovery._quality.evaluate import Evaluation, Miss
+    from discovery._quality.learning_alarm import LearningAlarm
 
 MODES = click.Choice(["all", "mcp-only"])
 
@@ -140,6 +141,11 @@ def audit(app: App, k: int, mode: str, as_json: bool) -> None:
     Each tool is searched for by its name parts, its summary and its parameter names; a tool
     outside the first K for all of them is unfindable, one inside the first K for the probes of
     many other tools is a hub. Both are listed with the terms responsible.
+
+    Then the learning alarm: tools whose learned field comes from few identities but many
+    sessions (at least 10 sessions, 5 or more per identity, where more than one identity taught),
+    or whose learned terms far outnumber their text's (more than 16 and at least 4 times as many),
+    marked when their MCP annotations say destructiveHint. See who taught what with learned NAME.
     """
     from discovery._quality.audit import audit as run_audit
 
@@ -160,7 +166,17 @@ def _terms(pairs: list[tuple[str, int]]) -> str:
 def _summary_line(report: AuditReport) -> str:
     return (
         f"{report.tools} tools, {report.probes} probes, top {report.k}, mode {report.mode}: "
-        f"{len(report.unfindable)} unfindable, {len(report.hubs)} hubs"
+        f"{len(report.unfindable)} unfindable, {len(report.hubs)} hubs, "
+        f"{len(report.learning)} learning alarms"
+    )
+
+
+def _alarm_line(alarm: LearningAlarm) -> str:
+    marked = ", destructive" if alarm.destructive else ""
+    return (
+        f"{one_line(alarm.name)}  {alarm.identities} identities, {alarm.sessions} sessions, "
+        f"{alarm.learned_terms} learned terms against {alarm.text_terms} of its text{marked}: "
+        + "; ".join(alarm.reasons)
     )
 
 
@@ -176,6 +192,9 @@ def _audit_lines(report: AuditReport) -> list[str]:
         lines += ["", "Hubs (in the first k for the probes of many other tools):"]
         for hub in report.hubs:
             lines.append(f"  {one_line(hub.name)}  {hub.tools_reached} tools  terms: {_terms(hub.terms)}")
+    if report.learning:
+        lines += ["", "Learning alarms (learned from few identities, or far beyond their own words):"]
+        lines += [f"  {_alarm_line(alarm)}" for alarm in report.learning]
     return lines
 
 
@@ -200,3 +219,7 @@ def _print_audit_tables(report: AuditReport) -> None:
         for hub in report.hubs:
             table.add_row(one_line(hub.name), str(hub.tools_reached), _terms(hub.terms))
         console.print(table)
+    if report.learning:
+        console.print("Learning alarms")
+        for alarm in report.learning:
+            console.print(f"  {_alarm_line(alarm)}")
