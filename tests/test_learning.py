@@ -778,10 +778,11 @@ def test_the_adapters_record_calls_by_wire_name(index: ToolIndex) -> None:
 TEACHING = """
 import sys
 from discovery import ToolIndex
-url, prefix, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+url, prefix, count, identity = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 with ToolIndex.open(url) as index:
     for number in range(count):
-        session = index.session(f"{prefix}-{number}", discovery_mode="all")
+        whose = identity.format(n=number % 3)
+        session = index.session(f"{prefix}-{number}", identity=whose, discovery_mode="all")
         session.search_tool.execute("c1", {"query": f"notify the team {prefix}"})
         session.record_call("mcp__chatops__post_message")
         session.record_call("mcp__gitforge__create_issue")
@@ -795,7 +796,9 @@ def test_concurrent_sessions_in_processes_lose_no_credit(db_url: str) -> None:
         with_demo(index)
     workers = [
         subprocess.Popen(
-            [sys.executable, "-c", TEACHING, db_url, f"w{worker}", "8"], cwd=REPO, stdout=subprocess.DEVNULL
+            [sys.executable, "-c", TEACHING, db_url, f"w{worker}", "8", f"w{worker}"],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
         )
         for worker in range(4)
     ]
@@ -805,8 +808,9 @@ def test_concurrent_sessions_in_processes_lose_no_credit(db_url: str) -> None:
 
         assert verify(index).problems == []
         terms = dict(taught_terms(index, TEACHER))
-        assert index.learned(TEACHER).sessions == 32
+        assert (index.learned(TEACHER).sessions, index.learned(TEACHER).identities) == (32, 4)
         assert (terms["notify"], terms["team"]) == (32, 32)
+        assert {taught.term: taught.identities for taught in index.learned(TEACHER).terms}["notify"] == 4
         assert all(terms[f"w{worker}"] == 8 for worker in range(4))
 
 
@@ -815,7 +819,10 @@ def test_kill_9_while_calls_are_recorded_leaves_a_sound_index(db_url: str) -> No
     with ToolIndex.open(db_url, learning=True) as index:
         with_demo(index)
     teacher = subprocess.Popen(
-        [sys.executable, "-c", TEACHING, db_url, "k", "100000"], cwd=REPO, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", TEACHING, db_url, "k", "100000", "k{n}"],  # three identities in turn
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert teacher.stdout is not None
     for _ in range(5):  # a few sessions done, then killed in the middle of whatever it is doing
@@ -832,6 +839,7 @@ def test_kill_9_while_calls_are_recorded_leaves_a_sound_index(db_url: str) -> No
     assert result.returncode == 0, result.stdout + result.stderr
     with ToolIndex.open(db_url) as index:
         assert index.learned(TEACHER).sessions >= 5
+        assert index.learned(TEACHER).identities == 3  # verify checked their counts too
 
 
 def test_a_process_catches_up_with_what_others_taught_from_the_journal(db_url: str) -> None:
