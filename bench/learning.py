@@ -3,7 +3,7 @@
     python -m bench.learning [--analyzers reference,enhanced] [--per-tool 5,20] [--weights 1.0]
                              [--terms-per-call 16] [--play one|planning|rephrase]
                              [--answer contract|rich] [--semantic MODEL] [--folds 5]
-                             [--identities single,per-task]
+                             [--identities single,per-task] [--min-identities 2,3]
 
 Two sets, each split so that no query tested was learned from:
 
@@ -27,6 +27,8 @@ than the shipped one (the choice is the table's, recorded in ``bench/results.md`
 the one local identity, a single-user host; ``per-task``, each training task (a request, or a
 session of several with ``--play planning|rephrase``) is an identity of its own, and the tested
 queries are searched as the local identity, which taught nothing: a new user of a shared index.
+``--min-identities`` sets K, the identities that must teach a (term, tool) before it ranks for
+another (the index's default without it).
 """
 
 from __future__ import annotations
@@ -196,11 +198,13 @@ def taught_by(sessions: list[TrainingRequest], identities: str) -> list[Training
 
 @dataclass(frozen=True)
 class Protocol:
-    """How training is played and taught: see ``played`` and ``taught_by``."""
+    """How training is played and taught: see ``played`` and ``taught_by``; ``min_identities``
+    is the index's K (``None``: its default)."""
 
     play: str = "one"
     answer: str = "contract"
     identities: str = "single"
+    min_identities: int | None = None
 
 
 def measure(
@@ -214,7 +218,7 @@ def measure(
     for suffix in ("", "-wal", "-shm"):
         Path(f"{copy}{suffix}").unlink(missing_ok=True)
     shutil.copyfile(template, copy)
-    with ToolIndex.open(str(copy)) as index:
+    with ToolIndex.open(str(copy), min_identities=protocol.min_identities) as index:
         started = time.perf_counter()
         if train:
             sessions = taught_by(played(train, protocol.play), protocol.identities)
@@ -286,6 +290,11 @@ def measured_rows(
     return rows
 
 
+def thresholds(given: str) -> list[int | None]:
+    """The Ks of ``--min-identities``."""
+    return [int(k) for k in given.split(",")]
+
+
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -315,6 +324,13 @@ def arguments() -> argparse.Namespace:
         default="single",
         help="who taught: single, per-task (see above; a list measures each)",
     )
+    parser.add_argument(
+        "--min-identities",
+        metavar="K[,K...]",
+        type=thresholds,
+        default=[None],
+        help="the index's K (a list measures each; default: the index's own)",
+    )
     args = parser.parse_args()
     if args.folds < 2:
         parser.error("--folds must be at least 2")
@@ -327,7 +343,7 @@ def arguments() -> argparse.Namespace:
 def main() -> None:
     args = arguments()
     table = Table(title="Learning from use: held-out queries, before and after learning")
-    columns = ("set", "analyzer", "weight", "terms", "identities", "queries")
+    columns = ("set", "analyzer", "weight", "terms", "identities", "K", "queries")
     for column in (*columns, "Recall@1", "Recall@5", "MRR@10", "learn s"):
         table.add_column(column, justify="left" if column in ("set", "analyzer", "identities") else "right")
     sweep = itertools.product(
@@ -335,13 +351,14 @@ def main() -> None:
         [float(w) for w in args.weights.split(",")],
         [int(n) for n in args.terms_per_call.split(",")],
         args.identities.split(","),
+        args.min_identities,
     )
     with tempfile.TemporaryDirectory(prefix="tool-index-learning-") as directory:
-        for analyzer, weight, cap, identities in sweep:
+        for analyzer, weight, cap, identities, k in sweep:
             # The weight and the cap are constants; a sweep sets them in this process only.
             setattr(learned_module, "LEARNED_WEIGHT", weight)  # noqa: B010
             setattr(learning_rule, "TERMS_PER_CALL", cap)  # noqa: B010
-            protocol = Protocol(args.play, args.answer, identities)
+            protocol = Protocol(args.play, args.answer, identities, k)
             for name, result in measured_rows(analyzer, args, protocol, Path(directory)):
                 table.add_row(
                     name,
@@ -349,13 +366,14 @@ def main() -> None:
                     f"{weight:g}",
                     str(cap),
                     identities,
+                    "default" if k is None else str(k),
                     str(result.queries),
                     f"{result.recall1:.3f}",
                     f"{result.recall5:.3f}",
                     f"{result.mrr:.3f}",
                     f"{result.learn_seconds:.1f}",
                 )
-                print(name, analyzer, weight, cap, identities, result, flush=True)
+                print(name, analyzer, weight, cap, identities, k, result, flush=True)
     Console(width=160).print(table)
 
 
