@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from pyuca import Collator
 
 from discovery._text.collation import collation_key, utf16_sort_key
+from tests.test_ranking import COLLATOR
 
-COLLATOR = Collator()
 NON_ASCII = st.text(st.characters(blacklist_categories=["Cs"]), min_size=1).filter(lambda t: not t.isascii())
 
 

@@ -7,6 +7,7 @@ borrowed: it must be JavaScript's ``Math.log`` (``test_scoring`` pins it to V8's
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -36,7 +37,21 @@ WEIGHTS = {"name": 6, "label": 4, "mcp_tool_name": 4, "server_name": 2, "summary
 ESSENTIAL_NAMES = {"read", "bash", "edit", "write", "glob", "eval"}
 INTERNAL_NAMES = {"search_tool_bm25", "resolve", "yield", "report_finding", "report_tool_issue"}
 MODE_GROUPS = {"all": (GROUPS.local, GROUPS.mcp), "mcp-only": (GROUPS.mcp,)}
-COLLATOR = Collator()
+
+
+class LazyCollator:
+    """pyuca's collator, its table loaded on the first key asked for: the load takes a good part
+    of a second, and most of a worker's tests never sort by it."""
+
+    @functools.cached_property
+    def _collator(self) -> Collator:
+        return Collator()
+
+    def sort_key(self, text: str) -> tuple[int, ...]:
+        return tuple(self._collator.sort_key(text))
+
+
+COLLATOR = LazyCollator()
 
 Hit = tuple[str, float]
 Terms = Callable[[str], list[str]]
