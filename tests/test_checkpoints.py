@@ -8,6 +8,8 @@ import shutil
 import sqlite3
 import threading
 import time
+import traceback
+from contextlib import closing
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
@@ -32,8 +34,18 @@ def tool_count_of_main_file(database: Path, scratch: Path) -> int:
     """The tools the database file holds on its own, without its ``-wal`` log."""
     copy = scratch / "main-file-only.db"
     shutil.copyfile(database, copy)
-    with sqlite3.connect(copy) as connection:
+    with closing(sqlite3.connect(copy)) as connection:
         return int(connection.execute("SELECT count(*) FROM tools").fetchone()[0])
+
+
+def main_file_holds(database: Path, scratch: Path, tools: int) -> bool:
+    """Whether the database file on its own holds ``tools`` tools. A write made of several
+    commits may wake the thread more than once, so a checkpoint can still be copying pages while
+    the file is copied here: a copy torn that way is not there yet."""
+    try:
+        return tool_count_of_main_file(database, scratch) == tools
+    except sqlite3.DatabaseError:
+        return False
 
 
 def test_pool_connections_leave_checkpoints_to_the_thread(sqlite_url: str) -> None:
@@ -54,7 +66,7 @@ def test_a_write_is_copied_into_the_database_file_in_the_background(sqlite_url: 
         assert checkpointer.running
         # Far below the automatic threshold, so only the thread can have copied it over.
         assert wait_for(lambda: checkpointer.checkpoints >= 1)
-        assert tool_count_of_main_file(database, tmp_path) == 300
+        assert wait_for(lambda: main_file_holds(database, tmp_path, 300))
     assert not checkpointer.running, "closing the index stops its thread"
 
 
@@ -81,8 +93,9 @@ def test_a_forked_child_checkpoints_its_own_writes(sqlite_url: str, tmp_path: Pa
         index.upsert_tools(generated_catalog(20))
         checkpointer = checkpointer_of(index.store.engine)
         assert checkpointer is not None and checkpointer.running
+        failure = tmp_path / "child-failure"
         pid = os.fork()
-        if pid == 0:  # the child: every check is an exit status
+        if pid == 0:  # the child: every check is an exit status, an exception its traceback
             status = 1
             try:
                 before = checkpointer.checkpoints
@@ -90,14 +103,18 @@ def test_a_forked_child_checkpoints_its_own_writes(sqlite_url: str, tmp_path: Pa
                 checks = [
                     checkpointer.running,
                     wait_for(lambda: checkpointer.checkpoints > before),
-                    tool_count_of_main_file(database, tmp_path) == 300,
+                    wait_for(lambda: main_file_holds(database, tmp_path, 300)),
                 ]
                 index.close()
                 checks.append(not checkpointer.running)
                 status = 0 if all(checks) else 10 + sum(2**i for i, ok in enumerate(checks) if not ok)
+            except BaseException:
+                failure.write_text(traceback.format_exc(), encoding="utf-8")
+                raise
             finally:
                 os._exit(status)
-        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        assert status == 0, failure.read_text(encoding="utf-8") if failure.exists() else status
         assert checkpointer.running, "the child's close leaves the parent's thread running"
         assert len(index.tools()) == 300
 
