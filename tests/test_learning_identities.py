@@ -17,7 +17,7 @@ from discovery._diagnostics.explain import explain_query
 from discovery._diagnostics.verify import verify
 from discovery._params import searched_query
 from discovery._rules import read_only_corpus
-from tests.test_cli import ok
+from tests.test_cli import DEMO, fails, ok
 from tests.test_learning import TEACHER, with_demo
 
 CODE_WORD = "zorblax"
@@ -205,3 +205,37 @@ def test_the_audit_names_tools_taught_by_few_hands_or_beyond_their_words(db_url:
     assert [(alarm["name"], alarm["reasons"]) for alarm in listed] == sorted(
         [(note, [MANY_TERMS]), (TEACHER, [FEW_IDENTITIES])]
     )
+
+
+def test_the_command_line_sets_and_shows_k(db_url: str) -> None:
+    ok(db_url, "import", str(DEMO))
+    assert ok(db_url, "learning", "on", "--min-identities", "3").startswith(
+        "learning:       on\nmin identities: 3 (6 for a destructive tool)\n"
+    )
+    assert json.loads(ok(db_url, "stats", "--json"))["learning"]["min_identities"] == 3
+    assert "shared at 3 identities" in ok(db_url, "stats")
+    assert fails(db_url, "learning", "on", "--min-identities", "1") == (
+        "Error: min_identities must be at least 2, not 1: below that one identity's evidence would "
+        "rank for every other\n"
+    )
+    assert "--min-identities goes with on or off" in fails(
+        db_url, "learning", "status", "--min-identities", "2", code=2
+    )
+    assert ok(db_url, "learning", "off", "--min-identities", "2").startswith(
+        "learning:       off\nmin identities: 2 (4 for a destructive tool)\n"
+    )
+    assert fails(db_url, "learned", "--forget-identity", " ") == "Error: an identity must not be blank\n"
+
+
+def test_what_adopted_sessions_taught_moves_with_them(db_url: str) -> None:
+    """A tokens gateway adopting the sessions of its names made before realms (alice becomes
+    alice@team): their credits are their new identity's, and verify agrees."""
+    from discovery._sessions.listing import adopt_identities
+
+    with ToolIndex.open(db_url, learning=True) as index:
+        with_demo(index)
+        teach(index, "alice", "p", CODE_WORD, TEACHER)
+        assert adopt_identities(index.store, {"alice": "alice@team"}) == {"alice": (1, 0)}
+        assert learned_tf(index, CODE_WORD, TEACHER, "alice@team") == {CODE_WORD: 1}
+        assert learned_tf(index, CODE_WORD, TEACHER, "alice") == {}
+        assert verify(index).problems == []
