@@ -270,18 +270,6 @@ class LearningReads:
         )
         return {str(name): LearnedTool(int(tool_id), int(grp)) for name, tool_id, grp in rows}
 
-    def lengths(self, tool_names: Sequence[str]) -> dict[str, int]:
-        found: dict[str, int] = {}
-        for part in chunks(tool_names):
-            names, params = driver.in_list("tool_name", part)
-            rows = driver.fetch(
-                self._connection,
-                f"SELECT tool_name, length FROM learned_tools WHERE tool_name IN {names}",
-                params,
-            )
-            found.update((str(tool), int(length)) for tool, length in rows)
-        return found
-
     def learned_of(self, tool_name: str) -> list[LearnedTerm]:
         """What ``tool_name`` learned: its terms, taught by most identities first, then by most
         sessions, then by term."""

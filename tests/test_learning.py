@@ -726,7 +726,7 @@ def test_cli_learning_learned_and_session_call(db_url: str) -> None:
     shown = ok(db_url, "explain", "notify the team", TEACHER)
     assert shown.startswith(f"{TEACHER}  score 5.558998  (mode all)\n")  # the learned terms alone
     assert shown.endswith(
-        "learned field: length 3 (the field is not length-normalised: its norm is k1 for every tool)\n"
+        "learned field: not length-normalised (its norm is k1 for every tool)\n"
         "learned term  qtf  df  weight    tf  score\n"
         "notify        1    1   1.365015  1   2.730029\n"
         "the           1    12  0.304883  1   0.609766\n"

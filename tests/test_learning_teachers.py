@@ -86,10 +86,14 @@ def test_the_oracle_finds_nothing_below_k(db_url: str) -> None:
     tool = "mcp__notes__create_note"
     with ToolIndex.open(db_url, learning=True) as index:
         with_demo(index)
+    as_mallory = ("explain", f"{CODE_WORD} plan", tool, "--identity", "mallory")
+    explained_before = cli(db_url, *as_mallory).stdout
     taught_in_a_process(db_url, "alice", 1, f"draft the {CODE_WORD} launch plan", tool)
     assert [name for name, _ in searched(db_url, CODE_WORD, "alice")] == [tool]
     assert searched(db_url, CODE_WORD, "mallory") == []
     assert explained_tf(db_url, CODE_WORD, tool, "mallory") == {}
+    # Not even the size of what alice taught: mallory's explain reads as before it.
+    assert cli(db_url, *as_mallory).stdout == explained_before
     shown = json.loads(cli(db_url, "learned", tool, "--json").stdout)
     assert [(term["term"], term["shared"]) for term in shown["terms"] if term["term"] == CODE_WORD] == [
         (CODE_WORD, False)

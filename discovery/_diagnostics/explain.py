@@ -113,7 +113,6 @@ class Explanation:
     norm: float
     terms: list[TermExplanation]
     learning: bool = False
-    learned_len: int = 0
     learned: list[LearnedExplanation] = field(default_factory=list)
     semantic: SemanticExplanation | None = None
     """The fused side of the score, when the index has vectors (``None``: lexical only)."""
@@ -184,7 +183,6 @@ class Explanation:
                 for term in self.terms
             ],
             "learning": self.learning,
-            "learned_len": self.learned_len,
             "learned": [
                 {
                     "term": part.term,
@@ -235,7 +233,6 @@ def explain_query(
         postings = reader.index.postings_of_tools([tool.id])
         learning = index.ranker.learning_enabled(reader)
         learned_parts = index.ranker.learned(reader, counts, corpus)
-        learned_len = reader.learning.lengths([name]).get(name, 0)
         semantic = _semantic(index, reader, query.text, counts, corpus, tool.id)
     n_docs, total_len, dfs = statistics
     avgdl = average_length(n_docs, total_len)
@@ -270,7 +267,6 @@ def explain_query(
         norm=length_norm(tool.doc_len, avgdl),
         terms=terms,
         learning=learning,
-        learned_len=learned_len,
         learned=learned,
         semantic=semantic,
     )

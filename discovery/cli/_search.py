@@ -281,10 +281,7 @@ def explain(
             rows.append((f"  {part.field} ×{part.weight}", "", "", "", str(part.tf), _six(part.contribution)))
     print_table(rows)
     if explanation.learning:
-        echo(
-            f"learned field: length {explanation.learned_len} (the field is not length-normalised: "
-            f"its norm is k1 for every tool)"
-        )
+        echo("learned field: not length-normalised (its norm is k1 for every tool)")
         if explanation.learned:
             learned: list[tuple[str, ...]] = [("learned term", "qtf", "df", "weight", "tf", "score")]
             for taught in explanation.learned:
