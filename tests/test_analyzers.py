@@ -263,13 +263,13 @@ def test_databases_before_the_analyzer_column_are_reference(empty_db_url: str) -
 KILLED_REINDEX = textwrap.dedent(
     """
     import os, sys
-    import store._catalog
+    import store._aggregates
     from discovery import ToolIndex
 
     def die(*_args, **_kwargs):  # every posting is written by now; the aggregates are next
         os._exit(9)
 
-    store._catalog.apply_aggregates = die
+    store._aggregates.apply_aggregates = die  # looked up there when the aggregates are applied
     ToolIndex.open(sys.argv[1]).reindex("enhanced")
     """
 )

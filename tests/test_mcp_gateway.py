@@ -155,7 +155,10 @@ def test_search_then_call_tool(tmp_path: Path, mode: str) -> None:
     }
     # The database sync made uses the enhanced analyzer, whose query terms leave out stop words.
     assert learned == {
-        "mcp__up__echo": [{"term": term, "sessions": 1} for term in ("back", "echo", "text")],
+        "mcp__up__echo": [  # one identity taught them: below K, they rank for its own sessions only
+            {"term": term, "sessions": 1, "identities": 1, "shared": False}
+            for term in ("back", "echo", "text")
+        ],
         "mcp__up__fail": [],
         "mcp__up__grow": [],
     }
