@@ -32,7 +32,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 DEFAULT_MIN_IDENTITIES = 2
-"""``discovery._sessions.learning.MIN_IDENTITIES`` as this revision knows it."""
+"""``discovery._ranking.sharing.MIN_IDENTITIES`` as this revision knows it."""
 
 
 def upgrade() -> None:
