@@ -13,7 +13,7 @@ from sqlalchemy import Connection
 from store import _driver as driver
 from store import _postings as postings
 from store._audit import forward_rows
-from store._changes import CHANGE_DTYPE, Key, key_counts, key_of
+from store._changes import CHANGE_DTYPE, Key, joined, key_counts, key_of
 from store._sql import chunks
 from store.errors import CorruptIndex
 
@@ -94,7 +94,7 @@ def current_postings(connection: Connection, tool_ids: Sequence[int], delta: Agg
             held["term_id"], held["tf"] = entries["term_id"], entries["tf"]
             held["grp"], held["tool_id"], held["doc_len"] = grp, tool_id, doc_len
             parts.append(held)
-    return np.concatenate(parts) if parts else np.empty(0, CHANGE_DTYPE)
+    return joined(parts, CHANGE_DTYPE)
 
 
 def add_term_ids(connection: Connection, terms: set[str], ids: dict[str, int]) -> None:

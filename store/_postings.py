@@ -24,7 +24,7 @@ import numpy as np
 from sqlalchemy import Connection
 
 from store import _driver as driver
-from store._changes import CHANGE_DTYPE, Key, in_key_order
+from store._changes import CHANGE_DTYPE, Key, in_key_order, joined
 from store.errors import CorruptIndex
 
 REWRITE_FACTOR = 16
@@ -276,7 +276,7 @@ def term_postings(connection: Connection, term_id: int) -> np.ndarray:
         part["tool_id"], part["tf"], part["doc_len"] = block.tool_ids, block.tf, block.doc_len
         part["grp"] = grp
         parts.append(part)
-    return np.concatenate(parts) if parts else np.empty(0, POSTING_DTYPE)
+    return joined(parts, POSTING_DTYPE)
 
 
 def key_blocks(connection: Connection, keys: Sequence[Key]) -> dict[Key, PostingBlock]:
@@ -307,13 +307,17 @@ def all_postings(connection: Connection) -> np.ndarray:
         connection,
         "SELECT term_id, grp, tool_id, tf, doc_len FROM posting_delta ORDER BY term_id, grp, tool_id",
     )
-    parts = []
-    for (term, grp), block in sorted(_merge(blocks, delta).items()):
-        part = np.empty(block.size, CHANGE_DTYPE)
-        part["term_id"], part["grp"] = term, grp
-        part["tool_id"], part["tf"], part["doc_len"] = block.tool_ids, block.tf, block.doc_len
-        parts.append(part)
-    return np.concatenate(parts) if parts else np.empty(0, CHANGE_DTYPE)
+    merged = sorted(_merge(blocks, delta).items())
+    found = np.empty(sum(block.size for _, block in merged), CHANGE_DTYPE)
+    if merged:
+        # Column by column: a record array per block would cost more than its few postings.
+        sizes = [block.size for _, block in merged]
+        found["term_id"] = np.repeat([term for (term, _), _ in merged], sizes)
+        found["grp"] = np.repeat([grp for (_, grp), _ in merged], sizes)
+        found["tool_id"] = np.concatenate([block.tool_ids for _, block in merged])
+        found["tf"] = np.concatenate([block.tf for _, block in merged])
+        found["doc_len"] = np.concatenate([block.doc_len for _, block in merged])
+    return found
 
 
 def write(connection: Connection, *parts: np.ndarray) -> None:
