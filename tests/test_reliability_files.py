@@ -2,7 +2,9 @@
 (``import``), MCP configs (``sync`` and ``serve --config``), labelled query files (``eval``) and
 host session files (``session import-jsonl``). An endless file, one beyond the size limit, a line
 beyond the line limit or JSON nested too deeply is one ``Error: <file>: …`` line and exit 1 from
-the real command, never a traceback nor unbounded memory."""
+the command, never a traceback nor unbounded memory. Commands run in process; those that could
+wait on a FIFO run as processes of their own, so that a wait fails the test instead of holding it,
+and the memory bound is checked in a process whose address space is capped."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.mcp_helpers import WAIT, cli
+from tests.test_cli import run as run_in_process
 
 LIMIT = 100_000
 COMMANDS = {
@@ -29,13 +32,24 @@ messages, and what one line of it holds (``None``: not a JSON-lines file)."""
 AFTER = {"import-jsonl": ["--id", "h"]}
 
 
-def run(db_url: str, command: str, path: Path | str, **env: str) -> subprocess.CompletedProcess[str]:
+Outcome = tuple[int, str, str]
+"""A command's exit code, stdout and stderr."""
+
+
+def run(db_url: str, command: str, path: Path | str, **env: str) -> Outcome:
     args, _, _ = COMMANDS[command]
-    return cli(db_url, *args, str(path), *AFTER.get(command, []), env={**os.environ, **env})
+    done = run_in_process(db_url, *args, str(path), *AFTER.get(command, []), env=dict(env))
+    return done.exit_code, done.stdout, done.stderr
 
 
-def assert_one_error(done: subprocess.CompletedProcess[str], expected: str) -> None:
-    assert (done.returncode, done.stdout, done.stderr) == (1, "", f"Error: {expected}\n")
+def run_process(db_url: str, command: str, path: Path | str) -> Outcome:
+    args, _, _ = COMMANDS[command]
+    done = cli(db_url, *args, str(path), *AFTER.get(command, []))
+    return done.returncode, done.stdout, done.stderr
+
+
+def assert_one_error(done: Outcome, expected: str) -> None:
+    assert done == (1, "", f"Error: {expected}\n")
 
 
 def larger_message(path: Path | str, what: str) -> str:
@@ -65,7 +79,7 @@ def test_a_fifo_config_is_refused_without_waiting(db_url: str, tmp_path: Path, c
     directory is a usage error before anything is read)."""
     path = tmp_path / "mcp.json"
     os.mkfifo(path)
-    assert_one_error(run(db_url, command, path), f"{path}: cannot read: not a regular file")
+    assert_one_error(run_process(db_url, command, path), f"{path}: cannot read: not a regular file")
 
 
 @pytest.mark.parametrize("command", ["sync", "serve"])
@@ -183,5 +197,5 @@ def test_a_training_file_is_read_within_the_same_bounds(db_url: str, tmp_path: P
         (str(deep), {}, f"{deep}:1: JSON nested too deeply"),
     ]
     for path, env, expected in cases:
-        done = cli(db_url, "eval", str(queries), "--learn-from", path, env={**os.environ, **env})
-        assert_one_error(done, expected)
+        done = run_in_process(db_url, "eval", str(queries), "--learn-from", path, env=dict(env))
+        assert_one_error((done.exit_code, done.stdout, done.stderr), expected)
