@@ -1,6 +1,7 @@
 """Real parts for the gateway tests: upstream servers (``tests/mcp_upstream.py``) run as
-processes over stdio or HTTP on 127.0.0.1, the ``tool-index`` command line as a process, and the
-gateway as a ``tool-index serve`` process driven by the SDK's ``Client``."""
+processes over stdio or HTTP on 127.0.0.1, the ``tool-index`` command line as a process (or, for
+the syncs that fill a test's database, in the test's own), and the gateway as a ``tool-index
+serve`` process driven by the SDK's ``Client``."""
 
 from __future__ import annotations
 
@@ -49,12 +50,22 @@ def cli(db: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Co
     )
 
 
+def sync(db: str, config: Path) -> None:
+    """``tool-index --db DB sync --config CONFIG`` run in this process: the real command and real
+    upstream processes, without a new interpreter for a database a test only starts from."""
+    from click.testing import CliRunner
+
+    from discovery.cli._main import main
+
+    done = CliRunner().invoke(main, ["--db", db, "sync", "--config", str(config)], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+
+
 def synced_into(db: str, directory: Path, servers: dict[str, Any] | None = None) -> Path:
     """The config of ``servers`` (one test upstream, ``up``, by default), written in
     ``directory`` and synced into ``db`` by ``tool-index sync``."""
     config = write_config(directory, servers or {"up": upstream_entry()})
-    done = cli(db, "sync", "--config", str(config))
-    assert done.returncode == 0, done.stdout + done.stderr
+    sync(db, config)
     return config
 
 

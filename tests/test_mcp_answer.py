@@ -13,7 +13,7 @@ import anyio
 import pytest
 from mcp import Client, types
 
-from tests.mcp_helpers import call, cli, eventually, stdio_gateway, text_of, upstream_entry, write_config
+from tests.mcp_helpers import call, eventually, stdio_gateway, sync, text_of, upstream_entry, write_config
 
 THREE = {"up": upstream_entry("--tools", "3")}
 """The servers most tests serve: one upstream with three filler tools beside its own."""
@@ -23,8 +23,7 @@ def synced(tmp_path: Path, servers: dict[str, Any]) -> tuple[str, Path]:
     """A database holding ``servers``' tools, and the config naming them."""
     db = f"sqlite:///{tmp_path / 'tools.db'}"
     path = write_config(tmp_path, servers)
-    done = cli(db, "sync", "--config", str(path))
-    assert done.returncode == 0, done.stdout + done.stderr
+    sync(db, path)
     return db, path
 
 
@@ -91,7 +90,9 @@ def test_the_answer_names_what_a_model_needs_and_a_resumed_session_finds_its_too
 
 
 def test_query_forms_through_the_gateway(tmp_path: Path) -> None:
-    db, config = synced(
+    # A new database: the gateway syncs both servers, and the first search waits for them.
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = write_config(
         tmp_path, {"up": upstream_entry("--tools", "3"), "other": upstream_entry("--tool", "echo_twice")}
     )
 

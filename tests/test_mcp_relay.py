@@ -32,11 +32,11 @@ from discovery import ToolIndex
 from tests.mcp_helpers import (
     WAIT,
     call,
-    cli,
     eventually,
     gateway_process,
     search,
     stdio_gateway,
+    sync,
     text_of,
     upstream_entry,
     write_config,
@@ -50,27 +50,15 @@ UPSTREAM_MODES = ["modern", "legacy"]
 call's result), or the initialize handshake (requests of the server's own)."""
 
 
-Synced = Callable[[tuple[str, ...]], Path]
-
-
 @pytest.fixture(scope="module")
-def synced(tmp_path_factory: pytest.TempPathFactory) -> Synced:
-    """A database synced from the upstream 'up' started with given extra options, synced once per
-    module and options: the gateway only syncs a server the catalog has no tool of, so a copy
-    serves a config whose event file and live directory are a test's own."""
-    databases: dict[tuple[str, ...], Path] = {}
-
-    def database(extra: tuple[str, ...]) -> Path:
-        if extra not in databases:
-            directory = tmp_path_factory.mktemp("synced")
-            _, config, _, _ = relay_config(directory, extra)
-            db = directory / "tools.db"
-            done = cli(f"sqlite:///{db}", "sync", "--config", str(config))
-            assert done.returncode == 0, done.stdout + done.stderr
-            databases[extra] = db
-        return databases[extra]
-
-    return database
+def synced(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database synced once per module from the upstream 'up' (whose tools are the same in
+    either upstream mode): the gateway only syncs a server the catalog has no tool of, so a copy
+    serves a config whose mode, event file and live directory are a test's own."""
+    directory = tmp_path_factory.mktemp("synced")
+    db, config, _, _ = relay_config(directory, ())
+    sync(db, config)
+    return directory / "tools.db"
 
 
 def relay_config(directory: Path, extra: tuple[str, ...]) -> tuple[str, Path, Path, Path]:
@@ -84,11 +72,11 @@ def relay_config(directory: Path, extra: tuple[str, ...]) -> tuple[str, Path, Pa
     return f"sqlite:///{directory / 'tools.db'}", config, events, live
 
 
-def setup(tmp_path: Path, synced: Synced, *extra: str) -> tuple[str, Path, Path, Path]:
+def setup(tmp_path: Path, synced: Path, *extra: str) -> tuple[str, Path, Path, Path]:
     """A synced database, its config (one upstream 'up'), the upstream's event file and the
     directory that counts its starts (the gateway's only: the database was synced elsewhere)."""
     db, config, events, live = relay_config(tmp_path, extra)
-    shutil.copyfile(synced(extra), tmp_path / "tools.db")
+    shutil.copyfile(synced, tmp_path / "tools.db")
     # The config here runs 'up' with this test's own files: another server than the one the copy
     # recorded, which the gateway would sync again. Without the record, as a catalog synced before
     # servers were recorded, it serves the copy's tools.
@@ -122,7 +110,7 @@ Serving = Callable[[str], Served]
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, synced: Synced) -> Iterator[Serving]:
+def served(tmp_path_factory: pytest.TempPathFactory, synced: Path) -> Iterator[Serving]:
     """The gateway of an upstream mode (``UPSTREAM_MODES``), started on first use and kept for
     the module."""
     with ExitStack() as stack:
@@ -275,7 +263,7 @@ def test_a_call_the_client_cancels_is_cancelled_upstream_whose_connection_stays(
 
 
 def test_a_call_timeout_cancels_the_call_upstream_and_keeps_the_connection(
-    tmp_path: Path, synced: Synced
+    tmp_path: Path, synced: Path
 ) -> None:
     db, config, events, live = setup(tmp_path, synced)
 
@@ -298,7 +286,7 @@ def test_a_call_timeout_cancels_the_call_upstream_and_keeps_the_connection(
 
 @pytest.mark.slow
 def test_a_server_that_stops_answering_after_a_call_timeout_is_restarted(
-    tmp_path: Path, synced: Synced
+    tmp_path: Path, synced: Path
 ) -> None:
     db, config, _, live = setup(tmp_path, synced)
 
