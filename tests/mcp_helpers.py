@@ -58,7 +58,7 @@ def sync(db: str, config: Path) -> None:
     from discovery.cli._main import main
 
     done = CliRunner().invoke(main, ["--db", db, "sync", "--config", str(config)], catch_exceptions=False)
-    assert done.exit_code == 0, done.output
+    assert done.exit_code == 0 and ": added " in done.output, done.output
 
 
 def synced_into(db: str, directory: Path, servers: dict[str, Any] | None = None) -> Path:
