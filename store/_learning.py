@@ -321,7 +321,9 @@ class LearningReads:
             self._connection,
             "SELECT COUNT(*) FROM (SELECT DISTINCT identity, session_id FROM learned_credits) d",
         )[0][0]
-        identities = driver.fetch(self._connection, "SELECT COUNT(DISTINCT identity) FROM learned_credits")[
-            0
-        ][0]
-        return int(tools), int(pairs), int(taught), int(identities)
+        return int(tools), int(pairs), int(taught), self.teaching_identities()
+
+    def teaching_identities(self) -> int:
+        """How many identities taught anything."""
+        rows = driver.fetch(self._connection, "SELECT COUNT(DISTINCT identity) FROM learned_credits")
+        return int(rows[0][0])

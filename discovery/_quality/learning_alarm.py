@@ -62,7 +62,7 @@ def learning_alarms(reader: Reader) -> list[LearningAlarm]:
     counts = reader.learning.teaching()
     if not counts:
         return []
-    several = reader.learning.summary()[3] > 1
+    several = reader.learning.teaching_identities() > 1
     tools = reader.catalog.tools_by_names([count.tool_name for count in counts])
     text_terms = reader.index.term_ids_of_tools([tool.id for tool in tools.values()])
     found: list[LearningAlarm] = []
