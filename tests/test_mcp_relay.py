@@ -352,21 +352,13 @@ def test_over_http_a_request_goes_to_the_client_whose_call_it_is(
 
         return sample
 
+    def client_of(name: str) -> Client:
+        """A client in a session of its own, whose model samples ``name``."""
+        url = f"{gateway.url}?session={new_session()}"
+        return Client(url, cache=None, mode=mode, sampling_callback=sampler(name))
+
     async def run() -> None:
-        async with (
-            Client(
-                f"{gateway.url}?session={new_session()}",
-                cache=None,
-                mode=mode,
-                sampling_callback=sampler("alice"),
-            ) as alice,
-            Client(
-                f"{gateway.url}?session={new_session()}",
-                cache=None,
-                mode=mode,
-                sampling_callback=sampler("bob"),
-            ) as bob,
-        ):
+        async with client_of("alice") as alice, client_of("bob") as bob:
             await activate(alice, "ask_sampling")
             await activate(bob, "ask_sampling")
             for client, name in [(alice, "alice"), (bob, "bob")]:
