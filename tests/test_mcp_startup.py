@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,44 @@ def test_a_signal_ends_serve_as_the_client_leaving_does(tmp_path: Path, stop: si
     shown = cli(db, "session", "show", "s", "--json")
     kinds = [call["kind"] for call in json.loads(shown.stdout)["calls"]]
     assert kinds[-2:] == ["search", "pin"]  # the pin of what it activated, written on the way out
+
+
+def answered(process: subprocess.Popen[str], message: dict[str, Any]) -> dict[str, Any]:
+    """Send ``message`` to a ``raw_serve`` process and read lines until its answer."""
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(json.dumps(message) + "\n")
+    process.stdin.flush()
+    for line in process.stdout:
+        answer: dict[str, Any] = json.loads(line)
+        if answer.get("id") == message["id"]:
+            return answer
+    raise AssertionError(f"no answer to {message['method']}")  # pragma: no cover
+
+
+@pytest.mark.parametrize("after", [0.0, 0.01, 0.05])
+def test_a_client_that_closes_stdin_then_signals_ends_serve_with_its_calls_logged(
+    tmp_path: Path, after: float
+) -> None:
+    """As the SDK's stdio client leaves a server that is slow to go (stdin closed, then SIGTERM),
+    however soon the signal follows: the process exits 0 with every answered call logged."""
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    config = synced_into(db, tmp_path)
+    for round_ in range(3):
+        process = raw_serve(db, config, HANDSHAKE[:2], "--session", f"s{round_}")
+        assert process.stdin is not None and process.stderr is not None
+        search = {"name": "search_tool_bm25", "arguments": {"query": "echo a text back", "limit": 1}}
+        request = {"jsonrpc": "2.0", "method": "tools/call"}
+        assert "error" not in answered(process, {**request, "id": 2, "params": search})
+        for number in range(3, 6):
+            echo = {"name": "call_tool", "arguments": {"name": "mcp__up__echo", "arguments": {"text": "hi"}}}
+            assert not answered(process, {**request, "id": number, "params": echo})["result"]["isError"]
+        process.stdin.close()
+        time.sleep(after)
+        process.send_signal(signal.SIGTERM)
+        err = process.stderr.read()
+        assert process.wait(timeout=WAIT) == 0 and "Traceback" not in err, err
+        shown = json.loads(cli(db, "session", "show", f"s{round_}", "--json").stdout)
+        assert [call["kind"] for call in shown["calls"]].count("tool_call") == 3, round_
 
 
 def test_a_gateway_that_cannot_open_ends_serve_with_its_error_while_the_client_waits(tmp_path: Path) -> None:

@@ -147,16 +147,19 @@ async def serve_stdio(gateway: Gateway) -> None:
     try:
         # The SDK's transport ends when the client closes its stdin; after a signal the client's
         # stdin may stay open and silent, so the transport is cancelled once the gateway has left.
+        # The signals are watched while the gateway leaves too: a client that closes stdin and
+        # then signals its server ends it as either alone would, what it answered logged.
+        serving = anyio.CancelScope()
         with anyio.CancelScope() as transport:
             async with stdio_server(stdin=_client_lines()) as (read_stream, write_stream):
-                async with gateway:
-                    with anyio.CancelScope() as serving:
-                        async with anyio.create_task_group() as watching:
-                            watching.start_soon(_stop_on_signal, serving)
+                async with anyio.create_task_group() as watching:
+                    watching.start_soon(_stop_on_signal, serving)
+                    async with gateway:
+                        with serving:
                             await gateway.server.run(
                                 read_stream, write_stream, gateway.initialization_options()
                             )
-                            watching.cancel_scope.cancel()
+                    watching.cancel_scope.cancel()
                 if serving.cancel_called:
                     transport.cancel()
     except BaseExceptionGroup as group:
