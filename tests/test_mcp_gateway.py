@@ -187,6 +187,27 @@ def test_a_restarted_gateway_serves_the_same_session_at_once(tmp_path: Path) -> 
     assert len(searches) == 1
 
 
+def test_two_gateways_that_both_start_a_session_share_what_either_activates(tmp_path: Path) -> None:
+    """Two editor windows opening one project for the first time: both gateways start the same
+    new session, neither stored; what one activates, the other calls at once."""
+    db, config = synced(tmp_path)
+    errlog = tmp_path / "gateway-stderr.txt"
+
+    async def run() -> None:
+        with errlog.open("w") as stream:
+            async with (
+                stdio_gateway(db, config, "--session", "shared", errlog=stream) as first,
+                stdio_gateway(db, config, "--session", "shared", errlog=stream) as second,
+            ):
+                assert (await first.list_tools()) and (await second.list_tools())  # both started
+                assert (await search(second, "select:mcp__up__echo"))["activated_tools"] == ["mcp__up__echo"]
+                echoed = await call(first, "mcp__up__echo", {"text": "from the other window"})
+                assert (text_of(echoed), echoed.is_error) == ("echo: from the other window", False)
+
+    anyio.run(run)
+    assert errlog.read_text().count("tool-index serve: session shared (new)") == 2
+
+
 def test_without_a_session_id_each_start_makes_a_new_session(tmp_path: Path) -> None:
     db, config = synced(tmp_path)
     errlog = tmp_path / "gateway-stderr.txt"

@@ -145,6 +145,8 @@ class SessionPool:
             gateway_session = await self._connection_session(ctx, identity)
         elif wanted is None:
             assert self.default is not None
+            if not self.default.stored:  # another process may have made it since: read it again
+                self.default = await self.open(self.default.id, self.default.identity)
             gateway_session = self.default
         else:
             try:
