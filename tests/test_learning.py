@@ -176,6 +176,24 @@ def test_a_call_learns_the_last_search_that_showed_its_tool() -> None:
     ) == {"send_email": {"send", "mail"}}
 
 
+def test_a_select_request_names_tools_and_teaches_none_of_its_words() -> None:
+    """``select:`` names the tools; its words would teach each tool the others' names."""
+    assert (
+        credited(
+            ("found", "select:read_text_file,get_current_time", "read_text_file,get_current_time"),
+            ("call", "read_text_file", True),
+            ("call", "get_current_time", True),
+        )
+        == {}
+    )
+    # The requests that found nothing before it said the need: those teach.
+    assert credited(
+        ("search", "open the notes file"),
+        ("found", "SELECT:read_text_file", "read_text_file"),
+        ("call", "read_text_file", True),
+    ) == {"read_text_file": {"open", "the", "notes", "file"}}
+
+
 def test_a_call_credits_at_most_terms_per_call_terms_in_query_order() -> None:
     words = [f"w{i:03d}" for i in range(3 * TERMS_PER_CALL)]
     assert credited(("found", " ".join(words), "tool"), ("call", "tool", True)) == {

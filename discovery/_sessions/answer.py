@@ -79,9 +79,14 @@ class QueryForm:
     required: tuple[str, ...] = ()
 
 
+def names_tools(query: str) -> bool:
+    """Whether a trimmed query is ``select:``, which names tools rather than a need."""
+    return query[: len(SELECT_PREFIX)].lower() == SELECT_PREFIX
+
+
 def query_form(query: str) -> QueryForm:
     """The form of a trimmed query (the module's docstring lists them)."""
-    if query[: len(SELECT_PREFIX)].lower() == SELECT_PREFIX:
+    if names_tools(query):
         names = tuple(dict.fromkeys(name.strip() for name in query[len(SELECT_PREFIX) :].split(",")))
         return QueryForm(words=query, names=tuple(name for name in names if name))
     first, _, rest = query.partition(" ")

@@ -7,9 +7,11 @@ T: the last search of the run just before its run of calls that showed T (else t
 search), together with the searches right before that one that showed no tool at all — the
 requests the agent rephrased because they found nothing. Searches that found other tools are
 other needs and teach T nothing. Of those requests' query terms (the index analyzer's), in
-order, the call credits at most ``TERMS_PER_CALL``. A (session, term, tool) counts once, however
-often the session repeats it; a failed call, or one whose tool or identity was forgotten
-(``tool-index learned --forget``, ``--forget-identity``), teaches nothing. Credits are the
+order, the call credits at most ``TERMS_PER_CALL``; a ``select:`` request names tools, not a
+need, so its words credit nothing (``select:a,b`` would teach ``a`` the name of ``b``). A
+(session, term, tool) counts once, however often the session repeats it; a failed call, or
+one whose tool or identity was forgotten (``tool-index learned --forget``,
+``--forget-identity``), teaches nothing. Credits are the
 session's identity's: who sees them, and when, is the ranker's rule (``_ranking.learned``: an
 identity's own at once, the others' once K identities taught the same).
 
@@ -32,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from discovery._params import MAX_KEY_BYTES, query_terms
+from discovery._sessions.answer import names_tools
 from discovery._text.analyzers import Analyzer
 from discovery.errors import QueryWithoutTerms
 from store import Event, LoggedEvent, Reader, SessionKey, Store, StoredTool, Writer
@@ -131,7 +134,7 @@ def call_terms(searches: Iterable[LoggedEvent], analyzer: Analyzer) -> list[str]
     terms: dict[str, None] = {}
     for entry in searches:
         query = searched_query(entry.event)
-        if query is None:
+        if query is None or names_tools(query):
             continue
         for term in request_terms(query, analyzer, TERMS_PER_CALL):
             terms.setdefault(term)
