@@ -128,9 +128,17 @@ def test_select_activates_exactly_the_named_tools_and_names_the_unknown(catalog:
     assert again["activated_tools"] == [] and again["tools"][0]["active"] is True
 
 
-def test_a_query_that_is_a_tool_name_ranks_it_first(catalog: ToolIndex) -> None:
+def test_a_query_written_as_a_tool_name_asks_for_that_tool_alone(catalog: ToolIndex) -> None:
+    ranked = _search(catalog, "ranked", "read text file")
+    assert ranked["activated_tools"][0] == "mcp__files__read_text_file" and len(ranked["tools"]) > 1
+    for number, written in enumerate(
+        ["read_text_file", "files/read_text_file", "mcp__files__read_text_file", "Read_Text_File"]
+    ):
+        answer = _search(catalog, f"named-{number}", written)
+        assert answer["activated_tools"] == ["mcp__files__read_text_file"], written
+        assert _names(answer) == ["mcp__files__read_text_file"] and "note" not in answer
+    # Words that spell a name rank, the named tool first.
     assert _names(_search(catalog, "a", "find symbol"))[0] == "mcp__serena__find_symbol"
-    assert _names(_search(catalog, "b", "serena/find_symbol"))[0] == "mcp__serena__find_symbol"
 
 
 def test_a_required_word_keeps_to_a_server_and_ranks_by_the_rest(catalog: ToolIndex) -> None:

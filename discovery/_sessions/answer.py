@@ -12,8 +12,10 @@ forms ask precisely (the syntax of Claude Code's tool search):
   or a server's own tool names), no ranking;
 - ``+WORD rest`` keeps to tools whose server or own name has the word ``WORD`` and ranks them by
   ``rest`` (the statistics stay the whole corpus');
-- a query that is a tool's name, label or MCP name (as words: ``find symbol`` is ``find_symbol``)
-  ranks that tool first.
+- a query written as a tool's name, label or MCP name of more than one word (``find_symbol``,
+  ``serena/find_symbol``, ``mcp__serena__find_symbol``) asks for that tool alone, as
+  ``select:find_symbol`` does: the tools that share its words are not what was asked for;
+- a query whose words spell a name (``find symbol``) ranks that tool first.
 """
 
 from __future__ import annotations
@@ -104,26 +106,36 @@ class NameIndex:
 
     by_words: dict[str, tuple[str, ...]]
     own_words: dict[str, frozenset[str]]
+    spellings: frozenset[str]
+    """Every name, label and MCP name of more than one word, as written (lower case)."""
 
     @classmethod
     def of(cls, origins: Sequence[tuple[str, str | None, str | None]]) -> NameIndex:
         by_words: dict[str, list[str]] = {}
         own_words: dict[str, frozenset[str]] = {}
+        written: set[str] = set()
         for name, server, tool in origins:
             spellings = {name} if tool is None else {name, tool, f"{server}/{tool}"}
             for spelling in spellings:
-                key = " ".join(tokenize(spelling))
-                if key:
-                    by_words.setdefault(key, []).append(name)
+                words = tokenize(spelling)
+                if words:
+                    by_words.setdefault(" ".join(words), []).append(name)
+                if len(words) > 1:
+                    written.add(spelling.lower())
             own = tokenize(tool) if tool is not None else tokenize(name)
             own_words[name] = frozenset([*own, *tokenize(server or "")])
-        return cls({key: tuple(names) for key, names in by_words.items()}, own_words)
+        return cls({key: tuple(names) for key, names in by_words.items()}, own_words, frozenset(written))
 
     def named(self, text: str) -> tuple[str, ...]:
         """The tools ``text`` names exactly (an exact full name first), in catalog order."""
         if text in self.own_words:
             return (text,)
         return self.by_words.get(" ".join(tokenize(text)), ())
+
+    def written_as_name(self, text: str) -> bool:
+        """Whether ``text`` is a tool's name of more than one word as it is written (any case):
+        ``read_text_file`` names a tool, where ``read text file`` or ``echo`` may describe a need."""
+        return text.lower() in self.spellings
 
     def having(self, words: Collection[str], names: Collection[str]) -> list[str]:
         return [name for name in names if set(words) <= self.own_words.get(name, frozenset())]
@@ -159,6 +171,8 @@ def answer_query(context: SearchContext, query: Query, limit: int) -> Answer:
     form = query_form(query.text)
     if form.names is not None:
         return _selected(context, query.text, form.names)
+    if context.names.written_as_name(query.text):
+        return _selected(context, query.text, [query.text])
     # ``+WORD`` followed by no word ranks by the word itself.
     words = searched_query(form.words) if tokenize(form.words) else query
     answer = _ranked(context, query.text, form, words, limit)
