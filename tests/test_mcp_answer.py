@@ -107,6 +107,16 @@ def test_query_forms_through_the_gateway(tmp_path: Path) -> None:
                 "mcp__up__grow",
             }
             assert selected["unknown"] == ["missing"]
+            # call_tool takes a name as select: does, when it is one tool's.
+            failed = await call(client, "up/fail")
+            assert (text_of(failed), failed.is_error) == ("the tool failed on purpose", True)
+            both = await call(client, "stall")
+            assert both.is_error and text_of(both).startswith("'stall' is the name of 2 tools")
+            # Written as a name, a query asks for the tools of that name alone.
+            assert set(names(await searched(client, "token_digest"))) == {
+                "mcp__up__token_digest",
+                "mcp__other__token_digest",
+            }
             # Both servers have token_digest: the name ranks one of them first, whichever the
             # catalog holds first (the order their syncs wrote them).
             first = names(await searched(client, "token digest"))[0]

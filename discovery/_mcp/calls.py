@@ -211,16 +211,24 @@ class Calls:
         """Call the activated tool ``name`` on its server; every call is logged, never its
         arguments or result. ``arguments`` ``None`` describes the tool instead of calling it.
         ``progress`` gets the server's progress notifications (the caller asked for them);
-        ``caller``, the client's request, gets what the server asks during the call."""
+        ``caller``, the client's request, gets what the server asks during the call. A name that
+        is not a full name but one tool's label or MCP name (``fs/read_text_file``,
+        ``read_text_file``), as ``select:`` takes them, is that tool's."""
         started = time.perf_counter()
         servers = self.served.config.servers
         tool, active = await self.writes.run(gateway_session.resolve, name)
+        meant: tuple[str, ...] = ()
+        if tool is None:
+            meant = await self.writes.run(gateway_session.session.names_written, name)
+            if len(meant) == 1:
+                name = meant[0]
+                tool, active = await self.writes.run(gateway_session.resolve, name)
         # The server and upstream name come from the record the model was shown (and its pin).
         located = None if tool is None else route(tool, servers)
         # The log of a call of an unknown name still says which server the name points to.
         guessed = split_catalog_name(name, servers) if tool is None else None
         server = located[0] if located else guessed[0] if guessed else None
-        check = self.check(gateway_session, name, tool, active, located)
+        check = self.check(gateway_session, name, tool, active, located, named=len(meant))
         if check.then == "pin":
             # Activated outside the gateway (a search on the command line, say).
             await self.writes.run(gateway_session.pin_missing, name)
@@ -267,11 +275,20 @@ class Calls:
         tool: StoredTool | None,
         active: bool,
         located: tuple[str, str] | None,
+        *,
+        named: int = 0,
     ) -> Check:
         """Whether ``name`` can be called now, from what one read found (``tool``, ``active``) and
         the session's pins; it reads and writes nothing itself, and says what the caller must
-        write first (pin the tool, or deactivate it)."""
+        write first (pin the tool, or deactivate it). ``named``: how many tools have ``name`` as
+        their label or MCP name."""
         config, scope = self.served.config, self.served.scope
+        if tool is None and named > 1:
+            return Check(
+                "unknown",
+                f"{name!r} is the name of {named} tools: call_tool takes a tool's full name, which "
+                f"search_tool_bm25 with select:{name} lists.",
+            )
         if tool is None:
             return Check(
                 "unknown",

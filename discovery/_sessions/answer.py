@@ -106,25 +106,28 @@ class NameIndex:
 
     by_words: dict[str, tuple[str, ...]]
     own_words: dict[str, frozenset[str]]
-    spellings: frozenset[str]
-    """Every name, label and MCP name of more than one word, as written (lower case)."""
+    by_spelling: dict[str, tuple[str, ...]]
+    """The tools by each name, label and MCP name as written (lower case)."""
 
     @classmethod
     def of(cls, origins: Sequence[tuple[str, str | None, str | None]]) -> NameIndex:
         by_words: dict[str, list[str]] = {}
         own_words: dict[str, frozenset[str]] = {}
-        written: set[str] = set()
+        by_spelling: dict[str, list[str]] = {}
         for name, server, tool in origins:
             spellings = {name} if tool is None else {name, tool, f"{server}/{tool}"}
             for spelling in spellings:
-                words = tokenize(spelling)
-                if words:
-                    by_words.setdefault(" ".join(words), []).append(name)
-                if len(words) > 1:
-                    written.add(spelling.lower())
+                key = " ".join(tokenize(spelling))
+                if key:
+                    by_words.setdefault(key, []).append(name)
+                by_spelling.setdefault(spelling.lower(), []).append(name)
             own = tokenize(tool) if tool is not None else tokenize(name)
             own_words[name] = frozenset([*own, *tokenize(server or "")])
-        return cls({key: tuple(names) for key, names in by_words.items()}, own_words, frozenset(written))
+        return cls(
+            {key: tuple(names) for key, names in by_words.items()},
+            own_words,
+            {spelling: tuple(dict.fromkeys(names)) for spelling, names in by_spelling.items()},
+        )
 
     def named(self, text: str) -> tuple[str, ...]:
         """The tools ``text`` names exactly (an exact full name first), in catalog order."""
@@ -135,7 +138,11 @@ class NameIndex:
     def written_as_name(self, text: str) -> bool:
         """Whether ``text`` is a tool's name of more than one word as it is written (any case):
         ``read_text_file`` names a tool, where ``read text file`` or ``echo`` may describe a need."""
-        return text.lower() in self.spellings
+        return text.lower() in self.by_spelling and len(tokenize(text)) > 1
+
+    def written(self, text: str) -> tuple[str, ...]:
+        """The tools whose name, label or MCP name is ``text`` as written (any case)."""
+        return self.by_spelling.get(text.lower(), ())
 
     def having(self, words: Collection[str], names: Collection[str]) -> list[str]:
         return [name for name in names if set(words) <= self.own_words.get(name, frozenset())]

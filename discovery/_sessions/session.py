@@ -155,6 +155,12 @@ class Session:
             self._cached_names = cached
         return cached[1]
 
+    def names_written(self, text: str) -> tuple[str, ...]:
+        """The full names of the tools a model may mean by ``text``: those whose name, label or
+        MCP name it is, as written."""
+        with self.store.reading() as reader:
+            return self.name_index(reader, reader.catalog.generation()).written(text)
+
     def overview_in(self, reader: Reader, corpus: Corpus) -> CorpusOverview:
         """``corpus_overview`` of ``corpus`` in the caller's transaction."""
         return corpus_overview(self.ranker, reader, corpus)
