@@ -106,6 +106,13 @@ def test_a_request_matched_by_common_words_only_activates_nothing_and_says_where
     assert "files (3)" in answer["note"] and "github (3)" in answer["note"]
 
 
+def test_a_search_where_no_tool_can_be_found_says_so_and_not_to_rephrase(index: ToolIndex) -> None:
+    index.upsert_tools([{"name": "grep", "description": "Search file contents"}])  # no MCP tool
+    answer = _search(index, "s", "read a file")
+    assert answer["tools"] == [] and answer["total_tools"] == 0
+    assert answer["note"].startswith("No tool can be searched here")
+
+
 def test_in_one_small_server_its_own_word_is_what_a_request_names(index: ToolIndex) -> None:
     # Both tools of a lone time server hold "time": in so small a corpus that share says nothing.
     index.upsert_tools([tool for tool in CATALOG if tool["server_name"] == "time"])

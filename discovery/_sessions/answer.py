@@ -341,6 +341,11 @@ def rich_content(answer: Answer, activated: list[str], active: Collection[str], 
 
 def nothing_found(servers: Sequence[tuple[str, int]], builtins: Sequence[str]) -> str:
     """What an answer with no tool says: nothing was activated, and where to look instead."""
+    if not servers and not builtins:
+        return (
+            "No tool can be searched here: this host offers none (no server's tools are indexed, "
+            "or none is in its scope). Searching again will not find one."
+        )
     places = [f"{server} ({count})" for server, count in servers[:HINT_SERVERS]]
     if len(servers) > HINT_SERVERS:
         places.append(f"{len(servers) - HINT_SERVERS} more")
