@@ -439,6 +439,9 @@ def test_http_sessions_are_separate_and_the_endpoint_is_guarded(tmp_path: Path, 
                 assert (await search(bob, "echo", limit=1))["total_tools"] == 6
                 # A gateway's answer counts every tool in scope, the session's active ones included.
                 assert (await search(alice, "filler", limit=1))["total_tools"] == 6
+            async with Client(f"{url}?session=alice&session=bob", cache=None, mode=mode) as twice:
+                with pytest.raises(MCPError, match="the endpoint's query names 2 sessions: name one"):
+                    await twice.list_tools()
             async with httpx2.AsyncClient() as http:
                 body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
                 headers = {

@@ -140,6 +140,9 @@ class SessionPool:
         request = ctx.request
         query: Mapping[str, str] = getattr(request, "query_params", None) or {}
         wanted = query.get("session")
+        named = getattr(query, "getlist", lambda _: [wanted])("session")
+        if len(named) > 1:
+            raise MCPError(INVALID_PARAMS, f"the endpoint's query names {len(named)} sessions: name one")
         identity = self.identity(ctx)
         if wanted is None and self.options.per_client:
             gateway_session = await self._connection_session(ctx, identity)
