@@ -135,6 +135,16 @@ def test_select_activates_exactly_the_named_tools_and_names_the_unknown(catalog:
     assert again["activated_tools"] == [] and again["tools"][0]["active"] is True
 
 
+def test_an_answer_repeats_a_huge_request_or_name_list_in_part(catalog: ToolIndex) -> None:
+    names = [f"nope_{number}" for number in range(1000)]
+    answer = _search(catalog, "s", "select:convert_time," + ",".join(names))
+    assert answer["activated_tools"] == ["mcp__time__convert_time"]
+    assert answer["unknown"] == names[:24] and "976 more names no tool has" in answer["note"]
+    assert len(answer["query"]) == 200 and answer["query"].endswith("…")
+    huge = _search(catalog, "t", "convert a time " + "x" * 100_000)
+    assert len(json.dumps(huge)) < 2000
+
+
 def test_a_query_written_as_a_tool_name_asks_for_that_tool_alone(catalog: ToolIndex) -> None:
     ranked = _search(catalog, "ranked", "read text file")
     assert ranked["activated_tools"][0] == "mcp__files__read_text_file" and len(ranked["tools"]) > 1

@@ -70,6 +70,13 @@ DESCRIPTION_CHARS = 120
 HINT_SERVERS = 24
 """At most this many servers are named in the hint of an answer with no tool."""
 
+ECHO_CHARS = 200
+"""The longest query, or unknown name, an answer repeats (cut with an ellipsis): the model
+wrote it, and a megabyte request would come back whole into its context."""
+
+UNKNOWN_LISTED = 24
+"""At most this many of the names ``select:`` did not find are listed; the answer counts the rest."""
+
 
 @dataclass(frozen=True, slots=True)
 class QueryForm:
@@ -324,7 +331,7 @@ def rich_content(answer: Answer, activated: list[str], active: Collection[str], 
         entry["required"] = required_arguments(tool.input_schema)
         tools.append(entry)
     content: dict[str, Any] = {
-        "query": answer.query,
+        "query": _echoed(answer.query),
         "activated_tools": activated,
         "tools": tools,
         "match_count": len(tools),
@@ -333,10 +340,17 @@ def rich_content(answer: Answer, activated: list[str], active: Collection[str], 
     if answer.unavailable:
         content["unavailable"] = answer.unavailable
     if answer.unknown:
-        content["unknown"] = answer.unknown
-    if answer.note is not None:
-        content["note"] = answer.note
+        content["unknown"] = [_echoed(name) for name in answer.unknown[:UNKNOWN_LISTED]]
+    notes = [] if answer.note is None else [answer.note]
+    if len(answer.unknown) > UNKNOWN_LISTED:
+        notes.append(f"{len(answer.unknown) - UNKNOWN_LISTED} more names no tool has are not listed.")
+    if notes:
+        content["note"] = " ".join(notes)
     return content
+
+
+def _echoed(text: str) -> str:
+    return text if len(text) <= ECHO_CHARS else text[: ECHO_CHARS - 1] + "…"
 
 
 def nothing_found(servers: Sequence[tuple[str, int]], builtins: Sequence[str]) -> str:
