@@ -64,6 +64,15 @@ def catalog_url(sqlite_db_url: str) -> str:
     return sqlite_db_url
 
 
+def test_without_the_planted_hub_no_tool_is_a_hub_by_chance(sqlite_db_url: str) -> None:
+    """Each tool's probes fill k places: in a small catalog every tool is in the first k for
+    a fair share of the others' probes (by 5% of them alone, 8 of these 12 were hubs at k 5)."""
+    with ToolIndex.open(sqlite_db_url) as index:
+        index.upsert_tools([entry for entry in CATALOG if entry["name"] != HUB])
+        report = audit(index, k=5)
+    assert report.tools == 12 and report.hubs == []
+
+
 def test_the_planted_unfindable_tool_and_hub_are_found(catalog_url: str) -> None:
     with ToolIndex.open(catalog_url) as index:
         report = audit(index, k=2)

@@ -33,7 +33,11 @@ if TYPE_CHECKING:
 HUB_SHARE = 0.05
 """A hub reaches the first k for the probes of more than this share of the other tools…"""
 HUB_MIN_TOOLS = 3
-"""…and of at least this many."""
+"""…and of at least this many…"""
+HUB_OVER_MEAN = 2.0
+"""…and of more than this many times the tools whose probes reach the average tool: a tool's few
+probes each fill k places, so in a small catalog every tool is reached by a large share of the
+others by chance (54 tools, k = 5: all but two were hubs by the share alone)."""
 SHOWN_TERMS = 3
 """Terms, and crowding tools, listed per finding."""
 
@@ -162,7 +166,8 @@ def audit(index: ToolIndex, *, k: int = 5, mode: str = "all") -> AuditReport:
         for tool in tools
         if tool.name not in found
     ]
-    threshold = max(HUB_MIN_TOOLS, HUB_SHARE * (len(tools) - 1))
+    by_chance = sum(map(len, reached.values())) / len(tools) if tools else 0.0
+    threshold = max(HUB_MIN_TOOLS, HUB_SHARE * (len(tools) - 1), HUB_OVER_MEAN * by_chance)
     hubs = [
         Hub(name, len(others), hub_terms[name].most_common(SHOWN_TERMS))
         for name, others in reached.items()
