@@ -37,7 +37,7 @@ HUB_MIN_TOOLS = 3
 HUB_OVER_MEAN = 2.0
 """…and of more than this many times the tools whose probes reach the average tool: a tool's few
 probes each fill k places, so in a small catalog every tool is reached by a large share of the
-others by chance (54 tools, k = 5: all but two were hubs by the share alone)."""
+others by chance, and the share alone would call nearly every tool a hub."""
 SHOWN_TERMS = 3
 """Terms, and crowding tools, listed per finding."""
 
