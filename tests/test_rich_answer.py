@@ -181,6 +181,11 @@ def test_tools_out_of_scope_are_reported_and_not_replaced(catalog: ToolIndex) ->
     assert answer["unavailable"] == ["mcp__memory__delete_entities"]
     assert answer["activated_tools"] == [] and answer["tools"] == []
     assert "not available here" in answer["note"]
+    # Left out below the best match, it is reported and what ranks below it is listed.
+    broader = session.search_tool.execute("", {"query": "create entities", "limit": 5}).structured
+    assert broader["unavailable"] == ["mcp__memory__delete_entities"]
+    assert broader["activated_tools"][0] == "mcp__memory__create_entities"
+    assert "mcp__github__create_issue" in broader["activated_tools"]  # ranked below delete_entities
     unseen = session.search_tool.execute("", {"query": "find symbol"}).structured
     assert "mcp__serena__find_symbol" not in json.dumps(unseen)
     named = session.search_tool.execute("", {"query": "select:find_symbol"}).structured

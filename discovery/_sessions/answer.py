@@ -247,11 +247,13 @@ def _ranked(context: SearchContext, query: str, form: QueryForm, words: Query, l
     documents = ranker.documents(reader, order)
     outside = _outside(context, documents.values())
     answer.scores = {hit.name: hit.score for hit in hits}
-    # What ranks below a tool the scope leaves out could only stand in for it: not listed.
+    # When the scope leaves out the best match, what ranks below it could only stand in for it:
+    # nothing is listed. One left out further down is reported, the others listed as usual.
+    stand_ins = bool(order) and order[0] in outside
     for name in order:
         if name in outside:
             answer.unavailable.append(name)
-        elif not answer.unavailable:
+        elif not stand_ins:
             answer.listed.append(documents[name])
     return answer
 
