@@ -234,6 +234,17 @@ def _without_request_words(text: str) -> list[str]:
     return [term for term in terms if term not in REQUEST_WORDS] or terms
 
 
+_VERSION_1_STOP_WORDS = frozenset(
+    token for word in enhanced.SNOWBALL_ENGLISH_STOP_WORDS.split() for token in tokenize(word)
+)
+
+
+def _version_1(text: str) -> list[str]:
+    """``enhanced``'s query terms before version 2 left out ``tool`` and ``tools``."""
+    tokens = tokenize(text)
+    return [enhanced.stem(token) for token in [t for t in tokens if t not in _VERSION_1_STOP_WORDS] or tokens]
+
+
 def _stemmed(text: str) -> list[str]:
     return [enhanced.stem(token) for token in tokenize(text)]
 
@@ -252,6 +263,7 @@ VARIANTS: dict[str, Analyzer] = {
         Analyzer("stemming only", _stemmed, _stemmed),
         Analyzer("query stop words only", tokenize, _without_stop_words),
         ENHANCED,
+        replace(ENHANCED, name="enhanced version 1", query=_version_1),
         replace(ENHANCED, name="enhanced + request words", query=_without_request_words),
         replace(ENHANCED, name="enhanced + compound names", split_compounds=True),
         replace(ENHANCED, name="enhanced + full description", full_description=True),
@@ -295,8 +307,19 @@ def query_sets() -> list[QuerySet]:
         )
         found.append(QuerySet("MetaTool", METATOOL / "catalog.jsonl", metatool))
     if MCP_CATALOG.is_file():
-        found.append(QuerySet("MCP catalog", MCP_CATALOG, tuple(read_queries(MCP_QUERIES))))
+        labelled = tuple(read_queries(MCP_QUERIES))
+        found.append(QuerySet("MCP catalog", MCP_CATALOG, labelled))
+        asked = tuple(
+            replace(query, query=ASKING_FOR_A_TOOL[number % len(ASKING_FOR_A_TOOL)] + query.query)
+            for number, query in enumerate(labelled)
+        )
+        found.append(QuerySet("MCP, asked for a tool", MCP_CATALOG, asked))
     return found
+
+
+ASKING_FOR_A_TOOL = ("a tool to ", "which tool can ", "use the tool that lets me ")
+"""How a model often words a request to a tool search: the MCP catalog's requests, each worded
+one of these ways in turn, are the third query set."""
 
 
 def run(analyzer: Analyzer, query_set: QuerySet) -> Result:

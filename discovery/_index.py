@@ -354,7 +354,7 @@ def _choose_analyzer(store: Store, analyzer: str) -> None:
             name, version = stored_version(stored)
             if name == analyzer:
                 raise AnalyzerOutdated(stored, name, version, analyzer_named(analyzer).version)
-            raise AnalyzerMismatch(store.url, stored, analyzer)
+            raise AnalyzerMismatch(store.url, name, analyzer)
         writer.catalog.reindex([], wanted)
 
 

@@ -93,7 +93,7 @@ def test_the_async_calls_match_the_synchronous_ones(tmp_path: Path) -> None:
         await index.close()
         stemmed = await AsyncToolIndex.open(f"sqlite:///{tmp_path / 'stemmed.db'}", analyzer="enhanced")
         await stemmed.upsert_tools(CATALOG)
-        assert (await stemmed.stats())["analyzer"] == "enhanced"
+        assert (await stemmed.stats())["analyzer"].startswith("enhanced")
         assert await stemmed.reindex("reference") == len(CATALOG)
         assert (await stemmed.stats())["analyzer"] == "reference"
         await stemmed.close()

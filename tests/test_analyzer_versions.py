@@ -1,6 +1,6 @@
 """Analyzer versions: an index records the version of the analyzer its terms were made with, and
 one made by another version is refused (search, explain, import, open, verify) until reindexed,
-never searched with terms of another kind. The digest pins what version 1 of ``enhanced`` makes,
+never searched with terms of another kind. The digest pins what this version of ``enhanced`` makes,
 so a change to its terms cannot ship without a new version."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from discovery.errors import AnalyzerOutdated, UnknownAnalyzer
 from tests.catalogs import NOUNS, VERBS, WORDS, generated_catalog
 from tests.test_cli import fails, ok
 
-ENHANCED_DIGESTS = {1: "58f91f88707dbc12dac5981569a17b7b3ab4292551fddd1380ea9e8567c50b5c"}
+ENHANCED_DIGESTS = {2: "9ce0e2a3dbecbf9b84f167dcdf8d029ee3e53146cadb1bc20ca4767f03bf93f7"}
 """Per version of ``enhanced``, the digest of the terms it makes of ``PROBE``."""
 
 PROBE = [
@@ -38,6 +38,8 @@ PROBE = [
     "the the",
     "who",
     "12 345 6.7",
+    "a tool to read files",
+    "which tools",
 ]
 
 
@@ -56,7 +58,7 @@ def test_the_enhanced_terms_are_those_of_its_version() -> None:
 def test_stored_values_name_the_version() -> None:
     assert REFERENCE.stored == "reference"
     analyzer = find_analyzer("enhanced")
-    assert analyzer is not None and (analyzer.version, analyzer.stored) == (enhanced.VERSION, "enhanced")
+    assert analyzer is not None and (analyzer.version, analyzer.stored) == (enhanced.VERSION, CURRENT)
     assert stored_version("enhanced") == ("enhanced", 1)
     assert stored_version("enhanced/2") == ("enhanced", 2)
     assert stored_version("enhanced/17") == ("enhanced", 17)
@@ -74,6 +76,10 @@ def test_stored_values_name_the_version() -> None:
         stored_analyzer_named("porter/2")
     with pytest.raises(AnalyzerOutdated, match="an unknown version \\('enhanced/x'\\)"):
         stored_analyzer_named("enhanced/x")
+
+
+CURRENT = f"enhanced/{enhanced.VERSION}"
+"""How a catalog records this release's ``enhanced`` (version 1 was recorded by its name alone)."""
 
 
 def stored(url: str) -> str:
@@ -95,36 +101,37 @@ def test_an_index_of_an_older_version_is_refused_until_reindexed(
         index.upsert_tools(catalog)
         before = [(hit.name, hit.score) for hit in index.search(query, 10)]
         name = before[0][0]
-    assert stored(db_url) == "enhanced"
+    assert stored(db_url) == CURRENT
+    made, later = enhanced.VERSION, enhanced.VERSION + 1
 
-    monkeypatch.setattr(enhanced, "VERSION", 2)  # a release whose enhanced makes other terms
+    monkeypatch.setattr(enhanced, "VERSION", later)  # a release whose enhanced makes other terms
     reindex = "run `tool-index reindex --analyzer enhanced` to rebuild it"
     message = (
-        "indexed with version 1 of the 'enhanced' analyzer, whose terms differ from this "
-        f"tool-index's version 2; {reindex}"
+        f"indexed with version {made} of the 'enhanced' analyzer, whose terms differ from this "
+        f"tool-index's version {later}; {reindex}"
     )
     with ToolIndex.open(db_url) as index:
-        with pytest.raises(AnalyzerOutdated, match="version 1 of the 'enhanced' analyzer") as raised:
+        with pytest.raises(AnalyzerOutdated, match=f"version {made} of the 'enhanced' analyzer") as raised:
             index.search(query, 10)
         assert message in str(raised.value)
-        assert (raised.value.version, raised.value.current) == (1, 2)
+        assert (raised.value.version, raised.value.current) == (made, later)
         with pytest.raises(AnalyzerOutdated):
             explain(index, query, name)
         with pytest.raises(AnalyzerOutdated):
             index.upsert_tools(generated_catalog(3, seed=8))
         assert verify(index).problems == [f"catalog_state: the catalog is {message}"]
-    with pytest.raises(AnalyzerOutdated, match="version 1 of the 'enhanced' analyzer"):
+    with pytest.raises(AnalyzerOutdated, match=f"version {made} of the 'enhanced' analyzer"):
         ToolIndex.open(db_url, analyzer="enhanced")
-    assert stored(db_url) == "enhanced"  # nothing was written
+    assert stored(db_url) == CURRENT  # nothing was written
 
     with ToolIndex.open(db_url) as index:
         assert index.reindex("enhanced") == len(catalog)
-        assert stored(db_url) == "enhanced/2"
+        assert stored(db_url) == f"enhanced/{later}"
         assert index.analyzer == "enhanced"
         assert [(hit.name, hit.score) for hit in index.search(query, 10)] == before
         assert verify(index).ok
     with ToolIndex.open(db_url, analyzer="enhanced") as index:
-        assert index.stats()["analyzer"] == "enhanced/2"
+        assert index.stats()["analyzer"] == f"enhanced/{later}"
 
 
 def test_an_index_of_a_newer_version_is_refused(db_url: str) -> None:
@@ -143,7 +150,7 @@ def test_an_index_of_a_newer_version_is_refused(db_url: str) -> None:
             index.search("messages", 5)
         index.reindex("enhanced")
         assert index.search("messages", 5)
-    assert stored(db_url) == "enhanced"
+    assert stored(db_url) == CURRENT
 
 
 def test_an_empty_catalog_of_another_version_takes_this_one(db_url: str) -> None:
@@ -157,18 +164,19 @@ def test_an_empty_catalog_of_another_version_takes_this_one(db_url: str) -> None
     engine.dispose()
     with ToolIndex.open(db_url, analyzer="enhanced") as index:
         assert index.analyzer == "enhanced"
-    assert stored(db_url) == "enhanced"
+    assert stored(db_url) == CURRENT
 
 
 def test_cli_says_to_reindex_an_older_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"sqlite:///{tmp_path / 'tools.db'}"
     with ToolIndex.open(url, analyzer="enhanced") as index:
         index.upsert_tools(generated_catalog(12, seed=5))
-    monkeypatch.setattr(enhanced, "VERSION", 2)
+    made = enhanced.VERSION
+    monkeypatch.setattr(enhanced, "VERSION", made + 1)
     error = fails(url, "search", "messages")
-    assert error.startswith("Error: the catalog is indexed with version 1 of the 'enhanced' analyzer")
+    assert error.startswith(f"Error: the catalog is indexed with version {made} of the 'enhanced' analyzer")
     assert "tool-index reindex --analyzer enhanced" in error
-    assert "reindexed 12 tools with the enhanced analyzer (was enhanced)" in ok(
+    assert f"reindexed 12 tools with the enhanced analyzer (was {CURRENT})" in ok(
         url, "reindex", "--analyzer", "enhanced"
     )
     assert ok(url, "search", "messages")

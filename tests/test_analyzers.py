@@ -136,7 +136,7 @@ def test_inflections_meet_only_under_enhanced(db_url: str) -> None:
     records = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines() if line.strip()]
     with ToolIndex.open(db_url, analyzer="enhanced") as index:
         index.upsert_tools(records)
-        assert index.analyzer == "enhanced" and index.stats()["analyzer"] == "enhanced"
+        assert index.analyzer == "enhanced" and index.stats()["analyzer"] == f"enhanced/{enhanced.VERSION}"
         hits = [name for name, _ in searched(index, "scheduling meetings")]
         assert hits[:2] == ["mcp__calendar__create_event", "mcp__calendar__find_free_slots"]
         index.reindex("reference")
@@ -325,7 +325,7 @@ def test_cli_unknown_analyzer_names_are_one_error(tmp_path: Path) -> None:
 def test_cli_analyzer_lifecycle(tmp_path: Path) -> None:
     db = str(tmp_path / "tools.db")
     assert cli("--db", db, "import", "--analyzer", "enhanced", "--example").returncode == 0
-    assert json.loads(cli("--db", db, "stats", "--json").stdout)["analyzer"] == "enhanced"
+    assert json.loads(cli("--db", db, "stats", "--json").stdout)["analyzer"] == f"enhanced/{enhanced.VERSION}"
     assert "analyzer:   enhanced" in cli("--db", db, "stats").stdout
     refused = cli("--db", db, "import", "--analyzer", "reference", "--example")
     assert refused.returncode == 1
@@ -337,7 +337,7 @@ def test_cli_analyzer_lifecycle(tmp_path: Path) -> None:
     done = cli("--db", db, "reindex", "--analyzer", "reference")
     assert (done.returncode, done.stdout) == (
         0,
-        "reindexed 26 tools with the reference analyzer (was enhanced)\n",
+        f"reindexed 26 tools with the reference analyzer (was enhanced/{enhanced.VERSION})\n",
     )
     assert cli("--db", db, "verify").returncode == 0
     queries = tmp_path / "queries.jsonl"

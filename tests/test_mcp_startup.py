@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 from discovery import ToolIndex
+from discovery._text import enhanced
 from tests.mcp_helpers import HANDSHAKE, WAIT, cli, stdio_gateway, synced_into, upstream_entry, write_config
 
 pytestmark = pytest.mark.slow
@@ -62,6 +63,34 @@ def test_a_new_database_gets_the_enhanced_analyzer_and_an_existing_one_keeps_its
     unknown = cli(f"sqlite:///{tmp_path / 'x.db'}", "sync", "--config", str(config), "--analyzer", "fancy")
     assert unknown.returncode == 1 and "fancy" in unknown.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+def test_sync_and_serve_rebuild_a_catalog_of_an_older_analyzer_version(tmp_path: Path) -> None:
+    """The gateway's own database, made by an older release's ``enhanced``: rebuilt on the way in,
+    said once, rather than refused until the user runs ``reindex``; a newer release's is refused."""
+    config = write_config(tmp_path, {"up": upstream_entry()})
+    db = f"sqlite:///{tmp_path / 'tools.db'}"
+    assert cli(db, "sync", "--config", str(config)).returncode == 0
+
+    def recorded(analyzer: str) -> None:
+        with sqlite3.connect(tmp_path / "tools.db") as connection:
+            connection.execute(
+                "UPDATE catalog_state SET analyzer = ?, generation = generation + 1", (analyzer,)
+            )
+
+    recorded("enhanced")  # how version 1 recorded itself
+    assert cli(db, "search", "echo").returncode == 1  # refused until rebuilt
+    done = cli(db, "sync", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        f"Reindexed 6 tools with version {enhanced.VERSION} of the enhanced analyzer "
+        "(the catalog was made with version 1)\n"
+    )
+    assert cli(db, "search", "echo a text back").returncode == 0
+    assert cli(db, "verify").returncode == 0
+    recorded("enhanced/99")
+    refused = cli(db, "sync", "--config", str(config))
+    assert refused.returncode == 1 and "from a newer tool-index" in refused.stderr
 
 
 def test_serve_says_which_database_and_how_many_tools_each_server_has(tmp_path: Path) -> None:

@@ -7,10 +7,12 @@ What it changes, and nothing else (the formula, field weights, k1, b and δ stay
   token, so a tool's weighted length, and the corpus's average length, are exactly the
   reference's; only the terms (and so ``tf`` and ``df``) merge.
 - **Queries**: the reference tokens minus English stop words (Snowball's list, tokenized the
-  same way), then stemmed. A query made only of stop words keeps them all, so ``who`` or
-  ``the the`` still searches rather than failing. In BM25+ every matched term adds at least
-  ``idf · δ``, so the filler of a natural-language request (``can``, ``you``, ``me``, ``for``)
-  would otherwise lift whichever tools share it.
+  same way) and the words of asking for a tool (``tool``, ``tools``: every request to a tool
+  search is for one, while the descriptions that say "This tool…" are few), then stemmed. A
+  query made only of stop words keeps them all, so ``who`` or ``the the`` still searches rather
+  than failing. In BM25+ every matched term adds at least ``idf · δ``, so the filler of a
+  natural-language request (``can``, ``you``, ``me``, ``for``, ``a tool to``) would otherwise
+  lift whichever tools share it.
 
 Tokens the stemmer does not know (numbers, other scripts) come back unchanged. Why these two
 steps and not others (request words, compound splitting, per-field length normalization) is
@@ -30,7 +32,7 @@ from discovery._text.tokenizer import tokenize
 
 NAME = "enhanced"
 
-VERSION = 1
+VERSION = 2
 """Raised whenever the terms this module makes change, for any text: indexes built with another
 version are refused until reindexed (``analyzers``). ``tests/test_analyzers.py`` holds a digest of
 the terms of a fixed text set, so a change that forgets this fails there."""
@@ -50,8 +52,13 @@ SNOWBALL_ENGLISH_STOP_WORDS = (
 )
 """The English stop word list of the Snowball project (snowballstem.org, BSD licence)."""
 
-STOP_WORDS = frozenset(token for word in SNOWBALL_ENGLISH_STOP_WORDS.split() for token in tokenize(word))
-"""The list as the tokenizer sees it: ``don't`` gives ``don`` and ``t``, ``can't`` gives ``can``."""
+REQUEST_WORDS = "tool tools"
+"""Words every request to a tool search may say (version 2): "a tool to…", "which tools…"."""
+
+STOP_WORDS = frozenset(
+    token for word in (SNOWBALL_ENGLISH_STOP_WORDS + " " + REQUEST_WORDS).split() for token in tokenize(word)
+)
+"""The lists as the tokenizer sees them: ``don't`` gives ``don`` and ``t``, ``can't`` gives ``can``."""
 
 _local = threading.local()
 

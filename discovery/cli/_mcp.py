@@ -124,14 +124,44 @@ analyzer_option = click.option(
 
 def _index(app: App, analyzer: str | None) -> ToolIndex:
     """The index, created when new: with ``analyzer``, or else ``NEW_ANALYZER`` when it holds no
-    tools yet; a catalog indexed with another analyzer keeps its own."""
+    tools yet; a catalog indexed with another analyzer keeps its own. A catalog made by an older
+    version of its analyzer is rebuilt with this release's, said on stderr: the gateway's own
+    database would otherwise be refused until ``tool-index reindex``."""
+    from discovery.errors import AnalyzerOutdated
+
+    try:
+        return _opened(app, analyzer)
+    except AnalyzerOutdated as exc:
+        if exc.version is None or exc.version > exc.current:
+            raise  # a newer release's terms, or unknown ones: not this release's to rewrite
+        outdated = exc
+    index = app.index(create=True)
+    try:
+        count = index.reindex(outdated.name)
+    except BaseException:
+        index.close()
+        raise
+    click.echo(
+        f"Reindexed {count} tools with version {outdated.current} of the {outdated.name} analyzer "
+        f"(the catalog was made with version {outdated.version})",
+        err=True,
+    )
+    return index
+
+
+def _opened(app: App, analyzer: str | None) -> ToolIndex:
     from discovery._params import analyzer_named
 
     if analyzer is not None:
         analyzer_named(analyzer)
         return app.index(create=True, analyzer=analyzer)
     index = app.index(create=True)
-    if index.analyzer == NEW_ANALYZER or index.stats()["tools"]:
+    try:
+        keep = index.analyzer == NEW_ANALYZER or index.stats()["tools"]
+    except BaseException:
+        index.close()
+        raise
+    if keep:
         return index
     index.close()
     # Giving a catalog without tools an analyzer is what opening with one does.
