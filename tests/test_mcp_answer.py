@@ -13,6 +13,7 @@ import anyio
 import pytest
 from mcp import Client, types
 
+from discovery._mcp.description import with_active
 from tests.mcp_helpers import call, eventually, stdio_gateway, sync, text_of, upstream_entry, write_config
 
 THREE = {"up": upstream_entry("--tools", "3")}
@@ -64,6 +65,9 @@ def test_the_answer_names_what_a_model_needs_and_a_resumed_session_finds_its_too
 
     async def first() -> list[str]:
         async with stdio_gateway(db, config, "--session", "mine") as client:
+            assert "Active in this session" not in (
+                (await listed(client))["search_tool_bm25"].description or ""
+            )
             answer = await searched(client, "echo a text back")
             assert answer["tools"][0] == {
                 "name": "mcp__up__echo",
@@ -80,6 +84,10 @@ def test_the_answer_names_what_a_model_needs_and_a_resumed_session_finds_its_too
 
     async def resumed(expected: list[str]) -> None:
         async with stdio_gateway(db, config, "--session", "mine") as client:
+            # A new conversation on the session is told what it can call already.
+            description = (await listed(client))["search_tool_bm25"].description or ""
+            said = f"Active in this session already (call them with call_tool): {', '.join(expected)}."
+            assert description.endswith(said)
             answer = await searched(client, "echo a text back")
             assert names(answer) == expected and answer["activated_tools"] == []
             assert all(tool["active"] for tool in answer["tools"])
@@ -228,3 +236,11 @@ def test_mode_auto_keeps_a_large_catalog_behind_the_search(tmp_path: Path) -> No
             await eventually(found, "a search in auto mode over 46 tools finds echo")
 
     anyio.run(run)
+
+
+def test_a_description_names_at_most_24_active_tools() -> None:
+    active = [f"mcp__up__tool_{number}" for number in range(30)]
+    said = with_active("Find tools.", active)
+    assert said.startswith("Find tools.\n\nActive in this session already (call them with call_tool): ")
+    assert said.endswith(", mcp__up__tool_23, and 6 more.") and "tool_24" not in said
+    assert with_active("Find tools.", []) == "Find tools."

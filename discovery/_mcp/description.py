@@ -45,6 +45,20 @@ def gateway_description(servers: Sequence[tuple[str, int]], total: int) -> str:
     return "\n".join([*lines, "", _FORMS])
 
 
+ACTIVE_NAMED = 24
+"""At most this many of a session's active tools are named in its description."""
+
+
+def with_active(description: str, active: Sequence[str]) -> str:
+    """The description of a session that has active tools (one resumed, in a new conversation):
+    it names them, so the model knows what it can call without searching for it again."""
+    if not active:
+        return description
+    named = ", ".join(active[:ACTIVE_NAMED])
+    more = f", and {len(active) - ACTIVE_NAMED} more" if len(active) > ACTIVE_NAMED else ""
+    return f"{description}\n\nActive in this session already (call them with call_tool): {named}{more}."
+
+
 def still_syncing(answer: dict[str, Any], syncing: Sequence[str]) -> dict[str, Any]:
     """A search answer given while ``syncing`` servers are still being indexed: it names them
     and says to search again, so an empty answer is not taken for an empty catalog."""

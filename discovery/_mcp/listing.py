@@ -16,6 +16,7 @@ from typing import Any
 from mcp import types
 from pydantic import ValidationError
 
+from discovery._mcp.description import with_active
 from discovery._mcp.names import route
 from discovery._mcp.options import GatewayOptions, Served
 from discovery._mcp.pool import Context, SessionPool
@@ -66,10 +67,18 @@ class Listing:
         scope is listed directly, and ``call_tool``), the tools listed directly, and with
         ``expose_active`` its active tools, each once and only those this gateway serves."""
         config, scope, direct = self.served.config, self.served.scope, self.served.direct
+        active = [
+            tool
+            for tool in await self.library.run(gateway_session.active_tools)
+            if scope.admits(tool.server_name, tool.mcp_tool_name) and route(tool, config.servers) is not None
+        ]
+        description = gateway_session.description
+        if not self.options.expose_active:  # else they are listed under their own names
+            description = with_active(description, [tool.name for tool in active])
         search = types.Tool(
             name=SEARCH_TOOL_NAME,
             title="SearchTools",
-            description=gateway_session.description,
+            description=description,
             input_schema=SEARCH_PARAMETERS,
         )
         tools = [search] if direct.search else []
@@ -78,7 +87,7 @@ class Listing:
         )
         listed = [*direct.tools]
         if self.options.expose_active:
-            listed += await self.library.run(gateway_session.active_tools)
+            listed += active
         for tool in {tool.name: tool for tool in listed}.values():
             in_scope = scope.admits(tool.server_name, tool.mcp_tool_name)
             if in_scope and route(tool, config.servers) is not None:
