@@ -9,11 +9,16 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, event
 
+from discovery import ToolIndex
+from discovery._sessions.listing import prune_sessions
+from store import SessionKey
 from tests.test_cli import DEMO, REPO, fails, ok, run
 
 
@@ -311,3 +316,50 @@ def test_explain_in_a_session_gives_the_score_its_search_gives(db_url: str, tmp_
         in fails(db_url, "explain", query, name, "--config", str(config), code=2)
         + run(db_url, "explain", query, name, "--config", str(config)).stderr
     )
+
+
+EVENT = "mcp__calendar__create_event"
+
+
+def test_prune_deletes_the_sessions_idle_for_long_with_what_they_taught(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ok(db_url, "import", str(DEMO))
+    ok(db_url, "learning", "on")
+    with ToolIndex.open(db_url) as index:
+        session = index.session("old", discovery_mode="all")
+        session.search_tool.execute("", {"query": "calendar event"})
+        session.record_call(EVENT)
+        assert index.learned(EVENT).terms  # what "old" taught
+        [old] = index.sessions()
+        cutoff = datetime.fromisoformat(old.updated_at) + timedelta(microseconds=1)
+    ok(db_url, "search", "calendar event", "--session", "old", "--mode", "all", "--identity", "alice")
+    ok(db_url, "search", "calendar event", "--session", "new", "--mode", "all")
+
+    with ToolIndex.open(db_url) as index:
+        assert prune_sessions(index.store, cutoff, dry_run=True) == [SessionKey("local", "old")]
+    assert ok(db_url, "session", "prune", "--idle", "30d") == "deleted 0 sessions unchanged for 30d\n"
+
+    class Later(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Later:  # a day after the cutoff: "old" is a day idle
+            return cls.fromtimestamp(cutoff.timestamp() + 86_400, tz)
+
+    monkeypatch.setattr("discovery.cli._sessions.datetime", Later)
+    assert ok(db_url, "session", "prune", "--idle", "1d", "--dry-run") == (
+        "would delete 1 session unchanged for 1d\n  old (local)\n"
+    )
+    assert len(json.loads(ok(db_url, "sessions", "--json"))) == 3
+    assert (
+        ok(db_url, "session", "prune", "--idle", "24h")
+        == "deleted 1 session unchanged for 24h\n  old (local)\n"
+    )
+    listed = json.loads(ok(db_url, "sessions", "--json"))
+    assert {(entry["identity"], entry["id"]) for entry in listed} == {("alice", "old"), ("local", "new")}
+    with ToolIndex.open(db_url) as index:
+        assert index.learned(EVENT).terms == []  # with its log, what it taught went
+    assert ok(db_url, "verify").startswith("ok: ")
+    for bad in ("30", "0d", "-1d", "1w", "d", "10000000d"):
+        assert fails(db_url, "session", "prune", "--idle", bad).startswith(
+            f"Error: --idle '{bad}': give a whole"
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -163,6 +164,21 @@ def delete_session(store: Store, session_id: str, identity: str = LOCAL_IDENTITY
         # What a session taught is read from its log: with the log, it goes.
         writer.learning.remove_credits(session=(key.identity, key.id))
     FIRST_SEARCHES.forget(store, key)  # a new session of that id starts its log anew
+
+
+def prune_sessions(store: Store, idle_since: datetime, *, dry_run: bool = False) -> list[SessionKey]:
+    """Delete, as ``delete_session`` does, every identity's sessions whose last change is before
+    ``idle_since``, in one transaction; the keys of those deleted (or, ``dry_run``, that would be)."""
+    with store.writing() as writer:
+        idle = [state.key for state in writer.sessions.all() if state.updated_at < idle_since]
+        if dry_run:
+            return idle
+        for key in idle:
+            writer.sessions.remove(key)
+            writer.learning.remove_credits(session=(key.identity, key.id))
+    for key in idle:
+        FIRST_SEARCHES.forget(store, key)
+    return idle
 
 
 def adopt_identities(store: Store, identities: Mapping[str, str]) -> dict[str, tuple[int, int]]:

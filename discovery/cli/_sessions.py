@@ -1,9 +1,11 @@
-"""Session commands: sessions, session show|call|reset|delete|import-jsonl."""
+"""Session commands: sessions, session show|call|reset|delete|prune|import-jsonl."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +62,7 @@ def sessions(app: App, as_json: bool) -> None:
     cls=ToolIndexGroup, epilog=example("tool-index session show chat-42", "tool-index session reset chat-42")
 )
 def session() -> None:
-    """Show, record a call in, reset, delete or import one session."""
+    """Show, record a call in, reset, delete, import or prune sessions."""
 
 
 @session.command("show", epilog=example("tool-index session show chat-42 --json"))
@@ -178,6 +180,50 @@ def session_delete(app: App, session_id: str, identity: str) -> None:
     with app.index() as index:
         index.delete_session(session_id, identity=identity)
     echo(f"deleted {session_id}")
+
+
+IDLE = re.compile(r"([1-9][0-9]{0,5})([dhm])")
+IDLE_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
+
+
+def idle_for(value: str) -> timedelta:
+    """``30d``, ``12h`` or ``90m`` as a duration."""
+    found = IDLE.fullmatch(value.strip())
+    if found is None:
+        raise click.ClickException(
+            f"--idle {one_line(value)!r}: give a whole number of days, hours or minutes, as 30d, 12h or 90m"
+        )
+    return timedelta(**{IDLE_UNITS[found[2]]: int(found[1])})
+
+
+@session.command(
+    "prune",
+    epilog=example("tool-index session prune --idle 30d --dry-run", "tool-index session prune --idle 30d"),
+)
+@click.option(
+    "--idle",
+    "idle",
+    required=True,
+    metavar="AGE",
+    help="Delete sessions unchanged for this long: 30d, 12h, 90m.",
+)
+@click.option("--dry-run", is_flag=True, help="Say which sessions would be deleted, and delete none.")
+@pass_app
+def session_prune(app: App, idle: str, dry_run: bool) -> None:
+    """Delete the sessions unchanged for --idle, with their logs.
+
+    Every identity's, and what they taught with them. A gateway whose clients name no session
+    makes one per connection or start; this keeps them from piling up. One transaction:
+    interrupted, it deletes nothing."""
+    from discovery._sessions.listing import prune_sessions
+
+    since = datetime.now(UTC) - idle_for(idle)
+    with app.index() as index:
+        pruned = prune_sessions(index.store, since, dry_run=dry_run)
+    verb = "would delete" if dry_run else "deleted"
+    echo(f"{verb} {len(pruned)} session{'' if len(pruned) == 1 else 's'} unchanged for {idle.strip()}")
+    for key in pruned:
+        echo(f"  {one_line(key.id)} ({one_line(key.identity)})")
 
 
 @session.command(
