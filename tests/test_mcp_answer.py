@@ -184,6 +184,9 @@ def test_a_tool_the_filters_leave_out_is_reported_and_not_replaced(
             assert answer["unavailable"] == ["mcp__up__echo"]
             assert answer["activated_tools"] == [] and answer["tools"] == []
             assert "not available here" in answer["note"]
+            # Its own name does not reach it through call_tool either, nor say what it is.
+            refused = await call(client, "echo", {"text": "x"})
+            assert refused.is_error and "mcp__up__echo" not in text_of(refused)
 
     anyio.run(run)
 

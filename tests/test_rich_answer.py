@@ -186,8 +186,9 @@ def test_tools_out_of_scope_are_reported_and_not_replaced(catalog: ToolIndex) ->
     assert broader["unavailable"] == ["mcp__memory__delete_entities"]
     assert broader["activated_tools"][0] == "mcp__memory__create_entities"
     assert "mcp__github__create_issue" in broader["activated_tools"]  # ranked below delete_entities
-    unseen = session.search_tool.execute("", {"query": "find symbol"}).structured
-    assert "mcp__serena__find_symbol" not in json.dumps(unseen)
+    for written in ("find symbol", "find_symbol", "serena/find_symbol"):  # as words, or as its name
+        unseen = session.search_tool.execute("", {"query": written}).structured
+        assert "mcp__serena" not in json.dumps(unseen) and "unavailable" not in unseen, written
     named = session.search_tool.execute("", {"query": "select:find_symbol"}).structured
     assert named["unavailable"] == ["mcp__serena__find_symbol"] and named["activated_tools"] == []
 

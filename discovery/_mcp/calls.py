@@ -217,9 +217,9 @@ class Calls:
         started = time.perf_counter()
         servers = self.served.config.servers
         tool, active = await self.writes.run(gateway_session.resolve, name)
-        meant: tuple[str, ...] = ()
+        meant: list[str] = []
         if tool is None:
-            meant = await self.writes.run(gateway_session.session.names_written, name)
+            meant = await self.writes.run(served_names, self.served, gateway_session, name)
             if len(meant) == 1:
                 name = meant[0]
                 tool, active = await self.writes.run(gateway_session.resolve, name)
@@ -365,3 +365,16 @@ def _search_and_pin(
     if outcome.activated:
         gateway_session.pin_in(writer, outcome.activated)
     return outcome
+
+
+def served_names(served: Served, gateway_session: GatewaySession, name: str) -> list[str]:
+    """In the worker: the full names of the tools this gateway serves whose label or MCP name
+    ``name`` is (a tool of a server it does not front, refuses or leaves out is not one of them)."""
+    session = gateway_session.session
+    found = session.tools_by_names(list(session.names_written(name)))
+    servers, scope = served.config.servers, served.scope
+    return [
+        tool.name
+        for tool in found.values()
+        if scope.admits(tool.server_name, tool.mcp_tool_name) and route(tool, servers) is not None
+    ]

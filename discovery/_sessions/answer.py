@@ -186,7 +186,10 @@ def answer_query(context: SearchContext, query: Query, limit: int) -> Answer:
     if form.names is not None:
         return _selected(context, query.text, form.names)
     if context.names.written_as_name(query.text):
-        return _selected(context, query.text, [query.text])
+        # Only the tools this session may see: one of a server it does not report stays unseen.
+        named = [name for name in context.names.named(query.text) if name not in context.whole.excluded]
+        if named:
+            return _selected(context, query.text, named)
     # ``+WORD`` followed by no word ranks by the word itself.
     words = searched_query(form.words) if tokenize(form.words) else query
     answer = _ranked(context, query.text, form, words, limit)
