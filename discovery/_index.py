@@ -110,19 +110,9 @@ class ToolIndex:
         """Rebuild every posting and statistic with ``analyzer``, in one transaction, and make
         it the catalog's; returns the number of tools reindexed. Interrupted, it changes nothing.
         """
-        stored = analyzer_named(analyzer).stored
-        from discovery._catalog.workers import collector_paused, prepared
-
-        with collector_paused(), self.store.writing() as writer:
-            writer.catalog.lock()  # the write lock, before the catalog is read
-            records = [tool.as_record() for tool in writer.catalog.all_tools()]
-            with closing(prepared(records, progress, analyzer)) as tools:
-                writer.catalog.reindex(tools, stored)
-            from discovery._sessions.learning import relearn_if_enabled
-
-            # Learned terms are the analyzer's query terms: made again with the new one.
-            relearn_if_enabled(writer, analyzer_named(analyzer))
-        return len(records)
+        rebuilt = reindexed(self.store, analyzer, progress)
+        assert rebuilt is not None
+        return rebuilt
 
     @property
     def learning(self) -> bool:
@@ -337,6 +327,29 @@ class ToolIndex:
 
         with self.store.reading() as reader:
             return index_summary(reader, self.ranker.semantic_problem)
+
+
+def reindexed(
+    store: Store, analyzer: str, progress: Progress | None = None, *, if_outdated: bool = False
+) -> int | None:
+    """``ToolIndex.reindex``; with ``if_outdated``, only while the catalog is still another
+    version of ``analyzer`` once the write lock is held (``None`` when another process has
+    rebuilt it meanwhile)."""
+    stored = analyzer_named(analyzer).stored
+    from discovery._catalog.workers import collector_paused, prepared
+
+    with collector_paused(), store.writing() as writer:
+        made = writer.catalog.lock()  # the write lock, before the catalog is read
+        if if_outdated and made == stored:
+            return None
+        records = [tool.as_record() for tool in writer.catalog.all_tools()]
+        with closing(prepared(records, progress, analyzer)) as tools:
+            writer.catalog.reindex(tools, stored)
+        from discovery._sessions.learning import relearn_if_enabled
+
+        # Learned terms are the analyzer's query terms: made again with the new one.
+        relearn_if_enabled(writer, analyzer_named(analyzer))
+    return len(records)
 
 
 def _choose_analyzer(store: Store, analyzer: str) -> None:

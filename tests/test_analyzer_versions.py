@@ -14,12 +14,13 @@ from sqlalchemy import create_engine, text
 from discovery import ToolIndex
 from discovery._diagnostics.explain import explain
 from discovery._diagnostics.verify import verify
+from discovery._index import reindexed
 from discovery._params import stored_analyzer_named
 from discovery._text import enhanced
 from discovery._text.analyzers import REFERENCE, find_analyzer, stored_version
 from discovery.errors import AnalyzerOutdated, UnknownAnalyzer
 from tests.catalogs import NOUNS, VERBS, WORDS, generated_catalog
-from tests.test_cli import fails, ok
+from tests.test_cli import fails, ok, run
 
 ENHANCED_DIGESTS = {2: "9ce0e2a3dbecbf9b84f167dcdf8d029ee3e53146cadb1bc20ca4767f03bf93f7"}
 """Per version of ``enhanced``, the digest of the terms it makes of ``PROBE``."""
@@ -180,3 +181,35 @@ def test_cli_says_to_reindex_an_older_version(tmp_path: Path, monkeypatch: pytes
         url, "reindex", "--analyzer", "enhanced"
     )
     assert ok(url, "search", "messages")
+
+
+def test_sync_rebuilds_an_older_version_of_its_own_file_not_a_shared_server(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A gateway's SQLite file is its own: ``sync`` (and ``serve``) rebuild it once, said on stderr.
+    A PostgreSQL catalog may be shared with hosts on older releases: left to ``reindex``."""
+    with ToolIndex.open(db_url, analyzer="enhanced") as index:
+        index.upsert_tools(generated_catalog(12, seed=5))
+    engine = create_engine(db_url)
+    with engine.begin() as connection:  # as version 1 recorded itself
+        connection.execute(
+            text("UPDATE catalog_state SET analyzer = 'enhanced', generation = generation + 1")
+        )
+    engine.dispose()
+    config = tmp_path / "mcp.json"
+    config.write_text('{"mcpServers": {}}', encoding="utf-8")
+    result = run(db_url, "sync", "--config", str(config))
+    if not db_url.startswith("sqlite"):
+        assert result.exit_code == 1 and "version 1 of the 'enhanced' analyzer" in result.stderr
+        assert stored(db_url) == "enhanced"
+        return
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (
+        f"Reindexed 12 tools with version {enhanced.VERSION} of the enhanced analyzer "
+        "(the catalog was made with version 1)\n"
+    )
+    assert stored(db_url) == CURRENT
+    with ToolIndex.open(db_url) as index:  # a second process finds it rebuilt under the lock
+        assert reindexed(index.store, "enhanced", if_outdated=True) is None
+        assert verify(index).ok
+    assert run(db_url, "sync", "--config", str(config)).stderr == ""

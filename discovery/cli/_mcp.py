@@ -124,9 +124,11 @@ analyzer_option = click.option(
 
 def _index(app: App, analyzer: str | None) -> ToolIndex:
     """The index, created when new: with ``analyzer``, or else ``NEW_ANALYZER`` when it holds no
-    tools yet; a catalog indexed with another analyzer keeps its own. A catalog made by an older
-    version of its analyzer is rebuilt with this release's, said on stderr: the gateway's own
-    database would otherwise be refused until ``tool-index reindex``."""
+    tools yet; a catalog indexed with another analyzer keeps its own. A SQLite catalog made by
+    an older version of its analyzer is rebuilt with this release's, said on stderr: the
+    gateway's own file would otherwise be refused until ``tool-index reindex``. A PostgreSQL
+    catalog is left to ``reindex``: other hosts, on older releases, may share it."""
+    from discovery._index import reindexed
     from discovery.errors import AnalyzerOutdated
 
     try:
@@ -137,15 +139,18 @@ def _index(app: App, analyzer: str | None) -> ToolIndex:
         outdated = exc
     index = app.index(create=True)
     try:
-        count = index.reindex(outdated.name)
+        if index.store.engine.dialect.name != "sqlite":
+            raise outdated  # a catalog other hosts may share
+        count = reindexed(index.store, outdated.name, if_outdated=True)
     except BaseException:
         index.close()
         raise
-    click.echo(
-        f"Reindexed {count} tools with version {outdated.current} of the {outdated.name} analyzer "
-        f"(the catalog was made with version {outdated.version})",
-        err=True,
-    )
+    if count is not None:  # else another process rebuilt it meanwhile
+        click.echo(
+            f"Reindexed {count} tools with version {outdated.current} of the {outdated.name} analyzer "
+            f"(the catalog was made with version {outdated.version})",
+            err=True,
+        )
     return index
 
 
