@@ -234,15 +234,10 @@ def _without_request_words(text: str) -> list[str]:
     return [term for term in terms if term not in REQUEST_WORDS] or terms
 
 
-_VERSION_1_STOP_WORDS = frozenset(
-    token for word in enhanced.SNOWBALL_ENGLISH_STOP_WORDS.split() for token in tokenize(word)
-)
-
-
 def _version_1(text: str) -> list[str]:
     """``enhanced``'s query terms before version 2 left out ``tool`` and ``tools``."""
     tokens = tokenize(text)
-    return [enhanced.stem(token) for token in [t for t in tokens if t not in _VERSION_1_STOP_WORDS] or tokens]
+    return [enhanced.stem(t) for t in [t for t in tokens if t not in enhanced.ENGLISH_STOP_WORDS] or tokens]
 
 
 def _stemmed(text: str) -> list[str]:

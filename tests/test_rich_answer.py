@@ -113,6 +113,12 @@ def test_a_search_where_no_tool_can_be_found_says_so_and_not_to_rephrase(index: 
     assert answer["note"].startswith("No tool can be searched here")
 
 
+def test_tool_is_a_common_word_only_where_the_analyzer_drops_it(index: ToolIndex) -> None:
+    """``enhanced`` leaves ``tool`` out of queries; under ``reference`` it is a word like others."""
+    index.upsert_tools([*CATALOG, _tool("inspector", "list_tools", "List the tools an MCP server offers.")])
+    assert _search(index, "s", "tools")["activated_tools"] == ["mcp__inspector__list_tools"]
+
+
 def test_in_one_small_server_its_own_word_is_what_a_request_names(index: ToolIndex) -> None:
     # Both tools of a lone time server hold "time": in so small a corpus that share says nothing.
     index.upsert_tools([tool for tool in CATALOG if tool["server_name"] == "time"])

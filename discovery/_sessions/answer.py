@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from discovery._params import Query, searched_query
 from discovery._results import MatchDetails, match_details
 from discovery._rules import Corpus, activation_order
-from discovery._text.enhanced import STOP_WORDS
+from discovery._text.enhanced import ENGLISH_STOP_WORDS
 from discovery._text.tokenizer import tokenize
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ their figures do not depend on it."""
 def is_common(term: str, df: int, n_docs: int) -> bool:
     """Whether a query term matches too widely to make a match sure: a stop word, or a term held
     by at least ``COMMON_TERM_SHARE`` of a corpus of ``COMMON_TERM_MIN_TOOLS`` tools or more."""
-    if term in STOP_WORDS:
+    if term in ENGLISH_STOP_WORDS:
         return True
     return n_docs >= COMMON_TERM_MIN_TOOLS and df >= COMMON_TERM_SHARE * n_docs
 

@@ -52,13 +52,16 @@ SNOWBALL_ENGLISH_STOP_WORDS = (
 )
 """The English stop word list of the Snowball project (snowballstem.org, BSD licence)."""
 
-REQUEST_WORDS = "tool tools"
+ENGLISH_STOP_WORDS = frozenset(
+    token for word in SNOWBALL_ENGLISH_STOP_WORDS.split() for token in tokenize(word)
+)
+"""The list as the tokenizer sees it: ``don't`` gives ``don`` and ``t``, ``can't`` gives ``can``."""
+
+REQUEST_WORDS = frozenset({"tool", "tools"})
 """Words every request to a tool search may say (version 2): "a tool to…", "which tools…"."""
 
-STOP_WORDS = frozenset(
-    token for word in (SNOWBALL_ENGLISH_STOP_WORDS + " " + REQUEST_WORDS).split() for token in tokenize(word)
-)
-"""The lists as the tokenizer sees them: ``don't`` gives ``don`` and ``t``, ``can't`` gives ``can``."""
+STOP_WORDS = ENGLISH_STOP_WORDS | REQUEST_WORDS
+"""What queries leave out."""
 
 _local = threading.local()
 
