@@ -209,6 +209,8 @@ def test_an_always_loaded_server_is_listed_and_callable_directly(tmp_path: Path)
             answer = await searched(client, "+pinned echo a text back")
             assert answer["tools"][0] == {**answer["tools"][0], "name": "mcp__pinned__echo", "active": True}
             assert not any(name.startswith("mcp__pinned__") for name in answer["activated_tools"])
+            # Listed under their own names, they are not named again as active in the description.
+            assert "mcp__pinned__" not in ((await listed(client))["search_tool_bm25"].description or "")
 
     anyio.run(run)
 

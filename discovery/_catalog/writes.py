@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from discovery._params import analyzer_named
+from discovery._text.analyzers import stored_version
 from discovery.errors import AnalyzerMismatch, ServerClaimed, ServerNameCollision, ToolNotFound
 from store import Reader, ServerOrigin, Store, StoredServer, Writer
 
@@ -64,7 +65,7 @@ def write_tools(
         now = writer.catalog.lock()
         # A reindex committed in between: these terms are the old kind.
         if now != analyzer_named(analyzer).stored:
-            raise AnalyzerMismatch(store.url, now, analyzer)
+            raise AnalyzerMismatch(store.url, stored_version(now)[0], analyzer)
         if server is not None:
             _check_owners(writer, records, server)
         held = None if origin is None else _held(writer, origin, server)

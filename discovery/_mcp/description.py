@@ -21,7 +21,7 @@ _HEAD = (
 
 _FORMS = """Query forms:
 - plain words: what you need done ("read a text file", "current time in Tokyo")
-- a tool's name (`read_text_file`, `filesystem/read_text_file`): activates that tool alone
+- a tool's name (`read_text_file`, `filesystem/read_text_file`): that tool, as `select:` gives it
 - `select:NAME[,NAME…]`: activates exactly those tools (full names, `server/tool` or a server's own
   tool names), no ranking; unknown names are listed under `unknown`
 - `+WORD words`: only tools whose server or name has WORD (`+github list issues`)

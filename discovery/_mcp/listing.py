@@ -74,7 +74,7 @@ class Listing:
         ]
         description = gateway_session.description
         if not self.options.expose_active:  # else they are listed under their own names
-            description = with_active(description, [tool.name for tool in active])
+            description = with_active(description, [t.name for t in active if t.name not in direct.names])
         search = types.Tool(
             name=SEARCH_TOOL_NAME,
             title="SearchTools",

@@ -36,7 +36,7 @@ def plural(count: int, word: str) -> str:
 _RICH_TAIL = """Input:
 - `query` — required: what you need done, in words; or `select:NAME[,NAME…]` to activate tools by name
   (full name, `server/tool` or the server's own tool name); or `+WORD words` to keep to tools whose server
-  or name has WORD, ranked by the words; or a tool's exact name (`read_text_file`) for that tool alone
+  or name has WORD, ranked by the words; or a tool's name (`read_text_file`), as `select:` gives it
 - `limit` — optional maximum number of tools to return (default `8`)
 
 Behavior:
