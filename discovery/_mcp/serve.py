@@ -153,8 +153,10 @@ async def serve_stdio(gateway: Gateway) -> None:
         with anyio.CancelScope() as transport:
             async with stdio_server(stdin=_client_lines()) as (read_stream, write_stream):
                 async with anyio.create_task_group() as watching:
-                    watching.start_soon(_stop_on_signal, serving)
                     async with gateway:
+                        # Watched once the gateway has started (a signal before ends the process
+                        # at once: nothing was answered), and until it has left.
+                        watching.start_soon(_stop_on_signal, serving)
                         with serving:
                             await gateway.server.run(
                                 read_stream, write_stream, gateway.initialization_options()
