@@ -17,7 +17,7 @@ from mcp import types
 from pydantic import ValidationError
 
 from discovery._mcp.description import with_active
-from discovery._mcp.names import route
+from discovery._mcp.names import route, split_catalog_name
 from discovery._mcp.options import GatewayOptions, Served
 from discovery._mcp.pool import Context, SessionPool
 from discovery._mcp.sessions import GatewaySession
@@ -67,14 +67,15 @@ class Listing:
         scope is listed directly, and ``call_tool``), the tools listed directly, and with
         ``expose_active`` its active tools, each once and only those this gateway serves."""
         config, scope, direct = self.served.config, self.served.scope, self.served.direct
-        active = [
-            tool
-            for tool in await self.library.run(gateway_session.active_tools)
-            if scope.admits(tool.server_name, tool.mcp_tool_name) and route(tool, config.servers) is not None
-        ]
         description = gateway_session.description
         if not self.options.expose_active:  # else they are listed under their own names
-            description = with_active(description, [t.name for t in active if t.name not in direct.names])
+            served = [split_catalog_name(name, config.servers) for name in gateway_session.active_at_open]
+            named = [
+                name
+                for name, located in zip(gateway_session.active_at_open, served, strict=True)
+                if name not in direct.names and located is not None and scope.admits(*located)
+            ]
+            description = with_active(description, named)
         search = types.Tool(
             name=SEARCH_TOOL_NAME,
             title="SearchTools",
@@ -87,7 +88,7 @@ class Listing:
         )
         listed = [*direct.tools]
         if self.options.expose_active:
-            listed += active
+            listed += await self.library.run(gateway_session.active_tools)
         for tool in {tool.name: tool for tool in listed}.values():
             in_scope = scope.admits(tool.server_name, tool.mcp_tool_name)
             if in_scope and route(tool, config.servers) is not None:

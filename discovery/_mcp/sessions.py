@@ -71,6 +71,10 @@ class GatewaySession:
 
     opened_by: str | None = None
     """What the session records as having opened it, when this gateway stores it."""
+    active_at_open: list[str] = field(default_factory=list)
+    """The session's active tools when the gateway opened it (or synced its servers since): what
+    its search's description names for a model starting a new conversation on it, with no read
+    of the database at each ``tools/list``, and the same description throughout."""
 
     @property
     def id(self) -> str:
@@ -120,6 +124,7 @@ class GatewaySession:
         counts of what the session can search, active tools included."""
         if self.stored:
             servers, _, total = self.session.describe_catalog()
+            self.active_at_open = self.session.active
         else:
             servers, _, total = self.session.as_new(self.settings())[1]
         self.description = gateway_description(servers, total)
