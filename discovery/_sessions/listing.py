@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -13,7 +13,7 @@ from discovery._rules import LOCAL_IDENTITY, SEARCH_TOOL_NAME
 from discovery._sessions.host_files import selection_from_file
 from discovery._sessions.learning import CALL_EVENT, FIRST_SEARCHES, relearn_if_enabled
 from discovery._sessions.session import Session, no_session
-from store import LoggedEvent, SessionKey, Store
+from store import LoggedEvent, Reader, SessionKey, Store, Writer
 
 if TYPE_CHECKING:
     from discovery._ranking.ranker import Ranker
@@ -158,27 +158,33 @@ def session_record(store: Store, session_id: str, identity: str = LOCAL_IDENTITY
 
 def delete_session(store: Store, session_id: str, identity: str = LOCAL_IDENTITY) -> None:
     key = session_key(session_id, identity)
-    with store.writing() as writer:
-        if not writer.sessions.remove(key):
-            raise no_session(key)
-        # What a session taught is read from its log: with the log, it goes.
-        writer.learning.remove_credits(session=(key.identity, key.id))
-    FIRST_SEARCHES.forget(store, key)  # a new session of that id starts its log anew
+    if not _deleted(store, lambda _: [key]):
+        raise no_session(key)
 
 
 def prune_sessions(store: Store, idle_since: datetime, *, dry_run: bool = False) -> list[SessionKey]:
     """Delete, as ``delete_session`` does, every identity's sessions whose last change is before
     ``idle_since``, in one transaction; the keys of those deleted (or, ``dry_run``, that would be)."""
+
+    def idle(reader: Reader) -> list[SessionKey]:
+        return [state.key for state in reader.sessions.all() if state.updated_at < idle_since]
+
+    if dry_run:
+        with store.reading() as reader:
+            return idle(reader)
+    return _deleted(store, idle)
+
+
+def _deleted(store: Store, chosen: Callable[[Writer], list[SessionKey]]) -> list[SessionKey]:
+    """Delete the sessions ``chosen`` picks (in the same transaction) that exist; those deleted."""
     with store.writing() as writer:
-        idle = [state.key for state in writer.sessions.all() if state.updated_at < idle_since]
-        if dry_run:
-            return idle
-        for key in idle:
-            writer.sessions.remove(key)
+        deleted = [key for key in chosen(writer) if writer.sessions.remove(key)]
+        for key in deleted:
+            # What a session taught is read from its log: with the log, it goes.
             writer.learning.remove_credits(session=(key.identity, key.id))
-    for key in idle:
-        FIRST_SEARCHES.forget(store, key)
-    return idle
+    for key in deleted:
+        FIRST_SEARCHES.forget(store, key)  # a new session of that id starts its log anew
+    return deleted
 
 
 def adopt_identities(store: Store, identities: Mapping[str, str]) -> dict[str, tuple[int, int]]:
